@@ -1,0 +1,21 @@
+import type { Command } from 'commander';
+import { UserError } from '../errors.js';
+
+/** Each benchmark is a module `bench/<name>.ts` exporting `runBench(args: string[])`. */
+const BENCHES = ['log', 'exec', 'orchestration'] as const;
+
+export function registerBench(program: Command): void {
+  program
+    .command('bench')
+    .description(`run a benchmark and print its figures (${BENCHES.join(', ')})`)
+    .argument('<name>', 'which benchmark')
+    .argument('[args...]', 'arguments passed to the benchmark')
+    .allowUnknownOption()
+    .action(async (name: string, args: string[]) => {
+      if (!(BENCHES as readonly string[]).includes(name)) {
+        throw new UserError(`unknown benchmark "${name}"; known: ${BENCHES.join(', ')}`);
+      }
+      const mod = (await import(`../../../bench/${name}.ts`)) as { runBench(args: string[]): Promise<void> };
+      await mod.runBench(args);
+    });
+}

@@ -1,0 +1,40 @@
+import { Command, CommanderError } from 'commander';
+import { registerRun } from './commands/run.js';
+import { registerReplay } from './commands/replay.js';
+import { registerExec } from './commands/exec.js';
+import { registerBench } from './commands/bench.js';
+import { registerData } from './commands/data.js';
+import { UserError } from './errors.js';
+
+/** Builds the `crucible` command tree; each subcommand lives in its own module. */
+export function buildProgram(): Command {
+  const program = new Command('crucible')
+    .description('Adversarial co-evolution of code models and test models, on an event log')
+    .version('0.1.0')
+    .showHelpAfterError();
+  registerRun(program);
+  registerReplay(program);
+  registerExec(program);
+  registerBench(program);
+  registerData(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  program.exitOverride();
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode;
+      return;
+    }
+    if (err instanceof UserError) {
+      process.stderr.write(`crucible: ${err.message}\n`);
+      process.exitCode = err.exitCode;
+      return;
+    }
+    throw err;
+  }
+}

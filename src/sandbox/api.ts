@@ -1,0 +1,57 @@
+/**
+ * The sandbox's public contract. The Executor actor, `crucible exec` and `crucible data check`
+ * use only what this file declares; src/sandbox/index.ts provides `createSandbox`.
+ */
+import type { Limits, TestCase } from '../datasets/problem.js';
+
+export const VERDICTS = [
+  'accepted',
+  'wrong_answer',
+  'runtime_error',
+  'time_limit',
+  'memory_limit',
+  'output_limit',
+  'compile_error',
+  'sandbox_error',
+] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+export type ComparisonMode = 'exact' | 'tokens' | 'float' | 'checker';
+
+export interface RunRequest {
+  /** Python 3 source of the candidate program. */
+  program: string;
+  /** All tests must share one style. A test without an expected value is only executed:
+   * its verdict says whether it ran cleanly, and `output` carries what it produced. */
+  tests: readonly TestCase[];
+  /** Function to call for call-style tests ("f", or "Solution.method"). */
+  entryPoint?: string;
+  limits?: Partial<Limits>;
+  comparison?: ComparisonMode;
+  /** Python source of a checker, for comparison = 'checker'. */
+  checker?: string;
+  /** Stop at the first test that is not accepted; the rest are not run and not returned. */
+  stopOnFirstFailure?: boolean;
+}
+
+export interface TestResult {
+  /** Index into RunRequest.tests. */
+  test: number;
+  verdict: Verdict;
+  timeMs: number;
+  memoryKb: number;
+  /** What the program produced: stdout for stdio tests, the JSON-serialized return value for
+   * call tests (truncated to a bounded size). Absent when it produced nothing usable. */
+  output?: string;
+  /** runtime_error: exception type (e.g. "ZeroDivisionError") and a short message. */
+  exceptionType?: string;
+  message?: string;
+  /** False when the run had rlimits only (no bubblewrap). */
+  isolated: boolean;
+}
+
+export interface Sandbox {
+  readonly isolation: 'bwrap' | 'rlimits';
+  run(request: RunRequest): Promise<TestResult[]>;
+  close(): Promise<void>;
+}
