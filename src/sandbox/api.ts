@@ -2,7 +2,8 @@
  * The sandbox's public contract. The Executor actor, `crucible exec` and `crucible data check`
  * use only what this file declares; src/sandbox/index.ts provides `createSandbox`.
  */
-import type { Limits, TestCase } from '../datasets/problem.js';
+import type { TestCase } from '../datasets/problem.js';
+import type { SandboxLimits } from './limits.js';
 
 export const VERDICTS = [
   'accepted',
@@ -26,12 +27,16 @@ export interface RunRequest {
   tests: readonly TestCase[];
   /** Function to call for call-style tests ("f", or "Solution.method"). */
   entryPoint?: string;
-  limits?: Partial<Limits>;
+  /** Per-test limits; `timeSeconds`/`memoryMb` as problems carry them, plus wall, output, threads. */
+  limits?: Partial<SandboxLimits>;
   comparison?: ComparisonMode;
   /** Python source of a checker, for comparison = 'checker'. */
   checker?: string;
   /** Stop at the first test that is not accepted; the rest are not run and not returned. */
   stopOnFirstFailure?: boolean;
+  /** Pre-import the names LeetCode/APPS harnesses provide (typing's List, collections, math...).
+   * Default: on for call-style tests, off otherwise. */
+  prelude?: boolean;
 }
 
 export interface TestResult {
@@ -48,6 +53,11 @@ export interface TestResult {
   message?: string;
   /** False when the run had rlimits only (no bubblewrap). */
   isolated: boolean;
+  /** Wall-clock milliseconds of the run (timeMs is CPU time). */
+  wallMs?: number;
+  /** Assert tests: 'outside' when `assert CALL == EXPECTED` was split and compared outside the
+   * candidate's process; 'inprocess' when the assert code itself had to run there. */
+  assertMode?: 'outside' | 'inprocess';
 }
 
 export interface Sandbox {

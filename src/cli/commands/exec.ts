@@ -1,7 +1,119 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { UserError } from '../errors.js';
+import { createSandbox } from '../../sandbox/index.js';
+import type { ComparisonMode, TestResult } from '../../sandbox/api.js';
+import { parseTestsFile } from '../../sandbox/tests-file.js';
+import { TestStyle } from '../../datasets/problem.js';
+
+interface ExecOptions {
+  tests: string;
+  style?: string;
+  fn?: string;
+  timeLimit?: string;
+  memoryLimit?: string;
+  comparison?: string;
+  checker?: string;
+  isolation?: string;
+  python?: string;
+  stopOnFailure?: boolean;
+  json?: boolean;
+}
+
+const positive = (v: string | undefined, flag: string): number | undefined => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new UserError(`${flag} must be a positive number, got "${v}"`);
+  return n;
+};
+
+const read = (file: string, what: string): string => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UserError(`cannot read ${what} ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+};
+
+/** One JSON line per test, snake_case as documented in src/sandbox/README.md. */
+export function resultLine(r: TestResult): Record<string, unknown> {
+  const line: Record<string, unknown> = { test: r.test, verdict: r.verdict, time_ms: r.timeMs, memory_kb: r.memoryKb };
+  if (r.wallMs !== undefined) line.wall_ms = r.wallMs;
+  if (r.exceptionType) line.exception_type = r.exceptionType;
+  if (r.message) line.message = r.message;
+  if (r.output !== undefined) line.output = r.output;
+  if (r.assertMode) line.assert_mode = r.assertMode;
+  line.isolated = r.isolated;
+  return line;
+}
 
 export function registerExec(program: Command): void {
-  program.command('exec').description('(being built)').action(() => {
-    throw new Error('crucible exec is not built yet');
-  });
+  program
+    .command('exec')
+    .description('run a Python program on tests in the sandbox and print one verdict per test')
+    .argument('<program>', 'Python 3 source file')
+    .requiredOption('--tests <file>', 'TESTS.jsonl: one test per line')
+    .option('--style <style>', 'stdio | call | assert (default: from the first line)')
+    .option('--fn <name>', 'function to call for call tests ("f" or "Solution.method")')
+    .option('--time-limit <seconds>', 'CPU seconds per test')
+    .option('--memory-limit <mb>', 'memory per test in MiB')
+    .option('--comparison <mode>', 'exact | tokens | float | checker', 'tokens')
+    .option('--checker <file>', 'Python file defining check(input, output, expected) -> bool')
+    .option('--isolation <mode>', 'auto | bwrap | none', 'auto')
+    .option('--python <path>', 'interpreter for the program', '/usr/bin/python3')
+    .option('--stop-on-failure', 'stop at the first test that is not accepted')
+    .option('--json', 'print one JSON line per test')
+    .action(async (file: string, o: ExecOptions) => {
+      const style = o.style === undefined ? undefined : TestStyle.safeParse(o.style);
+      if (style && !style.success) throw new UserError(`--style must be stdio, call or assert, got "${o.style}"`);
+      if (!['exact', 'tokens', 'float', 'checker'].includes(o.comparison ?? 'tokens')) {
+        throw new UserError(`--comparison must be exact, tokens, float or checker, got "${o.comparison}"`);
+      }
+      if (!['auto', 'bwrap', 'none'].includes(o.isolation ?? 'auto')) throw new UserError(`--isolation must be auto, bwrap or none`);
+      const source = read(file, 'program');
+      let parsed;
+      try {
+        parsed = parseTestsFile(read(o.tests, 'tests'), o.tests, style?.data);
+      } catch (e) {
+        throw new UserError((e as Error).message);
+      }
+      if (parsed.style === 'call' && !o.fn) throw new UserError('call-style tests need --fn NAME');
+      const checker = o.checker ? read(o.checker, 'checker') : undefined;
+      if (o.comparison === 'checker' && !checker) throw new UserError('--comparison checker needs --checker FILE');
+      const limits: Record<string, number> = {};
+      const t = positive(o.timeLimit, '--time-limit');
+      const m = positive(o.memoryLimit, '--memory-limit');
+      if (t !== undefined) limits.timeSeconds = t;
+      if (m !== undefined) limits.memoryMb = m;
+      let sandbox;
+      try {
+        sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none' });
+      } catch (e) {
+        throw new UserError((e as Error).message);
+      }
+      try {
+        const results = await sandbox.run({
+          program: source,
+          tests: parsed.tests,
+          ...(o.fn ? { entryPoint: o.fn } : {}),
+          limits,
+          comparison: (o.comparison ?? 'tokens') as ComparisonMode,
+          ...(checker ? { checker } : {}),
+          stopOnFirstFailure: o.stopOnFailure ?? false,
+        });
+        for (const r of results) {
+          if (o.json) process.stdout.write(JSON.stringify(resultLine(r)) + '\n');
+          else {
+            const why = r.exceptionType ? ` ${r.exceptionType}${r.message ? ': ' + r.message : ''}` : r.message ? ` ${r.message}` : '';
+            process.stdout.write(`test ${r.test}: ${r.verdict} (${r.timeMs.toFixed(1)} ms, ${r.memoryKb} KiB)${why}\n`);
+          }
+        }
+        const passed = results.filter((r) => r.verdict === 'accepted').length;
+        if (!o.json) process.stdout.write(`${passed}/${parsed.tests.length} accepted${sandbox.isolation === 'bwrap' ? '' : ' (not isolated)'}\n`);
+        if (results.some((r) => r.verdict === 'sandbox_error')) process.exitCode = 3;
+        else if (passed < parsed.tests.length) process.exitCode = 1;
+      } finally {
+        await sandbox.close();
+      }
+    });
 }

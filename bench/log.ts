@@ -1,0 +1,163 @@
+/**
+ * Event log benchmark: append throughput (one event per commit, batched commits), raw
+ * better-sqlite3 inserts into the same table as the baseline of the same run, and a full replay
+ * into a projection. `node bin/crucible.js bench log [--events N] [--batch B]`.
+ */
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { UserError } from '../src/cli/errors.js';
+import { makeEvent } from '../src/events/catalog.js';
+import type { NewEvent } from '../src/events/envelope.js';
+import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { eventCounts } from '../src/projections/event-counts.js';
+import { ProjectionRunner } from '../src/projections/runner.js';
+
+interface Args {
+  events: number;
+  batch: number;
+}
+
+function parseArgs(args: string[]): Args {
+  const out: Args = { events: 200_000, batch: 100 };
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i]!;
+    const value = Number(args[i + 1]);
+    if (flag !== '--events' && flag !== '--batch') throw new UserError(`bench log: unknown argument "${flag}" (known: --events N, --batch B)`);
+    if (!Number.isInteger(value) || value < 1) throw new UserError(`bench log: ${flag} needs a positive integer, got "${args[i + 1] ?? ''}"`);
+    out[flag === '--events' ? 'events' : 'batch'] = value;
+    i++;
+  }
+  return out;
+}
+
+const hex = (s: string) => createHash('sha256').update(s).digest('hex');
+
+/** A realistic mix: mostly execution verdicts, some samples. */
+function eventAt(i: number): NewEvent {
+  if (i % 5 === 0) {
+    return makeEvent('SolutionSampled', 'bench', {
+      round: i % 7,
+      problemId: `p${i % 50}`,
+      solutionId: `s${i}`,
+      programHash: hex(`prog${i % 1000}`),
+      policy: { role: 'code', name: 'toy', version: 3 },
+      sampling: { seed: i, index: i % 8, temperature: 0.8, candidateId: null },
+      responseHash: null,
+    });
+  }
+  return makeEvent('ExecutionCompleted', 'bench', {
+    requestId: `q${i >> 6}`,
+    programId: `s${i % 64}`,
+    programHash: hex(`prog${i % 1000}`),
+    testId: `t${i % 16}`,
+    testHash: hex(`test${i % 16}`),
+    verdict: i % 3 ? 'accepted' : 'wrong_answer',
+    timeMs: 3.5,
+    memoryKb: 9000,
+    outputHash: null,
+    exceptionType: null,
+    isolated: true,
+  });
+}
+
+const rate = (n: number, ms: number) => Math.round((n / ms) * 1000);
+const fmt = (n: number) => n.toLocaleString('en-US');
+const line = (label: string, n: number, ms: number) =>
+  console.log(`${label.padEnd(52)} ${fmt(rate(n, ms)).padStart(10)} events/s  (${fmt(n)} in ${ms.toFixed(0)} ms)`);
+
+async function time(fn: () => Promise<void> | void): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+export async function runBench(argv: string[]): Promise<void> {
+  const { events: n, batch } = parseArgs(argv);
+  const single = Math.max(1, Math.min(n, Math.floor(n / 10)));
+  const dir = mkdtempSync(join(tmpdir(), 'crucible-bench-log-'));
+  try {
+    console.log(`crucible bench log: ${fmt(n)} events, ${batch} per batched commit, WAL, synchronous FULL unless noted`);
+    const events = Array.from({ length: n }, (_, i) => eventAt(i));
+
+    // 1. One event per commit.
+    const l1 = await openSqliteLog(join(dir, 'single.db'));
+    const tSingle = await time(async () => {
+      for (let i = 0; i < single; i++) await l1.append(`s/${i % 8}`, [events[i]!], { commitId: `c${i}` });
+    });
+    await l1.close();
+    line('append, 1 event/commit', single, tSingle);
+
+    // 2. Batched commits, with the concurrency check on.
+    const appendBatched = async (file: string, synchronous: 'full' | 'normal') => {
+      const log = await openSqliteLog(join(dir, file), { synchronous });
+      const heads = new Map<string, number>();
+      const ms = await time(async () => {
+        for (let c = 0; c * batch < n; c++) {
+          const stream = `s/${c % 8}`;
+          const r = await log.append(stream, events.slice(c * batch, (c + 1) * batch), {
+            commitId: `b${c}`,
+            expectedPosition: heads.get(stream) ?? 0,
+          });
+          heads.set(stream, r.positions[r.positions.length - 1]!);
+        }
+      });
+      return { log, ms };
+    };
+    const { log: batched, ms: tBatched } = await appendBatched('batched.db', 'full');
+    line(`append, ${batch} events/commit`, n, tBatched);
+    const normal = await appendBatched('batched-normal.db', 'normal');
+    await normal.log.close();
+    line(`append, ${batch} events/commit, synchronous NORMAL`, n, normal.ms);
+
+    // 3. Baseline: raw prepared inserts into the same schema, one transaction.
+    const rawLog = await openSqliteLog(join(dir, 'raw.db'));
+    await rawLog.close();
+    const raw = new Database(join(dir, 'raw.db'));
+    raw.pragma('journal_mode = WAL');
+    raw.pragma('synchronous = FULL');
+    const ins = raw.prepare(
+      'INSERT INTO events (position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    const at = new Date().toISOString();
+    const tRaw = await time(() => {
+      raw.transaction(() => {
+        for (let i = 0; i < n; i++) {
+          const e = events[i]!;
+          ins.run(i + 1, `e${i}`, `b${Math.floor(i / batch)}`, `s/${i % 8}`, e.type, 1, e.runId, null, null, at, JSON.stringify(e.data));
+        }
+      })();
+    });
+    raw.close();
+    line('baseline: raw prepared inserts, 1 transaction', n, tRaw);
+    console.log(`  batched append / raw inserts: ${(tBatched / tRaw).toFixed(2)}x the time (goal <= 2x)`);
+
+    // 4. Replay: raw read baseline, then the log into a projection.
+    const rawRead = new Database(join(dir, 'batched.db'), { readonly: true });
+    let parsed = 0;
+    const tRawRead = await time(() => {
+      for (const row of rawRead.prepare('SELECT data FROM events ORDER BY position').iterate() as Iterable<{ data: string }>) {
+        if (JSON.parse(row.data)) parsed++;
+      }
+    });
+    rawRead.close();
+    line('baseline: raw SELECT + JSON.parse', parsed, tRawRead);
+    let readCount = 0;
+    const tRead = await time(async () => {
+      for await (const _ of batched.read()) readCount++;
+    });
+    line('log.read (decode, upcast, validate)', readCount, tRead);
+    let runner: ProjectionRunner | undefined;
+    const tReplay = await time(async () => {
+      runner = await ProjectionRunner.replayInto(join(dir, 'rm.db'), { log: batched, projections: [eventCounts] });
+    });
+    line('replay into projection (event-counts)', n, tReplay);
+    console.log(`  replay goal >= 100,000 events/s: ${rate(n, tReplay) >= 100_000 ? 'met' : 'MISSED'}`);
+    await runner!.close();
+    await batched.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

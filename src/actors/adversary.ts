@@ -1,0 +1,120 @@
+/**
+ * The Adversary samples test suites from the test policy for every sampled program: white-box
+ * (the policy sees the program it attacks) or black-box (only the problem). Each generated line
+ * is parsed into a test here, at the boundary; a line that is not a test is kept as a
+ * malformed test so that the reward can count it.
+ */
+import { assign, setup } from 'xstate';
+import type { SnapshotFrom } from 'xstate';
+import type { ActorDefinition, LogEvent } from './runtime.js';
+import type { RunEnv } from './env.js';
+import { dataOf } from './events.js';
+import { parseTestLines } from './test-text.js';
+import { nonprintableRatio } from '../rewards/code-a1.js';
+
+interface Job {
+  key: string;
+  round: number;
+  problemId: string;
+  solutionId: string;
+  programHash: string;
+  candidateId: string | null;
+  whiteBox: boolean;
+  version: number;
+}
+
+export interface AdversaryContext {
+  /** problem-round -> what the Conductor asked for. */
+  scheduled: Record<string, { whiteBox: boolean; version: number }>;
+  jobs: Job[];
+}
+
+export const adversaryMachine = setup({
+  types: { context: {} as AdversaryContext, events: {} as LogEvent },
+}).createMachine({
+  id: 'adversary',
+  context: { scheduled: {}, jobs: [] },
+  on: {
+    ProblemScheduled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ProblemScheduled');
+        return { scheduled: { ...context.scheduled, [`${d.round}/${d.problemId}`]: { whiteBox: d.whiteBox, version: d.testVersion } } };
+      }),
+    },
+    SolutionSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'SolutionSampled');
+        const s = context.scheduled[`${d.round}/${d.problemId}`];
+        if (!s) return {};
+        const job: Job = {
+          key: d.solutionId,
+          round: d.round,
+          problemId: d.problemId,
+          solutionId: d.solutionId,
+          programHash: d.programHash,
+          candidateId: d.sampling.candidateId,
+          whiteBox: s.whiteBox,
+          version: s.version,
+        };
+        return { jobs: [...context.jobs, job] };
+      }),
+    },
+    TestsSampled: {
+      actions: assign(({ context, event }) => {
+        const target = dataOf(event.envelope, 'TestsSampled').targetSolutionId;
+        return context.jobs.some((j) => j.key === target) ? { jobs: context.jobs.filter((j) => j.key !== target) } : {};
+      }),
+    },
+  },
+});
+
+export type AdversaryEffect = Job;
+
+export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect, RunEnv> = {
+  name: 'adversary',
+  machine: adversaryMachine,
+  pending: (snapshot: SnapshotFrom<typeof adversaryMachine>) => snapshot.context.jobs,
+  async run(job, env) {
+    const problem = env.problem(job.problemId);
+    const suites = env.config.sampling.suitesPerProgram;
+    const seed = env.seed('adversary', job.round, job.solutionId);
+    const policy = await env.policy('test', job.version);
+    const context: Record<string, string> = { problemId: job.problemId, suiteSize: String(env.config.sampling.suiteSize) };
+    let prompt = problem.statement;
+    if (job.whiteBox) {
+      if (job.candidateId !== null) context.target = job.candidateId;
+      prompt += `\n\n# Program under test\n${await env.blobs.getText(job.programHash)}`;
+    }
+    const generations = await policy.generate({
+      role: 'test',
+      version: job.version,
+      seed,
+      n: suites,
+      prompts: [{ key: job.solutionId, prompt, context }],
+    });
+    const events = [];
+    for (const g of generations) {
+      const suiteId = `${job.solutionId}/t${g.index}`;
+      const responseHash = await env.blobs.put(g.text);
+      const tests = [];
+      for (const [i, parsed] of parseTestLines(g.text, problem.style).entries()) {
+        const testHash = await env.blobs.put(parsed.canonical);
+        tests.push({ testId: `${suiteId}/${i}`, testHash, wellFormed: parsed.ok, reason: parsed.ok ? null : parsed.reason });
+      }
+      events.push(
+        env.event('TestsSampled', {
+          round: job.round,
+          problemId: job.problemId,
+          suiteId,
+          targetSolutionId: job.solutionId,
+          policy: { role: 'test', name: policy.name, version: job.version },
+          sampling: { seed, index: g.index, temperature: policy.temperature, candidateId: g.choiceKey, contextKey: g.contextKey },
+          responseHash,
+          nonprintableRatio: nonprintableRatio(g.text),
+          tests,
+        }),
+      );
+    }
+    return events;
+  },
+};

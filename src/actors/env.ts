@@ -1,0 +1,121 @@
+/**
+ * What effect runners may touch: the blob store, the sandbox, the problems, the policies and
+ * trainers, and a seed source. Machines never see this; only effect runners do.
+ */
+import type { BlobStore } from '../events/log.js';
+import type { NewEvent } from '../events/envelope.js';
+import { makeEvent, type EventDataInput, type EventType } from '../events/catalog.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import type { Problem } from '../datasets/problem.js';
+import type { Sandbox } from '../sandbox/api.js';
+import type { RunConfig } from '../config/schema.js';
+import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
+import { deriveSeed } from '../rewards/rng.js';
+import { VerdictIndex } from './judge.js';
+import { ExecutionCache } from './executor.js';
+
+export type Role = 'code' | 'test';
+
+export interface SamplingPolicy {
+  readonly name: string;
+  readonly temperature: number | null;
+  generate(request: GenerateRequest): Promise<Generation[]>;
+}
+
+export interface LearnerTrainer {
+  readonly name: string;
+  trainStep(request: TrainStepRequest): Promise<TrainStepResult>;
+  /** Version and serialized parameters (stored as a blob: the checkpoint). */
+  snapshot(): Promise<{ version: number; params: string }>;
+}
+
+/** A policy family: how to sample from given parameters and how to train them. */
+export interface PolicyBackend {
+  readonly name: string;
+  initialParams(role: Role): string;
+  sampler(role: Role, params: string, version: number): SamplingPolicy;
+  trainer(role: Role, params: string, version: number): LearnerTrainer;
+}
+
+export class RunEnv {
+  readonly runId: string;
+  readonly config: RunConfig;
+  readonly blobs: BlobStore;
+  readonly sandbox: Sandbox;
+  readonly backend: PolicyBackend;
+  verdicts = new VerdictIndex();
+  executions = new ExecutionCache();
+  readonly #problems: Map<string, Problem>;
+  /** role/version -> checkpoint blob, from PolicyVersionPublished. */
+  readonly #checkpoints = new Map<string, string>();
+  readonly #trainers = new Map<Role, { version: number; trainer: LearnerTrainer }>();
+  readonly #samplers = new Map<string, SamplingPolicy>();
+
+  constructor(opts: { runId: string; config: RunConfig; blobs: BlobStore; sandbox: Sandbox; backend: PolicyBackend; problems: readonly Problem[] }) {
+    this.runId = opts.runId;
+    this.config = opts.config;
+    this.blobs = opts.blobs;
+    this.sandbox = opts.sandbox;
+    this.backend = opts.backend;
+    this.#problems = new Map(opts.problems.map((p) => [p.id, p]));
+  }
+
+  /** Fed every event by the runtime: where each policy version's parameters are. */
+  readonly view = (envelope: EventEnvelope): void => {
+    if (envelope.type !== 'PolicyVersionPublished') return;
+    const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
+    if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
+  };
+
+  event<T extends EventType>(type: T, data: EventDataInput<T>): NewEvent {
+    return makeEvent(type, this.runId, data);
+  }
+
+  problem(id: string): Problem {
+    const p = this.#problems.get(id);
+    if (!p) throw new Error(`problem ${id} is in the log but not in the dataset this run was started with`);
+    return p;
+  }
+
+  /** A seed for one effect, independent of every other effect's. */
+  seed(...labels: (string | number)[]): number {
+    return deriveSeed(this.config.seed, ...labels.map(String));
+  }
+
+  async #params(role: Role, version: number): Promise<string> {
+    const hash = this.#checkpoints.get(`${role}/${version}`);
+    if (!hash) throw new Error(`no checkpoint recorded for the ${role} policy at version ${version}`);
+    return this.blobs.getText(hash);
+  }
+
+  async policy(role: Role, version: number): Promise<SamplingPolicy> {
+    const k = `${role}/${version}`;
+    let p = this.#samplers.get(k);
+    if (!p) {
+      p = this.backend.sampler(role, await this.#params(role, version), version);
+      this.#samplers.set(k, p);
+      // Keep only recent versions: old ones are never sampled again.
+      for (const old of this.#samplers.keys()) if (old.startsWith(`${role}/`) && Number(old.split('/')[1]) < version - 1) this.#samplers.delete(old);
+    }
+    return p;
+  }
+
+  /** The trainer of a role; with `atVersion`, restored from that version's checkpoint when the
+   * one in memory is elsewhere (after a restart). Without it: a fresh trainer at version 0. */
+  async trainer(role: Role, atVersion?: number): Promise<LearnerTrainer> {
+    const held = this.#trainers.get(role);
+    if (atVersion === undefined) {
+      if (held) return held.trainer;
+      const trainer = this.backend.trainer(role, this.backend.initialParams(role), 0);
+      this.#trainers.set(role, { version: 0, trainer });
+      return trainer;
+    }
+    if (held) {
+      const snap = await held.trainer.snapshot();
+      if (snap.version === atVersion) return held.trainer;
+    }
+    const trainer = this.backend.trainer(role, await this.#params(role, atVersion), atVersion);
+    this.#trainers.set(role, { version: atVersion, trainer });
+    return trainer;
+  }
+}

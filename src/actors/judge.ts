@@ -1,0 +1,241 @@
+/**
+ * The Judge turns executions into judgments, per problem and round, in three steps:
+ *   1. when every suite of the problem is sampled: run the reference on each distinct
+ *      well-formed test (oracle outputs and validity);
+ *   2. with validity known: write TestsJudged and ask for the reward pairs (each program on its
+ *      suites' valid tests and on the Mistake Book's top tests), the held-out evaluation, and
+ *      the kill pairs (known-incorrect programs on the valid tests);
+ *   3. with every verdict in: rewards for both roles, Mistake Book changes, evaluation figures.
+ * Each step is an effect whose output is in the log before the next step is considered, so a
+ * Judge killed anywhere resumes at the step it had not recorded yet.
+ */
+import { assign, setup } from 'xstate';
+import type { SnapshotFrom } from 'xstate';
+import type { ActorDefinition, LogEvent } from './runtime.js';
+import type { RunEnv } from './env.js';
+import { configOf, dataOf } from './events.js';
+import type { EventData } from '../events/catalog.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
+import { planEvaluation, judgeProblem } from './judging.js';
+
+export interface SolutionRef {
+  solutionId: string;
+  programHash: string;
+  candidateId: string | null;
+}
+
+export interface SuiteRef {
+  suiteId: string;
+  targetSolutionId: string | null;
+  nonprintableRatio: number;
+  candidateId: string | null;
+  tests: EventData<'TestsSampled'>['tests'];
+}
+
+export type JudgePhase = 'sampling' | 'oracle' | 'executing' | 'judged';
+
+export interface ProblemRound {
+  key: string;
+  round: number;
+  problemId: string;
+  groupSize: number;
+  solutions: SolutionRef[];
+  suites: SuiteRef[];
+  phase: JudgePhase;
+  /** Requests this Judge issued for the problem-round, and those whose verdicts are all in. */
+  issued: string[];
+  completed: string[];
+  judgedTests: EventData<'TestsJudged'>['tests'] | null;
+}
+
+export interface JudgeContext {
+  suitesPerProgram: number;
+  open: Record<string, ProblemRound>;
+  mistakeBooks: Record<string, MistakeBookState>;
+}
+
+const key = (round: number, problemId: string) => `${round}/${problemId}`;
+
+function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<ProblemRound>): Partial<JudgeContext> {
+  const p = ctx.open[k];
+  if (!p) return {};
+  return { open: { ...ctx.open, [k]: { ...p, ...f(p) } } };
+}
+
+export const judgeMachine = setup({
+  types: { context: {} as JudgeContext, events: {} as LogEvent },
+}).createMachine({
+  id: 'judge',
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {} },
+  on: {
+    RunStarted: {
+      actions: assign(({ event }) => ({ suitesPerProgram: configOf(event.envelope).sampling.suitesPerProgram })),
+    },
+    ProblemScheduled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ProblemScheduled');
+        const k = key(d.round, d.problemId);
+        const p: ProblemRound = {
+          key: k,
+          round: d.round,
+          problemId: d.problemId,
+          groupSize: d.groupSize,
+          solutions: [],
+          suites: [],
+          phase: 'sampling',
+          issued: [],
+          completed: [],
+          judgedTests: null,
+        };
+        return { open: { ...context.open, [k]: p } };
+      }),
+    },
+    SolutionSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'SolutionSampled');
+        return update(context, key(d.round, d.problemId), (p) => ({
+          solutions: [...p.solutions, { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId }],
+        }));
+      }),
+    },
+    TestsSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'TestsSampled');
+        return update(context, key(d.round, d.problemId), (p) => {
+          const suites = [
+            ...p.suites,
+            { suiteId: d.suiteId, targetSolutionId: d.targetSolutionId, nonprintableRatio: d.nonprintableRatio, candidateId: d.sampling.candidateId, tests: d.tests },
+          ];
+          const all = p.solutions.length === p.groupSize && suites.length === p.groupSize * context.suitesPerProgram;
+          return { suites, phase: all ? 'oracle' : p.phase };
+        });
+      }),
+    },
+    ExecutionRequested: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ExecutionRequested');
+        // An empty request has nothing to wait for: it is complete when issued.
+        return update(context, key(d.round, d.problemId), (p) => ({
+          issued: [...p.issued, d.requestId],
+          completed: d.pairs.length === 0 ? [...p.completed, d.requestId] : p.completed,
+        }));
+      }),
+    },
+    ExecutionCompleted: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ExecutionCompleted');
+        // requestId is "<round>/<problemId>/<purpose>"; all verdicts of a request are one commit.
+        const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
+        return update(context, k, (p) => (p.completed.includes(d.requestId) ? {} : { completed: [...p.completed, d.requestId] }));
+      }),
+    },
+    TestsJudged: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'TestsJudged');
+        return update(context, key(d.round, d.problemId), () => ({ judgedTests: d.tests, phase: 'executing' }));
+      }),
+    },
+    MistakeBookUpdated: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'MistakeBookUpdated');
+        const book = context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
+        return { mistakeBooks: { ...context.mistakeBooks, [d.problemId]: applyMistakeBookChanges(book, d.changes) } };
+      }),
+    },
+    ProblemEvaluated: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ProblemEvaluated');
+        const { [key(d.round, d.problemId)]: _closed, ...open } = context.open;
+        return { open };
+      }),
+    },
+  },
+});
+
+type Snapshot = SnapshotFrom<typeof judgeMachine>;
+
+export type JudgeEffect =
+  | { key: string; kind: 'oracle'; problem: ProblemRound }
+  | { key: string; kind: 'plan'; problem: ProblemRound }
+  | { key: string; kind: 'judge'; problem: ProblemRound };
+
+export function judgePending(snapshot: Snapshot): JudgeEffect[] {
+  const effects: JudgeEffect[] = [];
+  for (const p of Object.values(snapshot.context.open)) {
+    const oracleId = `${p.key}/oracle`;
+    if (p.phase === 'oracle' && !p.issued.includes(oracleId)) {
+      effects.push({ key: `${p.key}/oracle`, kind: 'oracle', problem: p });
+    } else if (p.phase === 'oracle' && p.completed.includes(oracleId)) {
+      effects.push({ key: `${p.key}/plan`, kind: 'plan', problem: p });
+    } else if (p.phase === 'executing' && p.issued.every((id) => p.completed.includes(id))) {
+      effects.push({ key: `${p.key}/judge`, kind: 'judge', problem: p });
+    }
+  }
+  return effects;
+}
+
+/** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
+ * event costs O(1). A problem-round's verdicts are dropped once it is evaluated. */
+export class VerdictIndex {
+  readonly #byProblem = new Map<string, Map<string, EventData<'ExecutionCompleted'>[]>>();
+  observe(envelope: EventEnvelope): void {
+    if (envelope.type === 'ProblemEvaluated') {
+      const d = envelope.data as EventData<'ProblemEvaluated'>;
+      this.#byProblem.delete(key(d.round, d.problemId));
+      return;
+    }
+    if (envelope.type !== 'ExecutionCompleted') return;
+    const d = envelope.data as EventData<'ExecutionCompleted'>;
+    const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
+    let requests = this.#byProblem.get(k);
+    if (!requests) this.#byProblem.set(k, (requests = new Map()));
+    const list = requests.get(d.requestId);
+    if (list) list.push(d);
+    else requests.set(d.requestId, [d]);
+  }
+  of(requestId: string): EventData<'ExecutionCompleted'>[] {
+    const k = requestId.slice(0, requestId.lastIndexOf('/'));
+    return this.#byProblem.get(k)?.get(requestId) ?? [];
+  }
+}
+
+export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv> = {
+  name: 'judge',
+  machine: judgeMachine,
+  pending: judgePending,
+  observe(envelope, env) {
+    env.verdicts.observe(envelope);
+  },
+  reset(env) {
+    env.verdicts = new VerdictIndex();
+  },
+  async run(effect, env, snapshot) {
+    const p = effect.problem;
+    const problem = env.problem(p.problemId);
+    const reference = problem.solutions[0];
+    if (effect.kind === 'oracle') {
+      if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: Code-A1 needs one`);
+      const referenceHash = await env.blobs.put(reference);
+      const seen = new Set<string>();
+      const pairs = [];
+      for (const suite of p.suites) {
+        for (const t of suite.tests) {
+          if (!t.wellFormed || seen.has(t.testHash)) continue;
+          seen.add(t.testHash);
+          pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
+        }
+      }
+      // With no well-formed test the request is empty; it counts as complete at once.
+      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', pairs })];
+    }
+    if (effect.kind === 'plan') {
+      const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
+      const plan = await planEvaluation({ env, problem, round: p, oracle: env.verdicts.of(`${p.key}/oracle`), book });
+      return plan;
+    }
+    const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
+    const events = await judgeProblem({ env, problem, round: p, book, verdicts: (id) => env.verdicts.of(id) });
+    return events;
+  },
+};

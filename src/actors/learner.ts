@@ -1,0 +1,182 @@
+/**
+ * The Learner publishes the initial policies, then after each round forms one training batch
+ * per role from the Judge's advantages, drives one training step through the trainer port, and
+ * publishes the new version. Rewards, advantages and selection are computed upstream (in the
+ * log); the trainer only applies them.
+ */
+import { assign, setup } from 'xstate';
+import type { SnapshotFrom } from 'xstate';
+import type { ActorDefinition, LogEvent } from './runtime.js';
+import type { RunEnv } from './env.js';
+import { configOf, dataOf } from './events.js';
+import type { EventData } from '../events/catalog.js';
+import type { TrainSample } from '../policies/port.js';
+import { canonicalJson } from './test-text.js';
+
+type Role = 'code' | 'test';
+
+interface SampleRef {
+  sampleId: string;
+  problemId: string;
+  /** Program or suite blob; the response text trained on. */
+  responseHash: string;
+  contextKey: string;
+  choiceKey: string | null;
+}
+
+interface RoundWork {
+  round: number;
+  problemIds: string[];
+  rewards: Record<Role, EventData<'RewardsAssigned'>[]>;
+}
+
+export interface LearnerContext {
+  started: boolean;
+  whiteBox: boolean;
+  /** Latest published version per role (-1: none yet). */
+  versions: Record<Role, number>;
+  trainedRounds: number[];
+  samples: Record<string, SampleRef>;
+  rounds: Record<string, RoundWork>;
+}
+
+export const learnerMachine = setup({
+  types: { context: {} as LearnerContext, events: {} as LogEvent },
+}).createMachine({
+  id: 'learner',
+  context: { started: false, whiteBox: true, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
+  on: {
+    RunStarted: {
+      actions: assign(({ event }) => ({ started: true, whiteBox: configOf(event.envelope).sampling.whiteBox })),
+    },
+    RoundStarted: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'RoundStarted');
+        return { rounds: { ...context.rounds, [d.round]: { round: d.round, problemIds: d.problemIds, rewards: { code: [], test: [] } } } };
+      }),
+    },
+    SolutionSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'SolutionSampled');
+        const ref: SampleRef = { sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId };
+        return { samples: { ...context.samples, [d.solutionId]: ref } };
+      }),
+    },
+    TestsSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'TestsSampled');
+        const contextKey = d.sampling.contextKey ?? d.problemId;
+        const ref: SampleRef = { sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId };
+        return { samples: { ...context.samples, [d.suiteId]: ref } };
+      }),
+    },
+    RewardsAssigned: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'RewardsAssigned');
+        const work = context.rounds[d.round];
+        if (!work) return {};
+        const rewards = { ...work.rewards, [d.role]: [...work.rewards[d.role], d] };
+        return { rounds: { ...context.rounds, [d.round]: { ...work, rewards } } };
+      }),
+    },
+    PolicyVersionPublished: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'PolicyVersionPublished');
+        const versions = { ...context.versions, [d.policy.role]: d.policy.version };
+        if (d.round === 0 || d.policy.role !== 'test') return { versions };
+        // Both roles of a round are published in one commit, test last: the round is trained.
+        const { [d.round]: done, ...rounds } = context.rounds;
+        const samples = { ...context.samples };
+        for (const role of ['code', 'test'] as const) for (const r of done?.rewards[role] ?? []) for (const i of r.items) delete samples[i.sampleId];
+        return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
+      }),
+    },
+  },
+});
+
+type Snapshot = SnapshotFrom<typeof learnerMachine>;
+
+export type LearnerEffect = { key: string; kind: 'init' } | { key: string; kind: 'train'; round: number };
+
+export function learnerPending(snapshot: Snapshot): LearnerEffect[] {
+  const c = snapshot.context;
+  if (!c.started) return [];
+  if (c.versions.code < 0 || c.versions.test < 0) return [{ key: 'init', kind: 'init' }];
+  const effects: LearnerEffect[] = [];
+  for (const work of Object.values(c.rounds)) {
+    const done = (role: Role) => new Set(work.rewards[role].map((r) => r.problemId)).size === work.problemIds.length;
+    if (done('code') && done('test')) effects.push({ key: `train/${work.round}`, kind: 'train', round: work.round });
+  }
+  // One step at a time, oldest round first: a step needs the version the previous one made.
+  return effects.sort((a, b) => (a.kind === 'train' && b.kind === 'train' ? a.round - b.round : 0)).slice(0, 1);
+}
+
+async function publish(env: RunEnv, role: Role, round: number) {
+  const trainer = await env.trainer(role);
+  const snap = await trainer.snapshot();
+  const paramsHash = await env.blobs.put(snap.params);
+  return env.event('PolicyVersionPublished', {
+    round,
+    policy: { role, name: trainer.name, version: snap.version },
+    checkpoint: paramsHash,
+    paramsHash,
+  });
+}
+
+export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
+  name: 'learner',
+  machine: learnerMachine,
+  pending: learnerPending,
+  async run(effect, env, snapshot) {
+    if (effect.kind === 'init') {
+      return [await publish(env, 'code', 0), await publish(env, 'test', 0)];
+    }
+    const c = snapshot.context;
+    const work = c.rounds[effect.round]!;
+    const events = [];
+    const published = [];
+    for (const role of ['code', 'test'] as const) {
+      const trainer = await env.trainer(role, c.versions[role]);
+      const samples: TrainSample[] = [];
+      const sampleIds: string[] = [];
+      // Problems in round order, items in their recorded order: one batch for one log.
+      const byProblem = new Map(work.rewards[role].map((r) => [r.problemId, r]));
+      for (const problemId of work.problemIds) {
+        for (const item of byProblem.get(problemId)?.items ?? []) {
+          if (item.components.selected === 0) continue;
+          const ref = c.samples[item.sampleId];
+          if (!ref) throw new Error(`reward for unknown sample ${item.sampleId}`);
+          samples.push({
+            prompt: env.problem(problemId).statement,
+            response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
+            advantage: item.advantage,
+            contextKey: ref.contextKey,
+            choiceKey: ref.choiceKey,
+          });
+          sampleIds.push(item.sampleId);
+        }
+      }
+      const batchId = `${env.runId}/round/${effect.round}/${role}`;
+      const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
+      const fromVersion = c.versions[role];
+      events.push(
+        env.event('TrainingBatchFormed', {
+          round: effect.round,
+          batchId,
+          role,
+          policy: { role, name: trainer.name, version: fromVersion },
+          batchHash,
+          size: samples.length,
+          sampleIds,
+        }),
+      );
+      const hyper = { lr: env.config.policies[role].lr };
+      const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: 'grpo', samples, hyper });
+      events.push(
+        env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
+      );
+      published.push(await publish(env, role, effect.round));
+    }
+    return [...events, ...published];
+  },
+};

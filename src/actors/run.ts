@@ -1,0 +1,141 @@
+/**
+ * One run on the embedded default: the SQLite log under runs/<run-id>/, every actor in this
+ * process around one dispatcher. A run directory that already holds the same run is resumed
+ * from its log: the actors refold it and carry on with the work not recorded yet.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { RunConfig } from '../config/schema.js';
+import { openSqliteLog } from '../events/sqlite-log.js';
+import type { EventLog } from '../events/log.js';
+import type { EventData } from '../events/catalog.js';
+import { createSandbox } from '../sandbox/index.js';
+import type { Problem } from '../datasets/problem.js';
+import { ActorRuntime } from './runtime.js';
+import { RunEnv, type PolicyBackend } from './env.js';
+import { conductor } from './conductor.js';
+import { solver } from './solver.js';
+import { adversary } from './adversary.js';
+import { executor } from './executor.js';
+import { judge } from './judge.js';
+import { learner } from './learner.js';
+import { canonicalJson } from './test-text.js';
+import { prepareRun } from './sources.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
+
+export const CRUCIBLE_VERSION = '0.1.0';
+
+export class RunMismatchError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RunMismatchError';
+  }
+}
+
+export function configHash(config: RunConfig): string {
+  return createHash('sha256').update(canonicalJson(config)).digest('hex');
+}
+
+/** The run id names the config, so one config and seed always write one log. */
+export function runIdOf(config: RunConfig): string {
+  return `${config.name}-s${config.seed}-${configHash(config).slice(0, 8)}`;
+}
+
+export interface RunProgress {
+  round: number;
+  rounds: number;
+  events: number;
+}
+
+export interface RunOptions {
+  config: RunConfig;
+  /** Run directory; default <config.dir>/<run-id>. */
+  dir?: string;
+  /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
+  cacheDir?: string | null;
+  onProgress?(p: RunProgress): void;
+  /** For crash tests: stop (as if killed) once this returns true. */
+  stopWhen?(p: RunProgress): boolean;
+  /** For restart tests: called after each dispatcher step, and when idle (return true to go on). */
+  onStep?(runtime: ActorRuntime<RunEnv>, p: RunProgress): void | Promise<void>;
+  onIdle?(runtime: ActorRuntime<RunEnv>): boolean | Promise<boolean>;
+}
+
+export interface RunOutcome {
+  runId: string;
+  dir: string;
+  finished: boolean;
+  rows: RoundRow[];
+  isolation: 'bwrap' | 'rlimits';
+}
+
+export const ACTOR_NAMES = ['conductor', 'solver', 'adversary', 'executor', 'judge', 'learner'] as const;
+
+async function readRows(log: EventLog, runId: string): Promise<RoundRow[]> {
+  let state = emptyRoundTable();
+  for await (const e of log.read({}, { runId })) state = reduceRoundTable(state, e);
+  return roundRows(state);
+}
+
+async function firstEvent(log: EventLog, runId: string, type: string) {
+  for await (const e of log.read({ limit: 1 }, { runId, types: [type] })) return e;
+  return undefined;
+}
+
+export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
+  const { config } = opts;
+  const runId = runIdOf(config);
+  const dir = opts.dir ?? path.join(config.dir, runId);
+  mkdirSync(dir, { recursive: true });
+  const log = await openSqliteLog(path.join(dir, 'log.db'), { synchronous: config.log.synchronous });
+  const sandbox = await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
+  try {
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir);
+    const hash = configHash(config);
+    const started = await firstEvent(log, runId, 'RunStarted');
+    if (started) {
+      const d = started.data as EventData<'RunStarted'>;
+      if (d.configHash !== hash) throw new RunMismatchError(`${dir} holds run ${runId} with another config (hash ${d.configHash.slice(0, 12)})`);
+    } else {
+      const problemRefs = [];
+      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
+      await log.append(
+        'conductor',
+        [
+          {
+            type: 'RunStarted',
+            runId,
+            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
+          },
+        ],
+        { commitId: `${runId}/run-started`, expectedPosition: 0 },
+      );
+    }
+    const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
+    const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, [env.view]);
+    await runtime.start();
+    let round = 0;
+    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.position });
+    let stopped = false;
+    const finished = await runtime.run({
+      onStep: async () => {
+        const snap = runtime.snapshotOf('conductor');
+        if (snap) round = (snap.context as { completedRound: number }).completedRound;
+        opts.onProgress?.(progress());
+        await opts.onStep?.(runtime, progress());
+      },
+      onIdle: async () => (await opts.onIdle?.(runtime)) ?? false,
+      shouldStop: () => (stopped = opts.stopWhen?.(progress()) ?? false),
+    });
+    const done = finished && !stopped && (await firstEvent(log, runId, 'RunCompleted')) !== undefined;
+    if (finished && !stopped && !done) {
+      const alive = ACTOR_NAMES.filter((n) => runtime.isAlive(n));
+      if (alive.length === ACTOR_NAMES.length) throw new Error('the run stopped with no work left before its last round: an actor is waiting on an event that never came');
+    }
+    return { runId, dir, finished: done, rows: await readRows(log, runId), isolation: sandbox.isolation };
+  } finally {
+    await sandbox.close();
+    await log.close();
+  }
+}

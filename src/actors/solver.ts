@@ -1,0 +1,83 @@
+/**
+ * The Solver samples G candidate programs per scheduled problem from the code policy, at the
+ * policy version the Conductor named, with a seed derived from the run seed and the problem.
+ */
+import { assign, setup } from 'xstate';
+import type { SnapshotFrom } from 'xstate';
+import type { ActorDefinition, LogEvent } from './runtime.js';
+import type { RunEnv } from './env.js';
+import { dataOf } from './events.js';
+
+interface Job {
+  key: string;
+  round: number;
+  problemId: string;
+  groupSize: number;
+  version: number;
+}
+
+export interface SolverContext {
+  jobs: Job[];
+}
+
+const jobKey = (round: number, problemId: string) => `${round}/${problemId}`;
+
+export const solverMachine = setup({
+  types: { context: {} as SolverContext, events: {} as LogEvent },
+}).createMachine({
+  id: 'solver',
+  context: { jobs: [] },
+  on: {
+    ProblemScheduled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ProblemScheduled');
+        const job = { key: jobKey(d.round, d.problemId), round: d.round, problemId: d.problemId, groupSize: d.groupSize, version: d.codeVersion };
+        return { jobs: [...context.jobs, job] };
+      }),
+    },
+    // All G samples of a job are one commit: seeing one means the job is done.
+    SolutionSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'SolutionSampled');
+        const key = jobKey(d.round, d.problemId);
+        return context.jobs.some((j) => j.key === key) ? { jobs: context.jobs.filter((j) => j.key !== key) } : {};
+      }),
+    },
+  },
+});
+
+export type SolverEffect = Job;
+
+export const solver: ActorDefinition<typeof solverMachine, SolverEffect, RunEnv> = {
+  name: 'solver',
+  machine: solverMachine,
+  pending: (snapshot: SnapshotFrom<typeof solverMachine>) => snapshot.context.jobs,
+  async run(job, env) {
+    const problem = env.problem(job.problemId);
+    const seed = env.seed('solver', job.round, job.problemId);
+    const policy = await env.policy('code', job.version);
+    const generations = await policy.generate({
+      role: 'code',
+      version: job.version,
+      seed,
+      n: job.groupSize,
+      prompts: [{ key: job.problemId, prompt: problem.statement, context: { problemId: job.problemId } }],
+    });
+    const events = [];
+    for (const g of generations) {
+      const programHash = await env.blobs.put(g.text);
+      events.push(
+        env.event('SolutionSampled', {
+          round: job.round,
+          problemId: job.problemId,
+          solutionId: `${job.round}/${job.problemId}/s${g.index}`,
+          programHash,
+          policy: { role: 'code', name: policy.name, version: job.version },
+          sampling: { seed, index: g.index, temperature: policy.temperature, candidateId: g.choiceKey, contextKey: g.contextKey },
+          responseHash: null,
+        }),
+      );
+    }
+    return events;
+  },
+};

@@ -1,0 +1,301 @@
+/**
+ * The catalog of crucible's events: the contract between actors. Each type has a current
+ * version and a zod schema; old versions are upcast on read (see registry.ts). To change a
+ * schema in a way old data does not satisfy, bump `version` and add an upcaster from the old one.
+ *
+ * Hashes are lowercase hex sha256 of blobs in the blob store (program text, test code, model
+ * responses, outputs...): events stay small and payloads are written before the events naming them.
+ */
+import { z } from 'zod';
+import { VERDICTS } from '../sandbox/api.js';
+import type { EventEnvelope } from './envelope.js';
+import {
+  EventRegistry,
+  defineEvent,
+  type DataInputOf,
+  type DataOf,
+  type EnvelopeOf,
+  type EventOptions,
+  type TypeOf,
+} from './registry.js';
+
+const Id = z.string().min(1);
+const Hash = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256');
+const Round = z.int().nonnegative();
+const Count = z.int().nonnegative();
+const Role = z.enum(['code', 'test']);
+const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+export const PolicyRef = z.strictObject({ role: Role, name: Id, version: Count });
+export type PolicyRef = z.infer<typeof PolicyRef>;
+
+/** How a sample was drawn, so it can be reproduced or at least explained. */
+export const Sampling = z.strictObject({
+  seed: z.int(),
+  /** Index of the sample within its group. */
+  index: Count,
+  /** null when the policy does not expose it (or for v1 events, which did not record it). */
+  temperature: z.number().nonnegative().nullable(),
+  /** Id of the candidate in a catalog policy (offline demo), else null. */
+  candidateId: Id.nullable(),
+  /** The conditioning context a catalog policy drew under (handed back when training), else null. */
+  contextKey: Id.nullable().default(null),
+});
+export type Sampling = z.infer<typeof Sampling>;
+
+export const Verdict = z.enum(VERDICTS);
+
+const definitions = {
+  /** Conductor, once at the start: what is run and how, so a replay can check it has the same config. */
+  RunStarted: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      method: Id,
+      /** The resolved config (all defaults filled in). */
+      config: z.unknown(),
+      configHash: Hash,
+      seed: z.int(),
+      crucibleVersion: Id,
+      /** The dataset of the run, in schedule order; each problem record is a blob. */
+      problems: z.array(z.strictObject({ problemId: Id, problemHash: Hash })),
+    }),
+  }),
+  /** Conductor, after the last round. */
+  RunCompleted: defineEvent({ version: 1, schema: z.strictObject({ rounds: Count }) }),
+  /** Conductor, when the run cannot go on (the reason a person reads). */
+  RunFailed: defineEvent({ version: 1, schema: z.strictObject({ reason: z.string().min(1) }) }),
+  /** Conductor: a round begins over these problems. */
+  RoundStarted: defineEvent({ version: 1, schema: z.strictObject({ round: Round, problemIds: z.array(Id) }) }),
+  /** Conductor: one problem enters the round; solvers and adversaries react to it. */
+  ProblemScheduled: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      problemHash: Hash,
+      groupSize: z.int().positive(),
+      /** Whether the adversary sees the candidate program. */
+      whiteBox: z.boolean(),
+      /** Policy versions to sample from, chosen by the Conductor so that timing never matters. */
+      codeVersion: Count,
+      testVersion: Count,
+    }),
+  }),
+  /** Solver: one candidate program drawn from the code policy (the program text is a blob). */
+  SolutionSampled: defineEvent({
+    version: 2,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      solutionId: Id,
+      programHash: Hash,
+      policy: PolicyRef,
+      sampling: Sampling,
+      /** The raw model response, when the program was extracted from one. */
+      responseHash: Hash.nullable(),
+    }),
+    upcasters: {
+      // v1 did not record the sampling temperature: unknown, hence null.
+      1: (d) =>
+        isRecord(d) && isRecord(d.sampling) ? { ...d, sampling: { temperature: null, ...d.sampling } } : d,
+    },
+  }),
+  /** Adversary: a test suite drawn from the test policy, with each test's parse result. */
+  TestsSampled: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      suiteId: Id,
+      /** The program the adversary saw (white-box), null for black-box. */
+      targetSolutionId: Id.nullable(),
+      policy: PolicyRef,
+      sampling: Sampling,
+      responseHash: Hash.nullable(),
+      /** Fraction of non-printable characters in the response (a Code-A1 penalty). */
+      nonprintableRatio: z.number().min(0).max(1),
+      tests: z.array(
+        z.strictObject({ testId: Id, testHash: Hash, wellFormed: z.boolean(), reason: z.string().nullable() }),
+      ),
+    }),
+  }),
+  /** Judge (or Conductor): these (program, test) pairs must be executed, for this purpose. */
+  ExecutionRequested: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      requestId: Id,
+      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill']),
+      pairs: z.array(z.strictObject({ programId: Id, programHash: Hash, testId: Id, testHash: Hash })),
+    }),
+  }),
+  /** Executor: one verdict for one (program, test) pair of a request. */
+  ExecutionCompleted: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      requestId: Id,
+      programId: Id,
+      programHash: Hash,
+      testId: Id,
+      testHash: Hash,
+      verdict: Verdict,
+      timeMs: z.number().nonnegative(),
+      memoryKb: z.number().nonnegative(),
+      outputHash: Hash.nullable(),
+      exceptionType: z.string().nullable(),
+      /** False when the sandbox ran with rlimits only (no bubblewrap). */
+      isolated: z.boolean(),
+      /** True when the verdict was copied from an earlier execution of the same program and test. */
+      cached: z.boolean().default(false),
+    }),
+  }),
+  /** Judge: validity of each generated test against the reference program, and its oracle output. */
+  TestsJudged: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      tests: z.array(
+        z.strictObject({
+          testId: Id,
+          testHash: Hash,
+          valid: z.boolean(),
+          reason: z.enum(['ok', 'malformed', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
+          /** valid; corrected (stated expectation wrong, GT's output used); invalid; unknown (GT could not run). */
+          status: z.enum(['valid', 'corrected', 'invalid', 'unknown']),
+          /** The GT-corrected test (expected value = the reference's output), when usable. */
+          oracleHash: Hash.nullable(),
+        }),
+      ),
+    }),
+  }),
+  /** Judge: rewards and advantages of one role's samples for one problem, with their components. */
+  RewardsAssigned: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      role: Role,
+      /** Reward function and its version, e.g. "code-a1/v1". */
+      rewardFn: Id,
+      items: z.array(
+        z.strictObject({
+          sampleId: Id,
+          reward: z.number(),
+          advantage: z.number(),
+          components: z.record(z.string(), z.number()),
+        }),
+      ),
+    }),
+  }),
+  /** Judge: changes to a problem's Mistake Book; `count` is the count after the change. */
+  MistakeBookUpdated: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      changes: z.array(
+        z.strictObject({
+          testKey: Id,
+          testHash: Hash,
+          delta: z.int(),
+          count: Count,
+          cause: z.enum(['fail', 'pass', 'decay', 'cap', 'blacklist']),
+        }),
+      ),
+    }),
+  }),
+  /** Learner: rewarded samples grouped into one training batch (the batch file is a blob). */
+  TrainingBatchFormed: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      batchId: Id,
+      role: Role,
+      policy: PolicyRef,
+      batchHash: Hash,
+      size: Count,
+      sampleIds: z.array(Id),
+    }),
+  }),
+  /** Learner: the bridge applied a training step; the policy moved from one version to the next. */
+  TrainingStepCompleted: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      batchId: Id,
+      role: Role,
+      fromVersion: Count,
+      toVersion: Count,
+      metrics: z.record(z.string(), z.number()),
+    }),
+  }),
+  /** Learner: a training step failed (nothing was applied); retryable says whether to try again. */
+  TrainingStepFailed: defineEvent({
+    version: 1,
+    schema: z.strictObject({ batchId: Id, role: Role, error: z.string().min(1), retryable: z.boolean() }),
+  }),
+  /** Learner: a policy version is available for sampling (checkpoint directory, parameter hash). */
+  PolicyVersionPublished: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      /** The round whose batch made this version (0: the initial policy). */
+      round: Round,
+      policy: PolicyRef,
+      checkpoint: z.string().min(1).nullable(),
+      paramsHash: Hash.nullable(),
+    }),
+  }),
+  /** Judge: the evaluation figures of one problem-round (held-out pass, kill rate, validity). */
+  ProblemEvaluated: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      /** Sampled programs, and those passing every held-out official test. */
+      heldOut: z.strictObject({ programs: Count, passed: Count }),
+      /** Known-incorrect programs (targets), suites, and the (suite, target) pairs where the
+       * target fails at least one usable test of the suite. */
+      kill: z.strictObject({ targets: Count, suites: Count, killed: Count }),
+      tests: z.strictObject({ sampled: Count, wellFormed: Count, valid: Count }),
+      mistakeBook: z.strictObject({ size: Count }),
+      /** Mean rewards of the problem's samples. */
+      rewards: z.strictObject({ code: z.number(), test: z.number() }),
+    }),
+  }),
+  /** Conductor: every problem of the round is judged and trained on. */
+  RoundCompleted: defineEvent({ version: 1, schema: z.strictObject({ round: Round }) }),
+  /** Any effect runner: the output of a non-deterministic effect (timer firing, drawn seed...), so a
+   * replay reads it instead of running the effect again. */
+  EffectRecorded: defineEvent({
+    version: 1,
+    schema: z.strictObject({ effect: Id, key: Id, outputHash: Hash.nullable(), value: z.unknown() }),
+  }),
+};
+
+export type CatalogSpecs = typeof definitions;
+/** The registry the logs use by default. */
+export const catalog = new EventRegistry(definitions);
+
+export type EventType = TypeOf<CatalogSpecs>;
+export type EventData<T extends EventType> = DataOf<CatalogSpecs, T>;
+export type EventDataInput<T extends EventType> = DataInputOf<CatalogSpecs, T>;
+/** A stored event of the catalog with typed data; a union over all types by default. */
+export type CatalogEvent<T extends EventType = EventType> = EnvelopeOf<CatalogSpecs, T>;
+export const EVENT_TYPES = catalog.types() as EventType[];
+
+/** Builds a validated NewEvent of a catalog type (throws MalformedEventError naming the field). */
+export function makeEvent<T extends EventType>(type: T, runId: string, data: EventDataInput<T>, opts?: EventOptions) {
+  return catalog.make(type, runId, data, opts);
+}
+
+/** Type guard: `if (isEvent(e, 'SolutionSampled')) e.data.sampling.temperature ...` */
+export function isEvent<T extends EventType>(event: EventEnvelope, type: T): event is CatalogEvent<T> {
+  return event.type === type;
+}
+
+/** Causation links for an event written in reaction to `cause`. */
+export function causedBy(cause: EventEnvelope): { causationId: string; correlationId: string } {
+  return { causationId: cause.id, correlationId: cause.correlationId ?? cause.id };
+}

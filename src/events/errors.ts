@@ -1,0 +1,181 @@
+/**
+ * Typed failures of the event layer. Each names what is wrong and where (position of a stored
+ * event, or index of an event in a commit being appended), so a bad record is found, not guessed.
+ */
+import type { z } from 'zod';
+
+/** Where an event sits: a stored event has a position; one being appended has an index in its commit. */
+export interface EventLocation {
+  position?: number;
+  /** Index in the commit being appended. */
+  index?: number;
+  stream?: string;
+  commitId?: string;
+}
+
+function where(loc: EventLocation): string {
+  if (loc.position !== undefined) return `event at position ${loc.position}`;
+  if (loc.index !== undefined) {
+    const commit = loc.commitId !== undefined ? ` of commit "${loc.commitId}"` : '';
+    const stream = loc.stream !== undefined ? ` on stream "${loc.stream}"` : '';
+    return `event #${loc.index}${commit}${stream}`;
+  }
+  return 'event';
+}
+
+export class EventLogError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The stream's last position was not what the writer expected: someone else wrote first. */
+export class ConcurrencyError extends EventLogError {
+  constructor(
+    readonly stream: string,
+    readonly expected: number,
+    readonly actual: number,
+  ) {
+    super(`concurrency conflict on stream "${stream}": expected last position ${expected}, actual ${actual}`);
+  }
+}
+
+export class UnknownEventTypeError extends EventLogError {
+  constructor(
+    readonly type: string,
+    readonly version: number | undefined,
+    readonly location: EventLocation,
+  ) {
+    super(`${where(location)}: unknown event type "${type}"${version !== undefined ? ` (v${version})` : ''}`);
+  }
+  get position(): number | undefined {
+    return this.location.position;
+  }
+}
+
+/** Stored version is not one the code knows: older than any upcaster, or newer than the code. */
+export class UnsupportedEventVersionError extends EventLogError {
+  constructor(
+    readonly type: string,
+    readonly version: number,
+    readonly currentVersion: number,
+    readonly location: EventLocation,
+  ) {
+    const why = version > currentVersion ? 'newer than this code knows' : 'has no upcaster';
+    super(`${where(location)}: ${type} v${version} is not supported (${why}; current v${currentVersion})`);
+  }
+  get position(): number | undefined {
+    return this.location.position;
+  }
+}
+
+export interface IssueSummary {
+  /** Dotted path inside the event, e.g. "data.sampling.seed". */
+  path: string;
+  message: string;
+}
+
+export function summarizeIssues(issues: readonly z.core.$ZodIssue[], prefix: string): IssueSummary[] {
+  return issues.map((i) => ({
+    path: [prefix, ...i.path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))]
+      .filter((s) => s !== '')
+      .join('.')
+      .replace(/\.\[/g, '['),
+    message: i.message,
+  }));
+}
+
+/** The envelope or the data failed its schema, or a stored row cannot be decoded. */
+export class MalformedEventError extends EventLogError {
+  constructor(
+    readonly type: string | undefined,
+    readonly version: number | undefined,
+    readonly issues: readonly IssueSummary[],
+    readonly location: EventLocation,
+  ) {
+    const what = type !== undefined ? ` (${type}${version !== undefined ? ` v${version}` : ''})` : '';
+    const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+    super(`${where(location)}${what} is malformed: ${detail}`);
+  }
+  get position(): number | undefined {
+    return this.location.position;
+  }
+}
+
+/** An explicit event id that the log already holds (from another commit). */
+export class DuplicateEventIdError extends EventLogError {
+  constructor(
+    readonly id: string,
+    readonly location: EventLocation,
+  ) {
+    super(`${where(location)}: event id "${id}" is already in the log`);
+  }
+}
+
+export class EmptyCommitError extends EventLogError {
+  constructor(readonly commitId: string) {
+    super(`commit "${commitId}" has no events: a commit must hold at least one`);
+  }
+}
+
+export class BlobNotFoundError extends EventLogError {
+  constructor(readonly hash: string) {
+    super(`blob ${hash} is not in the blob store`);
+  }
+}
+
+export class BlobCorruptError extends EventLogError {
+  constructor(readonly hash: string) {
+    super(`blob ${hash} is corrupt: its bytes no longer hash to its key`);
+  }
+}
+
+export class BlobNotTextError extends EventLogError {
+  constructor(readonly hash: string) {
+    super(`blob ${hash} is not UTF-8 text`);
+  }
+}
+
+export class InvalidBlobHashError extends EventLogError {
+  constructor(readonly hash: string) {
+    super(`"${hash}" is not a blob hash (expected 64 lowercase hex characters of sha256)`);
+  }
+}
+
+/** The file is not a crucible log (not SQLite, another application's database, a read model...). */
+export class NotACrucibleLogError extends EventLogError {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(`${path} is not a crucible event log: ${reason}`);
+  }
+}
+
+/** The log was written by a newer crucible; this code will not touch it. */
+export class NewerLogFormatError extends EventLogError {
+  constructor(
+    readonly path: string,
+    readonly found: number,
+    readonly supported: number,
+  ) {
+    super(`${path} has log format ${found}, newer than this crucible supports (${supported}); upgrade crucible`);
+  }
+}
+
+export class LogClosedError extends EventLogError {
+  constructor() {
+    super('the event log is closed');
+  }
+}
+
+/** A bad argument to a log call (range, filter, options), named by its path. */
+export class InvalidLogArgumentError extends EventLogError {
+  constructor(
+    readonly call: string,
+    readonly issues: readonly IssueSummary[],
+  ) {
+    super(`${call}: ${issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')}`);
+  }
+}

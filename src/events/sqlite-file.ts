@@ -1,0 +1,145 @@
+/**
+ * Opening a SQLite file as a crucible log: checks that it is one (or a new file) before anything
+ * is written, so another application's database, a non-SQLite file or a log of a newer format
+ * is refused untouched.
+ */
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { NewerLogFormatError, NotACrucibleLogError } from './errors.js';
+
+/** Bump when the tables change in a way older code cannot read; add a migration from the old one. */
+export const LOG_FORMAT_VERSION = 1;
+const LOG_KIND = 'event-log';
+const SQLITE_MAGIC = 'SQLite format 3\u0000';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS crucible_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+  position INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  commit_id TEXT NOT NULL,
+  stream TEXT NOT NULL,
+  type TEXT NOT NULL,
+  v INTEGER NOT NULL,
+  run_id TEXT NOT NULL,
+  causation_id TEXT,
+  correlation_id TEXT,
+  at TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_stream ON events (stream, position);
+CREATE TABLE IF NOT EXISTS commits (commit_id TEXT PRIMARY KEY, first_position INTEGER NOT NULL, count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL);
+`;
+
+export interface OpenFileOptions {
+  synchronous: 'full' | 'normal';
+  busyTimeoutMs: number;
+  /** Create the log when the file does not exist (default true). */
+  create: boolean;
+}
+
+type Inspection = { state: 'new' } | { state: 'existing'; format: number };
+
+export interface CrucibleFileKind {
+  /** Value of the `kind` row of crucible_meta, e.g. "event-log". */
+  kind: string;
+  /** Newest format this code reads. */
+  format: number;
+  notOurs(path: string, reason: string): Error;
+  newer(path: string, found: number, supported: number): Error;
+}
+
+const LOG_FILE: CrucibleFileKind = {
+  kind: LOG_KIND,
+  format: LOG_FORMAT_VERSION,
+  notOurs: (path, reason) => new NotACrucibleLogError(path, reason),
+  newer: (path, found, supported) => new NewerLogFormatError(path, found, supported),
+};
+
+/** Looks at a crucible SQLite file of the given kind without writing to it; throws the kind's errors. */
+export function inspectCrucibleFile(path: string, k: CrucibleFileKind): Inspection {
+  const ours = new Set<unknown>();
+  const fail = (reason: string) => {
+    const e = k.notOurs(path, reason);
+    ours.add(e);
+    return e;
+  };
+  if (!existsSync(path)) return { state: 'new' };
+  const size = statSync(path).size;
+  if (size > 0) {
+    const header = Buffer.alloc(16);
+    const fd = openSync(path, 'r');
+    try {
+      readSync(fd, header, 0, 16, 0);
+    } finally {
+      closeSync(fd);
+    }
+    if (size < 16 || header.toString('latin1') !== SQLITE_MAGIC) {
+      throw fail('the file is not an SQLite database');
+    }
+  }
+  let db: Database.Database;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+  } catch (err) {
+    throw fail(`SQLite cannot open it (${(err as Error).message})`);
+  }
+  try {
+    const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[];
+    if (tables.length === 0) return { state: 'new' };
+    if (!tables.includes('crucible_meta')) {
+      throw fail(`it is another SQLite database (tables: ${tables.slice(0, 5).join(', ')})`);
+    }
+    const meta = new Map(
+      (db.prepare('SELECT key, value FROM crucible_meta').all() as { key: string; value: string }[]).map((r) => [
+        r.key,
+        r.value,
+      ]),
+    );
+    const kind = meta.get('kind');
+    if (kind !== k.kind) throw fail(`it is a crucible ${kind ?? 'file of unknown kind'}`);
+    const format = Number(meta.get('format'));
+    if (!Number.isInteger(format) || format < 1) {
+      throw fail(`its format marker is "${meta.get('format')}"`);
+    }
+    if (format > k.format) {
+      const e = k.newer(path, format, k.format);
+      ours.add(e);
+      throw e;
+    }
+    return { state: 'existing', format };
+  } catch (err) {
+    if (ours.has(err)) throw err;
+    throw fail(`SQLite cannot read it (${(err as Error).message})`);
+  } finally {
+    db.close();
+  }
+}
+
+/** Opens (creating when allowed) a crucible log file in WAL mode with the requested durability. */
+export function openLogFile(path: string, opts: OpenFileOptions): Database.Database {
+  const found = inspectCrucibleFile(path, LOG_FILE);
+  if (found.state === 'new' && !opts.create) throw new NotACrucibleLogError(path, 'the file does not exist');
+  const db = new Database(path);
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs))}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    // Index pages of a long log stay in memory (the default cache is 2 MB).
+    db.pragma('cache_size = -32768');
+    if (found.state === 'new') {
+      // Two processes may create the same log at once: the immediate transaction serializes them.
+      db.transaction(() => {
+        db.exec(SCHEMA);
+        const put = db.prepare('INSERT OR IGNORE INTO crucible_meta (key, value) VALUES (?, ?)');
+        put.run('kind', LOG_KIND);
+        put.run('format', String(LOG_FORMAT_VERSION));
+      }).immediate();
+    }
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}

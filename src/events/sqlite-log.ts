@@ -1,0 +1,428 @@
+/**
+ * The SQLite backend of the EventLog port (better-sqlite3, WAL). One append is one immediate
+ * transaction: idempotency check, optimistic concurrency check, then the rows. Hot paths use raw
+ * prepared statements only. Stored rows are decoded (upcast and validated) on every read.
+ */
+import { realpathSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { SqliteBlobStore } from './blob-store.js';
+import { catalog } from './catalog.js';
+import { EventEnvelope, NewEvent, eventIdPrefix } from './envelope.js';
+import {
+  ConcurrencyError,
+  DuplicateEventIdError,
+  EmptyCommitError,
+  LogClosedError,
+  MalformedEventError,
+  summarizeIssues,
+} from './errors.js';
+import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  BlobStore,
+  EventLog,
+  Position,
+  ReadFilter,
+  ReadRange,
+  SubscribeOptions,
+  Subscription,
+  SubscriptionItem,
+} from './log.js';
+import type { EventCodec } from './registry.js';
+import { openLogFile } from './sqlite-file.js';
+
+export interface SqliteLogOptions {
+  /** Event types, versions and upcasters; default: the crucible catalog. */
+  registry?: EventCodec;
+  /** 'full' (default): every commit survives power loss. 'normal': faster, a crash of the machine
+   * may lose the last commits (never corrupts). */
+  synchronous?: 'full' | 'normal';
+  /** How often an idle subscription looks for appends made by other processes. Default 50 ms. */
+  pollIntervalMs?: number;
+  /** Rows fetched per page when reading. Default 1000. */
+  pageSize?: number;
+  /** How long a writer waits for another process's write lock. Default 5000 ms. */
+  busyTimeoutMs?: number;
+  /** Create the file when it does not exist. Default true. */
+  create?: boolean;
+}
+
+interface Row {
+  position: number;
+  id: string;
+  commit_id: string;
+  stream: string;
+  type: string;
+  v: number;
+  run_id: string;
+  causation_id: string | null;
+  correlation_id: string | null;
+  at: string;
+  data: string;
+}
+
+const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data';
+
+/** Same-process appends wake subscriptions of every log handle on the same file at once. */
+const listeners = new Map<string, Set<() => void>>();
+
+function fileKey(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(path);
+  }
+}
+
+export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): Promise<SqliteEventLog> {
+  const db = openLogFile(path, {
+    synchronous: opts.synchronous ?? 'full',
+    busyTimeoutMs: opts.busyTimeoutMs ?? 5000,
+    create: opts.create ?? true,
+  });
+  return new SqliteEventLog(db, fileKey(path), opts);
+}
+
+export class SqliteEventLog implements EventLog {
+  readonly backend = 'sqlite' as const;
+  readonly blobs: BlobStore;
+  readonly registry: EventCodec;
+  readonly #db: Database.Database;
+  readonly #key: string;
+  readonly #pollMs: number;
+  readonly #pageSize: number;
+  readonly #subs = new Set<SqliteSubscription>();
+  readonly #pageStmts = new Map<string, Database.Statement>();
+  #closed = false;
+
+  readonly #head: Database.Statement;
+  readonly #streamHead: Database.Statement;
+  readonly #findCommit: Database.Statement;
+  readonly #insertEvent: Database.Statement;
+  readonly #insertCommit: Database.Statement;
+  readonly #idExists: Database.Statement;
+
+  constructor(db: Database.Database, key: string, opts: SqliteLogOptions) {
+    this.#db = db;
+    this.#key = key;
+    this.registry = opts.registry ?? catalog;
+    this.#pollMs = opts.pollIntervalMs ?? 50;
+    this.#pageSize = opts.pageSize ?? 1000;
+    this.blobs = new SqliteBlobStore(db);
+    this.#head = db.prepare('SELECT max(position) FROM events').pluck();
+    this.#streamHead = db.prepare('SELECT max(position) FROM events WHERE stream = ?').pluck();
+    this.#findCommit = db.prepare('SELECT first_position, count FROM commits WHERE commit_id = ?');
+    this.#insertEvent = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.#insertCommit = db.prepare('INSERT INTO commits (commit_id, first_position, count) VALUES (?, ?, ?)');
+    this.#idExists = db.prepare('SELECT position FROM events WHERE id = ?').pluck();
+  }
+
+  async append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    this.#assertOpen();
+    const args = parseAppendArgs(stream, options);
+    const { commitId, expectedPosition } = args.options;
+    if (!Array.isArray(events) || events.length === 0) throw new EmptyCommitError(commitId);
+    // Validate and encode everything before the transaction: one bad event writes nothing.
+    const at = new Date().toISOString();
+    const prefix = eventIdPrefix(commitId);
+    const rows = events.map((e, index) => this.#encode(e, index, args.stream, commitId, at, prefix));
+    const seen = new Set<string>();
+    rows.forEach((r, index) => {
+      if (seen.has(r[0])) throw new DuplicateEventIdError(r[0], { index, stream: args.stream, commitId });
+      seen.add(r[0]);
+    });
+
+    const result = this.#db
+      .transaction((): AppendResult => {
+        const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
+        if (earlier) {
+          return {
+            positions: Array.from({ length: earlier.count }, (_, i) => earlier.first_position + i),
+            duplicate: true,
+          };
+        }
+        if (expectedPosition !== undefined) {
+          const actual = (this.#streamHead.get(args.stream) as number | null) ?? 0;
+          if (actual !== expectedPosition) throw new ConcurrencyError(args.stream, expectedPosition, actual);
+        }
+        const first = ((this.#head.get() as number | null) ?? 0) + 1;
+        const positions: number[] = new Array(rows.length);
+        for (let i = 0; i < rows.length; i++) {
+          const r = rows[i]!;
+          const position = first + i;
+          positions[i] = position;
+          try {
+            this.#insertEvent.run(position, r[0], commitId, args.stream, r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+          } catch (err) {
+            if (isUniqueViolation(err) && this.#idExists.get(r[0]) !== undefined) {
+              throw new DuplicateEventIdError(r[0], { index: i, stream: args.stream, commitId });
+            }
+            throw err;
+          }
+        }
+        this.#insertCommit.run(commitId, first, rows.length);
+        return { positions, duplicate: false };
+      })
+      .immediate();
+    if (!result.duplicate) for (const wake of listeners.get(this.#key) ?? []) wake();
+    return result;
+  }
+
+  /** [id, type, v, runId, causationId, correlationId, at, dataJson] */
+  #encode(
+    e: NewEvent,
+    index: number,
+    stream: string,
+    commitId: string,
+    now: string,
+    idPrefix: string,
+  ): [string, string, number, string, string | null, string | null, string, string] {
+    const loc = { index, stream, commitId };
+    const parsed = NewEvent.safeParse(e);
+    if (!parsed.success) {
+      const type = typeof (e as { type?: unknown } | null)?.type === 'string' ? (e as { type: string }).type : undefined;
+      throw new MalformedEventError(type, undefined, summarizeIssues(parsed.error.issues, ''), loc);
+    }
+    const ev = parsed.data;
+    const { v, data } = this.registry.encode(ev.type, ev.data, loc);
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(data);
+    } catch (err) {
+      throw new MalformedEventError(ev.type, v, [{ path: 'data', message: `not JSON-serializable (${(err as Error).message})` }], loc);
+    }
+    if (json === undefined) {
+      throw new MalformedEventError(ev.type, v, [{ path: 'data', message: 'not JSON-serializable' }], loc);
+    }
+    return [
+      ev.id ?? `${idPrefix}-${index}`,
+      ev.type,
+      v,
+      ev.runId,
+      ev.causationId ?? null,
+      ev.correlationId ?? null,
+      ev.at ?? now,
+      json,
+    ];
+  }
+
+  async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {
+    this.#assertOpen();
+    const args = parseReadArgs(range, filter);
+    // A read is a snapshot: it ends at the head it saw when it began (or at `to`, "as of").
+    const head = this.headSync();
+    const to = Math.min(args.range.to ?? head, head);
+    yield* this.readSync(args.range.from ?? 1, to, args.filter, args.range.limit);
+  }
+
+  /** Events in [from, to] matching the filter, in position order, fetched a page at a time. */
+  *readSync(from: Position, to: Position, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope> {
+    const { stmt, params } = this.#pageQuery(filter);
+    let next = Math.max(1, from);
+    let left = limit;
+    while (next <= to && left > 0 && !this.#closed) {
+      const page = Math.min(this.#pageSize, left);
+      const rows = stmt.all(next, to, ...params, page) as Row[];
+      for (const row of rows) yield this.#decode(row);
+      if (rows.length < page) return;
+      left -= rows.length;
+      next = rows[rows.length - 1]!.position + 1;
+    }
+  }
+
+  #pageQuery(filter: ReadFilter): { stmt: Database.Statement; params: unknown[] } {
+    const where: string[] = ['position >= ?', 'position <= ?'];
+    const params: unknown[] = [];
+    let key = '';
+    if (filter.runId !== undefined) {
+      where.push('run_id = ?');
+      params.push(filter.runId);
+      key += 'r';
+    }
+    if (filter.types !== undefined) {
+      where.push(filter.types.length ? `type IN (${filter.types.map(() => '?').join(', ')})` : '0');
+      params.push(...filter.types);
+      key += `t${filter.types.length}`;
+    }
+    if (filter.streams !== undefined) {
+      where.push(filter.streams.length ? `stream IN (${filter.streams.map(() => '?').join(', ')})` : '0');
+      params.push(...filter.streams);
+      key += `s${filter.streams.length}`;
+    }
+    if (filter.streamPrefix !== undefined) {
+      where.push('substr(stream, 1, length(?)) = ?');
+      params.push(filter.streamPrefix, filter.streamPrefix);
+      key += 'p';
+    }
+    let stmt = this.#pageStmts.get(key);
+    if (!stmt) {
+      // Walk the primary key in order (never a sort): pages stay cheap however large the log.
+      stmt = this.#db.prepare(
+        `SELECT ${COLUMNS} FROM events NOT INDEXED WHERE ${where.join(' AND ')} ORDER BY position LIMIT ?`,
+      );
+      this.#pageStmts.set(key, stmt);
+    }
+    return { stmt, params };
+  }
+
+  #decode(row: Row): EventEnvelope {
+    const loc = { position: row.position };
+    let raw: unknown;
+    try {
+      raw = JSON.parse(row.data);
+    } catch {
+      throw new MalformedEventError(row.type, row.v, [{ path: 'data', message: 'stored data is not valid JSON' }], loc);
+    }
+    const { v, data } = this.registry.decode(row.type, row.v, raw, loc);
+    const envelope: EventEnvelope = {
+      id: row.id,
+      type: row.type,
+      v,
+      runId: row.run_id,
+      stream: row.stream,
+      position: row.position,
+      commitId: row.commit_id,
+      causationId: row.causation_id,
+      correlationId: row.correlation_id,
+      at: row.at,
+      data,
+    };
+    const checked = EventEnvelope.safeParse(envelope);
+    if (!checked.success) throw new MalformedEventError(row.type, row.v, summarizeIssues(checked.error.issues, ''), loc);
+    return envelope;
+  }
+
+  async head(): Promise<Position> {
+    this.#assertOpen();
+    return this.headSync();
+  }
+
+  headSync(): Position {
+    return (this.#head.get() as number | null) ?? 0;
+  }
+
+  async streamHead(stream: string): Promise<Position> {
+    this.#assertOpen();
+    return (this.#streamHead.get(parseStreamName('streamHead', stream)) as number | null) ?? 0;
+  }
+
+  subscribe(options?: SubscribeOptions): Subscription {
+    this.#assertOpen();
+    const opts = parseSubscribeOptions(options);
+    const sub = new SqliteSubscription(this, opts.after ?? 0, opts.filter ?? {}, this.#pollMs, () => this.#subs.delete(sub));
+    this.#subs.add(sub);
+    return sub;
+  }
+
+  /** Registers a wake-up for appends made through any handle of this file in this process. */
+  onAppend(wake: () => void): () => void {
+    let set = listeners.get(this.#key);
+    if (!set) listeners.set(this.#key, (set = new Set()));
+    set.add(wake);
+    return () => {
+      set.delete(wake);
+      if (set.size === 0) listeners.delete(this.#key);
+    };
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    // Synchronous on purpose: once close() is called the file is released, even if not awaited.
+    this.#closed = true;
+    for (const s of this.#subs) void s.close();
+    this.#db.close();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new LogClosedError();
+  }
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE'
+  );
+}
+
+/**
+ * Delivers stored events after `after`, then `caught-up`, then tails: woken at once by appends
+ * in this process, and by polling for appends from other processes. A `caught-up` follows every
+ * drained batch, so a consumer knows when to flush; its position is the head scanned, which may
+ * be past the last event that matched the filter.
+ */
+class SqliteSubscription implements Subscription {
+  #closed = false;
+  #wake: (() => void) | null = null;
+  #pending = false;
+
+  constructor(
+    private readonly log: SqliteEventLog,
+    private readonly after: Position,
+    private readonly filter: ReadFilter,
+    private readonly pollMs: number,
+    private readonly onClose: () => void,
+  ) {}
+
+  [Symbol.asyncIterator](): AsyncIterator<SubscriptionItem> {
+    return this.#run();
+  }
+
+  async *#run(): AsyncGenerator<SubscriptionItem> {
+    const unlisten = this.log.onAppend(() => this.#signal());
+    let position = this.after;
+    let first = true;
+    try {
+      while (!this.#closed && !this.log.closed) {
+        this.#pending = false;
+        const head = this.log.headSync();
+        if (head > position) {
+          for (const event of this.log.readSync(position + 1, head, this.filter)) {
+            if (this.#closed) return;
+            yield { kind: 'event', event };
+          }
+          position = head;
+          if (this.#closed) return;
+          yield { kind: 'caught-up', position };
+        } else if (first) {
+          yield { kind: 'caught-up', position: Math.max(position, head) };
+        }
+        first = false;
+        if (!this.#pending) await this.#sleep();
+      }
+    } finally {
+      unlisten();
+      this.onClose();
+    }
+  }
+
+  #signal(): void {
+    this.#pending = true;
+    this.#wake?.();
+  }
+
+  #sleep(): Promise<void> {
+    return new Promise((resolveSleep) => {
+      const timer = setTimeout(done, this.pollMs);
+      const self = this;
+      function done(): void {
+        clearTimeout(timer);
+        self.#wake = null;
+        resolveSleep();
+      }
+      this.#wake = done;
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#wake?.();
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The policy and trainer ports. The catalog policy (offline demo) implements them now; an LLM
+ * backend (OpenAI-compatible server, gpu-bridge) implements the same shapes: text in, text out.
+ */
+import { z } from 'zod';
+
+export const PolicyRole = z.enum(['code', 'test']);
+export type PolicyRole = z.infer<typeof PolicyRole>;
+
+export const GenerateRequest = z.object({
+  role: PolicyRole,
+  /** The policy version to sample from; a backend that cannot serve it fails with VersionError. */
+  version: z.number().int().nonnegative(),
+  seed: z.number().int(),
+  prompts: z.array(z.object({
+    key: z.string().min(1),
+    prompt: z.string(),
+    /** Structured side data: problemId, target candidate (white-box)... LLMs may ignore it. */
+    context: z.record(z.string(), z.string()),
+  })),
+  /** Samples per prompt. */
+  n: z.number().int().positive(),
+});
+export type GenerateRequest = z.infer<typeof GenerateRequest>;
+
+export interface Generation {
+  promptKey: string;
+  index: number;
+  text: string;
+  /** Catalog: the chosen candidate id (code) or comma-joined test ids (test suite). LLM: null. */
+  choiceKey: string | null;
+  /** Catalog: the conditioning context the choice was drawn under, to be passed back in
+   * TrainSample.contextKey. LLM: null. */
+  contextKey: string | null;
+  /** Log-probability of the whole generation under the sampling policy, when known. */
+  logprob: number | null;
+}
+
+export interface PolicyPort {
+  generate(req: GenerateRequest): Promise<Generation[]>;
+}
+
+export const TrainSample = z.object({
+  prompt: z.string(),
+  response: z.string(),
+  advantage: z.number().finite(),
+  contextKey: z.string().nullable(),
+  choiceKey: z.string().nullable(),
+});
+export type TrainSample = z.infer<typeof TrainSample>;
+
+export const TrainStepRequest = z.object({
+  batchId: z.string().min(1),
+  role: PolicyRole,
+  /** The version the samples were generated from; a mismatch is a VersionError, nothing applied. */
+  expectedVersion: z.number().int().nonnegative(),
+  algorithm: z.enum(['grpo', 'kto', 'sft']),
+  samples: z.array(TrainSample),
+  hyper: z.record(z.string(), z.number()),
+});
+export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
+
+export interface TrainStepResult {
+  version: number;
+  metrics: Record<string, number>;
+}
+
+export interface TrainerPort {
+  trainStep(req: TrainStepRequest): Promise<TrainStepResult>;
+  snapshot(): Promise<{ version: number; paramsHash: string }>;
+}
+
+/** A request named a version other than the one held (stale batch, or a replay out of order). */
+export class VersionError extends Error {
+  constructor(readonly role: PolicyRole, readonly expected: number, readonly actual: number) {
+    super(`${role} policy is at version ${actual}, the request expected ${expected}`);
+    this.name = 'VersionError';
+  }
+}
+
+/** A request the policy cannot serve: unknown problem, candidate, malformed sample. */
+export class PolicyInputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PolicyInputError';
+  }
+}

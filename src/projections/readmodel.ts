@@ -1,0 +1,320 @@
+/**
+ * The read model: a SQLite database (separate from the log) holding projection tables plus
+ * each projection's checkpoint. Tables are declared as small specs; the runner writes rows with
+ * raw prepared statements (the hot path) and everything else (DDL, queries, state hashes) goes
+ * through kysely.
+ */
+import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { inspectCrucibleFile } from '../events/sqlite-file.js';
+
+export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json';
+/** A trailing "?" makes the column nullable. */
+export type ColumnSpec = ColumnType | `${ColumnType}?`;
+
+export interface TableSpec {
+  columns: Readonly<Record<string, ColumnSpec>>;
+  /** Primary key columns (not nullable). Rows are hashed in this order. */
+  key: readonly string[];
+  /** Extra indexes, each a list of columns. */
+  indexes?: readonly (readonly string[])[];
+}
+
+export type Row = Record<string, unknown>;
+
+/** One change to the read model, produced by a projection's pure `apply`. */
+export type RowWrite =
+  /** Insert or replace the whole row (missing nullable columns become null). */
+  | { op: 'put'; table: string; row: Row }
+  /** Insert, or update only the given columns of an existing row. */
+  | { op: 'merge'; table: string; row: Row }
+  /** Add to numeric columns, creating the row (other numeric columns 0) when absent. */
+  | { op: 'add'; table: string; key: Row; values: Readonly<Record<string, number>> }
+  | { op: 'delete'; table: string; key: Row };
+
+export const put = (table: string, row: Row): RowWrite => ({ op: 'put', table, row });
+export const merge = (table: string, row: Row): RowWrite => ({ op: 'merge', table, row });
+export const add = (table: string, key: Row, values: Record<string, number>): RowWrite => ({ op: 'add', table, key, values });
+export const del = (table: string, key: Row): RowWrite => ({ op: 'delete', table, key });
+
+/** Read access for a projection's `apply`: sees the writes of earlier events, batch included. */
+export interface ReadView {
+  get(table: string, key: Row): Row | undefined;
+}
+
+export class ReadModelError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class NotAReadModelError extends ReadModelError {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(`${path} is not a crucible read model: ${reason}`);
+  }
+}
+
+export const READ_MODEL_FORMAT = 1;
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Tables of the runner itself; projection tables may not use the prefix. */
+export const RESERVED_PREFIX = 'crucible_';
+
+interface Column {
+  name: string;
+  type: ColumnType;
+  nullable: boolean;
+}
+
+/** A table spec checked once and turned into the column list and statements it needs. */
+export class Table {
+  readonly columns: Column[];
+  readonly byName: Map<string, Column>;
+  readonly key: string[];
+  readonly #stmts = new Map<string, Database.Statement>();
+
+  constructor(
+    readonly name: string,
+    spec: TableSpec,
+    private readonly db: Database.Database,
+  ) {
+    if (!IDENT.test(name)) throw new ReadModelError(`table name "${name}" must be a plain identifier`);
+    if (name.startsWith(RESERVED_PREFIX)) throw new ReadModelError(`table name "${name}" uses the reserved prefix ${RESERVED_PREFIX}`);
+    this.columns = Object.entries(spec.columns).map(([col, s]) => {
+      if (!IDENT.test(col)) throw new ReadModelError(`column "${name}.${col}" must be a plain identifier`);
+      const nullable = s.endsWith('?');
+      const type = (nullable ? s.slice(0, -1) : s) as ColumnType;
+      if (!['text', 'integer', 'real', 'boolean', 'json'].includes(type)) {
+        throw new ReadModelError(`column "${name}.${col}" has unknown type "${s}"`);
+      }
+      return { name: col, type, nullable };
+    });
+    this.byName = new Map(this.columns.map((c) => [c.name, c]));
+    this.key = [...spec.key];
+    if (this.key.length === 0) throw new ReadModelError(`table "${name}" needs a primary key`);
+    for (const k of this.key) {
+      const c = this.byName.get(k);
+      if (!c) throw new ReadModelError(`key column "${name}.${k}" is not a column`);
+      if (c.nullable) throw new ReadModelError(`key column "${name}.${k}" may not be nullable`);
+    }
+    for (const ix of spec.indexes ?? []) {
+      for (const c of ix) if (!this.byName.has(c)) throw new ReadModelError(`index column "${name}.${c}" is not a column`);
+    }
+  }
+
+  /** Binds a JS value for a column; throws naming the table and column. */
+  encode(col: string, value: unknown): unknown {
+    const c = this.byName.get(col);
+    if (!c) throw new ReadModelError(`table "${this.name}" has no column "${col}"`);
+    if (value === null || value === undefined) {
+      if (!c.nullable) throw new ReadModelError(`${this.name}.${col} may not be null`);
+      return null;
+    }
+    switch (c.type) {
+      case 'text':
+        if (typeof value !== 'string') break;
+        return value;
+      case 'integer':
+        if (typeof value !== 'number' || !Number.isSafeInteger(value)) break;
+        return value;
+      case 'real':
+        if (typeof value !== 'number' || !Number.isFinite(value)) break;
+        return value;
+      case 'boolean':
+        if (typeof value !== 'boolean') break;
+        return value ? 1 : 0;
+      case 'json':
+        return canonicalJson(value);
+    }
+    throw new ReadModelError(`${this.name}.${col} is ${c.type}, got ${describe(value)}`);
+  }
+
+  /** Turns a stored row back into JS values (booleans, parsed JSON). */
+  decode(row: Row): Row {
+    const out: Row = {};
+    for (const c of this.columns) {
+      const v = row[c.name];
+      out[c.name] = v === null || v === undefined ? null : c.type === 'boolean' ? v === 1 : c.type === 'json' ? JSON.parse(v as string) : v;
+    }
+    return out;
+  }
+
+  statement(sig: string, sql: () => string): Database.Statement {
+    let s = this.#stmts.get(sig);
+    if (!s) this.#stmts.set(sig, (s = this.db.prepare(sql())));
+    return s;
+  }
+
+  keyValues(key: Row): unknown[] {
+    return this.key.map((k) => {
+      if (!(k in key)) throw new ReadModelError(`key of "${this.name}" lacks column "${k}"`);
+      return this.encode(k, key[k]);
+    });
+  }
+
+  get(key: Row): Row | undefined {
+    const stmt = this.statement('get', () => `SELECT * FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
+    const row = stmt.get(...this.keyValues(key)) as Row | undefined;
+    return row && this.decode(row);
+  }
+
+  write(w: RowWrite): void {
+    switch (w.op) {
+      case 'put':
+      case 'merge': {
+        const cols = w.op === 'put' ? this.columns.map((c) => c.name) : Object.keys(w.row);
+        for (const k of this.key) if (!(k in w.row)) throw new ReadModelError(`row for "${this.name}" lacks key column "${k}"`);
+        if (w.op === 'put') {
+          for (const c of Object.keys(w.row)) if (!this.byName.has(c)) throw new ReadModelError(`table "${this.name}" has no column "${c}"`);
+        }
+        const values = cols.map((c) => this.encode(c, w.row[c]));
+        const set = cols.filter((c) => !this.key.includes(c));
+        const stmt = this.statement(`${w.op}:${cols.join(',')}`, () => {
+          const conflict = set.length ? `DO UPDATE SET ${set.map((c) => `${c} = excluded.${c}`).join(', ')}` : 'DO NOTHING';
+          return `INSERT INTO ${this.name} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${conflict}`;
+        });
+        stmt.run(...values);
+        return;
+      }
+      case 'add': {
+        const cols = Object.keys(w.values);
+        for (const c of cols) {
+          const col = this.byName.get(c);
+          if (!col || (col.type !== 'integer' && col.type !== 'real') || this.key.includes(c)) {
+            throw new ReadModelError(`"${this.name}.${c}" is not a numeric non-key column to add to`);
+          }
+        }
+        const values = cols.map((c) => this.encode(c, w.values[c]));
+        const stmt = this.statement(`add:${cols.join(',')}`, () => {
+          const all = [...this.key, ...cols];
+          const set = cols.map((c) => `${c} = ${c} + excluded.${c}`).join(', ');
+          return `INSERT INTO ${this.name} (${all.join(', ')}) VALUES (${all.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${set ? `DO UPDATE SET ${set}` : 'DO NOTHING'}`;
+        });
+        stmt.run(...this.keyValues(w.key), ...values);
+        return;
+      }
+      case 'delete': {
+        const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
+        stmt.run(...this.keyValues(w.key));
+        return;
+      }
+      default:
+        throw new ReadModelError(`unknown row write ${JSON.stringify(w)}`);
+    }
+  }
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'number') return Number.isFinite(v) ? `the number ${v}` : String(v);
+  if (typeof v === 'string') return `the string ${JSON.stringify(v.slice(0, 40))}`;
+  return typeof v;
+}
+
+/** JSON with object keys sorted, so equal data is stored (and hashed) as equal text. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) => {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      const sorted: Record<string, unknown> = {};
+      for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+      return sorted;
+    }
+    return v;
+  });
+}
+
+const SQL_TYPE: Record<ColumnType, 'text' | 'integer' | 'real'> = {
+  text: 'text',
+  integer: 'integer',
+  real: 'real',
+  boolean: 'integer',
+  json: 'text',
+};
+
+/** An open read-model database. `kysely` is for queries; writes go through projections. */
+export class ReadModel {
+  readonly kysely: Kysely<any>;
+
+  private constructor(
+    readonly db: Database.Database,
+    readonly path: string,
+  ) {
+    this.kysely = new Kysely<any>({ dialect: new SqliteDialect({ database: db }) });
+  }
+
+  /** Opens or creates a read model. Refuses an event log or any other file, untouched. */
+  static open(path: string, opts: { synchronous?: 'full' | 'normal' } = {}): ReadModel {
+    const found = inspectCrucibleFile(path, {
+      kind: 'read-model',
+      format: READ_MODEL_FORMAT,
+      notOurs: (p, reason) => new NotAReadModelError(p, reason),
+      newer: (p, f, s) => new NotAReadModelError(p, `format ${f} is newer than this crucible supports (${s})`),
+    });
+    const db = new Database(path);
+    db.pragma('journal_mode = WAL');
+    // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
+    db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+    db.pragma('busy_timeout = 5000');
+    if (found.state === 'new') {
+      db.transaction(() => {
+        db.exec(`CREATE TABLE IF NOT EXISTS crucible_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+        const ins = db.prepare('INSERT OR IGNORE INTO crucible_meta (key, value) VALUES (?, ?)');
+        ins.run('kind', 'read-model');
+        ins.run('format', String(READ_MODEL_FORMAT));
+      }).immediate();
+    }
+    db.exec(`CREATE TABLE IF NOT EXISTS crucible_projections (
+      name TEXT PRIMARY KEY, version INTEGER NOT NULL, spec_hash TEXT NOT NULL, tables TEXT NOT NULL,
+      position INTEGER NOT NULL, state TEXT)`);
+    return new ReadModel(db, path);
+  }
+
+  /** Typed query builder over the projection tables, e.g. `rm.query<{ mistake_book: MistakeRow }>()`. */
+  query<DB>(): Kysely<DB> {
+    return this.kysely as unknown as Kysely<DB>;
+  }
+
+  /** DDL built with kysely, executed synchronously so it can sit inside a runner transaction. */
+  createTableSql(table: Table, spec: TableSpec): string[] {
+    let ct = this.kysely.schema.createTable(table.name);
+    for (const c of table.columns) {
+      ct = ct.addColumn(c.name, SQL_TYPE[c.type], (col) => {
+        let b = c.nullable ? col : col.notNull();
+        if (!c.nullable && (c.type === 'integer' || c.type === 'real' || c.type === 'boolean')) b = b.defaultTo(0);
+        return b;
+      });
+    }
+    ct = ct.addPrimaryKeyConstraint(`${table.name}_pk`, table.key as never[]);
+    const out = [ct.compile().sql];
+    (spec.indexes ?? []).forEach((ix, i) => {
+      out.push(this.kysely.schema.createIndex(`${table.name}_ix${i}`).on(table.name).columns([...ix]).compile().sql);
+    });
+    return out;
+  }
+
+  dropTableSql(name: string): string {
+    return this.kysely.schema.dropTable(name).ifExists().compile().sql;
+  }
+
+  /** sha256 over the rows of the given tables in key order: equal contents, equal hash. */
+  async hashTables(tables: readonly Table[]): Promise<string> {
+    const h = createHash('sha256');
+    for (const t of [...tables].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const cols = t.columns.map((c) => c.name).sort();
+      h.update(`table ${t.name} ${cols.join(',')}\n`);
+      let q = this.kysely.selectFrom(t.name).select(cols);
+      for (const k of t.key) q = q.orderBy(k);
+      for (const row of (await q.execute()) as Row[]) h.update(`${JSON.stringify(cols.map((c) => row[c]))}\n`);
+    }
+    return h.digest('hex');
+  }
+
+  async close(): Promise<void> {
+    // Kysely's destroy closes the better-sqlite3 handle it was given.
+    await this.kysely.destroy();
+    if (this.db.open) this.db.close();
+  }
+}

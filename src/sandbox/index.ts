@@ -1,0 +1,61 @@
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import type { Sandbox } from './api.js';
+import { bwrapWorks, findBwrap, type IsolationChoice } from './isolation.js';
+import { DEFAULT_LIMITS, resolveLimits, type SandboxLimits } from './limits.js';
+import { ServerPool } from './pool.js';
+import { ForkServerSandbox } from './sandbox.js';
+import { TextComparer } from './text-compare.js';
+
+export type { Sandbox, RunRequest, TestResult, Verdict, ComparisonMode } from './api.js';
+export { VERDICTS } from './api.js';
+export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
+
+export interface CreateSandboxOptions {
+  /** Interpreter for candidate programs; default /usr/bin/python3 (Debian's). */
+  pythonPath?: string;
+  /** Fork-servers running tests at once; default: the number of cores. */
+  workers?: number;
+  /** 'auto': bubblewrap when it works here, else rlimits with a warning. 'bwrap': required. */
+  isolation?: IsolationChoice;
+  defaultLimits?: Partial<SandboxLimits>;
+  /** Where the no-bubblewrap warning goes; default stderr. */
+  warn?: (message: string) => void;
+  /** First unprivileged uid for candidates (one per server slot); default derived from the pid
+   * so that sandboxes of concurrent processes do not share uids (and thread budgets). */
+  uidBase?: number;
+}
+
+export const SERVER_PATH = fileURLToPath(new URL('./python/forkserver.py', import.meta.url));
+
+export async function createSandbox(options: CreateSandboxOptions = {}): Promise<Sandbox> {
+  const pythonPath = options.pythonPath ?? '/usr/bin/python3';
+  if (!existsSync(pythonPath)) throw new Error(`sandbox: python interpreter not found at ${pythonPath}`);
+  const workers = options.workers ?? Math.max(1, os.availableParallelism());
+  if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`sandbox: workers must be a positive integer, got ${workers}`);
+  const defaultLimits = resolveLimits(DEFAULT_LIMITS, options.defaultLimits);
+  const choice = options.isolation ?? 'auto';
+  const warn = options.warn ?? ((m: string) => process.stderr.write(`crucible: warning: ${m}\n`));
+  let bwrap: string | undefined;
+  if (choice !== 'none') {
+    const found = findBwrap();
+    const check = found ? bwrapWorks(found, pythonPath, SERVER_PATH) : { ok: false, reason: 'bwrap is not installed' };
+    if (check.ok) bwrap = found;
+    else if (choice === 'bwrap') throw new Error(`sandbox: bubblewrap isolation requested but unavailable: ${check.reason}`);
+    else warn(`bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`);
+  }
+  const uidBase = options.uidBase ?? 200_000 + (process.pid % 100_000) * 64;
+  const base = { pythonPath, serverPath: SERVER_PATH, bwrap, uidBase };
+  const pool = new ServerPool(workers, base, 0);
+  // The oracle evaluates expected values and checkers: never the candidate's process.
+  const oracle = new ServerPool(1, base, workers);
+  const sandbox = new ForkServerSandbox({
+    pool,
+    oracle,
+    isolation: bwrap ? 'bwrap' : 'rlimits',
+    defaultLimits,
+    text: new TextComparer(Math.max(1, Math.min(2, workers))),
+  });
+  return sandbox;
+}

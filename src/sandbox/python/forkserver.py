@@ -1,0 +1,635 @@
+"""crucible fork-server: runs untrusted Python programs on tests, one forked child per test.
+
+Protocol: JSON lines on fd 0 (requests) and fd 1 (replies), one reply per request.
+  {"op": "load", "program": SRC, "entry": NAME|null, "prelude": bool}
+      -> {"ok": true} | {"ok": false, "compile_error": {"type", "message"}}
+  {"op": "test", "mode": "stdio"|"call"|"expr"|"exec", "payload": {...}, "limits": {...}}
+      -> {"ok": true, "result": {...}}
+  {"op": "eval", "exprs": [SRC...], "limits": {...}}     (oracle role: no candidate program)
+  {"op": "check", "checker": SRC, "input", "output", "expected", "limits"}
+  {"op": "ping"}
+This process never receives expected outputs of candidate tests: a forked child inherits all of
+its memory, so only inputs, call expressions and the program travel here. Comparison of results
+with expected values happens in the Node process.
+"""
+import ast
+import builtins
+import ctypes
+import io
+import json
+import math
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import threading
+import time
+
+# Deep recursion (lru_cache chains) needs a big C stack; the main-thread stack can only grow to
+# the limit in force at exec time, so re-exec once with a large one.
+BIG_STACK = 1 << 30
+if resource.getrlimit(resource.RLIMIT_STACK)[0] != resource.RLIM_INFINITY and \
+        resource.getrlimit(resource.RLIMIT_STACK)[0] < BIG_STACK and os.environ.get('CRUCIBLE_REEXEC') != '1':
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+    if hard == resource.RLIM_INFINITY or hard >= BIG_STACK:
+        resource.setrlimit(resource.RLIMIT_STACK, (BIG_STACK, hard))
+        os.environ['CRUCIBLE_REEXEC'] = '1'
+        os.execv(sys.executable, [sys.executable] + sys.orig_argv[1:] if hasattr(sys, 'orig_argv') else [sys.executable] + sys.argv)
+
+# Threads would otherwise reserve the (huge) main stack size each, defeating RLIMIT_AS.
+threading.stack_size(16 << 20)
+
+# Modules that programs commonly import: loaded once here so children start warm.
+import bisect, collections, copy, decimal, fractions, functools, heapq, itertools, random, re, \
+    string, typing, operator, statistics  # noqa: E401,F401
+
+PRELUDE = (
+    "import sys, math, itertools, collections, heapq, bisect, functools, string, re, random\n"
+    "from typing import *\n"
+    "from collections import Counter, OrderedDict, deque, defaultdict\n"
+    "from functools import lru_cache, reduce, cmp_to_key\n"
+    "from itertools import accumulate, product, permutations, combinations\n"
+    "from math import sqrt, ceil, floor, gcd, inf, log, log2\n"
+    "from heapq import heappush, heappop, heapify\n"
+)
+PRELUDE_CODE = compile(PRELUDE, '<prelude>', 'exec')
+
+SLOT = int(os.environ.get('CRUCIBLE_SLOT', '0'))
+UID = int(os.environ.get('CRUCIBLE_UID_BASE', '61000')) + SLOT
+WORK = os.environ.get('CRUCIBLE_WORKDIR', '/tmp')
+IS_ROOT = os.geteuid() == 0
+OUTPUT_CAP = 64 * 1024  # bytes of stdout/stderr sent back when the caller wants the output
+
+# ---------------------------------------------------------------- seccomp (x86_64 only)
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_ALLOW = 0x7FFF0000
+RET_KILL = 0x80000000
+def RET_ERRNO(e): return 0x00050000 | e
+EPERM, ENOSYS = 1, 38
+NR = {'fork': 57, 'vfork': 58, 'execve': 59, 'execveat': 322, 'clone': 56, 'clone3': 435,
+      'socket': 41, 'ptrace': 101, 'kill_unused': -1}
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [('code', ctypes.c_ushort), ('jt', ctypes.c_ubyte), ('jf', ctypes.c_ubyte), ('k', ctypes.c_uint)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.POINTER(SockFilter))]
+
+
+def _build_filter():
+    LD, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
+    ins = [(LD, 0, 0, 4), (JEQ, 1, 0, AUDIT_ARCH_X86_64), (RET, 0, 0, RET_KILL), (LD, 0, 0, 0),
+           (JGE, 0, 1, 0x40000000), (RET, 0, 0, RET_ERRNO(ENOSYS))]  # no x32 ABI
+    # No new processes and no programs: threads stay allowed (clone with CLONE_THREAD).
+    for name, action in (('fork', RET_ERRNO(EPERM)), ('vfork', RET_ERRNO(EPERM)),
+                         ('execve', RET_ERRNO(EPERM)), ('execveat', RET_ERRNO(EPERM)),
+                         ('clone3', RET_ERRNO(ENOSYS)), ('ptrace', RET_ERRNO(EPERM))):
+        ins += [(JEQ, 0, 1, NR[name]), (RET, 0, 0, action)]
+    ins += [(JEQ, 0, 4, NR['clone']), (LD, 0, 0, 16), (JSET, 0, 1, 0x00010000),
+            (RET, 0, 0, RET_ALLOW), (RET, 0, 0, RET_ERRNO(EPERM))]
+    # Only AF_UNIX sockets: no network even where no network namespace exists.
+    ins += [(JEQ, 0, 4, NR['socket']), (LD, 0, 0, 16), (JEQ, 0, 1, 1),
+            (RET, 0, 0, RET_ALLOW), (RET, 0, 0, RET_ERRNO(EPERM))]
+    ins += [(RET, 0, 0, RET_ALLOW)]
+    arr = (SockFilter * len(ins))(*[SockFilter(*i) for i in ins])
+    return arr, SockFprog(len(ins), arr)
+
+
+SECCOMP = None
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+try:
+    if os.uname().machine == 'x86_64' and os.environ.get('CRUCIBLE_NO_SECCOMP') != '1':
+        SECCOMP = _build_filter()
+except Exception:  # pragma: no cover - reported through hello
+    SECCOMP = None
+
+
+def install_seccomp():
+    if SECCOMP is None:
+        return
+    if _libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), 'no_new_privs')
+    if _libc.prctl(22, 2, ctypes.cast(ctypes.pointer(SECCOMP[1]), ctypes.c_void_p), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'seccomp')
+
+
+# ---------------------------------------------------------------- value serialization
+# Our own globals shadow the builtins module: a program that patches `builtins.isinstance`
+# (or any other builtin) cannot change how this harness classifies or serializes its result.
+globals().update({k: v for k, v in vars(builtins).items() if not k.startswith('__')})
+_enc_str = json.encoder.encode_basestring_ascii  # the C function: immune to patched builtins
+
+# Captured now so that a program that patches builtins cannot steer what we report.
+_type, _isinstance, _repr, _len, _int_repr, _float_repr = type, isinstance, repr, len, int.__repr__, float.__repr__
+_list, _str_new, _sorted, _dict_items = list, str.__str__, sorted, dict.items
+_isnan, _isinf = math.isnan, math.isinf
+_dumps = json.dumps
+
+
+def encode(v):
+    """Tagged value -> JSON text, by exact types and captured functions only."""
+    t = _type(v)
+    if v is None:
+        return 'null'
+    if t is bool:
+        return 'true' if v else 'false'
+    if t is int:
+        return _int_repr(v)
+    if t is float:
+        return _float_repr(v)
+    if t is str:
+        return _enc_str(v)
+    if t is list:
+        return '[' + ','.join([encode(x) for x in v]) + ']'
+    if t is dict:
+        return '{' + ','.join([_enc_str(_str_new(k)) + ':' + encode(x) for k, x in _dict_items(v)]) + '}'
+    return _enc_str('<unencodable>')
+
+
+def tag(v, depth=0):
+    """Python value -> tagged JSON value. Decided by exact types, never by the value's own
+    methods, so an `__eq__`/`__repr__`-overriding subclass cannot pass for a plain value."""
+    if depth > 200:
+        return {'$repr': '<too deep>'}
+    t = _type(v)
+    if v is None or t is bool:
+        return v
+    if _isinstance(v, int) and not _isinstance(v, bool):
+        if t is not int:
+            return {'$repr': object.__repr__(v), '$type': t.__name__}
+        if -(1 << 53) < v < (1 << 53):
+            return int(_int_repr(v))
+        return {'$int': _int_repr(v)}
+    if t is float:
+        if _isnan(v) or _isinf(v):
+            return {'$float': _float_repr(v)}
+        return v
+    if t is str:
+        return _str_new(v)
+    if t is list:
+        return [tag(x, depth + 1) for x in _list.__iter__(v)]
+    if t is tuple:
+        return {'$tuple': [tag(x, depth + 1) for x in tuple.__iter__(v)]}
+    if t is dict:
+        items = [(k, x) for k, x in _dict_items(v)]
+        if all(_type(k) is str for k, _ in items):
+            return {'$dict': [[k, tag(x, depth + 1)] for k, x in items]}
+        return {'$dict': [[tag(k, depth + 1), tag(x, depth + 1)] for k, x in items]}
+    if t is set or t is frozenset:
+        return {'$set': [tag(x, depth + 1) for x in _list(v)]}
+    if t is complex:
+        return {'$repr': complex.__repr__(v), '$type': 'complex'}
+    if t is bytes:
+        return {'$repr': bytes.__repr__(v), '$type': 'bytes'}
+    # Everything else is opaque: compared by a repr that its own class cannot choose.
+    try:
+        r = object.__repr__(v)
+    except Exception:
+        r = '<object>'
+    return {'$repr': r, '$type': getattr(t, '__name__', 'object')}
+
+
+# ---------------------------------------------------------------- protocol I/O
+_inbuf = bytearray()
+
+
+def read_message():
+    global _inbuf
+    while True:
+        i = _inbuf.find(b'\n')
+        if i >= 0:
+            line = bytes(_inbuf[:i])
+            del _inbuf[:i + 1]
+            return json.loads(line)
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            return None
+        _inbuf += chunk
+
+
+def write_message(obj):
+    data = (json.dumps(obj, separators=(',', ':')) + '\n').encode()
+    view = memoryview(data)
+    while view:
+        n = os.write(1, view)
+        view = view[n:]
+
+
+# ---------------------------------------------------------------- running one child
+def memfd(name, data=b''):
+    fd = os.memfd_create(name, 0)
+    if data:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def read_fd(fd, cap):
+    os.lseek(fd, 0, os.SEEK_SET)
+    size = os.fstat(fd).st_size
+    data = os.read(fd, min(size, cap)) if size else b''
+    return data, size
+
+
+def vm_bytes():
+    with open('/proc/self/statm', 'rb') as f:
+        return int(f.read().split()[0]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def child_setup(limits, rundir, res_fd):
+    """In the forked child: limits, identity and filter. Order matters: rlimits and seccomp
+    before dropping to the unprivileged uid would be fine too, but NPROC must be set first."""
+    os.setsid()
+    _libc.prctl(1, signal.SIGKILL, None, 0, 0)  # PR_SET_PDEATHSIG: die with the server
+    os.chdir(rundir)
+    cpu = max(1, int(math.ceil(limits['cpu_s'])))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    out = int(limits['out_bytes']) + 1
+    resource.setrlimit(resource.RLIMIT_FSIZE, (out, out))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits['nproc'], limits['nproc']))
+    mem = int(limits['mem_mb'] * (1 << 20))
+    resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + mem, vm_bytes() + mem))
+    for s in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ, signal.SIGXCPU):
+        signal.signal(s, signal.SIG_DFL)
+    if IS_ROOT:
+        os.setgroups([])
+        os.setgid(UID)
+        os.setuid(UID)
+    install_seccomp()
+    os.environ.clear()
+    # One BLAS/OpenMP thread: their pools would exceed the thread limit and the memory budget.
+    os.environ.update({'HOME': rundir, 'TMPDIR': rundir, 'PATH': '/usr/bin:/bin', 'LANG': 'C.UTF-8',
+                       'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'})
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, 'r', closefd=False)), encoding='utf-8', errors='replace')
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)), encoding='utf-8', errors='replace')
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, 'w', closefd=False)), encoding='utf-8', errors='replace', line_buffering=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.setrecursionlimit(10000)
+    sys.argv = ['main.py']
+
+
+def exc_info(e):
+    msg = ''
+    try:
+        msg = BaseException.__str__(e)
+    except Exception:
+        pass
+    return {'type': _type(e).__name__, 'message': msg[:500]}
+
+
+def resolve_entry(g, entry):
+    if not entry:
+        raise NameError('no entry point given for a call test')
+    if '.' in entry:
+        cls, meth = entry.split('.', 1)
+        return getattr(g[cls](), meth)
+    if entry in g:
+        return g[entry]
+    if 'Solution' in g and hasattr(g['Solution'], entry):  # LeetCode starter with a bare fn_name
+        return getattr(g['Solution'](), entry)
+    raise NameError("name '%s' is not defined" % entry)
+
+
+def child_main(mode, payload, res_fd):
+    """Runs the candidate and writes one record to res_fd. Never returns."""
+    rec = None
+    try:
+        # Only a stdio program is the main script; a program under call/assert tests is a module
+        # whose own `if __name__ == "__main__":` self-checks must not run (as harnesses import it).
+        g = {'__name__': '__main__' if mode == 'stdio' else 'solution', '__builtins__': builtins}
+        # The test is compiled before the program runs: patched builtins cannot break the rewrite.
+        test_code = compile_exec_test(payload['code']) if mode == 'exec' else None
+        if STATE['prelude']:
+            exec(PRELUDE_CODE, g)
+        try:
+            exec(STATE['code'], g)
+        except SystemExit as e:
+            if mode == 'stdio' and (e.code is None or e.code == 0):
+                rec = {'s': 'ok'}
+            elif mode == 'stdio':
+                rec = {'s': 'exit', 'code': e.code if _type(e.code) is int else 1}
+            else:
+                raise
+        if rec is None:
+            if mode == 'stdio':
+                rec = {'s': 'ok'}
+            elif mode == 'call':
+                fn = resolve_entry(g, STATE['entry'])
+                args = json.loads(payload['args'])
+                rec = {'s': 'value', 'value': tag(fn(*args))}
+            elif mode == 'expr':
+                rec = {'s': 'value', 'value': tag(eval(compile(payload['expr'], '<test>', 'eval'), g))}
+            elif mode == 'exec':
+                run_exec_test(g, test_code)
+                rec = {'s': 'ok'}
+    except MemoryError:
+        rec = {'s': 'memory'}
+    except AssertionError as e:
+        # Failed assert of the test itself (not one inside the program): a wrong answer.
+        tb, where = e.__traceback__, None
+        while tb is not None:
+            where, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
+        mine = _type(e) is TestAssertion or where == '<test>'
+        rec = {'s': 'assert_fail' if mine else 'exc', **exc_info(e)}
+    except RecursionError as e:
+        rec = {'s': 'exc', **exc_info(e)}
+    except SystemExit as e:
+        rec = {'s': 'exc', 'type': 'SystemExit', 'message': _repr(e.code)[:200]}
+    except BaseException as e:  # noqa: BLE001 - every candidate failure is reported
+        rec = {'s': 'exc', **exc_info(e)}
+    try:
+        sys.stdout.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        data = encode(rec).encode()
+    except BaseException:  # noqa: BLE001
+        data = b'{"s":"exc","type":"SerializationError","message":"result could not be serialized"}'
+    try:
+        os.write(res_fd, data)
+    except BaseException:  # noqa: BLE001
+        os._exit(3)
+    os._exit(0)
+
+
+class TestAssertion(AssertionError):
+    pass
+
+
+class _EqRewriter(ast.NodeTransformer):
+    """`assert A == B` -> comparison of serialized values, so `__eq__` overrides earn nothing."""
+
+    def visit_Assert(self, node):
+        t = node.test
+        if _isinstance(t, ast.Compare) and _len(t.ops) == 1 and _isinstance(t.ops[0], ast.Eq):
+            call = ast.Call(func=ast.Name('__crucible_eq__', ast.Load()), args=[t.left, t.comparators[0]], keywords=[])
+            return ast.copy_location(ast.Expr(call), node)
+        return node
+
+
+def _same(a, b):
+    if _type(a) in (int, float) and _type(b) in (int, float) and _type(a) is not bool and _type(b) is not bool:
+        return a == b
+    if _type(a) is not _type(b):
+        return False
+    if _type(a) is list:
+        return _len(a) == _len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if _type(a) is dict:
+        if set(a) != set(b):
+            return False
+        return all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _tagged_equal(a, b):
+    ta, tb = tag(a), tag(b)
+    if _isinstance(ta, dict) and '$set' in ta and _isinstance(tb, dict) and '$set' in tb:
+        sa = sorted(_dumps(x, sort_keys=True) for x in ta['$set'])
+        sb = sorted(_dumps(x, sort_keys=True) for x in tb['$set'])
+        return sa == sb
+    if _isinstance(ta, dict) and '$dict' in ta and _isinstance(tb, dict) and '$dict' in tb:
+        da = sorted(_dumps(x, sort_keys=True) for x in ta['$dict'])
+        db = sorted(_dumps(x, sort_keys=True) for x in tb['$dict'])
+        return da == db
+    return _same(ta, tb)
+
+
+def compile_exec_test(code):
+    tree = ast.parse(code, '<test>', 'exec')
+    return compile(ast.fix_missing_locations(_EqRewriter().visit(tree)), '<test>', 'exec')
+
+
+def run_exec_test(g, test_code):
+
+    def eq(a, b):
+        if not _tagged_equal(a, b):
+            raise TestAssertion('values differ')
+    g['__crucible_eq__'] = eq
+    before = set(g)
+    exec(test_code, g)
+    # HumanEval style: the test defines check(candidate) and expects the harness to call it.
+    if 'check' in g and 'check' not in before and STATE['entry']:
+        g['check'](resolve_entry(g, STATE['entry']))
+
+
+def split_assert(src):
+    try:
+        tree = ast.parse(src, '<test>', 'exec')
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    body = tree.body
+    if _len(body) != 1 or not _isinstance(body[0], ast.Assert):
+        return None
+    t = body[0].test
+    if not (_isinstance(t, ast.Compare) and _len(t.ops) == 1 and _isinstance(t.ops[0], ast.Eq)):
+        return None
+    left, right = t.left, t.comparators[0]
+    if not _isinstance(left, ast.Call) and _isinstance(right, ast.Call):
+        left, right = right, left  # `assert 3 == f(x)`
+    if not _isinstance(left, ast.Call):
+        return None
+    call, expected = ast.get_source_segment(src, left), ast.get_source_segment(src, right)
+    if call is None or expected is None:
+        return None
+    return {'call': call, 'expected': expected}
+
+
+STATE = {'code': None, 'entry': None, 'prelude': False}
+RUN_SEQ = [0]
+
+
+def run_child(mode, payload, limits, stdin_bytes=b''):
+    """Forks one child for one test and classifies how it ended. Returns a plain dict."""
+    RUN_SEQ[0] += 1
+    rundir = os.path.join(WORK, 'crucible-run-%d-%d' % (SLOT, RUN_SEQ[0]))
+    os.mkdir(rundir, 0o700)
+    if IS_ROOT:
+        os.chown(rundir, UID, UID)
+    fin = memfd('stdin', stdin_bytes)
+    fout = memfd('stdout')
+    ferr = memfd('stderr')
+    fres = memfd('result')
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(fin, 0)
+            os.dup2(fout, 1)
+            os.dup2(ferr, 2)
+            res = os.dup2(fres, 9)
+            os.closerange(3, 9)
+            os.closerange(10, 1 << 16)
+            child_setup(limits, rundir, res)
+        except BaseException as e:  # noqa: BLE001
+            try:
+                os.write(9, _dumps({'s': 'setup', 'message': '%s: %s' % (_type(e).__name__, e)}).encode())
+            finally:
+                os._exit(4)
+        child_main(mode, payload, 9)
+    killed_wall = False
+    try:
+        pidfd = os.pidfd_open(pid)
+        ready, _, _ = select.select([pidfd], [], [], limits['wall_s'])
+        if not ready:
+            killed_wall = True
+            os.kill(pid, signal.SIGKILL)
+        os.close(pidfd)
+        _, status, ru = os.wait4(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _, status, ru = os.wait4(pid, 0)
+    wall = time.monotonic() - t0
+    if SECCOMP is None and IS_ROOT:
+        reap_uid()
+    out, out_size = read_fd(fout, limits['out_bytes'] + 1)
+    err, _ = read_fd(ferr, 4096)
+    resb, _ = read_fd(fres, limits['out_bytes'] + 4096)
+    for fd in (fin, fout, ferr, fres):
+        os.close(fd)
+    shutil.rmtree(rundir, ignore_errors=True)
+    rec = None
+    if resb:
+        try:
+            rec = json.loads(resb)
+        except ValueError:
+            rec = {'s': 'garbled'}
+    return {
+        'status': status, 'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        'cpu': ru.ru_utime + ru.ru_stime, 'wall': wall, 'maxrss': ru.ru_maxrss,
+        'killed_wall': killed_wall, 'rec': rec, 'out': out, 'out_size': out_size, 'err': err,
+    }
+
+
+def reap_uid():
+    """Without seccomp a program could leave processes behind: kill everything of its uid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setuid(UID)
+            os.kill(-1, signal.SIGKILL)
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def classify(r, mode, limits, want_output):
+    """How the child ended -> verdict fields. Comparison with expected values is not done here."""
+    rec, sig = r['rec'], r['signal']
+    res = {'cpu_ms': round(r['cpu'] * 1000, 3), 'wall_ms': round(r['wall'] * 1000, 3), 'memory_kb': r['maxrss']}
+    # stdio: the whole stdout, compared in Node; otherwise only a bounded excerpt for reports.
+    text = r['out'].decode('utf-8', 'replace') if mode == 'stdio' else \
+        r['out'][:OUTPUT_CAP].decode('utf-8', 'replace') if want_output else None
+    if rec and rec.get('s') == 'setup':
+        return {**res, 'verdict': 'sandbox_error', 'message': 'child setup failed: ' + rec.get('message', '')}
+    if r['killed_wall'] or sig in (signal.SIGXCPU,) or r['cpu'] > limits['cpu_s'] and (rec is None or rec.get('s') != 'exc'):
+        return {**res, 'verdict': 'time_limit', 'message': 'wall-clock limit' if r['killed_wall'] else 'CPU limit'}
+    if sig == signal.SIGKILL and r['cpu'] >= max(1, math.ceil(limits['cpu_s'])):
+        return {**res, 'verdict': 'time_limit', 'message': 'CPU limit'}
+    if sig == signal.SIGXFSZ or r['out_size'] > limits['out_bytes']:
+        return {**res, 'verdict': 'output_limit', 'message': 'output over %d bytes' % limits['out_bytes']}
+    if rec and rec.get('s') == 'memory':
+        return {**res, 'verdict': 'memory_limit'}
+    if sig is not None:
+        if r['maxrss'] * 1024 > limits['mem_mb'] * (1 << 20) * 0.9:
+            return {**res, 'verdict': 'memory_limit', 'message': 'killed by signal %d' % sig}
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        return {**res, 'verdict': 'runtime_error', 'exception_type': name, 'message': 'killed by ' + name, 'output': text}
+    if rec and rec.get('s') == 'assert_fail':
+        return {**res, 'verdict': 'assert_failed', 'message': rec.get('message') or 'assertion failed'}
+    if rec and rec.get('s') == 'exc':
+        if rec.get('type') == 'MemoryError':
+            return {**res, 'verdict': 'memory_limit'}
+        if rec.get('type') == 'OSError' and 'File too large' in rec.get('message', ''):
+            return {**res, 'verdict': 'output_limit', 'message': rec.get('message')}
+        return {**res, 'verdict': 'runtime_error', 'exception_type': rec.get('type'), 'message': rec.get('message'), 'output': text}
+    if mode == 'stdio':
+        # A clean exit is enough: os._exit(0) after a flush is a common speed idiom.
+        if r['code'] == 0 and (rec is None or rec.get('s') == 'ok'):
+            return {**res, 'verdict': 'ran', 'output': text}
+        code = rec.get('code') if rec and rec.get('s') == 'exit' else r['code']
+        return {**res, 'verdict': 'runtime_error', 'exception_type': 'SystemExit', 'message': 'exit status %s' % code, 'output': text}
+    if r['code'] == 0 and rec and rec.get('s') == 'value':
+        return {**res, 'verdict': 'ran', 'value': rec.get('value')}
+    if r['code'] == 0 and rec and rec.get('s') == 'ok':
+        return {**res, 'verdict': 'ran'}
+    return {**res, 'verdict': 'runtime_error', 'exception_type': 'SystemExit',
+            'message': 'exited (status %s) before the test finished' % r['code']}
+
+
+def handle(msg):
+    op = msg.get('op')
+    if op == 'ping':
+        return {'ok': True, 'seccomp': SECCOMP is not None, 'root': IS_ROOT, 'uid': UID,
+                'stack': resource.getrlimit(resource.RLIMIT_STACK)[0]}
+    if op == 'load':
+        STATE['code'] = None
+        STATE['entry'] = msg.get('entry')
+        STATE['prelude'] = bool(msg.get('prelude'))
+        try:
+            STATE['code'] = compile(msg['program'], '<program>', 'exec', dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+            return {'ok': False, 'compile_error': {'type': _type(e).__name__, 'message': str(e)[:500]}}
+        return {'ok': True}
+    if op == 'test':
+        mode, payload, limits = msg['mode'], msg.get('payload') or {}, msg['limits']
+        if STATE['code'] is None:
+            return {'ok': False, 'error': 'no program loaded'}
+        stdin = payload.get('input', '').encode() if mode == 'stdio' else b''
+        r = run_child(mode, payload, limits, stdin)
+        return {'ok': True, 'result': classify(r, mode, limits, msg.get('want_output', False))}
+    if op == 'split':
+        # Oracle role: `assert CALL == EXPECTED` -> the two sources, so the expected side is
+        # evaluated here and compared in Node, never in the candidate's process.
+        out = []
+        for src in msg['codes']:
+            out.append(split_assert(src))
+        return {'ok': True, 'results': out}
+    if op == 'eval':
+        # Oracle role: evaluate expected-value expressions of asserts, without any program.
+        STATE['code'] = compile('', '<empty>', 'exec')
+        STATE['entry'] = None
+        STATE['prelude'] = True
+        out = []
+        for src in msg['exprs']:
+            r = run_child('expr', {'expr': src}, msg['limits'])
+            out.append(classify(r, 'expr', msg['limits'], False))
+        return {'ok': True, 'results': out}
+    if op == 'check':
+        STATE['code'] = compile(msg['checker'], '<checker>', 'exec')
+        STATE['entry'] = None
+        STATE['prelude'] = True
+        expr = 'bool(check(%s, %s, %s))' % (_repr(msg['input']), _repr(msg['output']), _repr(msg['expected']))
+        r = run_child('expr', {'expr': expr}, msg['limits'])
+        return {'ok': True, 'result': classify(r, 'expr', msg['limits'], False)}
+    return {'ok': False, 'error': 'unknown op %r' % op}
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.makedirs(WORK, exist_ok=True)
+    while True:
+        msg = read_message()
+        if msg is None:
+            return
+        try:
+            reply = handle(msg)
+        except BaseException as e:  # noqa: BLE001 - a server fault is a sandbox_error upstream
+            reply = {'ok': False, 'error': '%s: %s' % (_type(e).__name__, e)}
+        reply['id'] = msg.get('id')
+        write_message(reply)
+
+
+if __name__ == '__main__':
+    main()

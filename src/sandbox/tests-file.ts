@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import type { TestCase, TestStyle } from '../datasets/problem.js';
+
+/** The TESTS.jsonl format of `crucible exec` (documented in src/sandbox/README.md). */
+const StdioLine = z.strictObject({ input: z.string(), output: z.string().nullable().optional() });
+const CallLine = z.strictObject({ args: z.array(z.unknown()), expected: z.unknown().optional() });
+const AssertLine = z.strictObject({ assert: z.string().min(1) });
+
+export function inferStyle(line: Record<string, unknown>): TestStyle | undefined {
+  if ('assert' in line) return 'assert';
+  if ('args' in line) return 'call';
+  if ('input' in line) return 'stdio';
+  return undefined;
+}
+
+/** Parses TESTS.jsonl; every error names the file, the line and the field. */
+export function parseTestsFile(text: string, where: string, style?: TestStyle): { style: TestStyle; tests: TestCase[] } {
+  const tests: TestCase[] = [];
+  let chosen = style;
+  const lines = text.split('\n');
+  for (let n = 0; n < lines.length; n++) {
+    const raw = lines[n]!.trim();
+    if (raw === '') continue;
+    const at = `${where}:${n + 1}`;
+    let obj: unknown;
+    try {
+      obj = JSON.parse(raw);
+    } catch (e) {
+      throw new Error(`${at}: not valid JSON (${(e as Error).message})`);
+    }
+    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new Error(`${at}: expected a JSON object`);
+    chosen ??= inferStyle(obj as Record<string, unknown>);
+    if (!chosen) throw new Error(`${at}: cannot tell the test style: give "input", "args" or "assert"`);
+    const schema = chosen === 'stdio' ? StdioLine : chosen === 'call' ? CallLine : AssertLine;
+    const r = schema.safeParse(obj);
+    if (!r.success) {
+      const issue = r.error.issues[0]!;
+      throw new Error(`${at}: ${chosen} test: ${issue.path.join('.') || 'line'}: ${issue.message}`);
+    }
+    const d = r.data as Record<string, unknown>;
+    if (chosen === 'stdio') tests.push({ style: 'stdio', input: d.input as string, output: (d.output as string | null | undefined) ?? null });
+    else if (chosen === 'call') tests.push('expected' in d ? { style: 'call', args: d.args as unknown[], expected: d.expected } : { style: 'call', args: d.args as unknown[] });
+    else tests.push({ style: 'assert', code: d.assert as string });
+  }
+  if (!chosen) throw new Error(`${where}: no tests in the file`);
+  return { style: chosen, tests };
+}

@@ -1,0 +1,285 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isEvent, makeEvent } from '../../src/events/catalog.js';
+import { NotACrucibleLogError } from '../../src/events/errors.js';
+import { openSqliteLog, type SqliteEventLog } from '../../src/events/sqlite-log.js';
+import { eventCounts, type EventCountRow } from '../../src/projections/event-counts.js';
+import { NotAReadModelError, ReadModel, put } from '../../src/projections/readmodel.js';
+import { ProjectionError, ProjectionRunner, type ReducerProjection, type RowProjection } from '../../src/projections/runner.js';
+
+const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+
+let dir: string;
+let log: SqliteEventLog;
+const open: ProjectionRunner[] = [];
+const runner = async (opts: Partial<Parameters<typeof ProjectionRunner.open>[0]> = {}) => {
+  const r = await ProjectionRunner.open({ log, readModel: join(dir, 'rm.db'), projections: [eventCounts], ...opts });
+  open.push(r);
+  return r;
+};
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'crucible-proj-'));
+  log = await openSqliteLog(join(dir, 'log.db'), { pollIntervalMs: 10, synchronous: 'normal' });
+});
+afterEach(async () => {
+  for (const r of open.splice(0)) await r.close();
+  await log.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** n events cycling over three types and two runs, in commits of `per`. */
+async function seed(n: number, per = 10, start = 0): Promise<void> {
+  for (let c = 0; c * per < n; c++) {
+    const events = Array.from({ length: Math.min(per, n - c * per) }, (_, i) => {
+      const k = start + c * per + i;
+      const run = k % 2 ? 'run-b' : 'run-a';
+      return k % 3 === 0
+        ? makeEvent('RoundStarted', run, { round: k, problemIds: [] })
+        : k % 3 === 1
+          ? makeEvent('RoundCompleted', run, { round: k })
+          : makeEvent('RunFailed', run, { reason: `r${k}` });
+    });
+    await log.append(`s/${c % 3}`, events, { commitId: `seed-${start}-${c}` });
+  }
+}
+
+/** Counts straight from the log, to check the projection against. */
+async function expectedCounts(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for await (const e of log.read()) out[`${e.runId}/${e.type}`] = (out[`${e.runId}/${e.type}`] ?? 0) + 1;
+  return out;
+}
+
+async function counts(r: ProjectionRunner): Promise<Record<string, number>> {
+  const rows = (await r.readModel.query<{ event_counts: EventCountRow }>().selectFrom('event_counts').selectAll().execute());
+  return Object.fromEntries(rows.map((x) => [`${x.run_id}/${x.type}`, x.events]));
+}
+
+describe('catch-up', () => {
+  it('applies every event once, in batches, and resumes from its checkpoint', async () => {
+    await seed(53);
+    const batches: number[] = [];
+    const r = await runner({ batchSize: 7, onBatch: (p) => batches.push(p) });
+    expect(await r.catchUp()).toBe(53);
+    expect(batches).toEqual([7, 14, 21, 28, 35, 42, 49, 53]);
+    expect(await counts(r)).toEqual(await expectedCounts());
+    expect(r.checkpoint('event-counts')).toBe(53);
+    await seed(20, 10, 1000);
+    expect(await r.catchUp()).toBe(73);
+    expect(await counts(r)).toEqual(await expectedCounts());
+    const lastRow = await r.readModel.kysely.selectFrom('event_counts').select(({ fn }) => fn.max('last_position').as('m')).executeTakeFirst();
+    expect(lastRow?.m).toBe(73);
+    // Nothing new: nothing applied twice.
+    expect(await r.catchUp()).toBe(73);
+    expect(await counts(r)).toEqual(await expectedCounts());
+  });
+
+  it('keeps its checkpoint across reopening', async () => {
+    await seed(30);
+    const r = await runner();
+    await r.catchUp({ to: 12 });
+    await r.close();
+    open.splice(0);
+    const again = await runner();
+    expect(again.checkpoint('event-counts')).toBe(12);
+    await again.catchUp();
+    expect(await counts(again)).toEqual(await expectedCounts());
+  });
+
+  it('a failing batch leaves no trace: checkpoint and rows stay at the last committed batch', async () => {
+    await seed(40);
+    const poisoned: RowProjection = {
+      ...eventCounts,
+      apply: (e, view) => {
+        if (e.position === 26) throw new Error('poison');
+        return eventCounts.apply(e, view);
+      },
+    };
+    const r = await runner({ projections: [poisoned], batchSize: 10 });
+    const err = await r.catchUp().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProjectionError);
+    expect(err).toMatchObject({ projection: 'event-counts', position: 26 });
+    expect(r.checkpoint('event-counts')).toBe(20);
+    const total = Object.values(await counts(r)).reduce((a, b) => a + b, 0);
+    expect(total).toBe(20);
+    await r.close();
+    open.splice(0);
+    // Fixed code, same name and version: continues from 20 and ends where a full replay ends.
+    const fixed = await runner();
+    await fixed.catchUp();
+    const fresh = await ProjectionRunner.replayInto(join(dir, 'fresh.db'), { log, projections: [eventCounts] });
+    open.push(fresh);
+    expect(await fixed.stateHash('event-counts')).toBe(await fresh.stateHash('event-counts'));
+  });
+
+  it('a process killed between batches resumes without loss or double counting', async () => {
+    await seed(95);
+    const child = `
+      import { openSqliteLog } from './src/events/sqlite-log.ts';
+      import { ProjectionRunner } from './src/projections/runner.ts';
+      import { eventCounts } from './src/projections/event-counts.ts';
+      const log = await openSqliteLog(process.env.LOG);
+      let batches = 0;
+      const r = await ProjectionRunner.open({ log, readModel: process.env.RM, projections: [eventCounts], batchSize: 10,
+        onBatch: () => { if (++batches === 4) process.kill(process.pid, 'SIGKILL'); } });
+      await r.catchUp();
+      console.log('not killed');
+    `;
+    const signal = await new Promise<string | null>((res, rej) => {
+      const p = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', child], {
+        cwd: repoRoot,
+        env: { ...process.env, LOG: join(dir, 'log.db'), RM: join(dir, 'rm.db') },
+        stdio: 'inherit',
+      });
+      p.on('error', rej);
+      p.on('exit', (_code, sig) => res(sig));
+    });
+    expect(signal).toBe('SIGKILL');
+    const r = await runner();
+    expect(r.checkpoint('event-counts')).toBe(40);
+    expect(Object.values(await counts(r)).reduce((a, b) => a + b, 0)).toBe(40);
+    await r.catchUp();
+    expect(await counts(r)).toEqual(await expectedCounts());
+  });
+
+  it('reports a bad row write naming the projection, position, table and column', async () => {
+    await seed(3);
+    const bad: RowProjection = {
+      name: 'bad',
+      version: 1,
+      tables: { bad_rows: { columns: { k: 'text', n: 'integer' }, key: ['k'] } },
+      apply: (e) => [put('bad_rows', { k: e.id, n: e.position === 2 ? 'two' : e.position })],
+    };
+    const r = await runner({ projections: [bad] });
+    const err = await r.catchUp().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProjectionError);
+    expect(String(err)).toMatch(/"bad" at event position 2.*bad_rows\.n is integer/);
+    expect(r.checkpoint('bad')).toBe(0);
+  });
+});
+
+describe('state hash and rebuild', () => {
+  it('equal data gives an equal hash whatever the insertion order; other data, another hash', async () => {
+    const mk = (types: string[]) =>
+      types.map((t, i) =>
+        t === 'A' ? makeEvent('RunFailed', 'r', { reason: String(i) }) : makeEvent('RoundCompleted', 'r', { round: i }),
+      );
+    const hashOf = async (name: string, events: ReturnType<typeof mk>) => {
+      const l = await openSqliteLog(join(dir, `${name}.log`));
+      for (const [i, e] of events.entries()) await l.append('s', [e], { commitId: `c${i}` });
+      const r = await ProjectionRunner.replayInto(join(dir, `${name}.rm`), { log: l, projections: [countsOnly] });
+      const h = await r.stateHash('counts-only');
+      await r.close();
+      await l.close();
+      return h;
+    };
+    const countsOnly: RowProjection = { ...eventCounts, name: 'counts-only', apply: (e, v) => eventCounts.apply(e, v).slice(0, 1) };
+    const h1 = await hashOf('one', mk(['A', 'B', 'A', 'B', 'B']));
+    const h2 = await hashOf('two', mk(['B', 'B', 'A', 'B', 'A']));
+    const h3 = await hashOf('three', mk(['B', 'B', 'A', 'B', 'B']));
+    expect(h1).toMatch(/^[0-9a-f]{64}$/);
+    expect(h2).toBe(h1);
+    expect(h3).not.toBe(h1);
+  });
+
+  it('live mode and a rebuild from zero end with the same hash', async () => {
+    await seed(25);
+    const r = await runner({ batchSize: 8 });
+    r.start();
+    await r.waitFor(25);
+    for (let i = 0; i < 10; i++) {
+      await seed(7, 3, 100 + i * 10);
+      if (i % 3 === 0) await new Promise((res) => setTimeout(res, 2));
+    }
+    await r.waitFor(await log.head());
+    expect(r.error).toBeNull();
+    expect(await counts(r)).toEqual(await expectedCounts());
+    const live = await r.stateHash('event-counts');
+    await r.stop();
+    const fresh = await ProjectionRunner.replayInto(join(dir, 'fresh.db'), { log, projections: [eventCounts] });
+    open.push(fresh);
+    expect(await fresh.stateHash('event-counts')).toBe(live);
+    expect(await r.rebuild()).toBe(await log.head());
+    expect(await r.stateHash('event-counts')).toBe(live);
+  });
+
+  it('a changed version forces a rebuild; changed tables under the same version are refused', async () => {
+    await seed(12);
+    const r = await runner();
+    await r.catchUp();
+    await r.close();
+    open.splice(0);
+    const doubled: RowProjection = {
+      ...eventCounts,
+      version: 2,
+      apply: (e, v) => [...eventCounts.apply(e, v), ...eventCounts.apply(e, v).slice(0, 1)],
+    };
+    const r2 = await runner({ projections: [doubled] });
+    expect(r2.rebuilt).toEqual(['event-counts']);
+    expect(r2.checkpoint('event-counts')).toBe(0);
+    expect(await counts(r2)).toEqual({});
+    await r2.catchUp();
+    const want = Object.fromEntries(Object.entries(await expectedCounts()).map(([k, n]) => [k, 2 * n]));
+    expect(await counts(r2)).toEqual(want);
+    await r2.close();
+    open.splice(0);
+    const sneaky: RowProjection = {
+      ...doubled,
+      tables: { event_counts: { ...doubled.tables.event_counts!, columns: { ...doubled.tables.event_counts!.columns, extra: 'text?' } } },
+    };
+    await expect(runner({ projections: [sneaky] })).rejects.toThrow(/bump the version/);
+  });
+});
+
+describe('reducer projections', () => {
+  interface Rounds {
+    started: number[];
+    failures: number;
+  }
+  const rounds: ReducerProjection<Rounds> = {
+    name: 'rounds',
+    version: 1,
+    types: ['RoundStarted', 'RunFailed'],
+    initial: () => ({ started: [], failures: 0 }),
+    reduce: (s, e) =>
+      isEvent(e, 'RoundStarted')
+        ? { ...s, started: [...s.started, e.data.round] }
+        : { ...s, failures: s.failures + 1 },
+    tables: { rounds_started: { columns: { round: 'integer', odd: 'boolean' }, key: ['round'] } },
+    rows: (s) => ({ rounds_started: s.started.filter((x) => x < 30).map((round) => ({ round, odd: round % 2 === 1 })) }),
+  };
+
+  it('keeps its state with the checkpoint, shows it as tables, and replays to the same hash', async () => {
+    await seed(40);
+    const r = await runner({ projections: [rounds, eventCounts], batchSize: 9 });
+    await r.catchUp({ to: 20 });
+    await r.close();
+    open.splice(0);
+    const again = await runner({ projections: [rounds, eventCounts], batchSize: 9 });
+    expect(again.state<Rounds>('rounds').started).toEqual([0, 3, 6, 9, 12, 15, 18]);
+    await again.catchUp();
+    const s = again.state<Rounds>('rounds');
+    expect(s.started).toEqual(Array.from({ length: 14 }, (_, i) => i * 3));
+    expect(s.failures).toBe(13);
+    const shown = await again.readModel.kysely.selectFrom('rounds_started').selectAll().orderBy('round').execute();
+    expect(shown.map((x) => x.round)).toEqual([0, 3, 6, 9, 12, 15, 18, 21, 24, 27]);
+    expect(shown[1]).toEqual({ round: 3, odd: 1 });
+    const fresh = await ProjectionRunner.replayInto(join(dir, 'fresh.db'), { log, projections: [rounds] });
+    open.push(fresh);
+    expect(await fresh.stateHash('rounds')).toBe(await again.stateHash('rounds'));
+  });
+});
+
+describe('files', () => {
+  it('a read model and an event log refuse to open each other', async () => {
+    const rm = ReadModel.open(join(dir, 'rm-only.db'));
+    await rm.close();
+    await expect(openSqliteLog(join(dir, 'rm-only.db'))).rejects.toBeInstanceOf(NotACrucibleLogError);
+    expect(() => ReadModel.open(join(dir, 'log.db'))).toThrow(NotAReadModelError);
+  });
+});
