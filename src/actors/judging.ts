@@ -196,12 +196,14 @@ export async function judgeProblem(args: {
     };
   });
 
-  // Test policy: a program's suites are one group (same prompt); TOPVAR may keep one program's.
+  // Test policy: white-box suites of one program share a prompt and form a group; black-box
+  // suites all share the problem's prompt, so the problem's suites are one group.
   const selected = new Set(cfg.selection.testSamples === 'topvar' ? codeA1TopVarSuites(result, 1) : result.programs.flatMap((r) => r.suites.map((s) => s.suite)));
+  const groups = cfg.sampling.whiteBox ? result.programs.map((r) => r.suites) : [result.programs.flatMap((r) => r.suites)];
   const testItems: { sampleId: string; reward: number; advantage: number; components: Record<string, number> }[] = [];
-  for (const r of result.programs) {
-    const adv = groupAdvantages(r.suites.map((s) => s.rTest), { std: cfg.rewards.std });
-    r.suites.forEach((s, i) => {
+  for (const group of groups) {
+    const adv = groupAdvantages(group.map((s) => s.rTest), { std: cfg.rewards.std });
+    group.forEach((s, i) => {
       testItems.push({
         sampleId: s.suite,
         reward: s.rTest,

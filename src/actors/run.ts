@@ -22,7 +22,9 @@ import { judge } from './judge.js';
 import { learner } from './learner.js';
 import { canonicalJson } from './test-text.js';
 import { prepareRun } from './sources.js';
-import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
+import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { RUN_PROJECTIONS } from '../projections/run-views.js';
 
 export const CRUCIBLE_VERSION = '0.1.0';
 
@@ -72,14 +74,11 @@ export interface RunOutcome {
 
 export const ACTOR_NAMES = ['conductor', 'solver', 'adversary', 'executor', 'judge', 'learner'] as const;
 
-async function readRows(log: EventLog, runId: string): Promise<RoundRow[]> {
-  let state = emptyRoundTable();
-  for await (const e of log.read({}, { runId })) state = reduceRoundTable(state, e);
-  return roundRows(state);
-}
+export const LOG_FILE = 'log.db';
+export const VIEWS_FILE = 'views.db';
 
-async function firstEvent(log: EventLog, runId: string, type: string) {
-  for await (const e of log.read({ limit: 1 }, { runId, types: [type] })) return e;
+async function firstEvent(log: EventLog, runId: string | undefined, type: string) {
+  for await (const e of log.read({ limit: 1 }, runId ? { runId, types: [type] } : { types: [type] })) return e;
   return undefined;
 }
 
@@ -88,15 +87,18 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const runId = runIdOf(config);
   const dir = opts.dir ?? path.join(config.dir, runId);
   mkdirSync(dir, { recursive: true });
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { synchronous: config.log.synchronous });
+  const log = await openSqliteLog(path.join(dir, LOG_FILE), { synchronous: config.log.synchronous });
+  let views: ProjectionRunner | null = null;
   const sandbox = await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
   try {
     const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir);
     const hash = configHash(config);
-    const started = await firstEvent(log, runId, 'RunStarted');
+    const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
       const d = started.data as EventData<'RunStarted'>;
-      if (d.configHash !== hash) throw new RunMismatchError(`${dir} holds run ${runId} with another config (hash ${d.configHash.slice(0, 12)})`);
+      if (started.runId !== runId || d.configHash !== hash) {
+        throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
+      }
     } else {
       const problemRefs = [];
       for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
@@ -115,13 +117,18 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, [env.view]);
     await runtime.start();
+    // The live read models: brought up to date at every round's end and at the end of the run.
+    views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
+    await views.catchUp();
     let round = 0;
     const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.position });
     let stopped = false;
     const finished = await runtime.run({
       onStep: async () => {
         const snap = runtime.snapshotOf('conductor');
-        if (snap) round = (snap.context as { completedRound: number }).completedRound;
+        const completed = snap ? (snap.context as { completedRound: number }).completedRound : round;
+        if (completed !== round) await views!.catchUp();
+        round = completed;
         opts.onProgress?.(progress());
         await opts.onStep?.(runtime, progress());
       },
@@ -133,8 +140,10 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       const alive = ACTOR_NAMES.filter((n) => runtime.isAlive(n));
       if (alive.length === ACTOR_NAMES.length) throw new Error('the run stopped with no work left before its last round: an actor is waiting on an event that never came');
     }
-    return { runId, dir, finished: done, rows: await readRows(log, runId), isolation: sandbox.isolation };
+    await views.catchUp();
+    return { runId, dir, finished: done, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
   } finally {
+    await views?.close();
     await sandbox.close();
     await log.close();
   }

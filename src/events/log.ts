@@ -67,6 +67,8 @@ export interface EventLog {
   readonly backend: 'sqlite' | 'jetstream';
   append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope>;
+  /** Optional: the same events as `read`, a page (array) at a time; bulk replays use it when present. */
+  readPages?(range?: ReadRange, filter?: ReadFilter): AsyncIterable<readonly EventEnvelope[]>;
   /** Last position of the whole log (0 when empty). */
   head(): Promise<Position>;
   /** Last position of one stream (0 when it has no event). */

@@ -49,19 +49,20 @@ export interface SqliteLogOptions {
   create?: boolean;
 }
 
-interface Row {
-  position: number;
-  id: string;
-  commit_id: string;
-  stream: string;
-  type: string;
-  v: number;
-  run_id: string;
-  causation_id: string | null;
-  correlation_id: string | null;
-  at: string;
-  data: string;
-}
+/** A stored row as an array (better-sqlite3 raw mode: about twice as fast as objects), in COLUMNS order. */
+type Row = [
+  position: number,
+  id: string,
+  commitId: string,
+  stream: string,
+  type: string,
+  v: number,
+  runId: string,
+  causationId: string | null,
+  correlationId: string | null,
+  at: string,
+  data: string,
+];
 
 const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data';
 
@@ -209,26 +210,35 @@ export class SqliteEventLog implements EventLog {
   }
 
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {
+    for await (const page of this.readPages(range, filter)) yield* page;
+  }
+
+  async *readPages(range?: ReadRange, filter?: ReadFilter): AsyncIterable<readonly EventEnvelope[]> {
     this.#assertOpen();
     const args = parseReadArgs(range, filter);
     // A read is a snapshot: it ends at the head it saw when it began (or at `to`, "as of").
     const head = this.headSync();
     const to = Math.min(args.range.to ?? head, head);
-    yield* this.readSync(args.range.from ?? 1, to, args.filter, args.range.limit);
+    yield* this.pagesSync(args.range.from ?? 1, to, args.filter, args.range.limit);
   }
 
-  /** Events in [from, to] matching the filter, in position order, fetched a page at a time. */
+  /** Events in [from, to] matching the filter, in position order. */
   *readSync(from: Position, to: Position, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope> {
+    for (const page of this.pagesSync(from, to, filter, limit)) yield* page;
+  }
+
+  /** Pages of decoded events in [from, to] matching the filter, in position order. */
+  *pagesSync(from: Position, to: Position, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope[]> {
     const { stmt, params } = this.#pageQuery(filter);
     let next = Math.max(1, from);
     let left = limit;
     while (next <= to && left > 0 && !this.#closed) {
       const page = Math.min(this.#pageSize, left);
       const rows = stmt.all(next, to, ...params, page) as Row[];
-      for (const row of rows) yield this.#decode(row);
+      if (rows.length) yield rows.map((row) => this.#decode(row));
       if (rows.length < page) return;
       left -= rows.length;
-      next = rows[rows.length - 1]!.position + 1;
+      next = rows[rows.length - 1]![0] + 1;
     }
   }
 
@@ -261,36 +271,25 @@ export class SqliteEventLog implements EventLog {
       // Walk the primary key in order (never a sort): pages stay cheap however large the log.
       stmt = this.#db.prepare(
         `SELECT ${COLUMNS} FROM events NOT INDEXED WHERE ${where.join(' AND ')} ORDER BY position LIMIT ?`,
-      );
+      ).raw();
       this.#pageStmts.set(key, stmt);
     }
     return { stmt, params };
   }
 
   #decode(row: Row): EventEnvelope {
-    const loc = { position: row.position };
+    const [position, id, commitId, stream, type, storedV, runId, causationId, correlationId, at, json] = row;
+    const loc = { position };
     let raw: unknown;
     try {
-      raw = JSON.parse(row.data);
+      raw = JSON.parse(json);
     } catch {
-      throw new MalformedEventError(row.type, row.v, [{ path: 'data', message: 'stored data is not valid JSON' }], loc);
+      throw new MalformedEventError(type, storedV, [{ path: 'data', message: 'stored data is not valid JSON' }], loc);
     }
-    const { v, data } = this.registry.decode(row.type, row.v, raw, loc);
-    const envelope: EventEnvelope = {
-      id: row.id,
-      type: row.type,
-      v,
-      runId: row.run_id,
-      stream: row.stream,
-      position: row.position,
-      commitId: row.commit_id,
-      causationId: row.causation_id,
-      correlationId: row.correlation_id,
-      at: row.at,
-      data,
-    };
+    const { v, data } = this.registry.decode(type, storedV, raw, loc);
+    const envelope: EventEnvelope = { id, type, v, runId, stream, position, commitId, causationId, correlationId, at, data };
     const checked = EventEnvelope.safeParse(envelope);
-    if (!checked.success) throw new MalformedEventError(row.type, row.v, summarizeIssues(checked.error.issues, ''), loc);
+    if (!checked.success) throw new MalformedEventError(type, storedV, summarizeIssues(checked.error.issues, ''), loc);
     return envelope;
   }
 

@@ -162,49 +162,141 @@ export class Table {
     return row && this.decode(row);
   }
 
-  write(w: RowWrite): void {
+  /** Writes a complete row (JS values), inserting or replacing. */
+  upsert(row: Row): void {
+    const stmt = this.statement('upsert', () => {
+      const cols = this.columns.map((c) => c.name);
+      const set = cols.filter((c) => !this.key.includes(c));
+      const conflict = set.length ? `DO UPDATE SET ${set.map((c) => `${c} = excluded.${c}`).join(', ')}` : 'DO NOTHING';
+      return `INSERT INTO ${this.name} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${conflict}`;
+    });
+    stmt.run(...this.columns.map((c) => this.encode(c.name, row[c.name])));
+  }
+
+  /** Deletes by key values already encoded (as `keyValues` returns them). */
+  removeEncoded(keyValues: readonly unknown[]): void {
+    const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
+    stmt.run(...keyValues);
+  }
+
+  /** The row `add` or `merge` creates when the key is absent: numbers 0, booleans false, nullables null. */
+  blank(key: Row): Row {
+    const row: Row = {};
+    for (const c of this.columns) {
+      if (this.key.includes(c.name)) row[c.name] = key[c.name];
+      else if (c.nullable) row[c.name] = null;
+      else if (c.type === 'integer' || c.type === 'real') row[c.name] = 0;
+      else if (c.type === 'boolean') row[c.name] = false;
+      else row[c.name] = undefined; // must be given: checked when the row is complete
+    }
+    return row;
+  }
+}
+
+/**
+ * The writes of one batch, kept in memory and flushed as one statement per touched row at
+ * commit: a batch of thousands of events that bump a few counters costs a few statements.
+ * Reads (a projection's view) see the batch's own writes first.
+ */
+export class BatchWriter {
+  readonly #rows = new Map<Table, Map<string, Row | null>>();
+
+  #slot(t: Table): Map<string, Row | null> {
+    let m = this.#rows.get(t);
+    if (!m) this.#rows.set(t, (m = new Map()));
+    return m;
+  }
+
+  #keyOf(t: Table, key: Row): string {
+    const values = t.keyValues(key);
+    // One text key (the common case) needs no JSON; the prefix keeps it apart from JSON keys.
+    return values.length === 1 && typeof values[0] === 'string' ? `s${values[0]}` : `j${JSON.stringify(values)}`;
+  }
+
+  #decodeKey(k: string): unknown[] {
+    return k.startsWith('s') ? [k.slice(1)] : (JSON.parse(k.slice(1)) as unknown[]);
+  }
+
+  /** The current row (batch writes included), or undefined. */
+  get(t: Table, key: Row): Row | undefined {
+    const k = this.#keyOf(t, key);
+    const m = this.#slot(t);
+    if (!m.has(k)) m.set(k, t.get(key) ?? null);
+    const row = m.get(k);
+    return row ? { ...row } : undefined;
+  }
+
+  #current(t: Table, key: Row, k: string): Row | null {
+    const m = this.#slot(t);
+    if (!m.has(k)) m.set(k, t.get(key) ?? null);
+    return m.get(k)!;
+  }
+
+  write(t: Table, w: RowWrite): void {
     switch (w.op) {
-      case 'put':
-      case 'merge': {
-        const cols = w.op === 'put' ? this.columns.map((c) => c.name) : Object.keys(w.row);
-        for (const k of this.key) if (!(k in w.row)) throw new ReadModelError(`row for "${this.name}" lacks key column "${k}"`);
-        if (w.op === 'put') {
-          for (const c of Object.keys(w.row)) if (!this.byName.has(c)) throw new ReadModelError(`table "${this.name}" has no column "${c}"`);
+      case 'put': {
+        const k = this.#keyOf(t, w.row);
+        for (const c of Object.keys(w.row)) t.encode(c, w.row[c]);
+        const row: Row = {};
+        for (const c of t.columns) {
+          const v = w.row[c.name];
+          if (v === undefined && !c.nullable) throw new ReadModelError(`put on "${t.name}" lacks column "${c.name}"`);
+          row[c.name] = v ?? null;
         }
-        const values = cols.map((c) => this.encode(c, w.row[c]));
-        const set = cols.filter((c) => !this.key.includes(c));
-        const stmt = this.statement(`${w.op}:${cols.join(',')}`, () => {
-          const conflict = set.length ? `DO UPDATE SET ${set.map((c) => `${c} = excluded.${c}`).join(', ')}` : 'DO NOTHING';
-          return `INSERT INTO ${this.name} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${conflict}`;
-        });
-        stmt.run(...values);
+        this.#slot(t).set(k, row);
+        return;
+      }
+      case 'merge': {
+        const k = this.#keyOf(t, w.row);
+        for (const c in w.row) t.encode(c, w.row[c]);
+        // Rows in the batch are owned by it (get() hands out copies): update in place.
+        const m = this.#slot(t);
+        let row = this.#current(t, w.row, k);
+        const created = !row;
+        if (!row) m.set(k, (row = t.blank(w.row)));
+        Object.assign(row, w.row);
+        if (created) this.#complete(t, row, 'merge');
         return;
       }
       case 'add': {
-        const cols = Object.keys(w.values);
-        for (const c of cols) {
-          const col = this.byName.get(c);
-          if (!col || (col.type !== 'integer' && col.type !== 'real') || this.key.includes(c)) {
-            throw new ReadModelError(`"${this.name}.${c}" is not a numeric non-key column to add to`);
+        const k = this.#keyOf(t, w.key);
+        const m = this.#slot(t);
+        let row = this.#current(t, w.key, k);
+        const created = !row;
+        if (!row) m.set(k, (row = t.blank(w.key)));
+        for (const c in w.values) {
+          const v = w.values[c]!;
+          const col = t.byName.get(c);
+          if (!col || (col.type !== 'integer' && col.type !== 'real') || t.key.includes(c)) {
+            throw new ReadModelError(`"${t.name}.${c}" is not a numeric non-key column to add to`);
           }
+          t.encode(c, v);
+          row[c] = t.encode(c, ((row[c] as number | null) ?? 0) + v);
         }
-        const values = cols.map((c) => this.encode(c, w.values[c]));
-        const stmt = this.statement(`add:${cols.join(',')}`, () => {
-          const all = [...this.key, ...cols];
-          const set = cols.map((c) => `${c} = ${c} + excluded.${c}`).join(', ');
-          return `INSERT INTO ${this.name} (${all.join(', ')}) VALUES (${all.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${set ? `DO UPDATE SET ${set}` : 'DO NOTHING'}`;
-        });
-        stmt.run(...this.keyValues(w.key), ...values);
+        if (created) this.#complete(t, row, 'add');
         return;
       }
-      case 'delete': {
-        const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
-        stmt.run(...this.keyValues(w.key));
+      case 'delete':
+        this.#slot(t).set(this.#keyOf(t, w.key), null);
         return;
-      }
       default:
         throw new ReadModelError(`unknown row write ${JSON.stringify(w)}`);
     }
+  }
+
+  #complete(t: Table, row: Row, op: string): void {
+    for (const c of t.columns) {
+      if (row[c.name] === undefined) throw new ReadModelError(`${op} creates a row of "${t.name}" without column "${c.name}"`);
+    }
+  }
+
+  /** Writes every touched row (inside the caller's transaction). */
+  flush(): void {
+    for (const [t, rows] of this.#rows) {
+      for (const row of rows.values()) if (row) t.upsert(row);
+      for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
+    }
+    this.#rows.clear();
   }
 }
 

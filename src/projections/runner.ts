@@ -26,7 +26,7 @@ import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position, ReadFilter, Subscription } from '../events/log.js';
-import { ReadModel, ReadModelError, Table, canonicalJson, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
+import { BatchWriter, ReadModel, ReadModelError, Table, canonicalJson, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
 
 export interface RowProjection {
   name: string;
@@ -105,6 +105,10 @@ interface StoredCheckpoint {
   tables: string;
   position: number;
   state: string | null;
+}
+
+async function* onePerPage(events: AsyncIterable<EventEnvelope>): AsyncIterable<readonly EventEnvelope[]> {
+  for await (const e of events) yield [e];
 }
 
 export class ProjectionRunner {
@@ -268,11 +272,14 @@ export class ProjectionRunner {
       const to = Math.min(opts.to ?? head, head);
       const from = this.#min() + 1;
       if (from > to) return this.#min();
+      const log = this.#opts.log;
+      const range = { from, to };
+      const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
       let batch: EventEnvelope[] = [];
-      for await (const e of this.#opts.log.read({ from, to }, this.#filter())) {
-        batch.push(e);
+      for await (const page of pages) {
+        for (const e of page) batch.push(e);
         if (batch.length >= this.#batchSize) {
-          this.#commit(batch, e.position);
+          this.#commit(batch, batch[batch.length - 1]!.position);
           batch = [];
         }
       }
@@ -302,8 +309,10 @@ export class ProjectionRunner {
     if (active.length === 0) return;
     const states = new Map<Slot, unknown>();
     const shown = new Map<Slot, Map<string, Map<string, string>>>();
+    const writer = new BatchWriter();
     this.#db.transaction(() => {
       for (const s of active) states.set(s, s.state);
+      const views = new Map(active.map((s) => [s, this.#view(s, writer)]));
       for (const e of events) {
         for (const s of active) {
           if (e.position <= s.position || (s.types && !s.types.has(e.type))) continue;
@@ -311,10 +320,10 @@ export class ProjectionRunner {
             if (s.kind === 'reducer') {
               states.set(s, (s.p as ReducerProjection).reduce(states.get(s), e));
             } else {
-              for (const w of (s.p as RowProjection).apply(e, this.#view(s))) {
+              for (const w of (s.p as RowProjection).apply(e, views.get(s)!)) {
                 const t = s.byName.get(w.table);
                 if (!t) throw new ReadModelError(`it writes to table "${w.table}", which it does not declare`);
-                t.write(w);
+                writer.write(t, w);
               }
             }
           } catch (err) {
@@ -328,12 +337,17 @@ export class ProjectionRunner {
           const state = states.get(s);
           try {
             stateJson = JSON.stringify(state) ?? null;
-            shown.set(s, this.#writeShown(s, state));
+            shown.set(s, this.#writeShown(s, state, writer));
           } catch (err) {
             throw new ProjectionError(s.p.name, end, (err as Error).message);
           }
         }
         this.#saveCheckpoint.run(end, stateJson, s.p.name);
+      }
+      try {
+        writer.flush();
+      } catch (err) {
+        throw new ProjectionError(active.map((s) => s.p.name).join(', '), end, (err as Error).message);
       }
     })();
     // Only once the transaction committed does memory move on: a failed batch leaves no trace.
@@ -348,12 +362,12 @@ export class ProjectionRunner {
     this.#notify();
   }
 
-  #view(slot: Slot): ReadView {
+  #view(slot: Slot, writer: BatchWriter): ReadView {
     return {
       get: (table, key) => {
         const t = slot.byName.get(table);
         if (!t) throw new ReadModelError(`it reads table "${table}", which it does not declare`);
-        return t.get(key);
+        return writer.get(t, key);
       },
     };
   }
@@ -373,14 +387,14 @@ export class ProjectionRunner {
   }
 
   /** Writes the difference between the tables as shown and the rows of the new state. */
-  #writeShown(slot: Slot, state: unknown): Map<string, Map<string, string>> {
+  #writeShown(slot: Slot, state: unknown, writer: BatchWriter): Map<string, Map<string, string>> {
     const next = this.#rowsOf(slot, state);
     for (const t of slot.tables) {
       const before = slot.shown.get(t.name) ?? new Map<string, string>();
       const after = next.get(t.name)!;
-      for (const [k, json] of after) if (before.get(k) !== json) t.write({ op: 'put', table: t.name, row: JSON.parse(json) as Row });
+      for (const [k, json] of after) if (before.get(k) !== json) writer.write(t, { op: 'put', table: t.name, row: JSON.parse(json) as Row });
       for (const [k, json] of before) {
-        if (!after.has(k)) t.write({ op: 'delete', table: t.name, key: JSON.parse(json) as Row });
+        if (!after.has(k)) writer.write(t, { op: 'delete', table: t.name, key: JSON.parse(json) as Row });
       }
     }
     return next;

@@ -159,22 +159,33 @@ def tag(v, depth=0):
     t = _type(v)
     if v is None or t is bool:
         return v
+    # Subclasses (numpy.float64 is a float) are read through the base type's C slots: the
+    # stored value, whatever the subclass's own __eq__/__repr__ claim.
     if _isinstance(v, int) and not _isinstance(v, bool):
-        if t is not int:
-            return {'$repr': object.__repr__(v), '$type': t.__name__}
-        if -(1 << 53) < v < (1 << 53):
-            return int(_int_repr(v))
+        n = int(_int_repr(v))
+        if -(1 << 53) < n < (1 << 53):
+            return n
         return {'$int': _int_repr(v)}
-    if t is float:
-        if _isnan(v) or _isinf(v):
+    if _isinstance(v, float):
+        f = float(_float_repr(v))
+        if _isnan(f) or _isinf(f):
             return {'$float': _float_repr(v)}
-        return v
-    if t is str:
+        return f
+    if _isinstance(v, str):
         return _str_new(v)
-    if t is list:
+    if _isinstance(v, list):
         return [tag(x, depth + 1) for x in _list.__iter__(v)]
-    if t is tuple:
+    if _isinstance(v, tuple):
         return {'$tuple': [tag(x, depth + 1) for x in tuple.__iter__(v)]}
+    if getattr(t, '__module__', '') == 'numpy' and hasattr(v, 'tolist'):
+        # numpy scalars and arrays: their plain-Python value (int64 is not an int subclass).
+        try:
+            return tag(v.tolist(), depth + 1)
+        except Exception:
+            pass
+    if _isinstance(v, dict):
+        v = dict(_dict_items(v))
+        t = dict
     if t is dict:
         items = [(k, x) for k, x in _dict_items(v)]
         if all(_type(k) is str for k, _ in items):

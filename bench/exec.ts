@@ -1,0 +1,103 @@
+/**
+ * `crucible bench exec [--seconds S]`: runs/s and p50/p99 latency of the sandbox's fork-server
+ * against a spawn-a-fresh-python-per-run baseline measured in the same run, for a trivial and a
+ * small real program, with and without bubblewrap.
+ */
+import { spawn } from 'node:child_process';
+import os from 'node:os';
+import { createSandbox, SERVER_PATH } from '../src/sandbox/index.js';
+import { bwrapArgs, bwrapWorks, findBwrap } from '../src/sandbox/isolation.js';
+
+const PYTHON = '/usr/bin/python3';
+const PROGRAMS = {
+  trivial: { program: 'print(int(input()) + 1)\n', input: '41\n', output: '42' },
+  small: {
+    // A typical contest solution: parse, sort, prefix sums, answer queries.
+    program:
+      'import sys\nfrom itertools import accumulate\ndata = sys.stdin.read().split()\nn = int(data[0])\na = sorted(map(int, data[1:n + 1]))\npre = [0] + list(accumulate(a))\nq = int(data[n + 1])\nout = []\nfor i in range(q):\n    k = int(data[n + 2 + i])\n    out.append(pre[k])\nprint("\\n".join(map(str, out)))\n',
+    input: `2000\n${Array.from({ length: 2000 }, (_, i) => (i * 7919) % 10007).join(' ')}\n200\n${Array.from({ length: 200 }, (_, i) => i * 10).join('\n')}\n`,
+    output: null as string | null,
+  },
+};
+
+interface Figures {
+  runs: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+}
+
+async function measure(seconds: number, concurrency: number, once: () => Promise<void>): Promise<Figures> {
+  const lat: number[] = [];
+  const end = performance.now() + seconds * 1000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const s = performance.now();
+        await once();
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
+  const took = (performance.now() - t0) / 1000;
+  lat.sort((a, b) => a - b);
+  const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? NaN;
+  return { runs: lat.length, seconds: took, p50: q(0.5), p99: q(0.99) };
+}
+
+function spawnOnce(cmd: string, args: string[], input: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'ignore'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 && out.length > 0 ? resolve() : reject(new Error(`baseline run failed (${code})`))));
+    p.stdin.end(input);
+  });
+}
+
+export async function runBench(args: string[]): Promise<void> {
+  const i = args.indexOf('--seconds');
+  const seconds = i >= 0 ? Number(args[i + 1]) : 2;
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new Error('--seconds must be a positive number');
+  const workers = Math.max(1, os.availableParallelism());
+  const bwrap = findBwrap();
+  const bwrapOk = bwrap !== undefined && bwrapWorks(bwrap, PYTHON, SERVER_PATH).ok;
+  const rows: Array<{ name: string; f: Figures }> = [];
+  const modes: Array<'none' | 'bwrap'> = bwrapOk ? ['none', 'bwrap'] : ['none'];
+  for (const mode of modes) {
+    const sandbox = await createSandbox({ workers, isolation: mode, warn: () => undefined });
+    for (const [name, p] of Object.entries(PROGRAMS)) {
+      const req = { program: p.program, tests: [{ style: 'stdio' as const, input: p.input, output: p.output }] };
+      const check = await sandbox.run(req);
+      if (check[0]!.verdict !== 'accepted') throw new Error(`${name} did not pass in the sandbox: ${JSON.stringify(check[0])}`);
+      rows.push({
+        name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} ${name}`,
+        f: await measure(seconds, workers * 2, async () => {
+          const r = await sandbox.run(req);
+          if (r[0]!.verdict !== 'accepted') throw new Error(`bench run failed: ${r[0]!.verdict}`);
+        }),
+      });
+      const base = mode === 'bwrap' ? [bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const : [PYTHON, []] as const;
+      rows.push({
+        name: `spawn      ${mode === 'bwrap' ? 'bwrap' : 'plain'}   ${name}`,
+        f: await measure(seconds, workers, () => spawnOnce(base[0], [...base[1], '-I', '-S', '-c', p.program], p.input)),
+      });
+    }
+    await sandbox.close();
+  }
+  process.stdout.write(`exec bench: ${workers} workers, ${seconds}s per row, ${os.cpus().length} cores\n`);
+  process.stdout.write('config                               runs/s    p50 ms   p99 ms\n');
+  for (const { name, f } of rows) {
+    process.stdout.write(`${name.padEnd(36)} ${(f.runs / f.seconds).toFixed(0).padStart(7)} ${f.p50.toFixed(2).padStart(9)} ${f.p99.toFixed(2).padStart(8)}\n`);
+  }
+  for (const mode of modes) {
+    for (const name of Object.keys(PROGRAMS)) {
+      const fs = rows.find((r) => r.name.startsWith('fork-server') && r.name.includes(mode === 'bwrap' ? 'bwrap' : 'rlimits') && r.name.endsWith(name))!;
+      const sp = rows.find((r) => r.name.startsWith('spawn') && r.name.includes(mode === 'bwrap' ? 'bwrap' : 'plain') && r.name.endsWith(name))!;
+      const x = fs.f.runs / fs.f.seconds / (sp.f.runs / sp.f.seconds);
+      process.stdout.write(`speed-up ${mode === 'bwrap' ? 'bwrap  ' : 'rlimits'} ${name}: ${x.toFixed(1)}x\n`);
+    }
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The read models of a run, kept in runs/<run-id>/views.db while it runs and rebuilt from the
+ * log by `crucible replay`. Each is a pure function of events; `replay --verify` compares their
+ * state hashes with the live ones.
+ */
+import type { EventData } from '../events/catalog.js';
+import { del, put } from './readmodel.js';
+import type { Projection, ReducerProjection, RowProjection } from './runner.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
+
+export const roundTableProjection: ReducerProjection<RoundTableState> = {
+  name: 'round-table',
+  version: 1,
+  types: ['RoundStarted', 'ProblemEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
+  initial: emptyRoundTable,
+  reduce: reduceRoundTable,
+  tables: {
+    rounds: {
+      columns: {
+        round: 'integer',
+        problems: 'integer',
+        held_out_pass: 'real',
+        validity: 'real',
+        kill_rate: 'real',
+        mistake_book: 'integer',
+        code_reward: 'real',
+        test_reward: 'real',
+        seconds: 'real?',
+      },
+      key: ['round'],
+    },
+  },
+  rows: (state) => ({
+    rounds: roundRows(state).map((r) => ({
+      round: r.round,
+      problems: r.problems,
+      held_out_pass: r.heldOutPass,
+      validity: r.validity,
+      kill_rate: r.killRate,
+      mistake_book: r.mistakeBook,
+      code_reward: r.codeReward,
+      test_reward: r.testReward,
+      seconds: r.seconds,
+    })),
+  }),
+};
+
+/** The Mistake Book of every problem as it stands: one row per stored test. */
+export const mistakeBookProjection: RowProjection = {
+  name: 'mistake-book',
+  version: 1,
+  types: ['MistakeBookUpdated'],
+  tables: {
+    mistake_book: {
+      columns: { problem_id: 'text', test_key: 'text', test_hash: 'text', count: 'integer', blacklisted: 'boolean', round: 'integer' },
+      key: ['problem_id', 'test_key'],
+    },
+  },
+  apply: (e) => {
+    const d = e.data as EventData<'MistakeBookUpdated'>;
+    return d.changes.map((c) => {
+      const key = { problem_id: d.problemId, test_key: c.testKey };
+      if (c.cause === 'blacklist') return put('mistake_book', { ...key, test_hash: c.testHash, count: 0, blacklisted: true, round: d.round });
+      if (c.count <= 0) return del('mistake_book', key);
+      return put('mistake_book', { ...key, test_hash: c.testHash, count: c.count, blacklisted: false, round: d.round });
+    });
+  },
+};
+
+/** Every reward with its advantage and components, per sample. */
+export const rewardsProjection: RowProjection = {
+  name: 'rewards',
+  version: 1,
+  types: ['RewardsAssigned'],
+  tables: {
+    rewards: {
+      columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
+      key: ['sample_id', 'role'],
+      indexes: [['round', 'problem_id']],
+    },
+  },
+  apply: (e) => {
+    const d = e.data as EventData<'RewardsAssigned'>;
+    return d.items.map((i) =>
+      put('rewards', {
+        sample_id: i.sampleId,
+        role: d.role,
+        round: d.round,
+        problem_id: d.problemId,
+        reward_fn: d.rewardFn,
+        reward: i.reward,
+        advantage: i.advantage,
+        components: i.components,
+      }),
+    );
+  },
+};
+
+/** The execution matrix as recorded: one verdict per (request, program, test). */
+export const executionsProjection: RowProjection = {
+  name: 'executions',
+  version: 1,
+  types: ['ExecutionCompleted'],
+  tables: {
+    executions: {
+      columns: { request_id: 'text', program_id: 'text', test_id: 'text', program_hash: 'text', test_hash: 'text', verdict: 'text', cached: 'boolean' },
+      key: ['request_id', 'program_id', 'test_id'],
+    },
+  },
+  apply: (e) => {
+    const d = e.data as EventData<'ExecutionCompleted'>;
+    return [
+      put('executions', {
+        request_id: d.requestId,
+        program_id: d.programId,
+        test_id: d.testId,
+        program_hash: d.programHash,
+        test_hash: d.testHash,
+        verdict: d.verdict,
+        cached: d.cached,
+      }),
+    ];
+  },
+};
+
+/** Policy versions and the checkpoints that hold them. */
+export const policyVersionsProjection: RowProjection = {
+  name: 'policy-versions',
+  version: 1,
+  types: ['PolicyVersionPublished'],
+  tables: {
+    policy_versions: {
+      columns: { role: 'text', version: 'integer', name: 'text', round: 'integer', params_hash: 'text?' },
+      key: ['role', 'version'],
+    },
+  },
+  apply: (e) => {
+    const d = e.data as EventData<'PolicyVersionPublished'>;
+    return [put('policy_versions', { role: d.policy.role, version: d.policy.version, name: d.policy.name, round: d.round, params_hash: d.paramsHash })];
+  },
+};
+
+export const RUN_PROJECTIONS: readonly Projection[] = [
+  roundTableProjection,
+  mistakeBookProjection,
+  rewardsProjection,
+  executionsProjection,
+  policyVersionsProjection,
+];

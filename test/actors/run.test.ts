@@ -1,0 +1,179 @@
+/**
+ * End-to-end runs of the adversarial loop on the embedded default (real SQLite log, real
+ * sandbox, real python), small enough for the suite: learning direction, determinism, an actor
+ * killed mid-round, a whole process stopped and resumed, and replay --verify.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { parseConfig } from '../../src/config/load.js';
+import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
+import { buildProgram } from '../../src/cli/main.js';
+
+let root: string;
+const cacheDir = () => path.join(root, 'cache');
+
+function smallConfig(overrides: Record<string, unknown> = {}) {
+  return parseConfig({
+    name: 'small',
+    seed: 3,
+    rounds: 4,
+    dir: root,
+    dataset: { format: 'demo', limit: 3 },
+    sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: false },
+    policies: { code: { lr: 1.0, mutants: 4 }, test: { lr: 1.0, candidates: 24 } },
+    selection: { testSamples: 'all' },
+    ...overrides,
+  });
+}
+
+/** Everything but wall-clock time. */
+const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
+
+async function eventsOf(dir: string) {
+  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+  const out: unknown[] = [];
+  for await (const e of log.read()) {
+    const data = { ...(e.data as Record<string, unknown>) };
+    // Timings are measurements, not decisions.
+    delete data.timeMs;
+    delete data.memoryKb;
+    out.push({ type: e.type, stream: e.stream, id: e.id, data });
+  }
+  await log.close();
+  return out;
+}
+
+let baseline: RunOutcome;
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-run-'));
+  baseline = await runExperiment({ config: smallConfig(), dir: path.join(root, 'baseline'), cacheDir: cacheDir() });
+}, 300_000);
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe('crucible run on the demo set', () => {
+  it('finishes every round and the Solver learns: held-out pass rises', () => {
+    expect(baseline.finished).toBe(true);
+    expect(baseline.rows.map((r) => r.round)).toEqual([1, 2, 3, 4]);
+    const first = baseline.rows[0]!;
+    const last = baseline.rows.at(-1)!;
+    expect(last.heldOutPass).toBeGreaterThan(first.heldOutPass);
+    expect(last.codeReward).toBeGreaterThan(first.codeReward);
+    for (const r of baseline.rows) {
+      expect(r.validity).toBeGreaterThan(0);
+      expect(r.validity).toBeLessThanOrEqual(1);
+      expect(r.killRate).toBeGreaterThan(0);
+    }
+  });
+
+  it('is deterministic: the same config and seed write the same log', async () => {
+    const again = await runExperiment({ config: smallConfig(), dir: path.join(root, 'again'), cacheDir: cacheDir() });
+    expect(figures(again.rows)).toEqual(figures(baseline.rows));
+    expect(await eventsOf(again.dir)).toEqual(await eventsOf(baseline.dir));
+  }, 300_000);
+
+  it('another seed makes another run', async () => {
+    const other = await runExperiment({ config: smallConfig({ seed: 4 }), dir: path.join(root, 'seed4'), cacheDir: cacheDir() });
+    expect(other.runId).not.toBe(baseline.runId);
+    expect(await eventsOf(other.dir)).not.toEqual(await eventsOf(baseline.dir));
+  }, 300_000);
+
+  for (const actor of ['judge', 'executor'] as const) {
+    it(`a ${actor} killed mid-round and restarted ends with the same tables`, async () => {
+      let killedAt = -1;
+      let restarted = false;
+      const outcome = await runExperiment({
+        config: smallConfig(),
+        dir: path.join(root, `kill-${actor}`),
+        cacheDir: cacheDir(),
+        onStep: (runtime, p) => {
+          // Mid-round 2: after some of its work is recorded and before the round ends.
+          if (killedAt < 0 && p.round === 1 && runtime.position > 0) {
+            const snap = runtime.snapshotOf(actor);
+            const ctx = snap?.context as { open?: Record<string, unknown>; requests?: unknown[] };
+            const busy = actor === 'judge' ? Object.keys(ctx.open ?? {}).length > 0 : (ctx.requests ?? []).length > 0;
+            if (busy) {
+              runtime.kill(actor);
+              killedAt = runtime.position;
+            }
+          }
+        },
+        onIdle: async (runtime) => {
+          if (runtime.isAlive(actor)) return false;
+          await runtime.restart(actor);
+          restarted = true;
+          return true;
+        },
+      });
+      expect(killedAt).toBeGreaterThan(0);
+      expect(restarted).toBe(true);
+      expect(outcome.finished).toBe(true);
+      expect(figures(outcome.rows)).toEqual(figures(baseline.rows));
+    }, 300_000);
+  }
+
+  it('a process stopped mid-run resumes from its log to the same tables', async () => {
+    const dir = path.join(root, 'resume');
+    const stopped = await runExperiment({ config: smallConfig(), dir, cacheDir: cacheDir(), stopWhen: (p) => p.round >= 2 && p.events > 0 });
+    expect(stopped.finished).toBe(false);
+    const resumed = await runExperiment({ config: smallConfig(), dir, cacheDir: cacheDir() });
+    expect(resumed.finished).toBe(true);
+    expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+    expect(await eventsOf(dir)).toEqual(await eventsOf(baseline.dir));
+  }, 300_000);
+
+  it('refuses to resume a run directory with another config', async () => {
+    await expect(runExperiment({ config: smallConfig({ rounds: 5 }), dir: baseline.dir, cacheDir: cacheDir() })).rejects.toThrow(/another config/);
+  });
+});
+
+describe('crucible replay', () => {
+  async function replay(args: string[]): Promise<{ code: number; out: string }> {
+    let out = '';
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => ((out += chunk), true)) as typeof process.stdout.write;
+    const before = process.exitCode;
+    process.exitCode = 0;
+    try {
+      await buildProgram().parseAsync(['node', 'crucible', 'replay', ...args]);
+      return { code: Number(process.exitCode ?? 0), out };
+    } finally {
+      process.stdout.write = write;
+      process.exitCode = before;
+    }
+  }
+
+  it('--verify passes on a finished run and prints the state hashes', async () => {
+    const { code, out } = await replay([baseline.dir, '--verify', '--json']);
+    const result = JSON.parse(out) as { verified: boolean; hashes: Record<string, string>; rows: RoundRow[] };
+    expect(code).toBe(0);
+    expect(result.verified).toBe(true);
+    expect(Object.keys(result.hashes)).toEqual(['round-table', 'mistake-book', 'rewards', 'executions', 'policy-versions']);
+    expect(figures(result.rows)).toEqual(figures(baseline.rows));
+  });
+
+  it('--round k rebuilds the Mistake Book as it stood after round k', async () => {
+    const full = JSON.parse((await replay([baseline.dir, '--json'])).out) as { hashes: Record<string, string>; position: number };
+    const early = JSON.parse((await replay([baseline.dir, '--round', '1', '--json'])).out) as { hashes: Record<string, string>; position: number; rows: RoundRow[] };
+    expect(early.position).toBeLessThan(full.position);
+    expect(early.rows.map((r) => r.round)).toEqual([1]);
+    expect(early.hashes['mistake-book']).not.toBe(full.hashes['mistake-book']);
+  });
+
+  it('--verify fails on a tampered read model', async () => {
+    const dir = path.join(root, 'again');
+    const db = new Database(path.join(dir, 'views.db'));
+    const changed = db.prepare("UPDATE rewards SET reward = reward + 0.5 WHERE rowid = (SELECT min(rowid) FROM rewards)").run();
+    db.close();
+    expect(changed.changes).toBe(1);
+    const { code, out } = await replay([dir, '--verify']);
+    expect(code).toBe(1);
+    expect(out).toMatch(/NOT verified[\s\S]*rewards/);
+  });
+});
