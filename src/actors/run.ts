@@ -11,6 +11,7 @@ import { openSqliteLog } from '../events/sqlite-log.js';
 import type { EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox } from '../sandbox/index.js';
+import type { Sandbox } from '../sandbox/api.js';
 import type { Problem } from '../datasets/problem.js';
 import { ActorRuntime } from './runtime.js';
 import { RunEnv, type PolicyBackend } from './env.js';
@@ -54,6 +55,8 @@ export interface RunOptions {
   config: RunConfig;
   /** Run directory; default <config.dir>/<run-id>. */
   dir?: string;
+  /** The sandbox to execute with; default a new one from the config (closed at the end). */
+  sandbox?: Sandbox;
   /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
   cacheDir?: string | null;
   onProgress?(p: RunProgress): void;
@@ -89,7 +92,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   mkdirSync(dir, { recursive: true });
   const log = await openSqliteLog(path.join(dir, LOG_FILE), { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
-  const sandbox = await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
+  const sandbox = opts.sandbox ?? await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
   try {
     const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir);
     const hash = configHash(config);
@@ -144,7 +147,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     return { runId, dir, finished: done, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
   } finally {
     await views?.close();
-    await sandbox.close();
+    if (!opts.sandbox) await sandbox.close();
     await log.close();
   }
 }

@@ -41,7 +41,9 @@ export interface ReadRange {
 
 export type SubscriptionItem =
   | { kind: 'event'; event: EventEnvelope }
-  /** Everything that existed when the subscription started (or at the last poll) was delivered. */
+  /** Everything up to `position` was delivered: sent once the stored events are delivered, and again
+   * after each later batch of live events. `position` is the log head scanned, which may be past
+   * the last event that matched the filter, so a consumer may store it as its checkpoint. */
   | { kind: 'caught-up'; position: Position };
 
 export interface Subscription extends AsyncIterable<SubscriptionItem> {

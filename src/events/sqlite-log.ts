@@ -232,7 +232,9 @@ export class SqliteEventLog implements EventLog {
     const { stmt, params } = this.#pageQuery(filter);
     let next = Math.max(1, from);
     let left = limit;
-    while (next <= to && left > 0 && !this.#closed) {
+    while (next <= to && left > 0) {
+      // A read cut short by close() must not look like the end of the log.
+      if (this.#closed) throw new LogClosedError();
       const page = Math.min(this.#pageSize, left);
       const rows = stmt.all(next, to, ...params, page) as Row[];
       if (rows.length) yield rows.map((row) => this.#decode(row));

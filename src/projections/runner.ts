@@ -277,10 +277,12 @@ export class ProjectionRunner {
       const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
       let batch: EventEnvelope[] = [];
       for await (const page of pages) {
-        for (const e of page) batch.push(e);
-        if (batch.length >= this.#batchSize) {
-          this.#commit(batch, batch[batch.length - 1]!.position);
-          batch = [];
+        for (const e of page) {
+          batch.push(e);
+          if (batch.length >= this.#batchSize) {
+            this.#commit(batch, e.position);
+            batch = [];
+          }
         }
       }
       this.#commit(batch, to);

@@ -1,0 +1,112 @@
+/**
+ * Orchestration overhead per (program, test) pair, execution time excluded: the whole actor
+ * loop (sampling, judging, rewards, Mistake Book, training, the SQLite log and read models)
+ * runs on the demo set, with a sandbox that answers at once instead of running python. That
+ * stand-in is named for what it is (InstantVerdictsForBenchmark) and exists only here.
+ * Baseline in the same run: appending the same number of ExecutionCompleted events to a fresh
+ * SQLite log in batches, the floor cost of merely recording one verdict per pair.
+ *
+ *   npm run bench -- orchestration [--rounds 6] [--problems 24]
+ */
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseConfig } from '../src/config/load.js';
+import { runExperiment } from '../src/actors/run.js';
+import { openSqliteLog } from '../src/events/sqlite-log.js';
+import type { RunRequest, Sandbox, TestResult } from '../src/sandbox/api.js';
+
+/** Verdicts from a hash of (program, test): deterministic, and no process is started. */
+class InstantVerdictsForBenchmark implements Sandbox {
+  readonly isolation = 'rlimits' as const;
+  calls = 0;
+  async run(req: RunRequest): Promise<TestResult[]> {
+    this.calls++;
+    return req.tests.map((t, i) => {
+      const h = createHash('sha256').update(req.program).update(JSON.stringify(t)).digest()[0]!;
+      const expectedKnown = t.style === 'stdio' ? t.output !== null : t.style === 'call' ? t.expected !== undefined : true;
+      const verdict = !expectedKnown ? (h < 20 ? 'runtime_error' : 'accepted') : h < 90 ? 'wrong_answer' : 'accepted';
+      return { test: i, verdict, timeMs: 0, memoryKb: 0, output: t.style === 'stdio' ? '0\n' : '0', isolated: false };
+    });
+  }
+  async close(): Promise<void> {}
+}
+
+function flag(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} needs a positive integer`);
+  return n;
+}
+
+async function rawAppendBaseline(dir: string, pairs: number): Promise<number> {
+  const log = await openSqliteLog(path.join(dir, 'baseline.db'));
+  const hash = 'a'.repeat(64);
+  const started = performance.now();
+  const batch = 500;
+  for (let at = 0; at < pairs; at += batch) {
+    const events = [];
+    for (let i = at; i < Math.min(pairs, at + batch); i++) {
+      events.push({
+        type: 'ExecutionCompleted',
+        runId: 'baseline',
+        data: { requestId: `r/${at}`, programId: `p${i % 8}`, programHash: hash, testId: `t${i}`, testHash: hash, verdict: 'accepted', timeMs: 0, memoryKb: 0, outputHash: null, exceptionType: null, isolated: false, cached: false },
+      });
+    }
+    await log.append('executor', events, { commitId: `baseline/${at}` });
+  }
+  const seconds = (performance.now() - started) / 1000;
+  await log.close();
+  return seconds;
+}
+
+export async function runBench(args: string[]): Promise<void> {
+  const rounds = flag(args, 'rounds', 6);
+  const problems = flag(args, 'problems', 24);
+  const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-orch-'));
+  try {
+    const config = parseConfig({
+      name: 'bench-orchestration',
+      seed: 1,
+      rounds,
+      dir: root,
+      log: { synchronous: 'normal' },
+      dataset: { format: 'demo', limit: problems },
+      sampling: { problemsPerRound: problems, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: false },
+      selection: { testSamples: 'all' },
+    });
+    // The candidate catalog (AST mutants, via python) is built outside the measured run.
+    const cacheDir = path.join(os.tmpdir(), 'crucible-bench-catalog');
+    const warm = parseConfig({ ...config, rounds: 1, name: 'bench-warmup' });
+    await runExperiment({ config: warm, cacheDir, sandbox: new InstantVerdictsForBenchmark() });
+
+    const sandbox = new InstantVerdictsForBenchmark();
+    const started = performance.now();
+    const outcome = await runExperiment({ config, cacheDir, sandbox });
+    const seconds = (performance.now() - started) / 1000;
+
+    const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
+    let pairs = 0;
+    let cached = 0;
+    let events = 0;
+    for await (const e of log.read()) {
+      events++;
+      if (e.type === 'ExecutionCompleted') {
+        pairs++;
+        if ((e.data as { cached: boolean }).cached) cached++;
+      }
+    }
+    await log.close();
+    const baseline = await rawAppendBaseline(root, pairs);
+    const us = (s: number) => ((s * 1e6) / pairs).toFixed(1);
+    console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache)`);
+    console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s)`);
+    console.log(`  baseline, raw batched append of ${pairs} verdict events: ${baseline.toFixed(2)} s = ${us(baseline)} us per pair`);
+    console.log(`  overhead over recording alone: ${(seconds / baseline).toFixed(1)}x; sandbox calls: ${sandbox.calls}`);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
