@@ -6,7 +6,7 @@
  * Baseline in the same run: appending the same number of ExecutionCompleted events to a fresh
  * SQLite log in batches, the floor cost of merely recording one verdict per pair.
  *
- *   npm run bench -- orchestration [--rounds 6] [--problems 24]
+ *   npm run bench -- orchestration [--rounds 8] [--problems 24]
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -64,7 +64,7 @@ async function rawAppendBaseline(dir: string, pairs: number): Promise<number> {
 }
 
 export async function runBench(args: string[]): Promise<void> {
-  const rounds = flag(args, 'rounds', 6);
+  const rounds = flag(args, 'rounds', 8);
   const problems = flag(args, 'problems', 24);
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-orch-'));
   try {

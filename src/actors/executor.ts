@@ -67,6 +67,7 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   name: 'executor',
   machine: executorMachine,
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
+  observes: ['ExecutionCompleted'],
   observe(envelope, env) {
     if (envelope.type === 'ExecutionCompleted') env.executions.observe(envelope.data as Completed);
   },

@@ -127,7 +127,8 @@ export const judgeMachine = setup({
         const d = dataOf(event.envelope, 'ExecutionCompleted');
         // requestId is "<round>/<problemId>/<purpose>"; all verdicts of a request are one commit.
         const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
-        return update(context, k, (p) => (p.completed.includes(d.requestId) ? {} : { completed: [...p.completed, d.requestId] }));
+        if (context.open[k]?.completed.includes(d.requestId) ?? true) return {};
+        return update(context, k, (p) => ({ completed: [...p.completed, d.requestId] }));
       }),
     },
     TestsJudged: {
@@ -204,6 +205,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv> = 
   name: 'judge',
   machine: judgeMachine,
   pending: judgePending,
+  observes: ['ExecutionCompleted', 'ProblemEvaluated'],
   observe(envelope, env) {
     env.verdicts.observe(envelope);
   },

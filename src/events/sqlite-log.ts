@@ -237,7 +237,19 @@ export class SqliteEventLog implements EventLog {
       if (this.#closed) throw new LogClosedError();
       const page = Math.min(this.#pageSize, left);
       const rows = stmt.all(next, to, ...params, page) as Row[];
-      if (rows.length) yield rows.map((row) => this.#decode(row));
+      // Events before a bad row are still delivered, then the error names the bad row's position.
+      const events: EventEnvelope[] = [];
+      let failure: unknown = null;
+      for (const row of rows) {
+        try {
+          events.push(this.#decode(row));
+        } catch (err) {
+          failure = err;
+          break;
+        }
+      }
+      if (events.length) yield events;
+      if (failure !== null) throw failure;
       if (rows.length < page) return;
       left -= rows.length;
       next = rows[rows.length - 1]![0] + 1;
