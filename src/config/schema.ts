@@ -23,7 +23,8 @@ const PolicyConfig = z
 export const RunConfig = z
   .object({
     name: z.string().min(1).default('run'),
-    method: z.enum(['code-a1', 'cure']).default('code-a1'),
+    /** Reward and selection rules of the Judge (Code-A1 today; the other methods' rewards are in src/rewards). */
+    method: z.enum(['code-a1']).default('code-a1'),
     seed: z.number().int().nonnegative().default(0),
     rounds: z.number().int().positive().default(8),
     /** Where runs are written: <dir>/<run-id>/. */

@@ -1,0 +1,58 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, applyOverrides, loadConfigFile, parseConfig } from '../../src/config/load.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const p = path.join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+describe('run configs', () => {
+  it('loads the shipped demo config with every default filled in', () => {
+    const c = loadConfigFile('configs/demo.yaml');
+    expect(c.name).toBe('demo');
+    expect(c.sampling.groupSize).toBe(8);
+    expect(c.log).toEqual({ backend: 'sqlite', synchronous: 'full' });
+    expect(c.mistakeBook.enabled).toBe(true);
+  });
+
+  it('names an unknown key with its full path', () => {
+    const p = file('typo.yaml', 'sampling:\n  groupSise: 4\n');
+    expect(() => loadConfigFile(p)).toThrow(ConfigError);
+    expect(() => loadConfigFile(p)).toThrow(/unknown key "sampling\.groupSise"/);
+  });
+
+  it('names a key of the wrong type', () => {
+    expect(() => parseConfig({ rounds: 'many' }, 'x.yaml')).toThrow(/x\.yaml: rounds: .*number/);
+    expect(() => parseConfig({ rewards: { alpha: 2 } }, 'x.yaml')).toThrow(/rewards\.alpha/);
+  });
+
+  it('reports YAML syntax errors with the line', () => {
+    const p = file('broken.yaml', 'name: demo\nsampling: [unclosed\n');
+    expect(() => loadConfigFile(p)).toThrow(/not valid YAML at line \d/);
+  });
+
+  it('rejects a file whose top level is not a mapping', () => {
+    expect(() => loadConfigFile(file('list.yaml', '- 1\n- 2\n'))).toThrow(/top level must be a mapping/);
+  });
+
+  it('applies --set overrides as YAML scalars and --seed', () => {
+    const c = loadConfigFile('configs/demo.yaml', { overrides: ['sampling.groupSize=4', 'mistakeBook.enabled=false', 'rewards.alpha=0.25'], seed: 11 });
+    expect(c.sampling.groupSize).toBe(4);
+    expect(c.mistakeBook.enabled).toBe(false);
+    expect(c.rewards.alpha).toBe(0.25);
+    expect(c.seed).toBe(11);
+  });
+
+  it('refuses malformed overrides and overrides through a non-section', () => {
+    expect(() => applyOverrides({}, ['novalue'])).toThrow(/expected key=value/);
+    expect(() => applyOverrides({ rounds: 3 }, ['rounds.x=1'])).toThrow(/"rounds" is not a section/);
+    expect(() => loadConfigFile('configs/demo.yaml', { overrides: ['sampling.nope=1'] })).toThrow(/unknown key "sampling\.nope"/);
+  });
+});
