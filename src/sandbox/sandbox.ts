@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { TestCase } from '../datasets/problem.js';
 import type { ComparisonMode, RunRequest, Sandbox, TestResult, Verdict } from './api.js';
 import { compareAssertValue, compareCallValue } from './compare.js';
@@ -70,6 +71,7 @@ export class ForkServerSandbox implements Sandbox {
     const plans = style === 'assert' ? await this.#planAsserts(req.tests) : req.tests.map(planOf);
     const comparison: ComparisonMode = req.comparison ?? 'tokens';
     const job: Job = {
+      key: createHash('sha256').update(`${req.entryPoint ?? ''}\0${req.prelude ?? style === 'call'}\0${req.program}`).digest('hex'),
       program: req.program,
       entry: req.entryPoint ?? null,
       prelude: req.prelude ?? style === 'call',
@@ -102,7 +104,9 @@ export class ForkServerSandbox implements Sandbox {
         }
         let result: TestResult;
         try {
+          if (!loaded && server.loadedKey === job.key) loaded = true;
           if (!loaded) {
+            server.loadedKey = undefined;
             const r = await server.call({ op: 'load', program: job.program, entry: job.entry, prelude: job.prelude }, 30_000);
             if (r.ok === false) {
               const ce = r.compile_error as { type: string; message: string };
@@ -112,6 +116,7 @@ export class ForkServerSandbox implements Sandbox {
               return out;
             }
             loaded = true;
+            server.loadedKey = job.key;
           }
           const reply = await server.call(
             { op: 'test', mode: plan.mode, payload: plan.payload, limits: job.wire, want_output: plan.expected.kind === 'none' },
@@ -224,6 +229,8 @@ export class ForkServerSandbox implements Sandbox {
 }
 
 interface Job {
+  /** Identity of the loaded program (source, entry point, prelude). */
+  key: string;
   program: string;
   entry: string | null;
   prelude: boolean;

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bwrapArgs, SERVER_IN_SANDBOX } from './isolation.js';
@@ -32,6 +32,9 @@ export class ForkServer {
   #buf = '';
   #stderr = '';
   #dead: string | undefined;
+  #workdir: string | undefined;
+  /** The program the server holds compiled: a repeat load of it is skipped. */
+  loadedKey: string | undefined;
 
   constructor(readonly opts: WorkerOptions) {
     const env: Record<string, string> = {
@@ -49,6 +52,7 @@ export class ForkServer {
     } else {
       const work = path.join(os.tmpdir(), `crucible-sandbox-${process.pid}-${opts.slot}`);
       mkdirSync(work, { recursive: true, mode: 0o755 });
+      this.#workdir = work;
       env.CRUCIBLE_WORKDIR = work;
       cmd = opts.pythonPath;
       args = ['-I', opts.serverPath];
@@ -62,9 +66,11 @@ export class ForkServer {
     });
     this.#proc.stdin.on('error', () => undefined);
     this.#proc.on('error', (e) => this.#fail(`fork-server could not start: ${e.message}`));
-    this.#proc.on('exit', (code, sig) =>
-      this.#fail(`fork-server exited (${sig ?? code})${this.#stderr ? ': ' + this.#stderr.trim().split('\n').pop() : ''}`),
-    );
+    this.#proc.on('exit', (code, sig) => {
+      // Without bubblewrap the run directories live on the host: leave nothing behind.
+      if (this.#workdir) rmSync(this.#workdir, { recursive: true, force: true });
+      this.#fail(`fork-server exited (${sig ?? code})${this.#stderr ? ': ' + this.#stderr.trim().split('\n').pop() : ''}`);
+    });
   }
 
   get alive(): boolean {
