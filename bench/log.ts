@@ -148,6 +148,7 @@ export async function runBench(argv: string[]): Promise<void> {
         }
       })();
     });
+    line('baseline: raw prepared inserts, 1 transaction', n, tRaw);
     // The same raw inserts, one transaction per `batch` rows: the fsync count of the log's commits.
     raw.exec('DELETE FROM events');
     const tRawBatched = await time(() => {
@@ -164,7 +165,6 @@ export async function runBench(argv: string[]): Promise<void> {
       }
     });
     raw.close();
-    line('baseline: raw prepared inserts, 1 transaction', n, tRaw);
     line(`baseline: raw prepared inserts, ${batch} per transaction (same fsyncs as the log)`, n, tRawBatched);
     console.log(`  batched append / raw inserts with the same commits: ${(tBatched / tRawBatched).toFixed(2)}x the time at FULL`);
     console.log(`  batched append / raw inserts: ${(tBatched / tRaw).toFixed(2)}x the time at FULL, ` +
