@@ -88,7 +88,7 @@ export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): 
 
 export class SqliteEventLog implements EventLog {
   readonly backend = 'sqlite' as const;
-  readonly blobs: BlobStore;
+  readonly blobs: SqliteBlobStore;
   readonly registry: EventCodec;
   readonly #db: Database.Database;
   readonly #key: string;
@@ -137,6 +137,8 @@ export class SqliteEventLog implements EventLog {
 
     const result = this.#db
       .transaction((): AppendResult => {
+        // Blobs the events may name land in the same transaction (see SqliteBlobStore).
+        this.blobs.writePending();
         const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
         if (earlier) {
           return {
@@ -349,6 +351,7 @@ export class SqliteEventLog implements EventLog {
     // Synchronous on purpose: once close() is called the file is released, even if not awaited.
     this.#closed = true;
     for (const s of this.#subs) void s.close();
+    this.#db.transaction(() => this.blobs.writePending())();
     this.#db.close();
   }
 
