@@ -20,7 +20,7 @@ export class UnsupportedSourceError extends Error {
   }
 }
 
-const CATALOG_VERSION = 1;
+const CATALOG_VERSION = 2;
 
 class CatalogBackend implements PolicyBackend {
   readonly name = 'catalog';
