@@ -52,10 +52,10 @@ export async function runBatch(jobs: RunnerJob[], opts: RunBatchOptions = {}): P
   return replies.flat();
 }
 
-function runOneProcess(jobs: RunnerJob[], python: string): Promise<RunOutcome[][]> {
-  if (jobs.length === 0) return Promise.resolve([]);
+/** Runs a python script that reads one JSON request on stdin and prints one JSON reply. */
+export function runPythonJson<S extends z.ZodType>(python: string, script: string, request: unknown, reply: S, what: string): Promise<z.output<S>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(python, ['-I', RUNNER], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(python, ['-I', script], { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -63,19 +63,24 @@ function runOneProcess(jobs: RunnerJob[], python: string): Promise<RunOutcome[][
     child.on('error', (e) => reject(new Error(`cannot start ${python}: ${e.message}`)));
     child.on('close', (code) => {
       if (code !== 0) {
-        reject(new Error(`demo runner (${python}) exited ${code}: ${Buffer.concat(err).toString().slice(-500)}`));
+        reject(new Error(`${what} (${python}) exited ${code}: ${Buffer.concat(err).toString().slice(-500)}`));
         return;
       }
       try {
-        const reply = RunnerReply.parse(JSON.parse(Buffer.concat(out).toString()));
-        if (reply.results.length !== jobs.length) throw new Error('result count mismatch');
-        resolve(reply.results);
+        resolve(reply.parse(JSON.parse(Buffer.concat(out).toString())));
       } catch (e) {
-        reject(new Error(`demo runner gave an unreadable reply: ${(e as Error).message}`));
+        reject(new Error(`${what} gave an unreadable reply: ${(e as Error).message}`));
       }
     });
-    child.stdin.end(JSON.stringify({ jobs }));
+    child.stdin.end(JSON.stringify(request));
   });
+}
+
+async function runOneProcess(jobs: RunnerJob[], python: string): Promise<RunOutcome[][]> {
+  if (jobs.length === 0) return [];
+  const reply = await runPythonJson(python, RUNNER, { jobs }, RunnerReply, 'demo runner');
+  if (reply.results.length !== jobs.length) throw new Error('demo runner gave an unreadable reply: result count mismatch');
+  return reply.results;
 }
 
 /** Whitespace-token comparison for stdio outputs. */

@@ -4,12 +4,11 @@
  * (mutants are generated and then run to drop those equivalent to the reference), so callers
  * cache the result (the actors keep it in the blob store).
  */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { DemoExtras } from '../../datasets/demo/index.js';
 import { expectedOf, runnerTest } from '../../datasets/demo/check.js';
-import { defaultPython, outcomeMatches, runBatch } from '../../datasets/demo/runner.js';
+import { defaultPython, outcomeMatches, runBatch, runPythonJson } from '../../datasets/demo/runner.js';
 import type { Problem } from '../../datasets/problem.js';
 import { rngFor, shuffled } from '../rng.js';
 
@@ -43,26 +42,7 @@ const MutateReply = z.object({
 });
 
 function runMutator(program: string, python: string): Promise<z.infer<typeof MutateReply>> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(python, ['-I', MUTATE], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new Error(`cannot start ${python}: ${e.message}`)));
-    child.on('close', (code) => {
-      if (code !== 0) {
-        reject(new Error(`mutate.py exited ${code}: ${Buffer.concat(err).toString().slice(-400)}`));
-        return;
-      }
-      try {
-        resolve(MutateReply.parse(JSON.parse(Buffer.concat(out).toString())));
-      } catch (e) {
-        reject(new Error(`mutate.py gave an unreadable reply: ${(e as Error).message}`));
-      }
-    });
-    child.stdin.end(JSON.stringify({ program }));
-  });
+  return runPythonJson(python, MUTATE, { program }, MutateReply, 'mutate.py');
 }
 
 /** Builds the candidate list: hand-written programs first, then up to maxMutants mutants that
