@@ -113,6 +113,12 @@ export async function planEvaluation(args: {
     }
     for (const h of history) reward.push({ programId: s.solutionId, programHash: s.programHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
   }
+  // The reference replays the stored tests too: one it now fails (a test on the edge of the time
+  // limit, say) is blacklisted instead of punishing every candidate.
+  if (history.length > 0 && env.config.mistakeBook.blacklist) {
+    const referenceHash = await env.blobs.put(problem.solutions[0]!);
+    for (const h of history) reward.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
+  }
   const heldout: typeof reward = [];
   const officialHashes = [];
   for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
@@ -240,6 +246,11 @@ export async function judgeProblem(args: {
         observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
       });
     });
+    for (const v of rewardRuns) {
+      if (v.programId !== 'reference') continue;
+      const k = keyOf.get(v.testId);
+      if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
+    }
     const mb = cfg.mistakeBook;
     const update = updateMistakeBook(book, { round: p.round, observations }, { cap: mb.cap, decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null, blacklistOnReferenceFail: mb.blacklist });
     bookSize = update.state.entries.filter((e) => !e.blacklisted).length;

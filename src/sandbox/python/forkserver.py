@@ -1,16 +1,25 @@
 """crucible fork-server: runs untrusted Python programs on tests, one forked child per test.
 
-Protocol: JSON lines on fd 0 (requests) and fd 1 (replies), one reply per request.
-  {"op": "load", "program": SRC, "entry": NAME|null, "prelude": bool}
-      -> {"ok": true} | {"ok": false, "compile_error": {"type", "message"}}
-  {"op": "test", "mode": "stdio"|"call"|"expr"|"exec", "payload": {...}, "limits": {...}}
-      -> {"ok": true, "result": {...}}
+Protocol: JSON lines on fd 0 (requests) and fd 1 (replies). Requests may be queued (pipelined):
+they are answered in order.
+  {"op": "run", "key": K, "program": SRC?, "entry": NAME|null, "prelude": bool, "mode":
+   "stdio"|"call"|"expr"|"exec", "items": [{"payload": {...}, "want_output": bool}...], "limits": {...}}
+      -> one line per test as it finishes: {"k": INDEX, "result": {...}} | {"k": INDEX, "error": MSG}
+         then {"ok": true, "n": COUNT} | {"ok": false, "compile_error": {"type", "message"}}
+      The program is compiled when K differs from the loaded key (`program` may then be omitted
+      while K stays loaded).
   {"op": "eval", "exprs": [SRC...], "limits": {...}}     (oracle role: no candidate program)
   {"op": "check", "checker": SRC, "input", "output", "expected", "limits"}
+  {"op": "split", "codes": [SRC...]}
   {"op": "ping"}
 This process never receives expected outputs of candidate tests: a forked child inherits all of
 its memory, so only inputs, call expressions and the program travel here. Comparison of results
 with expected values happens in the Node process.
+
+Speed: every page a child writes is a copy-on-write fault (~4 us here), so whatever can be done
+once is done in the server before any fork (dispositions, environment, no_new_privs, limits
+values), the child runs as little Python as possible, and no module with an at-fork hook
+(threading, random's reseed) is left registered.
 """
 import ast
 import builtins
@@ -24,8 +33,8 @@ import select
 import shutil
 import signal
 import sys
-import threading
 import time
+import _thread
 
 # Deep recursion (lru_cache chains) needs a big C stack; the main-thread stack can only grow to
 # the limit in force at exec time, so re-exec once with a large one.
@@ -38,12 +47,23 @@ if resource.getrlimit(resource.RLIMIT_STACK)[0] != resource.RLIM_INFINITY and \
         os.environ['CRUCIBLE_REEXEC'] = '1'
         os.execv(sys.executable, [sys.executable] + sys.orig_argv[1:] if hasattr(sys, 'orig_argv') else [sys.executable] + sys.argv)
 
-# Threads would otherwise reserve the (huge) main stack size each, defeating RLIMIT_AS.
-threading.stack_size(16 << 20)
+# Threads would otherwise reserve the (huge) main stack size each, defeating RLIMIT_AS. Set
+# through _thread: importing `threading` here would run its at-fork hook in every child (~0.6 ms).
+_thread.stack_size(16 << 20)
 
 # Modules that programs commonly import: loaded once here so children start warm.
-import bisect, collections, copy, decimal, fractions, functools, heapq, itertools, random, re, \
-    string, typing, operator, statistics  # noqa: E401,F401
+import bisect, collections, copy, decimal, fractions, functools, heapq, itertools, re, \
+    string, typing, operator  # noqa: E401,F401
+# random registers an at-fork hook (a Python-level reseed) when imported; it is imported without
+# it and the child reseeds through the C method instead: same fresh seed, fewer pages touched.
+_register_at_fork = os.register_at_fork
+os.register_at_fork = lambda **kw: None
+try:
+    import random, statistics  # noqa: E401,F401
+finally:
+    os.register_at_fork = _register_at_fork
+import _random
+_reseed, _random_inst = _random.Random.seed, random._inst
 
 PRELUDE = (
     "import sys, math, itertools, collections, heapq, bisect, functools, string, re, random\n"
@@ -59,8 +79,15 @@ PRELUDE_CODE = compile(PRELUDE, '<prelude>', 'exec')
 SLOT = int(os.environ.get('CRUCIBLE_SLOT', '0'))
 UID = int(os.environ.get('CRUCIBLE_UID_BASE', '61000')) + SLOT
 WORK = os.environ.get('CRUCIBLE_WORKDIR', '/tmp')
+# One path per slot, but a new directory (made before, removed after) for every test.
+RUNDIR = os.path.join(WORK, 'crucible-run-%d' % SLOT)
 IS_ROOT = os.geteuid() == 0
 OUTPUT_CAP = 64 * 1024  # bytes of stdout/stderr sent back when the caller wants the output
+# The candidate's whole environment. The server adopts it at startup, so children inherit it.
+# One BLAS/OpenMP thread: their pools would exceed the thread limit and the memory budget.
+CHILD_ENV = {'HOME': RUNDIR, 'TMPDIR': RUNDIR, 'PATH': '/usr/bin:/bin', 'LANG': 'C.UTF-8',
+             'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+PAGE = os.sysconf('SC_PAGE_SIZE')
 
 # ---------------------------------------------------------------- seccomp (x86_64 only)
 AUDIT_ARCH_X86_64 = 0xC000003E
