@@ -1,11 +1,12 @@
 import { ForkServer, type WorkerOptions } from './worker.js';
 
-/** A fixed number of fork-servers; callers wait in FIFO order for one (back-pressure: at most
- * `size` tests run at once, whatever the number of callers). Dead servers are replaced. */
+/** A fixed number of fork-servers. Each server runs one test at a time; up to `depth` callers
+ * may hold one at once, so their requests queue in its pipe and it never idles waiting for Node
+ * between them (pipelining). An idle server is always preferred to a queue; beyond size x depth
+ * holders, callers wait in FIFO order (back-pressure). Dead servers are replaced. */
 export class ServerPool {
-  readonly #idle: ForkServer[] = [];
+  readonly #holders = new Map<ForkServer, number>();
   readonly #waiters: Array<(s: ForkServer) => void> = [];
-  readonly #all = new Set<ForkServer>();
   readonly #freeSlots: number[];
   #closed = false;
 
@@ -13,6 +14,7 @@ export class ServerPool {
     readonly size: number,
     readonly base: Omit<WorkerOptions, 'slot'>,
     slotOffset: number,
+    readonly depth = 2,
   ) {
     this.#freeSlots = Array.from({ length: size }, (_, i) => slotOffset + i);
   }
@@ -24,42 +26,66 @@ export class ServerPool {
 
   async acquire(): Promise<ForkServer> {
     if (this.#closed) throw new Error('sandbox is closed');
-    while (this.#idle.length > 0) {
-      const s = this.#idle.pop()!;
-      if (s.alive) return s;
-      this.#retire(s);
+    const s = this.#pick();
+    if (s) {
+      this.#holders.set(s, this.#holders.get(s)! + 1);
+      return s;
     }
-    if (this.#freeSlots.length > 0) return this.#spawn();
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   release(s: ForkServer): void {
+    const held = this.#holders.get(s);
+    if (held === undefined) return; // retired already
     if (!s.alive || this.#closed) {
-      this.#retire(s);
-      if (this.#waiters.length > 0 && !this.#closed) this.#waiters.shift()!(this.#spawn());
-      return;
+      if (held > 1) this.#holders.set(s, held - 1);
+      else this.#retire(s);
+    } else {
+      this.#holders.set(s, held - 1);
     }
-    const w = this.#waiters.shift();
-    if (w) w(s);
-    else this.#idle.push(s);
+    while (this.#waiters.length > 0 && !this.#closed) {
+      const next = this.#pick();
+      if (!next) break;
+      this.#holders.set(next, this.#holders.get(next)! + 1);
+      this.#waiters.shift()!(next);
+    }
+  }
+
+  /** The live server with the fewest holders under `depth` (a new one while slots are free
+   * and every live one is busy), or undefined. */
+  #pick(): ForkServer | undefined {
+    let best: ForkServer | undefined;
+    let bestHeld = this.depth;
+    for (const [s, held] of this.#holders) {
+      if (!s.alive) {
+        if (held === 0) this.#retire(s);
+        continue;
+      }
+      if (held < bestHeld) {
+        best = s;
+        bestHeld = held;
+      }
+    }
+    if ((best === undefined || bestHeld > 0) && this.#freeSlots.length > 0) return this.#spawn();
+    return best;
   }
 
   #spawn(): ForkServer {
     const slot = this.#freeSlots.shift()!;
     const s = new ForkServer({ ...this.base, slot });
-    this.#all.add(s);
+    this.#holders.set(s, 0);
     return s;
   }
 
   #retire(s: ForkServer): void {
-    if (!this.#all.delete(s)) return;
+    if (!this.#holders.delete(s)) return;
     s.kill();
     this.#freeSlots.push(s.opts.slot);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all([...this.#all].map((s) => s.close()));
-    this.#all.clear();
+    await Promise.all([...this.#holders.keys()].map((s) => s.close()));
+    this.#holders.clear();
   }
 }

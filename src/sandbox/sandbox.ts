@@ -90,50 +90,83 @@ export class ForkServerSandbox implements Sandbox {
     return parts.flat().sort((a, b) => a.test - b.test);
   }
 
+  /** Runs some tests of one program: all of them in one `run` request to one server (one test
+   * per request with `stop`, so nothing runs past the first failure). A server that fails on
+   * the way costs the test it was running a sandbox_error; the rest go on on another server. */
   async #runChunk(job: Job, plans: Plan[], indices: number[], stop: boolean): Promise<TestResult[]> {
     const out: TestResult[] = [];
-    let server: ForkServer | undefined;
-    let loaded = false;
-    try {
-      for (const i of indices) {
-        const plan = plans[i]!;
-        if (!server || !server.alive) {
-          if (server) this.#o.pool.release(server);
-          server = await this.#o.pool.acquire();
-          loaded = false;
-        }
-        let result: TestResult;
-        try {
-          if (!loaded && server.loadedKey === job.key) loaded = true;
-          if (!loaded) {
-            server.loadedKey = undefined;
-            const r = await server.call({ op: 'load', program: job.program, entry: job.entry, prelude: job.prelude }, 30_000);
-            if (r.ok === false) {
-              const ce = r.compile_error as { type: string; message: string };
-              // One compile error answers every test of this program.
-              const rest = stop ? [i] : indices.slice(indices.indexOf(i));
-              for (const j of rest) out.push(this.#make(j, 'compile_error', plans[j]!, { exceptionType: ce.type, message: ce.message }));
-              return out;
-            }
-            loaded = true;
-            server.loadedKey = job.key;
+    let todo = indices;
+    while (todo.length > 0) {
+      const server = await this.#o.pool.acquire();
+      try {
+        while (todo.length > 0 && server.alive) {
+          const batch = stop ? todo.slice(0, 1) : todo;
+          const { results, compileError } = await this.#runBatch(server, job, plans, batch);
+          out.push(...results);
+          todo = todo.slice(results.length);
+          if (compileError) {
+            // One compile error answers every test of this program (the first only, with stop).
+            for (const j of stop ? todo.slice(0, 1) : todo) out.push(this.#make(j, 'compile_error', plans[j]!, compileError));
+            return out;
           }
-          const reply = await server.call(
-            { op: 'test', mode: plan.mode, payload: plan.payload, limits: job.wire, want_output: plan.expected.kind === 'none' },
-            (job.wire.wall_s + 15) * 1000,
-          );
-          result = await this.#judge(i, plan, reply.result as WireResult, job);
-        } catch (err) {
-          if (!(err instanceof SandboxFault)) throw err;
-          result = this.#make(i, 'sandbox_error', plan, { message: err.message });
+          if (stop && results.some((r) => r.verdict !== 'accepted')) return out;
         }
-        out.push(result);
-        if (stop && result.verdict !== 'accepted') break;
+      } finally {
+        this.#o.pool.release(server);
       }
-      return out;
-    } finally {
-      if (server) this.#o.pool.release(server);
     }
+    return out;
+  }
+
+  /** One `run` request; results in `batch` order, judged as they arrive. Fewer results than
+   * tests only after a fault, and then the first missing test is the one that got it. */
+  async #runBatch(
+    server: ForkServer,
+    job: Job,
+    plans: Plan[],
+    batch: number[],
+  ): Promise<{ results: TestResult[]; compileError?: Partial<TestResult> }> {
+    const judged: Array<Promise<TestResult>> = [];
+    const onPart = (part: Record<string, unknown>): void => {
+      const k = part.k as number;
+      if (k !== judged.length || k >= batch.length) return; // out of order: answered as a fault below
+      const i = batch[k]!;
+      judged.push(
+        typeof part.error === 'string'
+          ? Promise.resolve(this.#make(i, 'sandbox_error', plans[i]!, { message: `fork-server: ${part.error}` }))
+          : this.#judge(i, plans[i]!, part.result as WireResult, job),
+      );
+    };
+    const msg: Record<string, unknown> = {
+      op: 'run',
+      key: job.key,
+      entry: job.entry,
+      prelude: job.prelude,
+      // Per test: assert tests of one request may be split (expr) or run in-process (exec).
+      items: batch.map((i) => ({ mode: plans[i]!.mode, payload: plans[i]!.payload, want_output: plans[i]!.expected.kind === 'none' })),
+      limits: job.wire,
+    };
+    if (server.loadedKey !== job.key) msg.program = job.program;
+    server.loadedKey = job.key; // the server holds it (compiled, or its compile error) once it reads this
+    let fault: string | undefined;
+    try {
+      const reply = await server.call(msg, (job.wire.wall_s + 15) * 1000, onPart);
+      if (reply.ok === false) {
+        const ce = reply.compile_error as { type: string; message: string };
+        return { results: await Promise.all(judged), compileError: { exceptionType: ce.type, message: ce.message } };
+      }
+      if (judged.length < batch.length) fault = `fork-server answered ${judged.length} of ${batch.length} tests`;
+    } catch (err) {
+      if (!(err instanceof SandboxFault)) throw err;
+      server.loadedKey = undefined;
+      fault = err.message;
+    }
+    const results = await Promise.all(judged);
+    if (fault !== undefined) {
+      const i = batch[results.length]!;
+      results.push(this.#make(i, 'sandbox_error', plans[i]!, { message: fault }));
+    }
+    return { results };
   }
 
   #make(i: number, verdict: Verdict, plan: Plan, extra: Partial<TestResult> = {}): TestResult {

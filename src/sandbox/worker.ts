@@ -22,18 +22,32 @@ export interface WorkerOptions {
   uidBase: number;
 }
 
-type Pending = { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
+type Reply = Record<string, unknown>;
+interface Pending {
+  resolve: (v: Reply) => void;
+  reject: (e: Error) => void;
+  /** Lines that carry `k` are partial replies (one per test of a `run`). */
+  onPart?: (part: Reply) => void;
+  timeoutMs: number;
+}
 
-/** One long-lived Python fork-server (inside bubblewrap when available), spoken to in JSON lines. */
+/** One long-lived Python fork-server (inside bubblewrap when available): length-framed JSON
+ * requests in, JSON lines out.
+ * Requests may be queued: the server answers them in order, so it never waits for Node between
+ * them. One watchdog covers the queue: the server must write a line within the oldest pending
+ * request's timeout, counted from its previous line (or from when it had nothing to do). */
 export class ForkServer {
   readonly #proc: ChildProcessWithoutNullStreams;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
+  #watchdog: NodeJS.Timeout | undefined;
+  #watchdogMs = 0;
   #buf = '';
   #stderr = '';
   #dead: string | undefined;
   #workdir: string | undefined;
-  /** The program the server holds compiled: a repeat load of it is skipped. */
+  /** Key of the program the server will hold once it has read every request sent so far: a
+   * request for the same program need not carry its source. */
   loadedKey: string | undefined;
 
   constructor(readonly opts: WorkerOptions) {
@@ -93,38 +107,69 @@ export class ForkServer {
       }
       const p = this.#pending.get(msg.id as number);
       if (!p) continue;
+      if ('k' in msg) {
+        this.#arm();
+        p.onPart?.(msg);
+        continue;
+      }
       this.#pending.delete(msg.id as number);
-      clearTimeout(p.timer);
+      this.#arm();
       p.resolve(msg);
     }
   }
 
+  /** (Re)starts the watchdog for the oldest pending request; refreshing the timer it has is
+   * cheaper than a new one per line. */
+  #arm(): void {
+    const head = this.#pending.values().next().value;
+    if (!head) return this.#disarm();
+    if (this.#watchdog && this.#watchdogMs === head.timeoutMs) {
+      this.#watchdog.refresh();
+      return;
+    }
+    this.#disarm();
+    const ms = (this.#watchdogMs = head.timeoutMs);
+    this.#watchdog = setTimeout(() => {
+      this.#fail(`fork-server did not answer within ${ms} ms`);
+      this.kill();
+    }, ms);
+  }
+
+  #disarm(): void {
+    if (this.#watchdog) clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
+  }
+
   #fail(reason: string): void {
     if (this.#dead === undefined) this.#dead = reason;
-    for (const [, p] of this.#pending) {
-      clearTimeout(p.timer);
-      p.reject(new SandboxFault(this.#dead));
-    }
+    this.#disarm();
+    for (const [, p] of this.#pending) p.reject(new SandboxFault(this.#dead));
     this.#pending.clear();
   }
 
-  /** Sends one request; rejects with SandboxFault if the server dies or does not answer in time. */
-  request(msg: Record<string, unknown>, timeoutMs: number): Promise<Record<string, unknown>> {
+  /** Requests not yet answered (queued or running). */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  /** Sends one request; rejects with SandboxFault if the server dies or stops answering.
+   * `onPart` receives the partial replies of a `run` (one per test, as each finishes). */
+  request(msg: Reply, timeoutMs: number, onPart?: (part: Reply) => void): Promise<Reply> {
     if (this.#dead !== undefined) return Promise.reject(new SandboxFault(this.#dead));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#fail(`fork-server did not answer within ${timeoutMs} ms`);
-        this.kill();
-      }, timeoutMs);
-      this.#pending.set(id, { resolve, reject, timer });
-      this.#proc.stdin.write(JSON.stringify({ ...msg, id }) + '\n');
+      // Length-framed, so the server reads exactly one request and nothing queued behind it.
+      const body = Buffer.from(JSON.stringify({ ...msg, id }));
+      if (body.length > 999_999_999) return reject(new SandboxFault(`request of ${body.length} bytes is over the 999999999-byte frame limit`));
+      this.#pending.set(id, { resolve, reject, timeoutMs, ...(onPart ? { onPart } : {}) });
+      if (this.#pending.size === 1) this.#arm();
+      this.#proc.stdin.write(Buffer.concat([Buffer.from(`${String(body.length).padStart(9, '0')}\n`), body]));
     });
   }
 
-  /** Like request, but a reply with ok=false is a SandboxFault too. */
-  async call(msg: Record<string, unknown>, timeoutMs: number): Promise<Record<string, unknown>> {
-    const reply = await this.request(msg, timeoutMs);
+  /** Like request, but a reply with ok=false is a SandboxFault too (a compile error is not). */
+  async call(msg: Reply, timeoutMs: number, onPart?: (part: Reply) => void): Promise<Reply> {
+    const reply = await this.request(msg, timeoutMs, onPart);
     if (reply.ok !== true && !('compile_error' in reply)) throw new SandboxFault(`fork-server: ${String(reply.error)}`);
     return reply;
   }

@@ -1,9 +1,9 @@
 """crucible fork-server: runs untrusted Python programs on tests, one forked child per test.
 
-Protocol: JSON lines on fd 0 (requests) and fd 1 (replies). Requests may be queued (pipelined):
-they are answered in order.
-  {"op": "run", "key": K, "program": SRC?, "entry": NAME|null, "prelude": bool, "mode":
-   "stdio"|"call"|"expr"|"exec", "items": [{"payload": {...}, "want_output": bool}...], "limits": {...}}
+Protocol: requests on fd 0, each its byte length (9 decimal digits and a newline) then JSON;
+replies on fd 1 as JSON lines. Requests may be queued (pipelined): they are answered in order.
+  {"op": "run", "key": K, "program": SRC?, "entry": NAME|null, "prelude": bool, "limits": {...},
+   "items": [{"mode": "stdio"|"call"|"expr"|"exec", "payload": {...}, "want_output": bool}...]}
       -> one line per test as it finishes: {"k": INDEX, "result": {...}} | {"k": INDEX, "error": MSG}
          then {"ok": true, "n": COUNT} | {"ok": false, "compile_error": {"type", "message"}}
       The program is compiled when K differs from the loaded key (`program` may then be omitted
@@ -23,6 +23,7 @@ values), the child runs as little Python as possible, and no module with an at-f
 """
 import ast
 import builtins
+import gc
 import ctypes
 import io
 import json
@@ -64,6 +65,7 @@ finally:
     os.register_at_fork = _register_at_fork
 import _random
 _reseed, _random_inst = _random.Random.seed, random._inst
+_gc_freeze = gc.freeze
 
 PRELUDE = (
     "import sys, math, itertools, collections, heapq, bisect, functools, string, re, random\n"
@@ -129,20 +131,28 @@ def _build_filter():
 SECCOMP = None
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+# The child's calls go through a handle without argtypes or errno capture: a ctypes call with
+# them touches ~25 more pages (each a copy-on-write fault), without them ~5.
+_prctl = ctypes.CDLL(None).prctl
 try:
     if os.uname().machine == 'x86_64' and os.environ.get('CRUCIBLE_NO_SECCOMP') != '1':
         SECCOMP = _build_filter()
 except Exception:  # pragma: no cover - reported through hello
     SECCOMP = None
+# The filter's address as a ready ctypes argument (a bare int would be passed as a C int).
+SECCOMP_ARG = ctypes.c_void_p(ctypes.addressof(SECCOMP[1])) if SECCOMP is not None else None
+# no_new_privs is inherited by every child; set here once (it changes nothing for this process,
+# which never execs). Seccomp needs it in the child; the child sets it itself if this failed.
+NNP_SET = SECCOMP is not None and _libc.prctl(38, 1, None, 0, 0) == 0
 
 
 def install_seccomp():
-    if SECCOMP is None:
+    if SECCOMP_ARG is None:
         return
-    if _libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    if not NNP_SET and _libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), 'no_new_privs')
-    if _libc.prctl(22, 2, ctypes.cast(ctypes.pointer(SECCOMP[1]), ctypes.c_void_p), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), 'seccomp')
+    if _prctl(22, 2, SECCOMP_ARG) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError('seccomp filter could not be installed')
 
 
 # ---------------------------------------------------------------- value serialization
@@ -233,29 +243,42 @@ def tag(v, depth=0):
 
 
 # ---------------------------------------------------------------- protocol I/O
-_inbuf = bytearray()
+HEADER = 10  # each request is framed: its length as 9 decimal digits and a newline, then JSON
+
+
+def read_exact(n):
+    """Exactly n bytes from fd 0 (None at end of input). Never more: requests queued behind this
+    one stay in the pipe, so the children of this request cannot read them in our memory."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = os.readv(0, [view[got:]])
+        if not k:
+            return None
+        got += k
+    return buf
 
 
 def read_message():
-    global _inbuf
-    while True:
-        i = _inbuf.find(b'\n')
-        if i >= 0:
-            line = bytes(_inbuf[:i])
-            del _inbuf[:i + 1]
-            return json.loads(line)
-        chunk = os.read(0, 1 << 20)
-        if not chunk:
-            return None
-        _inbuf += chunk
+    head = read_exact(HEADER)
+    if head is None:
+        return None
+    body = read_exact(int(head))
+    return None if body is None else json.loads(body)
 
 
-def write_message(obj):
-    data = (json.dumps(obj, separators=(',', ':')) + '\n').encode()
+def write_message(obj, held=b''):
+    """Writes `held` (lines kept back) and obj's line in one write: one wake-up for the reader."""
+    data = held + (json.dumps(obj, separators=(',', ':')) + '\n').encode()
     view = memoryview(data)
     while view:
         n = os.write(1, view)
         view = view[n:]
+
+
+def encode_message(obj):
+    return (json.dumps(obj, separators=(',', ':')) + '\n').encode()
 
 
 # ---------------------------------------------------------------- running one child
@@ -274,43 +297,92 @@ def read_fd(fd, cap):
     return data, size
 
 
+_STATM = os.open('/proc/self/statm', os.O_RDONLY | os.O_CLOEXEC)
+
+
 def vm_bytes():
-    with open('/proc/self/statm', 'rb') as f:
-        return int(f.read().split()[0]) * os.sysconf('SC_PAGE_SIZE')
+    """This server's address-space size; a child starts with the same."""
+    return int(os.pread(_STATM, 128, 0).split()[0]) * PAGE
 
 
-def child_setup(limits, rundir, res_fd):
-    """In the forked child: limits, identity and filter. Order matters: rlimits and seccomp
-    before dropping to the unprivileged uid would be fine too, but NPROC must be set first."""
-    os.setsid()
-    _libc.prctl(1, signal.SIGKILL, None, 0, 0)  # PR_SET_PDEATHSIG: die with the server
-    os.chdir(rundir)
-    cpu = max(1, int(math.ceil(limits['cpu_s'])))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    out = int(limits['out_bytes']) + 1
-    resource.setrlimit(resource.RLIMIT_FSIZE, (out, out))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits['nproc'], limits['nproc']))
-    mem = int(limits['mem_mb'] * (1 << 20))
-    resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + mem, vm_bytes() + mem))
+_RL_CACHE = {}
+
+
+def rlimit_values(limits):
+    """(cpu, fsize, nproc, address-space budget on top of the server's size), once per limits."""
+    key = (limits['cpu_s'], limits['out_bytes'], limits['nproc'], limits['mem_mb'])
+    v = _RL_CACHE.get(key)
+    if v is None:
+        cpu = max(1, int(math.ceil(limits['cpu_s'])))
+        out = int(limits['out_bytes']) + 1
+        v = _RL_CACHE[key] = ((cpu, cpu + 1), (out, out), (limits['nproc'], limits['nproc']), int(limits['mem_mb'] * (1 << 20)))
+    return v
+
+
+def server_setup():
+    """Everything a child needs that forks can inherit, done once: a child then only does what
+    cannot be inherited (session, death signal, cwd, per-test limits, uid, filter, streams)."""
+    # Default dispositions, as a fresh program has (Python ignores SIGPIPE and SIGXFSZ).
     for s in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ, signal.SIGXCPU):
         signal.signal(s, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.environ.clear()
+    os.environ.update(CHILD_ENV)
+    sys.setrecursionlimit(10000)
+    sys.argv = ['main.py']
+    os.makedirs(WORK, exist_ok=True)
+    remove_rundir()
+    global CHILD_STREAMS
+    CHILD_STREAMS = make_child_streams()
+
+
+def child_setup(rl, vm):
+    """In the forked child: limits, identity and filter. NPROC is set before the uid changes."""
+    # What this server allocated since its last freeze joins the permanent generation (a list
+    # splice): the child's collections then never walk, and so never copy, inherited pages.
+    _gc_freeze()
+    setrlimit = resource.setrlimit
+    os.setsid()
+    _prctl(1, 9)  # PR_SET_PDEATHSIG SIGKILL: die with the server
+    os.chdir(RUNDIR)
+    setrlimit(resource.RLIMIT_CPU, rl[0])
+    setrlimit(resource.RLIMIT_FSIZE, rl[1])
+    setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    setrlimit(resource.RLIMIT_NPROC, rl[2])
+    setrlimit(resource.RLIMIT_AS, (vm + rl[3], vm + rl[3]))
     if IS_ROOT:
         os.setgroups([])
         os.setgid(UID)
         os.setuid(UID)
     install_seccomp()
-    os.environ.clear()
-    # One BLAS/OpenMP thread: their pools would exceed the thread limit and the memory budget.
-    os.environ.update({'HOME': rundir, 'TMPDIR': rundir, 'PATH': '/usr/bin:/bin', 'LANG': 'C.UTF-8',
-                       'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'})
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, 'r', closefd=False)), encoding='utf-8', errors='replace')
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)), encoding='utf-8', errors='replace')
-    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, 'w', closefd=False)), encoding='utf-8', errors='replace', line_buffering=True)
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    sys.setrecursionlimit(10000)
-    sys.argv = ['main.py']
+    _reseed(_random_inst, None)  # what random's at-fork hook would do: a fresh seed per child
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = CHILD_STREAMS
+
+
+def make_child_streams():
+    """The child's sys.stdin/stdout/stderr, built once here (a child building its own costs
+    ~100 page copies) while fds 0-2 are, as in every child, fresh memfds at offset 0: the
+    objects cache what they learn (seekable, position) and must learn what a child would.
+    This process never uses them, so each child inherits them unused."""
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    blank = memfd('blank')
+    try:
+        for fd in (0, 1, 2):
+            os.dup2(blank, fd)
+        streams = (
+            io.TextIOWrapper(io.BufferedReader(io.FileIO(0, 'r', closefd=False)), encoding='utf-8', errors='replace'),
+            io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)), encoding='utf-8', errors='replace'),
+            io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, 'w', closefd=False)), encoding='utf-8', errors='replace', line_buffering=True),
+        )
+    finally:
+        for fd, old in zip((0, 1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(blank)
+    return streams
+
+
+CHILD_STREAMS = None
 
 
 def exc_info(e):
@@ -479,21 +551,45 @@ def split_assert(src):
     return {'call': call, 'expected': expected}
 
 
-STATE = {'code': None, 'entry': None, 'prelude': False}
+STATE = {'key': None, 'code': None, 'error': None, 'entry': None, 'prelude': False}
 RUN_SEQ = [0]
+HELD = [b'']  # a reply line kept back to go out with the next one
+
+
+def make_rundir():
+    try:
+        os.mkdir(RUNDIR, 0o700)
+    except FileExistsError:
+        remove_rundir()
+        os.mkdir(RUNDIR, 0o700)  # still there: this test is a sandbox_error, never a shared dir
+    if IS_ROOT:
+        os.chown(RUNDIR, UID, UID)
+
+
+def remove_rundir():
+    try:
+        os.rmdir(RUNDIR)  # the common case: the program left nothing behind
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    shutil.rmtree(RUNDIR, ignore_errors=True)
+    if os.path.lexists(RUNDIR):
+        # Something could not be removed: move it aside, so the next test still starts empty.
+        RUN_SEQ[0] += 1
+        os.rename(RUNDIR, '%s.stale-%d' % (RUNDIR, RUN_SEQ[0]))
 
 
 def run_child(mode, payload, limits, stdin_bytes=b''):
     """Forks one child for one test and classifies how it ended. Returns a plain dict."""
-    RUN_SEQ[0] += 1
-    rundir = os.path.join(WORK, 'crucible-run-%d-%d' % (SLOT, RUN_SEQ[0]))
-    os.mkdir(rundir, 0o700)
-    if IS_ROOT:
-        os.chown(rundir, UID, UID)
+    rl = rlimit_values(limits)
+    make_rundir()
     fin = memfd('stdin', stdin_bytes)
     fout = memfd('stdout')
     ferr = memfd('stderr')
     fres = memfd('result')
+    vm = vm_bytes()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -501,10 +597,10 @@ def run_child(mode, payload, limits, stdin_bytes=b''):
             os.dup2(fin, 0)
             os.dup2(fout, 1)
             os.dup2(ferr, 2)
-            res = os.dup2(fres, 9)
+            os.dup2(fres, 9)
             os.closerange(3, 9)
             os.closerange(10, 1 << 16)
-            child_setup(limits, rundir, res)
+            child_setup(rl, vm)
         except BaseException as e:  # noqa: BLE001
             try:
                 os.write(9, _dumps({'s': 'setup', 'message': '%s: %s' % (_type(e).__name__, e)}).encode())
@@ -534,7 +630,7 @@ def run_child(mode, payload, limits, stdin_bytes=b''):
     resb, _ = read_fd(fres, limits['out_bytes'] + 4096)
     for fd in (fin, fout, ferr, fres):
         os.close(fd)
-    shutil.rmtree(rundir, ignore_errors=True)
+    remove_rundir()
     rec = None
     if resb:
         try:
@@ -608,27 +704,54 @@ def classify(r, mode, limits, want_output):
             'message': 'exited (status %s) before the test finished' % r['code']}
 
 
+def load(msg):
+    """Compiles the request's program unless its key is the one loaded. -> compile error or None."""
+    key = msg.get('key')
+    if key is None or key != STATE['key']:
+        STATE.update(key=None, code=None, error=None, entry=msg.get('entry'), prelude=bool(msg.get('prelude')))
+        if 'program' not in msg:
+            raise KeyError('program %s is not loaded and was not sent' % key)
+        try:
+            STATE['code'] = compile(msg['program'], '<program>', 'exec', dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+            STATE['error'] = {'type': _type(e).__name__, 'message': str(e)[:500]}
+        STATE['key'] = key
+    return STATE['error']
+
+
+def run_tests(msg):
+    """All tests of one program, one forked child each, a reply line per test as it finishes."""
+    ce = load(msg)
+    if ce is not None:
+        return {'ok': False, 'compile_error': ce}
+    limits, rid, n = msg['limits'], msg.get('id'), _len(msg['items'])
+    for k, item in enumerate(msg['items']):
+        mode, payload = item['mode'], item.get('payload') or {}
+        try:
+            stdin = payload.get('input', '').encode() if mode == 'stdio' else b''
+            r = run_child(mode, payload, limits, stdin)
+            part = {'k': k, 'result': classify(r, mode, limits, item.get('want_output', False))}
+        except Exception as e:  # noqa: BLE001 - this test is a sandbox_error; the next may run
+            part = {'k': k, 'error': '%s: %s' % (_type(e).__name__, e)}
+        part['id'] = rid
+        if k + 1 < n:
+            write_message(part)
+        else:
+            HELD[0] = encode_message(part)  # goes out with the final reply, in one write
+    return {'ok': True, 'n': n}
+
+
+def set_oracle_program(code):
+    STATE.update(key=None, code=code, error=None, entry=None, prelude=True)
+
+
 def handle(msg):
     op = msg.get('op')
     if op == 'ping':
         return {'ok': True, 'seccomp': SECCOMP is not None, 'root': IS_ROOT, 'uid': UID,
                 'stack': resource.getrlimit(resource.RLIMIT_STACK)[0]}
-    if op == 'load':
-        STATE['code'] = None
-        STATE['entry'] = msg.get('entry')
-        STATE['prelude'] = bool(msg.get('prelude'))
-        try:
-            STATE['code'] = compile(msg['program'], '<program>', 'exec', dont_inherit=True)
-        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
-            return {'ok': False, 'compile_error': {'type': _type(e).__name__, 'message': str(e)[:500]}}
-        return {'ok': True}
-    if op == 'test':
-        mode, payload, limits = msg['mode'], msg.get('payload') or {}, msg['limits']
-        if STATE['code'] is None:
-            return {'ok': False, 'error': 'no program loaded'}
-        stdin = payload.get('input', '').encode() if mode == 'stdio' else b''
-        r = run_child(mode, payload, limits, stdin)
-        return {'ok': True, 'result': classify(r, mode, limits, msg.get('want_output', False))}
+    if op == 'run':
+        return run_tests(msg)
     if op == 'split':
         # Oracle role: `assert CALL == EXPECTED` -> the two sources, so the expected side is
         # evaluated here and compared in Node, never in the candidate's process.
@@ -638,18 +761,14 @@ def handle(msg):
         return {'ok': True, 'results': out}
     if op == 'eval':
         # Oracle role: evaluate expected-value expressions of asserts, without any program.
-        STATE['code'] = compile('', '<empty>', 'exec')
-        STATE['entry'] = None
-        STATE['prelude'] = True
+        set_oracle_program(compile('', '<empty>', 'exec'))
         out = []
         for src in msg['exprs']:
             r = run_child('expr', {'expr': src}, msg['limits'])
             out.append(classify(r, 'expr', msg['limits'], False))
         return {'ok': True, 'results': out}
     if op == 'check':
-        STATE['code'] = compile(msg['checker'], '<checker>', 'exec')
-        STATE['entry'] = None
-        STATE['prelude'] = True
+        set_oracle_program(compile(msg['checker'], '<checker>', 'exec'))
         expr = 'bool(check(%s, %s, %s))' % (_repr(msg['input']), _repr(msg['output']), _repr(msg['expected']))
         r = run_child('expr', {'expr': expr}, msg['limits'])
         return {'ok': True, 'result': classify(r, 'expr', msg['limits'], False)}
@@ -657,12 +776,11 @@ def handle(msg):
 
 
 def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    server_setup()
     # Objects that exist now are never collected: children's GC passes then leave these pages
     # unwritten, so fewer copy-on-write faults per fork.
-    import gc
+    gc.collect()
     gc.freeze()
-    os.makedirs(WORK, exist_ok=True)
     while True:
         msg = read_message()
         if msg is None:
@@ -672,7 +790,8 @@ def main():
         except BaseException as e:  # noqa: BLE001 - a server fault is a sandbox_error upstream
             reply = {'ok': False, 'error': '%s: %s' % (_type(e).__name__, e)}
         reply['id'] = msg.get('id')
-        write_message(reply)
+        held, HELD[0] = HELD[0], b''
+        write_message(reply, held)
 
 
 if __name__ == '__main__':
