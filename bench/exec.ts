@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
-import { createSandbox, SERVER_PATH } from '../src/sandbox/index.js';
+import { createSandbox, defaultWorkers, SERVER_PATH } from '../src/sandbox/index.js';
 import { bwrapArgs, bwrapWorks, findBwrap } from '../src/sandbox/isolation.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -66,7 +66,8 @@ export async function runBench(args: string[]): Promise<void> {
   const i = args.indexOf('--seconds');
   const seconds = i >= 0 ? Number(args[i + 1]) : 2;
   if (!Number.isFinite(seconds) || seconds <= 0) throw new Error('--seconds must be a positive number');
-  const workers = Math.max(1, os.availableParallelism());
+  const wi = args.indexOf("--workers");
+  const workers = wi >= 0 ? Math.max(1, Number(args[wi + 1])) : defaultWorkers();
   const bwrap = findBwrap();
   const bwrapOk = bwrap !== undefined && bwrapWorks(bwrap, PYTHON, SERVER_PATH).ok;
   const rows: Array<{ name: string; f: Figures }> = [];

@@ -15,7 +15,7 @@ export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
 export interface CreateSandboxOptions {
   /** Interpreter for candidate programs; default /usr/bin/python3 (Debian's). */
   pythonPath?: string;
-  /** Fork-servers running tests at once; default: the number of cores. */
+  /** Fork-servers running tests at once; default two per core (see defaultWorkers). */
   workers?: number;
   /** 'auto': bubblewrap when it works here, else rlimits with a warning. 'bwrap': required. */
   isolation?: IsolationChoice;
@@ -29,10 +29,18 @@ export interface CreateSandboxOptions {
 
 export const SERVER_PATH = fileURLToPath(new URL('./python/forkserver.py', import.meta.url));
 
+/** Fork-servers per sandbox: two per core. A server spends part of each test forking and
+ * waiting, so one per core leaves the cores idle about a third of the time (measured: 533 vs
+ * 708 trivial runs/s on 2 cores with bubblewrap). Verdicts stay fair: the time limit is CPU
+ * time, and the wall-clock kill allows 2 x the CPU limit + 1 s. */
+export function defaultWorkers(): number {
+  return Math.max(1, 2 * os.availableParallelism());
+}
+
 export async function createSandbox(options: CreateSandboxOptions = {}): Promise<Sandbox> {
   const pythonPath = options.pythonPath ?? '/usr/bin/python3';
   if (!existsSync(pythonPath)) throw new Error(`sandbox: python interpreter not found at ${pythonPath}`);
-  const workers = options.workers ?? Math.max(1, os.availableParallelism());
+  const workers = options.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`sandbox: workers must be a positive integer, got ${workers}`);
   const defaultLimits = resolveLimits(DEFAULT_LIMITS, options.defaultLimits);
   const choice = options.isolation ?? 'auto';
