@@ -29,21 +29,22 @@ class CatalogBackend implements PolicyBackend {
     readonly config: RunConfig,
   ) {}
 
-  #options(role: Role) {
-    return { suiteSize: this.config.sampling.suiteSize, keepVersions: 2, _role: role };
+  #options() {
+    return { suiteSize: this.config.sampling.suiteSize, keepVersions: 2 };
   }
 
   initialParams(role: Role): string {
-    return JSON.stringify(new CatalogPolicy(role, this.universe, this.#options(role)).toJSON());
+    return JSON.stringify(new CatalogPolicy(role, this.universe, this.#options()).toJSON());
   }
 
   sampler(role: Role, params: string, _version: number): SamplingPolicy {
-    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options(role));
-    return { name: `catalog-${role}`, temperature: this.config.policies[role].temperature, generate: (r) => policy.generate(r) };
+    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
+    // A softmax over logits: no temperature is applied, so none is recorded.
+    return { name: `catalog-${role}`, temperature: null, generate: (r) => policy.generate(r) };
   }
 
   trainer(role: Role, params: string, _version: number): LearnerTrainer {
-    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options(role));
+    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
     return {
       name: `catalog-${role}`,
       trainStep: (r) => policy.trainStep(r),

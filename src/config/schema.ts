@@ -11,8 +11,6 @@ const PolicyConfig = z
     backend: z.enum(['catalog']).default('catalog'),
     /** Learning rate of the catalog trainer's softmax policy gradient. */
     lr: z.number().positive().default(0.5),
-    /** Softmax temperature used when sampling. */
-    temperature: z.number().positive().default(1),
     /** Catalog code policy: AST mutants of the reference added to each problem's candidates. */
     mutants: z.number().int().nonnegative().default(8),
     /** Catalog test policy: candidate tests per problem. */
