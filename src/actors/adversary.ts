@@ -6,7 +6,7 @@
  */
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
-import type { ActorDefinition, LogEvent } from './runtime.js';
+import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import { parseTestLines } from './test-text.js';
@@ -62,7 +62,7 @@ export const adversaryMachine = setup({
     TestsSampled: {
       actions: assign(({ context, event }) => {
         const target = dataOf(event.envelope, 'TestsSampled').targetSolutionId;
-        return context.jobs.some((j) => j.key === target) ? { jobs: context.jobs.filter((j) => j.key !== target) } : {};
+        return target === null ? {} : { jobs: withoutKey(context.jobs, target) };
       }),
     },
   },

@@ -5,7 +5,7 @@
  */
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
-import type { ActorDefinition, LogEvent } from './runtime.js';
+import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import { TestCase } from '../datasets/problem.js';
@@ -33,7 +33,7 @@ export const executorMachine = setup({
     ExecutionCompleted: {
       actions: assign(({ context, event }) => {
         const id = dataOf(event.envelope, 'ExecutionCompleted').requestId;
-        return context.requests.some((r) => r.key === id) ? { requests: context.requests.filter((r) => r.key !== id) } : {};
+        return { requests: withoutKey(context.requests, id) };
       }),
     },
   },

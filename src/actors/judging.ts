@@ -14,7 +14,7 @@ import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge.js';
-import { canonicalJson } from './test-text.js';
+import { canonicalJson } from '../events/canonical-json.js';
 
 type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];

@@ -11,7 +11,7 @@ import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
-import { canonicalJson } from './test-text.js';
+import { canonicalJson } from '../events/canonical-json.js';
 
 type Role = 'code' | 'test';
 

@@ -20,7 +20,7 @@ import { adversary } from './adversary.js';
 import { executor } from './executor.js';
 import { judge } from './judge.js';
 import { learner } from './learner.js';
-import { canonicalJson } from './test-text.js';
+import { canonicalJson } from '../events/canonical-json.js';
 import { prepareRun } from './sources.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';

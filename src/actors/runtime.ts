@@ -19,6 +19,12 @@ export interface Effect {
   readonly key: string;
 }
 
+/** A list of pending work without the item `key`: the same array when it holds no such item,
+ * so folding an event that finishes nothing copies nothing. */
+export function withoutKey<T extends Effect>(items: T[], key: string): T[] {
+  return items.some((i) => i.key === key) ? items.filter((i) => i.key !== key) : items;
+}
+
 /** The machines receive log events wrapped so that xstate can route on `type`. */
 export interface LogEvent {
   type: string;

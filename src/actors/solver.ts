@@ -4,7 +4,7 @@
  */
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
-import type { ActorDefinition, LogEvent } from './runtime.js';
+import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 
@@ -40,7 +40,7 @@ export const solverMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
         const key = jobKey(d.round, d.problemId);
-        return context.jobs.some((j) => j.key === key) ? { jobs: context.jobs.filter((j) => j.key !== key) } : {};
+        return { jobs: withoutKey(context.jobs, key) };
       }),
     },
   },

@@ -11,7 +11,7 @@ import type { Problem } from '../datasets/problem.js';
 import { loadDemo } from '../datasets/demo/index.js';
 import { buildCatalogUniverse, CatalogPolicy, type CatalogUniverse } from '../policies/catalog/index.js';
 import type { LearnerTrainer, PolicyBackend, Role, SamplingPolicy } from './env.js';
-import { canonicalJson } from './test-text.js';
+import { canonicalJson } from '../events/canonical-json.js';
 
 export class UnsupportedSourceError extends Error {
   constructor(message: string) {

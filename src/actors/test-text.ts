@@ -4,19 +4,10 @@
  * test written twice is one blob and one cache entry.
  */
 import { TestCase, type TestStyle } from '../datasets/problem.js';
+import { canonicalJson } from '../events/canonical-json.js';
 
 export type ParsedTest = { ok: true; test: TestCase; canonical: string } | { ok: false; reason: string; canonical: string };
 
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
 
 export function parseTestLines(text: string, style: TestStyle): ParsedTest[] {
   const out: ParsedTest[] = [];

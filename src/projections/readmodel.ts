@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { inspectCrucibleFile } from '../events/sqlite-file.js';
+import { canonicalJson } from '../events/canonical-json.js';
 
 export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json';
 /** A trailing "?" makes the column nullable. */
@@ -306,17 +307,6 @@ function describe(v: unknown): string {
   return typeof v;
 }
 
-/** JSON with object keys sorted, so equal data is stored (and hashed) as equal text. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
-      const sorted: Record<string, unknown> = {};
-      for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
-      return sorted;
-    }
-    return v;
-  });
-}
 
 const SQL_TYPE: Record<ColumnType, 'text' | 'integer' | 'real'> = {
   text: 'text',

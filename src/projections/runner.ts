@@ -26,7 +26,8 @@ import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position, ReadFilter, Subscription } from '../events/log.js';
-import { BatchWriter, ReadModel, ReadModelError, Table, canonicalJson, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
+import { canonicalJson } from '../events/canonical-json.js';
+import { BatchWriter, ReadModel, ReadModelError, Table, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
 
 export interface RowProjection {
   name: string;

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { canonicalJson } from '../../events/canonical-json.js';
 
 const RUNNER = fileURLToPath(new URL('./runner.py', import.meta.url));
 
@@ -90,19 +91,7 @@ export function sameTokens(a: string, b: string): boolean {
   return ta.length === tb.length && ta.every((t, i) => t === tb[i]);
 }
 
-/** Canonical JSON: sorted keys, so structurally equal values serialize equally. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
-}
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const rec = value as Record<string, unknown>;
-    return Object.fromEntries(Object.keys(rec).sort().map((k) => [k, sortKeys(rec[k])]));
-  }
-  return value;
-}
 
 /** Did a run produce the expected value? stdio: tokens; call: equal JSON values. */
 export function outcomeMatches(style: 'stdio' | 'call', outcome: RunOutcome, expected: unknown): boolean {

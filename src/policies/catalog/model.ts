@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalJson } from '../../datasets/demo/runner.js';
+import { canonicalJson } from '../../events/canonical-json.js';
 import {
   GenerateRequest, PolicyInputError, TrainStepRequest, VersionError,
   type Generation, type PolicyPort, type PolicyRole, type TrainerPort, type TrainStepResult,

@@ -11,7 +11,7 @@ import {
   type InputParam, type InputSpec, type InputValues,
 } from '../../datasets/demo/input-spec.js';
 import { randomValues } from '../../datasets/demo/random-input.js';
-import { canonicalJson } from '../../datasets/demo/runner.js';
+import { canonicalJson } from '../../events/canonical-json.js';
 import { TestCase as TestCaseSchema, type Problem, type TestCase } from '../../datasets/problem.js';
 import { randInt, rngFor, shuffled, type Rng } from '../rng.js';
 
