@@ -6,15 +6,13 @@ import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
 import { makeEvent, type EventDataInput, type EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import type { Problem } from '../datasets/problem.js';
+import type { Problem } from '../core/problem.js';
 import type { Sandbox } from '../sandbox/api.js';
+import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
-import { deriveSeed } from '../rewards/rng.js';
-import { VerdictIndex } from './judge.js';
-import { ExecutionCache } from './executor.js';
+import { deriveSeed } from '../core/rng.js';
 
-export type Role = 'code' | 'test';
 
 export interface SamplingPolicy {
   readonly name: string;
@@ -43,8 +41,6 @@ export class RunEnv {
   readonly blobs: BlobStore;
   readonly sandbox: Sandbox;
   readonly backend: PolicyBackend;
-  verdicts = new VerdictIndex();
-  executions = new ExecutionCache();
   readonly #problems: Map<string, Problem>;
   /** role/version -> checkpoint blob, from PolicyVersionPublished. */
   readonly #checkpoints = new Map<string, string>();

@@ -8,7 +8,7 @@ import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
-import { TestCase } from '../datasets/problem.js';
+import { TestCase } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 
 type Request = EventData<'ExecutionRequested'>;
@@ -63,23 +63,23 @@ async function loadTest(env: RunEnv, hash: string): Promise<TestCase> {
   return TestCase.parse(JSON.parse(await env.blobs.getText(hash)));
 }
 
-export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, RunEnv> = {
+export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, RunEnv, ExecutionCache> = {
   name: 'executor',
   machine: executorMachine,
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
-  observes: ['ExecutionCompleted'],
-  observe(envelope, env) {
-    if (envelope.type === 'ExecutionCompleted') env.executions.observe(envelope.data as Completed);
+  index: {
+    create: () => new ExecutionCache(),
+    observe(cache, envelope) {
+      if (envelope.type === 'ExecutionCompleted') cache.observe(envelope.data as Completed);
+    },
+    types: ['ExecutionCompleted'],
   },
-  reset(env) {
-    env.executions = new ExecutionCache();
-  },
-  async run(request, env) {
+  async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);
     const results = new Array<Completed | undefined>(request.pairs.length);
     const byProgram = new Map<string, number[]>();
     request.pairs.forEach((pair, i) => {
-      const hit = env.executions.get(pair.programHash, pair.testHash);
+      const hit = cache.get(pair.programHash, pair.testHash);
       if (hit) {
         results[i] = { ...hit, requestId: request.requestId, programId: pair.programId, testId: pair.testId, cached: true };
         return;

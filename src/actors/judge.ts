@@ -18,36 +18,9 @@ import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { planEvaluation, judgeProblem } from './judging.js';
+import type { ProblemRound } from './judge-state.js';
 
-export interface SolutionRef {
-  solutionId: string;
-  programHash: string;
-  candidateId: string | null;
-}
-
-export interface SuiteRef {
-  suiteId: string;
-  targetSolutionId: string | null;
-  nonprintableRatio: number;
-  candidateId: string | null;
-  tests: EventData<'TestsSampled'>['tests'];
-}
-
-export type JudgePhase = 'sampling' | 'oracle' | 'executing' | 'judged';
-
-export interface ProblemRound {
-  key: string;
-  round: number;
-  problemId: string;
-  groupSize: number;
-  solutions: SolutionRef[];
-  suites: SuiteRef[];
-  phase: JudgePhase;
-  /** Requests this Judge issued for the problem-round, and those whose verdicts are all in. */
-  issued: string[];
-  completed: string[];
-  judgedTests: EventData<'TestsJudged'>['tests'] | null;
-}
+export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
 export interface JudgeContext {
   suitesPerProgram: number;
@@ -201,18 +174,16 @@ export class VerdictIndex {
   }
 }
 
-export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv> = {
+export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, VerdictIndex> = {
   name: 'judge',
   machine: judgeMachine,
   pending: judgePending,
-  observes: ['ExecutionCompleted', 'ProblemEvaluated'],
-  observe(envelope, env) {
-    env.verdicts.observe(envelope);
+  index: {
+    create: () => new VerdictIndex(),
+    observe: (verdicts, envelope) => verdicts.observe(envelope),
+    types: ['ExecutionCompleted', 'ProblemEvaluated'],
   },
-  reset(env) {
-    env.verdicts = new VerdictIndex();
-  },
-  async run(effect, env, snapshot) {
+  async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
     const problem = env.problem(p.problemId);
     const reference = problem.solutions[0];
@@ -233,11 +204,11 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv> = 
     }
     if (effect.kind === 'plan') {
       const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
-      const plan = await planEvaluation({ env, problem, round: p, oracle: env.verdicts.of(`${p.key}/oracle`), book });
+      const plan = await planEvaluation({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book });
       return plan;
     }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
-    const events = await judgeProblem({ env, problem, round: p, book, verdicts: (id) => env.verdicts.of(id) });
+    const events = await judgeProblem({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id) });
     return events;
   },
 };

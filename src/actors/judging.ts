@@ -2,19 +2,19 @@
  * The Judge's two effectful steps, kept apart from its machine. Everything numeric is computed
  * by the pure functions of src/rewards on an execution matrix built here from the verdicts.
  */
-import type { Problem, TestCase } from '../datasets/problem.js';
-import { TestCase as TestCaseSchema } from '../datasets/problem.js';
+import type { Problem, TestCase } from '../core/problem.js';
+import { TestCase as TestCaseSchema } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
-import type { Verdict } from '../sandbox/api.js';
+import type { Verdict } from '../core/verdicts.js';
 import { codeA1Rewards, codeA1TopVarSuites, codeA1KeepCodeGroup } from '../rewards/code-a1.js';
 import { inferProgramValid, outcomeOf, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
 import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
-import type { ProblemRound } from './judge.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import type { ProblemRound } from './judge-state.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
 type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];

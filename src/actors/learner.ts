@@ -11,9 +11,9 @@ import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
-type Role = 'code' | 'test';
+import type { Role } from '../core/roles.js';
 
 interface SampleRef {
   sampleId: string;

@@ -20,7 +20,7 @@ import { adversary } from './adversary.js';
 import { executor } from './executor.js';
 import { judge } from './judge.js';
 import { learner } from './learner.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun } from './sources.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
@@ -93,7 +93,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let views: ProjectionRunner | null = null;
   const sandbox = opts.sandbox ?? await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir);
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {

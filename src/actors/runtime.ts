@@ -31,34 +31,41 @@ export interface LogEvent {
   envelope: EventEnvelope;
 }
 
-export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, Env> {
+/** An index an actor keeps beside its machine (e.g. recorded verdicts by pair), so each event
+ * costs O(1) instead of growing the machine's context. Owned by one live actor: created empty
+ * when the actor (re)starts and rebuilt by folding the log, never shared with another actor. */
+export interface SideIndex<I> {
+  create(): I;
+  observe(index: I, envelope: EventEnvelope): void;
+  /** Event types it needs besides those the machine handles. */
+  readonly types: readonly string[];
+}
+
+export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, Env, I = undefined> {
   /** Stream name of its outputs, and its name in logs. */
   readonly name: string;
   readonly machine: M;
-  /** Work to do now, given everything folded so far. Pure. */
+  /** Work to do now, given everything folded so far. Pure: never reads the side index. */
   pending(snapshot: SnapshotFrom<M>): readonly E[];
   /** Does the work and returns the events to append (all in one commit). */
-  run(effect: E, env: Env, snapshot: SnapshotFrom<M>): Promise<NewEvent[]>;
-  /** Optional side index rebuilt by folding (e.g. execution results); never read by `pending`. */
-  observe?(envelope: EventEnvelope, env: Env): void;
-  /** Clears that side index before a restart refolds the log. */
-  reset?(env: Env): void;
-  /** Event types `observe` needs besides those the machine handles. */
-  readonly observes?: readonly string[];
+  run(effect: E, env: Env, snapshot: SnapshotFrom<M>, index: I): Promise<NewEvent[]>;
+  readonly index?: SideIndex<I>;
 }
 
 // The runtime stores actors of different machine types side by side.
-type AnyActor<Env> = ActorDefinition<AnyStateMachine, Effect, Env>;
+type AnyActor<Env> = ActorDefinition<AnyStateMachine, Effect, Env, unknown>;
 
 interface LiveActor<Env> {
   def: AnyActor<Env>;
   snapshot: SnapshotFrom<AnyStateMachine> | null;
+  /** The actor's own side index (see SideIndex); undefined when it keeps none. */
+  index: unknown;
   /** Event types this actor folds: a transition costs microseconds, most events concern few actors. */
   types: ReadonlySet<string>;
 }
 
-function typesOf(def: ActorDefinition<AnyStateMachine, Effect, unknown>): Set<string> {
-  const types = new Set<string>(def.observes ?? []);
+function typesOf(def: ActorDefinition<AnyStateMachine, Effect, unknown, unknown>): Set<string> {
+  const types = new Set<string>(def.index?.types ?? []);
   type Node = { events: string[]; states: Record<string, Node> };
   const visit = (node: Node) => {
     for (const t of node.events) types.add(t);
@@ -104,7 +111,7 @@ export class ActorRuntime<Env> {
     this.#log = log;
     this.#runId = runId;
     this.#env = env;
-    for (const def of actors) this.#actors.set(def.name, { def, snapshot: null, types: typesOf(def as never) });
+    for (const def of actors) this.#actors.set(def.name, { def, snapshot: null, index: undefined, types: typesOf(def as never) });
   }
 
   get position(): Position {
@@ -123,6 +130,7 @@ export class ActorRuntime<Env> {
   kill(name: string): void {
     const actor = this.#require(name);
     actor.snapshot = null;
+    actor.index = undefined;
   }
 
   isAlive(name: string): boolean {
@@ -132,11 +140,11 @@ export class ActorRuntime<Env> {
   /** Rebuilds an actor from the log up to the dispatcher's position (replay: no effects). */
   async restart(name: string): Promise<void> {
     const actor = this.#require(name);
-    actor.def.reset?.(this.#env);
+    actor.index = actor.def.index?.create();
     let snapshot = initialTransition(actor.def.machine)[0];
     if (this.#position > 0) {
       for await (const envelope of this.#log.read({ to: this.#position }, { runId: this.#runId, types: [...actor.types] })) {
-        snapshot = this.#fold(actor.def, snapshot, envelope);
+        snapshot = this.#fold(actor, snapshot, envelope);
       }
     }
     actor.snapshot = snapshot;
@@ -166,8 +174,9 @@ export class ActorRuntime<Env> {
     return actor;
   }
 
-  #fold(def: AnyActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, envelope: EventEnvelope) {
-    def.observe?.(envelope, this.#env);
+  #fold(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, envelope: EventEnvelope) {
+    const def = actor.def;
+    def.index?.observe(actor.index, envelope);
     const event: LogEvent = { type: envelope.type, envelope };
     const [next] = transition(def.machine, snapshot, event);
     if (next.status === 'error') {
@@ -181,7 +190,7 @@ export class ActorRuntime<Env> {
     for await (const envelope of this.#log.read({ from: this.#position + 1 }, { runId: this.#runId })) {
       for (const view of this.#views) view(envelope);
       for (const actor of this.#actors.values()) {
-        if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor.def, actor.snapshot, envelope);
+        if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, envelope);
       }
       this.#position = envelope.position;
       any = true;
@@ -199,7 +208,7 @@ export class ActorRuntime<Env> {
     }
     if (work.length === 0) return false;
     const outputs = await Promise.allSettled(
-      work.map(({ actor, effect, snapshot }) => actor.def.run(effect, this.#env, snapshot)),
+      work.map(({ actor, effect, snapshot }) => actor.def.run(effect, this.#env, snapshot, actor.index)),
     );
     // Appended in the order the work was listed, whatever order it finished in.
     let wroteAny = false;

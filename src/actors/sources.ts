@@ -7,11 +7,14 @@ import { createHash } from 'node:crypto';
 import type { RunConfig } from '../config/schema.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Problem } from '../datasets/problem.js';
+import type { Problem } from '../core/problem.js';
 import { loadDemo } from '../datasets/demo/index.js';
-import { buildCatalogUniverse, CatalogPolicy, type CatalogUniverse } from '../policies/catalog/index.js';
-import type { LearnerTrainer, PolicyBackend, Role, SamplingPolicy } from './env.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
+import { CatalogPolicy } from '../policies/catalog/index.js';
+import type { Sandbox } from '../sandbox/api.js';
+import type { LearnerTrainer, PolicyBackend, SamplingPolicy } from './env.js';
+import type { Role } from '../core/roles.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
 export class UnsupportedSourceError extends Error {
   constructor(message: string) {
@@ -20,7 +23,8 @@ export class UnsupportedSourceError extends Error {
   }
 }
 
-const CATALOG_VERSION = 2;
+// 3: mutants chosen by examples and probes through the sandbox, never by held-out tests.
+const CATALOG_VERSION = 3;
 
 class CatalogBackend implements PolicyBackend {
   readonly name = 'catalog';
@@ -60,7 +64,7 @@ export interface PreparedRun {
 
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
-export async function prepareRun(config: RunConfig, cacheDir: string | null): Promise<PreparedRun> {
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -76,7 +80,7 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null): Pr
   let universe: CatalogUniverse | undefined;
   if (cacheFile && existsSync(cacheFile)) universe = JSON.parse(readFileSync(cacheFile, 'utf8')) as CatalogUniverse;
   if (!universe) {
-    universe = await buildCatalogUniverse(demo, options);
+    universe = await buildCatalogUniverse(demo, sandbox, options);
     if (cacheFile) {
       mkdirSync(path.dirname(cacheFile), { recursive: true });
       // Written whole then renamed: a reader never sees half a cache.

@@ -3,8 +3,8 @@
  * problem's test style; the canonical form (sorted keys) is what gets hashed, so the same
  * test written twice is one blob and one cache entry.
  */
-import { TestCase, type TestStyle } from '../datasets/problem.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { TestCase, type TestStyle } from '../core/problem.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
 export type ParsedTest = { ok: true; test: TestCase; canonical: string } | { ok: false; reason: string; canonical: string };
 

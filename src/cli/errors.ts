@@ -1,7 +1,32 @@
+import { ConfigError } from '../config/load.js';
+import { RunMismatchError } from '../actors/run.js';
+import { UnsupportedSourceError } from '../actors/sources.js';
+import { DatasetError } from '../datasets/errors.js';
+import { EventLogError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
+
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
   constructor(message: string, readonly exitCode = 2) {
     super(message);
     this.name = 'UserError';
   }
+}
+
+/** Exit status 2: the input was wrong (usage, config, dataset, a file that is not a run). */
+export const EXIT_BAD_INPUT = 2;
+/** Exit status 1: the command ran and found something wrong (a failed check, a corrupt log). */
+export const EXIT_FAILED = 1;
+
+/**
+ * Each layer throws its own error types; this is the one place that turns them into a line and
+ * an exit status. Anything not listed is a bug and keeps its stack trace.
+ */
+export function userFacing(err: unknown): { message: string; exitCode: number } | null {
+  if (err instanceof UserError) return { message: err.message, exitCode: err.exitCode };
+  if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
+    return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  }
+  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
+  return null;
 }

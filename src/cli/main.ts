@@ -4,7 +4,8 @@ import { registerReplay } from './commands/replay.js';
 import { registerExec } from './commands/exec.js';
 import { registerBench } from './commands/bench.js';
 import { registerData } from './commands/data.js';
-import { UserError } from './errors.js';
+import { registerDoctor } from './commands/doctor.js';
+import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
 export function buildProgram(): Command {
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
   registerExec(program);
   registerBench(program);
   registerData(program);
+  registerDoctor(program);
   return program;
 }
 
@@ -30,9 +32,10 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = err.exitCode;
       return;
     }
-    if (err instanceof UserError) {
-      process.stderr.write(`crucible: ${err.message}\n`);
-      process.exitCode = err.exitCode;
+    const known = userFacing(err);
+    if (known) {
+      process.stderr.write(`crucible: ${known.message}\n`);
+      process.exitCode = known.exitCode;
       return;
     }
     throw err;

@@ -4,7 +4,7 @@
  * problems whose references fail (real datasets contain such rows) and the incorrect solutions
  * that pass (tests too weak to catch them). Sandbox faults are counted apart: never a verdict.
  */
-import type { Problem, TestCase } from './problem.js';
+import type { Problem, TestCase } from '../core/problem.js';
 import type { Sandbox, TestResult, Verdict } from '../sandbox/api.js';
 import { BUCKETS, needsOracle, type Bucket } from './oracle.js';
 import { mapLimit } from './concurrency.js';

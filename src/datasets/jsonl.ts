@@ -8,7 +8,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { createGunzip, gunzipSync } from 'node:zlib';
 import type { Readable } from 'node:stream';
-import { UserError } from '../cli/errors.js';
+import { DatasetError } from './errors.js';
 
 export interface RawRecord {
   /** 0-based index of the record among the file's records (blank lines are not records). */
@@ -54,9 +54,9 @@ async function assertFile(path: string): Promise<void> {
   try {
     info = await stat(path);
   } catch {
-    throw new UserError(`dataset file not found: ${path}`);
+    throw new DatasetError(`dataset file not found: ${path}`);
   }
-  if (!info.isFile()) throw new UserError(`${path} is not a file`);
+  if (!info.isFile()) throw new DatasetError(`${path} is not a file`);
 }
 
 /** Yields every record of a `.jsonl`, `.jsonl.gz`, `.json` or `.json.gz` file. A JSON document
@@ -87,7 +87,7 @@ export async function* readJsonLines(path: string): AsyncGenerator<RawRecord> {
       yield record;
     }
   } catch (err) {
-    throw new UserError(`cannot read ${path} (after line ${lineNo}): ${(err as Error).message}`);
+    throw new DatasetError(`cannot read ${path} (after line ${lineNo}): ${(err as Error).message}`);
   }
 }
 
@@ -98,7 +98,7 @@ async function* readJsonDocument(path: string): AsyncGenerator<RawRecord> {
     const text = (isGzip(path) ? gunzipSync(bytes) : bytes).toString('utf8');
     doc = JSON.parse(text);
   } catch (err) {
-    throw new UserError(`${path} is not a valid JSON document: ${(err as Error).message}`);
+    throw new DatasetError(`${path} is not a valid JSON document: ${(err as Error).message}`);
   }
   let rows: unknown[] | undefined;
   if (Array.isArray(doc)) rows = doc;
@@ -106,6 +106,6 @@ async function* readJsonDocument(path: string): AsyncGenerator<RawRecord> {
     const arrays = Object.values(doc).filter(Array.isArray);
     if (arrays.length === 1) rows = arrays[0];
   }
-  if (!rows) throw new UserError(`${path}: expected a JSON array of rows (or an object holding one)`);
+  if (!rows) throw new DatasetError(`${path}: expected a JSON array of rows (or an object holding one)`);
   for (let index = 0; index < rows.length; index++) yield { index, value: rows[index] };
 }

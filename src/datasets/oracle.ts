@@ -5,7 +5,7 @@
  * that judge the reference correct are kept. A test on which the reference fails is dropped; one
  * whose value cannot be recorded faithfully (truncated, not JSON-representable) stays input-only.
  */
-import type { Problem, TestCase } from './problem.js';
+import type { Problem, TestCase } from '../core/problem.js';
 import type { RunRequest, Sandbox, TestResult } from '../sandbox/api.js';
 
 export type Bucket = 'public' | 'private' | 'generated';

@@ -7,10 +7,10 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { z } from 'zod';
-import { UserError } from '../cli/errors.js';
+import { DatasetError } from './errors.js';
 import { readJsonLines } from './jsonl.js';
 import { formatIssues } from './loaders/common.js';
-import { Problem } from './problem.js';
+import { Problem } from '../core/problem.js';
 
 export const ProblemFileHeader = z.object({
   crucible: z.literal('problems'),
@@ -47,7 +47,7 @@ export async function readProblemFile(path: string): Promise<ProblemFile> {
     if (!header) {
       const h = ProblemFileHeader.safeParse(rec.value);
       if (rec.error || !h.success) {
-        throw new UserError(
+        throw new DatasetError(
           `${path}:${line}: not a crucible problem file (first line must be {"crucible":"problems","v":1,"source":...})`,
         );
       }
@@ -71,7 +71,7 @@ export async function readProblemFile(path: string): Promise<ProblemFile> {
     seen.set(p.data.id, line);
     problems.push(p.data);
   }
-  if (!header) throw new UserError(`${path} is empty: not a crucible problem file`);
+  if (!header) throw new DatasetError(`${path} is empty: not a crucible problem file`);
   return { header, problems, errors };
 }
 

@@ -7,7 +7,8 @@
  * responses, outputs...): events stay small and payloads are written before the events naming them.
  */
 import { z } from 'zod';
-import { VERDICTS } from '../sandbox/api.js';
+import { VERDICTS } from '../core/verdicts.js';
+import { Role } from '../core/roles.js';
 import type { EventEnvelope } from './envelope.js';
 import {
   EventRegistry,
@@ -23,7 +24,6 @@ const Id = z.string().min(1);
 const Hash = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256');
 const Round = z.int().nonnegative();
 const Count = z.int().nonnegative();
-const Role = z.enum(['code', 'test']);
 const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 export const PolicyRef = z.strictObject({ role: Role, name: Id, version: Count });

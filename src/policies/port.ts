@@ -3,12 +3,10 @@
  * backend (OpenAI-compatible server, gpu-bridge) implements the same shapes: text in, text out.
  */
 import { z } from 'zod';
-
-export const PolicyRole = z.enum(['code', 'test']);
-export type PolicyRole = z.infer<typeof PolicyRole>;
+import { Role } from '../core/roles.js';
 
 export const GenerateRequest = z.object({
-  role: PolicyRole,
+  role: Role,
   /** The policy version to sample from; a backend that cannot serve it fails with VersionError. */
   version: z.number().int().nonnegative(),
   seed: z.number().int(),
@@ -51,7 +49,7 @@ export type TrainSample = z.infer<typeof TrainSample>;
 
 export const TrainStepRequest = z.object({
   batchId: z.string().min(1),
-  role: PolicyRole,
+  role: Role,
   /** The version the samples were generated from; a mismatch is a VersionError, nothing applied. */
   expectedVersion: z.number().int().nonnegative(),
   algorithm: z.enum(['grpo', 'kto', 'sft']),
@@ -72,7 +70,7 @@ export interface TrainerPort {
 
 /** A request named a version other than the one held (stale batch, or a replay out of order). */
 export class VersionError extends Error {
-  constructor(readonly role: PolicyRole, readonly expected: number, readonly actual: number) {
+  constructor(readonly role: Role, readonly expected: number, readonly actual: number) {
     super(`${role} policy is at version ${actual}, the request expected ${expected}`);
     this.name = 'VersionError';
   }

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { inspectCrucibleFile } from '../events/sqlite-file.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
 export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json';
 /** A trailing "?" makes the column nullable. */

@@ -26,7 +26,7 @@ import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position, ReadFilter, Subscription } from '../events/log.js';
-import { canonicalJson } from '../events/canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import { BatchWriter, ReadModel, ReadModelError, Table, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
 
 export interface RowProjection {

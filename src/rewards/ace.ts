@@ -20,7 +20,7 @@
  * cell must have a verdict), having at least one.
  */
 import { z } from 'zod';
-import type { Verdict } from '../sandbox/api.js';
+import type { Verdict } from '../core/verdicts.js';
 import { type ExecutionMatrix, candidateIndices, cell, parseWith } from './matrix.js';
 
 export const ACE_ID = 'ace/v1';

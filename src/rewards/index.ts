@@ -11,7 +11,7 @@ import { RewardInputError } from './matrix.js';
 import { TCS_ID, tcsStage1Reward, tcsStage2Reward } from './tcs.js';
 
 export * from './matrix.js';
-export * from './rng.js';
+export * from '../core/rng.js';
 export * from './test-key.js';
 export * from './code-a1.js';
 export * from './cure.js';

@@ -10,7 +10,7 @@
  * as if that cell had not been run. Each function documents what it does when nothing is left.
  */
 import { z } from 'zod';
-import { VERDICTS, type Verdict } from '../sandbox/api.js';
+import { VERDICTS, type Verdict } from '../core/verdicts.js';
 
 export class RewardInputError extends Error {
   constructor(message: string) {

@@ -16,7 +16,7 @@
  * change per key, in key order, so the change list is deterministic.
  */
 import { z } from 'zod';
-import { VERDICTS } from '../sandbox/api.js';
+import { VERDICTS } from '../core/verdicts.js';
 import { RewardInputError, compareKeys, outcomeOf, parseWith } from './matrix.js';
 
 export { normalizeTestKey } from './test-key.js';

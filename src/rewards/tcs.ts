@@ -15,7 +15,7 @@
  *   last round reaches `threshold` (optionally after `minRounds`). Once in stage 2 we stay.
  */
 import { z } from 'zod';
-import type { Verdict } from '../sandbox/api.js';
+import type { Verdict } from '../core/verdicts.js';
 import { RewardInputError, outcomeOf, parseWith } from './matrix.js';
 
 export const TCS_ID = 'tcs/v1';

@@ -2,20 +2,11 @@
  * The sandbox's public contract. The Executor actor, `crucible exec` and `crucible data check`
  * use only what this file declares; src/sandbox/index.ts provides `createSandbox`.
  */
-import type { TestCase } from '../datasets/problem.js';
+import type { TestCase } from '../core/problem.js';
+import type { Verdict } from '../core/verdicts.js';
 import type { SandboxLimits } from './limits.js';
 
-export const VERDICTS = [
-  'accepted',
-  'wrong_answer',
-  'runtime_error',
-  'time_limit',
-  'memory_limit',
-  'output_limit',
-  'compile_error',
-  'sandbox_error',
-] as const;
-export type Verdict = (typeof VERDICTS)[number];
+export { VERDICTS, type Verdict } from '../core/verdicts.js';
 
 export type ComparisonMode = 'exact' | 'tokens' | 'float' | 'checker';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { TestCase } from '../datasets/problem.js';
-import { Comparison } from '../datasets/problem.js';
+import { TestCase } from '../core/problem.js';
+import { Comparison } from '../core/problem.js';
 
 /** zod at the boundary: a malformed request is refused with the field that is wrong. */
 export const RunRequestSchema = z.object({

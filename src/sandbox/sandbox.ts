@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { TestCase } from '../datasets/problem.js';
+import type { TestCase } from '../core/problem.js';
 import type { ComparisonMode, RunRequest, Sandbox, TestResult, Verdict } from './api.js';
 import { compareAssertValue, compareCallValue } from './compare.js';
 import type { TextComparer } from './text-compare.js';

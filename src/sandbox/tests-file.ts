@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { TestCase, TestStyle } from '../datasets/problem.js';
+import type { TestCase, TestStyle } from '../core/problem.js';
 
 /** The TESTS.jsonl format of `crucible exec` (documented in src/sandbox/README.md). */
 const StdioLine = z.strictObject({ input: z.string(), output: z.string().nullable().optional() });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkProblem, checkProblems } from '../../src/datasets/check.js';
 import { loadDataset } from '../../src/datasets/loaders/index.js';
 import { fillExpected } from '../../src/datasets/oracle.js';
-import type { Problem } from '../../src/datasets/problem.js';
+import type { Problem } from '../../src/core/problem.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
 import { createSandbox } from '../../src/sandbox/index.js';
 

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { describeRowError, FORMATS, loadDataset, readSpecialJudge } from '../../src/datasets/loaders/index.js';
-import type { Problem } from '../../src/datasets/problem.js';
+import type { Problem } from '../../src/core/problem.js';
 
 const REPO = resolve(import.meta.dirname, '../..');
 const SHARED = resolve(REPO, '../shared/datasets');

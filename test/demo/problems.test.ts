@@ -1,10 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkDemoProblem } from '../../src/datasets/demo/check.js';
 import { DEMO_DIR, demoFiles, loadDemo, loadDemoExtras, loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseStdio, printStdio } from '../../src/datasets/demo/input-spec.js';
+import { createSandbox, type Sandbox } from '../../src/sandbox/index.js';
 
 const demo = loadDemo();
 
@@ -35,9 +36,17 @@ describe('demo problem set', () => {
     }
   });
 
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ warn: () => {} });
+  });
+  afterAll(async () => {
+    await sandbox.close();
+  });
+
   describe.each(demo.map((d) => [d.problem.id, d] as const))('%s', (_id, d) => {
     it('reference and variants pass everything, each bug fails a held-out test, invalid inputs are rejected', async () => {
-      const c = await checkDemoProblem(d, { workers: 2 });
+      const c = await checkDemoProblem(d, sandbox);
       for (const p of c.programs) {
         if (p.kind === 'bug') {
           expect(p.heldoutPassed, `${p.name} must fail a held-out test`).toBeLessThan(c.heldout);

@@ -3,11 +3,12 @@
  * them on a real python execution matrix (reference = oracle; a test the reference rejects is
  * invalid), GRPO-normalize per problem, train both policies.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { withExpectedOutput } from '../../src/core/problem.js';
 import { loadDemo } from '../../src/datasets/demo/index.js';
-import { runnerTest } from '../../src/datasets/demo/check.js';
-import { outcomeMatches, outcomeValue, runBatch } from '../../src/datasets/demo/runner.js';
-import { buildCatalogUniverse, CatalogPolicy, type CatalogUniverse } from '../../src/policies/catalog/index.js';
+import { buildCatalogUniverse, type CatalogUniverse } from '../../src/datasets/demo/catalog/index.js';
+import { CatalogPolicy } from '../../src/policies/catalog/index.js';
+import { createSandbox, type Sandbox } from '../../src/sandbox/index.js';
 import type { TrainSample } from '../../src/policies/port.js';
 
 const IDS = ['demo/count-pairs-sum', 'demo/max-subarray-sum', 'demo/range-sum'];
@@ -23,22 +24,35 @@ function grpo(rewards: number[]): number[] {
   return rewards.map((r) => (r - mean) / (std + 1e-6));
 }
 
+let sandbox: Sandbox;
+
 beforeAll(async () => {
-  universe = await buildCatalogUniverse(demo, { programs: { maxMutants: 6 }, tests: { count: 32 } });
+  sandbox = await createSandbox({ warn: () => {} });
+  universe = await buildCatalogUniverse(demo, sandbox, { programs: { maxMutants: 6 }, tests: { count: 32 } });
   for (const { problem } of demo) {
-    const style = problem.style as 'stdio' | 'call';
     const programs = universe.programs[problem.id]!;
     const tests = universe.tests[problem.id]!;
-    const results = await runBatch(programs.map((c) => ({
-      program: c.program, style, entryPoint: problem.entryPoint, tests: tests.map((t) => runnerTest(t.test)),
-      timeSeconds: problem.limits.timeSeconds, memoryMb: problem.limits.memoryMb, stopOnTimeout: true,
-    })), { workers: 2 });
-    const ref = results[0]!;
-    valid[problem.id] = Object.fromEntries(tests.map((t, i) => [t.testId, ref[i]!.status === 'ok']));
-    pass[problem.id] = Object.fromEntries(programs.map((c, j) => [c.candidateId, Object.fromEntries(tests.map((t, i) => [
-      t.testId, ref[i]!.status === 'ok' && outcomeMatches(style, results[j]![i]!, outcomeValue(style, ref[i]!)),
-    ]))]));
+    const run = (program: string, ts: typeof tests[number]['test'][]) =>
+      sandbox.run({ program, tests: ts, entryPoint: problem.entryPoint, limits: problem.limits, comparison: problem.comparison });
+    // The reference is the oracle: a test it rejects is invalid, its output is the expected value.
+    const ref = await run(problem.solutions[0]!, tests.map((t) => t.test));
+    const oracle = tests.map((t, i) => {
+      const r = ref.find((x) => x.test === i);
+      return r?.verdict === 'accepted' && r.output !== undefined ? withExpectedOutput(t.test, r.output) : null;
+    });
+    valid[problem.id] = Object.fromEntries(tests.map((t, i) => [t.testId, oracle[i] !== null]));
+    const judged = oracle.flatMap((t, i) => (t ? [{ i, t }] : []));
+    pass[problem.id] = {};
+    await Promise.all(programs.map(async (c) => {
+      const res = await run(c.program, judged.map((j) => j.t));
+      const ok = new Set(res.filter((r) => r.verdict === 'accepted').map((r) => judged[r.test]!.i));
+      pass[problem.id]![c.candidateId] = Object.fromEntries(tests.map((t, i) => [t.testId, ok.has(i)]));
+    }));
   }
+}, 120_000);
+
+afterAll(async () => {
+  await sandbox?.close();
 });
 
 describe('catalog policies under co-evolution', () => {

@@ -1,9 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDemo } from '../../src/datasets/demo/index.js';
 import {
-  buildProgramCatalog, buildTestCatalog, CatalogPolicy, logprobGradient, parseSuite, softmax,
+  buildProgramCatalog, buildTestCatalog, catalogSource, testKey,
   type CatalogUniverse, type ProgramCandidate,
-} from '../../src/policies/catalog/index.js';
+} from '../../src/datasets/demo/catalog/index.js';
+import { CatalogPolicy, logprobGradient, parseSuite, softmax } from '../../src/policies/catalog/index.js';
+import { createSandbox, type Sandbox } from '../../src/sandbox/index.js';
 import { PolicyInputError, VersionError, type TrainStepRequest } from '../../src/policies/port.js';
 
 const demo = loadDemo();
@@ -16,7 +18,7 @@ function handUniverse(): CatalogUniverse {
     { candidateId: 'bug:a', program: 'print(2)', kind: 'bug', correct: false },
     { candidateId: 'bug:b', program: 'print(3)', kind: 'bug', correct: false },
   ];
-  return { programs: { p: programs }, tests: { p: buildTestCatalog(pairs.problem, pairs.extras, { count: 20 }) } };
+  return { programs: { p: programs }, tests: { p: buildTestCatalog(catalogSource(pairs), { count: 20 }) } };
 }
 
 const step = (over: Partial<TrainStepRequest> = {}): TrainStepRequest => ({
@@ -112,24 +114,52 @@ describe('catalog policy', () => {
 
 describe('candidate tests', () => {
   it('are deterministic, deduplicated, start with the examples and include out-of-constraint inputs', () => {
-    const a = buildTestCatalog(rangeSum.problem, rangeSum.extras, { count: 40, seed: 3 });
-    expect(buildTestCatalog(rangeSum.problem, rangeSum.extras, { count: 40, seed: 3 })).toEqual(a);
+    const a = buildTestCatalog(catalogSource(rangeSum), { count: 40, seed: 3 });
+    expect(buildTestCatalog(catalogSource(rangeSum), { count: 40, seed: 3 })).toEqual(a);
     expect(a.length).toBe(40);
     expect(new Set(a.map((t) => t.testId)).size).toBe(40);
     expect(a.slice(0, 2).map((t) => t.origin)).toEqual(['example', 'example']);
     expect(a.every((t) => t.test.style === 'stdio' && t.test.output === null)).toBe(true);
-    const inputs = buildTestCatalog(rangeSum.problem, rangeSum.extras, { count: 500 }).map((t) => (t.test.style === 'stdio' ? t.test.input : ''));
+    const inputs = buildTestCatalog(catalogSource(rangeSum), { count: 500 }).map((t) => (t.test.style === 'stdio' ? t.test.input : ''));
     expect(inputs).toContain('1000000001 6\n');
-    const lists = buildTestCatalog(pairs.problem, pairs.extras, { count: 500 }).map((t) => (t.test.style === 'call' ? t.test.args[0] : null));
+    const lists = buildTestCatalog(catalogSource(pairs), { count: 500 }).map((t) => (t.test.style === 'call' ? t.test.args[0] : null));
     expect(lists).toContainEqual([]);
     expect(lists.some((l) => Array.isArray(l) && l.length === 201)).toBe(true);
   });
 });
 
+describe('held-out tests stay out of everything that trains or rewards', () => {
+  it('no candidate test of any demo problem equals one of its held-out inputs', () => {
+    for (const d of demo) {
+      const heldOut = new Set(d.problem.tests.private.map(testKey));
+      const pool = buildTestCatalog(catalogSource(d), { count: 500, seed: 7 });
+      const leaked = pool.filter((t) => heldOut.has(testKey(t.test)));
+      expect(leaked.map((t) => t.origin), d.problem.id).toEqual([]);
+    }
+  });
+
+  it('the catalog builders are not given held-out tests, only their inputs as keys to avoid', () => {
+    for (const d of demo) {
+      const source = catalogSource(d);
+      expect(Object.keys(source.problem)).not.toContain('tests');
+      expect(source.examples).toEqual(d.problem.tests.public);
+      expect(source.avoid.size).toBe(new Set(d.problem.tests.private.map(testKey)).size);
+    }
+  });
+});
+
 describe('candidate programs', () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ warn: () => {} });
+  });
+  afterAll(async () => {
+    await sandbox.close();
+  });
+
   it('hold the hand-written programs and deterministic, non-equivalent mutants of the reference', async () => {
-    const a = await buildProgramCatalog(pairs.problem, pairs.extras, { maxMutants: 5 });
-    const b = await buildProgramCatalog(pairs.problem, pairs.extras, { maxMutants: 5 });
+    const a = await buildProgramCatalog(catalogSource(pairs), sandbox, { maxMutants: 5 });
+    const b = await buildProgramCatalog(catalogSource(pairs), sandbox, { maxMutants: 5 });
     expect(a).toEqual(b);
     expect(a.map((c) => c.candidateId).slice(0, 3)).toEqual(['ref', 'var1', 'bug:self-pairs']);
     const mutants = a.filter((c) => c.kind === 'mutant');

@@ -11,7 +11,7 @@ import {
   selectForAugmentation,
   selectSimilarPrograms,
 } from '../../src/rewards/evolvecoder.js';
-import { type Verdict } from '../../src/sandbox/api.js';
+import { type Verdict } from '../../src/core/verdicts.js';
 import { parseMatrix, programPassCount, testPassCount, verdictsFromCodes } from '../../src/rewards/matrix.js';
 
 const ids = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}`, suite: 's' }));

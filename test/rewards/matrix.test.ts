@@ -11,7 +11,7 @@ import {
   testSignature,
   verdictsFromCodes,
 } from '../../src/rewards/matrix.js';
-import { VERDICTS } from '../../src/sandbox/api.js';
+import { VERDICTS } from '../../src/core/verdicts.js';
 import { REWARD_IDS, RewardIdSchema, getRewardFunction } from '../../src/rewards/index.js';
 import { codeA1Rewards } from '../../src/rewards/code-a1.js';
 

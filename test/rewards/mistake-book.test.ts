@@ -9,7 +9,7 @@ import {
   type MistakeObservation,
   type MistakeRound,
 } from '../../src/rewards/mistake-book.js';
-import { Rng } from '../../src/rewards/rng.js';
+import { Rng } from '../../src/core/rng.js';
 
 const h = (k: string): string => `hash-${k}`;
 function ob(testKey: string, verdict: MistakeObservation['verdict'], extra: Partial<MistakeObservation> = {}): MistakeObservation {

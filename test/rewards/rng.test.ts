@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Rng, RngError, deriveSeed } from '../../src/rewards/rng.js';
+import { Rng, RngError, deriveSeed } from '../../src/core/rng.js';
 
 describe('seeded PRNG', () => {
   it('is xoshiro128**: reference outputs from state [1, 2, 3, 4]', () => {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../../src/sandbox/index.js';
-import type { TestCase } from '../../src/datasets/problem.js';
+import type { TestCase } from '../../src/core/problem.js';
 
 /** Agreement with labels that nobody on this project wrote (../shared/datasets). Small local
  * readers on purpose: the official loaders live in src/datasets/loaders. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox, type TestResult } from '../../src/sandbox/index.js';
-import type { TestCase } from '../../src/datasets/problem.js';
+import type { TestCase } from '../../src/core/problem.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoFile = path.resolve(here, '../../package.json');

@@ -5,7 +5,7 @@ import { UserError } from '../errors.js';
 import { describeRowError, FORMATS, getLoader, importRows, LOADERS, readSpecialJudge } from '../../datasets/loaders/index.js';
 import type { LoaderOptions, RowError } from '../../datasets/loaders/types.js';
 import { ProblemFileWriter, readProblemFile } from '../../datasets/problemFile.js';
-import type { Problem } from '../../datasets/problem.js';
+import type { Problem } from '../../core/problem.js';
 import { fillExpected, type OracleResult } from '../../datasets/oracle.js';
 import { checkProblems, type CheckReport } from '../../datasets/check.js';
 import type { Sandbox } from '../../sandbox/api.js';

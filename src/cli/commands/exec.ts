@@ -4,7 +4,7 @@ import { UserError } from '../errors.js';
 import { createSandbox } from '../../sandbox/index.js';
 import type { ComparisonMode, TestResult } from '../../sandbox/api.js';
 import { parseTestsFile } from '../../sandbox/tests-file.js';
-import { TestStyle } from '../../datasets/problem.js';
+import { TestStyle } from '../../core/problem.js';
 
 interface ExecOptions {
   tests: string;

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { loadConfigFile, ConfigError } from '../../config/load.js';
-import { runExperiment, RunMismatchError, type RunProgress } from '../../actors/run.js';
-import { UnsupportedSourceError } from '../../actors/sources.js';
+import { loadConfigFile } from '../../config/load.js';
+import { runExperiment, type RunProgress } from '../../actors/run.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
 import { formatTable } from '../table.js';
@@ -44,13 +43,8 @@ export function registerRun(program: Command): void {
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
     .option('--json', 'print the table as JSON lines, one per round')
     .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; json?: boolean }) => {
-      let config;
-      try {
-        config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
-      } catch (err) {
-        if (err instanceof ConfigError) throw new UserError(err.message);
-        throw err;
-      }
+      // Config, dataset and run-directory errors become one line and exit 2 in cli/errors.ts.
+      const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
       const tty = process.stderr.isTTY && !opts.json;
       let outcome;
       try {
@@ -59,9 +53,6 @@ export function registerRun(program: Command): void {
           dir: opts.dir,
           onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
         });
-      } catch (err) {
-        if (err instanceof RunMismatchError || err instanceof UnsupportedSourceError) throw new UserError(err.message);
-        throw err;
       } finally {
         if (tty) process.stderr.write('\n');
       }

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
-import { Problem, type TestCase } from '../problem.js';
+import { Problem, type TestCase } from '../../core/problem.js';
 import type { InputSpec } from './input-spec.js';
 import { DemoProblemFile, type DemoEntry } from './schema.js';
 

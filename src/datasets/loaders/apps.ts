@@ -7,7 +7,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { ProblemInput } from '../problem.js';
+import type { ProblemInput } from '../../core/problem.js';
 import { readRecords, type RawRecord } from '../jsonl.js';
 import { parseRow, unique } from './common.js';
 import { programList, testsFromInputOutput } from './inputOutput.js';

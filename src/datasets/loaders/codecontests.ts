@@ -5,7 +5,7 @@
  * {seconds, nanos}; memory as bytes. Enum fields may be numbers or their proto names.
  */
 import { z } from 'zod';
-import type { ProblemInput, StdioTest } from '../problem.js';
+import type { ProblemInput, StdioTest } from '../../core/problem.js';
 import { parseRow, unique, withLimits } from './common.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 

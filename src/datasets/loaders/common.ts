@@ -1,6 +1,6 @@
 /** Small parsing helpers shared by the loaders. Pure functions. */
 import type { z } from 'zod';
-import type { Limits } from '../problem.js';
+import type { Limits } from '../../core/problem.js';
 import { RowRejected } from './types.js';
 
 /** One line per zod issue: `path: message`. */

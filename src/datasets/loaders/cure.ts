@@ -4,7 +4,7 @@
  * (private), all stdin/stdout text. Rows carry no id field: the row index is the id.
  */
 import { z } from 'zod';
-import type { ProblemInput, StdioTest } from '../problem.js';
+import type { ProblemInput, StdioTest } from '../../core/problem.js';
 import { parseRow, withLimits } from './common.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 

@@ -5,7 +5,7 @@
  * loader emits call tests without `expected`: base inputs as private, plus inputs as generated.
  */
 import { z } from 'zod';
-import type { CallTest, ProblemInput } from '../problem.js';
+import type { CallTest, ProblemInput } from '../../core/problem.js';
 import { definesTopLevel, parseRow } from './common.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 

@@ -5,7 +5,7 @@
  * (and some of their expected values are wrong: the pipeline filters by candidate pass rates).
  */
 import { z } from 'zod';
-import type { ProblemInput } from '../problem.js';
+import type { ProblemInput } from '../../core/problem.js';
 import { entryPointFromAsserts, parseRow } from './common.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 

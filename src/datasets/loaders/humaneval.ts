@@ -4,7 +4,7 @@
  * sandbox calls `check` on the entry point (so a run must pass `entryPoint`).
  */
 import { z } from 'zod';
-import type { ProblemInput } from '../problem.js';
+import type { ProblemInput } from '../../core/problem.js';
 import { parseRow } from './common.js';
 import type { ConvertContext, DatasetLoader } from './types.js';
 

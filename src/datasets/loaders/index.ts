@@ -3,9 +3,9 @@
  * every row is converted and validated on its own; a bad row becomes a RowError (index, reason)
  * and the import goes on.
  */
-import { UserError } from '../../cli/errors.js';
+import { DatasetError } from '../errors.js';
 import { readRecords } from '../jsonl.js';
-import { Problem } from '../problem.js';
+import { Problem } from '../../core/problem.js';
 import { appsLoader } from './apps.js';
 import { codeContestsLoader } from './codecontests.js';
 import { formatIssues } from './common.js';
@@ -40,7 +40,7 @@ export const FORMATS = Object.keys(LOADERS);
 
 export function getLoader(format: string): DatasetLoader {
   const loader = LOADERS[format];
-  if (!loader) throw new UserError(`unknown dataset format "${format}"; known formats: ${FORMATS.join(', ')}`);
+  if (!loader) throw new DatasetError(`unknown dataset format "${format}"; known formats: ${FORMATS.join(', ')}`);
   return loader;
 }
 

@@ -7,7 +7,7 @@
  * problem is a one-element list, which is how the wrapping shows up in those datasets.
  */
 import { z } from 'zod';
-import type { TestCase } from '../problem.js';
+import type { TestCase } from '../../core/problem.js';
 import { asText, entryPointFor, formatIssues, jsonField } from './common.js';
 import { RowRejected } from './types.js';
 

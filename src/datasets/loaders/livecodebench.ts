@@ -5,7 +5,7 @@
  * the output one JSON value; the function is metadata.func_name (a `Solution` method on LeetCode).
  */
 import { z } from 'zod';
-import type { ProblemInput, TestCase } from '../problem.js';
+import type { ProblemInput, TestCase } from '../../core/problem.js';
 import { entryPointFor, formatIssues, jsonField, parseRow } from './common.js';
 import { decodeBase64ZlibPickle, PickleError } from './pickle.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';

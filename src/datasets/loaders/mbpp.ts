@@ -4,7 +4,7 @@
  * and the challenge asserts are private. Setup code / imports are prepended to every assert.
  */
 import { z } from 'zod';
-import type { AssertTest, ProblemInput } from '../problem.js';
+import type { AssertTest, ProblemInput } from '../../core/problem.js';
 import { definesTopLevel, entryPointFromAsserts, firstFunction, parseRow } from './common.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 

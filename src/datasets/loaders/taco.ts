@@ -5,7 +5,7 @@
  * key of TACO's output_spj.jsonl (pass it with --spj to mark the problems that need a checker).
  */
 import { z } from 'zod';
-import type { ProblemInput } from '../problem.js';
+import type { ProblemInput } from '../../core/problem.js';
 import { readRecords } from '../jsonl.js';
 import { parseMegabytes, parseRow, parseSeconds, pythonStringList, unique, withLimits } from './common.js';
 import { programList, testsFromInputOutput } from './inputOutput.js';

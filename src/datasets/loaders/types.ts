@@ -1,5 +1,5 @@
 /** The shape every dataset loader has, and the row errors they report. */
-import type { Limits, Problem, ProblemInput } from '../problem.js';
+import type { Limits, Problem, ProblemInput } from '../../core/problem.js';
 import type { RawRecord } from '../jsonl.js';
 
 /** A row that could not be imported: reported, skipped, never fatal to the import. */

@@ -7,21 +7,18 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalJson } from '../../events/canonical-json.js';
+import { canonicalJson } from '../../core/canonical-json.js';
 import {
   GenerateRequest, PolicyInputError, TrainStepRequest, VersionError,
-  type Generation, type PolicyPort, type PolicyRole, type TrainerPort, type TrainStepResult,
+  type Generation, type PolicyPort, type TrainerPort, type TrainStepResult,
 } from '../port.js';
-import { rngFor } from '../rng.js';
-import type { CandidateKind, ProgramCandidate } from './programs.js';
+import type { Role } from '../../core/roles.js';
+import { Rng } from '../../core/rng.js';
+import type { CandidateKind, CandidateTest, CatalogUniverse } from '../../datasets/demo/catalog/index.js';
 import { entropy, logprobGradient, sampleIndex, sampleWithoutReplacement, softmax } from './softmax.js';
-import { serializeSuite, type CandidateTest } from './tests.js';
+import { serializeSuite } from './suite.js';
 
-/** The candidates of every problem; built once (and cached) by the caller. */
-export interface CatalogUniverse {
-  programs: Record<string, ProgramCandidate[]>;
-  tests: Record<string, CandidateTest[]>;
-}
+export type { CatalogUniverse };
 
 export interface CatalogOptions {
   /** Tests per suite for the test role (default 8). */
@@ -67,7 +64,7 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
   /** version -> logits, for recent versions (logits objects are never mutated in place). */
   readonly #history = new Map<number, Logits>();
 
-  constructor(readonly role: PolicyRole, universe: CatalogUniverse, opts: CatalogOptions = {}, state?: CatalogState) {
+  constructor(readonly role: Role, universe: CatalogUniverse, opts: CatalogOptions = {}, state?: CatalogState) {
     this.#universe = universe;
     this.#opts = { suiteSize: 8, keepVersions: 4, ...opts };
     this.#state = state ?? { role, version: 0, logits: {}, applied: {} };
@@ -149,7 +146,7 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
       const ids = this.choices(contextKey);
       const values = this.#logitsAt(logits, contextKey, ids);
       for (let index = 0; index < req.n; index++) {
-        const rng = rngFor(req.seed, this.role, prompt.key, index);
+        const rng = Rng.derive(req.seed, this.role, prompt.key, index);
         if (this.role === 'code') {
           const probs = softmax(values);
           const i = sampleIndex(probs, rng);

@@ -1,5 +1,5 @@
 /** Pure softmax-policy math for the catalog policy: probabilities, sampling, exact gradients. */
-import type { Rng } from '../rng.js';
+import type { Rng } from '../../core/rng.js';
 
 export function softmax(logits: readonly number[]): number[] {
   if (logits.length === 0) return [];
@@ -11,7 +11,7 @@ export function softmax(logits: readonly number[]): number[] {
 
 /** Index drawn from the distribution (which must sum to ~1). */
 export function sampleIndex(probs: readonly number[], rng: Rng): number {
-  let u = rng();
+  let u = rng.next();
   for (let i = 0; i < probs.length; i++) {
     u -= probs[i] as number;
     if (u < 0) return i;

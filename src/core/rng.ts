@@ -149,6 +149,13 @@ export class Rng {
     }
   }
 
+  /** Uniform integer in [lo, hi], both inclusive. Spans past 2^32 draw from 53 random bits
+   * (bias below 2^-20 for spans up to 2^33, irrelevant for input generation). */
+  between(lo: number, hi: number): number {
+    const n = hi - lo + 1;
+    return n <= TWO_32 ? lo + this.int(n) : lo + Math.floor(this.next() * n);
+  }
+
   pick<T>(items: readonly T[]): T {
     if (items.length === 0) throw new RngError('Rng.pick: cannot pick from an empty list');
     return items[this.int(items.length)] as T;
@@ -167,8 +174,8 @@ export class Rng {
   }
 
   /** An independent child stream, reproducible from this stream's seed and the label. */
-  static derive(seed: number, ...labels: string[]): Rng {
-    return new Rng(deriveSeed(seed, ...labels));
+  static derive(seed: number, ...labels: (string | number)[]): Rng {
+    return new Rng(deriveSeed(seed, ...labels.map(String)));
   }
 }
 

@@ -75,3 +75,18 @@ export const Problem = z.object({
 });
 export type Problem = z.infer<typeof Problem>;
 export type ProblemInput = z.input<typeof Problem>;
+
+/**
+ * The test with a recorded output as its expected value: stdout for stdio tests, the JSON of the
+ * returned value for call tests. Null when the output cannot stand as an expected value (a call
+ * output that is not JSON, e.g. truncated) or the style has no separate expected value.
+ */
+export function withExpectedOutput(test: TestCase, output: string): TestCase | null {
+  if (test.style === 'stdio') return { ...test, output };
+  if (test.style !== 'call') return null;
+  try {
+    return { ...test, expected: JSON.parse(output) as unknown };
+  } catch {
+    return null;
+  }
+}

@@ -2,18 +2,19 @@
  * A problem's candidate tests for the catalog test policy: EvalPlus-style type-aware mutation of
  * the example inputs. Some candidates break the stated constraints on purpose (the reference
  * rejects them and the Judge marks them invalid). No expected values: the Judge gets oracles
- * from the reference.
+ * from the reference. No candidate equals a held-out input (CatalogSource.avoid).
  */
-import { createHash } from 'node:crypto';
-import type { DemoExtras } from '../../datasets/demo/index.js';
 import {
   argsToValues, parseStdio, printStdio, valuesToArgs,
   type InputParam, type InputSpec, type InputValues,
-} from '../../datasets/demo/input-spec.js';
-import { randomValues } from '../../datasets/demo/random-input.js';
-import { canonicalJson } from '../../events/canonical-json.js';
-import { TestCase as TestCaseSchema, type Problem, type TestCase } from '../../datasets/problem.js';
-import { randInt, rngFor, shuffled, type Rng } from '../rng.js';
+} from '../input-spec.js';
+import { randomValues } from '../random-input.js';
+import type { TestCase } from '../../../core/problem.js';
+import { Rng } from '../../../core/rng.js';
+import type { CatalogSource } from './source.js';
+import { testIdOf, testKey } from './test-key.js';
+
+export { testIdOf, testKey } from './test-key.js';
 
 export interface CandidateTest {
   /** "t:" + 12 hex of sha256 over the canonical test: stable whatever the order or count. */
@@ -40,7 +41,7 @@ function intMutations(p: Extract<InputParam, { type: 'int' }>, v: number): [stri
 }
 
 function listMutations(p: Extract<InputParam, { type: 'int[]' }>, v: number[], rng: Rng): [string, number[]][] {
-  const fill = (n: number) => Array.from({ length: n }, () => randInt(rng, p.min, p.max));
+  const fill = (n: number) => Array.from({ length: n }, () => rng.between(p.min, p.max));
   const out: [string, number[]][] = [
     ['empty', []], ['reversed', v.slice().reverse()], ['sorted', v.slice().sort((a, b) => a - b)],
     ['sorted-desc', v.slice().sort((a, b) => b - a)], ['large', fill(p.maxLen)], ['too-long', fill(p.maxLen + 1)],
@@ -56,7 +57,7 @@ function listMutations(p: Extract<InputParam, { type: 'int[]' }>, v: number[], r
 }
 
 function strMutations(p: Extract<InputParam, { type: 'str' }>, v: string, rng: Rng): [string, string][] {
-  const pick = () => p.alphabet[randInt(rng, 0, p.alphabet.length - 1)] as string;
+  const pick = () => p.alphabet[rng.between(0, p.alphabet.length - 1)] as string;
   const long = (n: number) => Array.from({ length: n }, pick).join('');
   const out: [string, string][] = [
     ['empty', ''], ['one-char', v.slice(0, 1) || pick()], ['repeated', v + v], ['long', long(p.maxLen)],
@@ -72,36 +73,27 @@ function mutateParam(p: InputParam, v: Value, rng: Rng): [string, Value][] {
   return strMutations(p, typeof v === 'string' ? v : '', rng);
 }
 
-function toTest(problem: Problem, spec: InputSpec, values: InputValues): TestCase {
+function toTest(problem: CatalogSource['problem'], spec: InputSpec, values: InputValues): TestCase {
   return problem.style === 'stdio'
     ? { style: 'stdio', input: printStdio(spec, values), output: null }
     : { style: 'call', args: valuesToArgs(spec, values) };
 }
 
-function readExample(problem: Problem, spec: InputSpec, t: TestCase): InputValues {
+function readExample(problem: CatalogSource['problem'], spec: InputSpec, t: TestCase): InputValues {
   if (t.style === 'stdio') return parseStdio(spec, t.input);
   if (t.style === 'call') return argsToValues(spec, t.args);
   throw new Error(`${problem.id}: assert-style examples cannot be mutated`);
 }
 
-/** The canonical text a test is identified and deduplicated by. */
-export function testKey(t: TestCase): string {
-  if (t.style === 'stdio') return `stdio:${t.input}`;
-  if (t.style === 'call') return `call:${canonicalJson(t.args)}`;
-  return `assert:${t.code}`;
-}
-
-export function testIdOf(t: TestCase): string {
-  return `t:${createHash('sha256').update(testKey(t)).digest('hex').slice(0, 12)}`;
-}
-
-/** Deterministic given (problem, extras, opts): examples first, then a seeded sample of the
+/** Deterministic given (source, opts): examples first, then a seeded sample of the
  * deduplicated mutations and a few random valid inputs. */
-export function buildTestCatalog(problem: Problem, extras: DemoExtras, opts: TestCatalogOptions = {}): CandidateTest[] {
+export function buildTestCatalog(source: CatalogSource, opts: TestCatalogOptions = {}): CandidateTest[] {
+  const { problem, extras } = source;
   const count = opts.count ?? 48;
   const spec = extras.inputSpec;
-  const rng = rngFor(opts.seed ?? 0, problem.id, 'tests');
-  const seen = new Set<string>();
+  const rng = Rng.derive(opts.seed ?? 0, problem.id, 'tests');
+  // Held-out inputs count as seen: the pool can never offer one.
+  const seen = new Set<string>(source.avoid);
   const examples: CandidateTest[] = [];
   const pool: CandidateTest[] = [];
   const add = (into: CandidateTest[], test: TestCase, origin: string) => {
@@ -110,7 +102,7 @@ export function buildTestCatalog(problem: Problem, extras: DemoExtras, opts: Tes
     seen.add(key);
     into.push({ testId: testIdOf(test), test, origin });
   };
-  const exampleValues = problem.tests.public.map((t) => {
+  const exampleValues = source.examples.map((t) => {
     let values: InputValues;
     try {
       values = readExample(problem, spec, t);
@@ -128,28 +120,5 @@ export function buildTestCatalog(problem: Problem, extras: DemoExtras, opts: Tes
     }
   }
   for (let i = 0; i < Math.max(4, Math.ceil(count / 8)); i++) add(pool, toTest(problem, spec, randomValues(spec, rng)), 'random');
-  return [...examples, ...shuffled(rng, pool)].slice(0, Math.max(count, examples.length));
-}
-
-/** A suite as the test policy emits it: one JSON test per line. */
-export function serializeSuite(tests: readonly TestCase[]): string {
-  return tests.map((t) => JSON.stringify(t)).join('\n');
-}
-
-/** Reads a suite back; a line that is not a JSON TestCase is an error naming the line. */
-export function parseSuite(text: string): TestCase[] {
-  return text
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((line, i) => {
-      let raw: unknown;
-      try {
-        raw = JSON.parse(line);
-      } catch {
-        throw new Error(`suite line ${i + 1} is not JSON`);
-      }
-      const parsed = TestCaseSchema.safeParse(raw);
-      if (!parsed.success) throw new Error(`suite line ${i + 1} is not a test: ${parsed.error.issues[0]?.message}`);
-      return parsed.data;
-    });
+  return [...examples, ...rng.shuffle(pool)].slice(0, Math.max(count, examples.length));
 }

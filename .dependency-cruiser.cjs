@@ -1,0 +1,105 @@
+/**
+ * The layering of src/, checked in CI (`npm run lint:layers`). Dependencies point one way:
+ *
+ *   cli -> actors -> (policies, rewards, sandbox, projections, datasets, bridge, config) -> events -> core
+ *
+ * Within the middle layer only the edges listed in `middle-layer-siblings` are allowed. A wrong
+ * import fails with the rule's name.
+ */
+const layer = (name) => `^src/${name}/`;
+const outside = (...names) => `^src/(?!(${names.join('|')})/)`;
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'cli-is-the-top',
+      comment: 'Only the CLI imports the CLI; each layer throws its own errors and the CLI maps them.',
+      severity: 'error',
+      from: { path: outside('cli') },
+      to: { path: layer('cli') },
+    },
+    {
+      name: 'core-imports-nothing',
+      comment: 'src/core is the vocabulary every layer shares; it imports nothing of the project.',
+      severity: 'error',
+      from: { path: layer('core') },
+      to: { path: outside('core') },
+    },
+    {
+      name: 'events-only-core',
+      comment: 'The event log knows only the vocabulary, never who writes or reads it.',
+      severity: 'error',
+      from: { path: layer('events') },
+      to: { path: outside('events', 'core') },
+    },
+    {
+      name: 'rewards-pure',
+      comment: 'Rewards are pure functions of the vocabulary: no log, no sandbox, no actors.',
+      severity: 'error',
+      from: { path: layer('rewards') },
+      to: { path: outside('rewards', 'core') },
+    },
+    {
+      name: 'sandbox-only-core',
+      comment: 'The sandbox runs programs on tests; it knows no dataset, policy or actor.',
+      severity: 'error',
+      from: { path: layer('sandbox') },
+      to: { path: outside('sandbox', 'core') },
+    },
+    {
+      name: 'projections-below-actors',
+      comment: 'Projections fold events (and may reuse reward functions); they never reach up.',
+      severity: 'error',
+      from: { path: layer('projections') },
+      to: { path: outside('projections', 'events', 'rewards', 'core') },
+    },
+    {
+      name: 'middle-layer-siblings',
+      comment: 'datasets may run programs (sandbox); policies read the demo catalog (datasets) and may drive the bridge.',
+      severity: 'error',
+      from: { path: '^src/(datasets|policies|bridge|config)/' },
+      to: { path: '^src/(actors|projections|rewards)/' },
+    },
+    {
+      name: 'datasets-not-policies',
+      comment: 'Datasets are data and their tooling; the policies that sample from them sit beside, not below.',
+      severity: 'error',
+      from: { path: layer('datasets') },
+      to: { path: '^src/(policies|bridge|config)/' },
+    },
+    {
+      name: 'bridge-and-config-alone',
+      comment: 'The gpu-bridge client and the config schema depend only on the vocabulary and the log.',
+      severity: 'error',
+      from: { path: '^src/(bridge|config)/' },
+      to: { path: outside('bridge', 'config', 'events', 'core') },
+    },
+    {
+      name: 'policies-not-sandbox',
+      comment: 'Policies sample and train; executing programs is the Executor\'s job.',
+      severity: 'error',
+      from: { path: layer('policies') },
+      to: { path: '^src/sandbox/' },
+    },
+    {
+      name: 'no-circular',
+      comment: 'A cycle makes load order matter and layers meaningless.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'src-not-tests',
+      comment: 'Product code never imports tests or benchmarks.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    exclude: { path: '\\.(py|mjs)$' },
+  },
+};

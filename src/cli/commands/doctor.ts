@@ -1,0 +1,43 @@
+import { spawnSync } from 'node:child_process';
+import type { Command } from 'commander';
+import { installCommand, systemChecks, type Check } from '../system.js';
+import { UserError } from '../errors.js';
+
+function table(checks: readonly Check[]): string {
+  const w = Math.max(...checks.map((c) => c.name.length));
+  return checks
+    .map((c) => `${c.ok ? 'ok     ' : 'MISSING'}  ${c.name.padEnd(w)}  ${c.detail}${c.ok ? '' : `  -> apt-get install ${c.debian}  (${c.usedBy})`}`)
+    .join('\n');
+}
+
+export function registerDoctor(program: Command): void {
+  program
+    .command('doctor')
+    .description('list the system pieces crucible uses (python, numpy, torch, bubblewrap, nats-server) and how to get what is missing')
+    .option('--install', 'install the missing Debian packages the tests need (as root, with apt-get); otherwise print the command and exit 1')
+    .option('--json', 'print the checks as JSON')
+    .action((opts: { install?: boolean; json?: boolean }) => {
+      let checks = systemChecks();
+      if (opts.install) {
+        const cmd = installCommand(checks);
+        if (cmd) {
+          const root = typeof process.getuid === 'function' && process.getuid() === 0;
+          const apt = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' }).status === 0;
+          if (!root || !apt) {
+            throw new UserError(`missing system packages for the tests; run as root:\n  apt-get update && ${cmd.join(' ')}`, 1);
+          }
+          process.stderr.write(`crucible doctor: installing ${cmd.slice(4).join(' ')}\n`);
+          const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+          const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+          const install = update.status === 0 ? spawnSync(cmd[0]!, [...cmd.slice(1), '-qq'], { stdio: 'inherit', env }) : update;
+          if (install.status !== 0) throw new UserError(`apt-get failed (exit ${install.status}); run it by hand: apt-get update && ${cmd.join(' ')}`, 1);
+          checks = systemChecks();
+        }
+      }
+      if (opts.json) process.stdout.write(`${JSON.stringify(checks)}\n`);
+      else if (!opts.install) process.stdout.write(`${table(checks)}\n`);
+      const missing = checks.filter((c) => !c.ok && c.forTests);
+      if (opts.install && missing.length > 0) throw new UserError(`still missing after install:\n${table(missing)}`, 1);
+      if (!opts.install && missing.length > 0) process.exitCode = 1;
+    });
+}

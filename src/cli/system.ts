@@ -1,0 +1,80 @@
+/**
+ * What this machine has of the system pieces crucible uses, and the Debian package for each.
+ * `crucible doctor` prints it; `crucible doctor --install` (npm's pretest) installs what is
+ * missing when it runs as root with apt-get, and otherwise prints the exact command.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  /** Version or what was found; the reason when missing. */
+  detail: string;
+  /** Debian package that provides it. */
+  debian: string;
+  /** What needs it. */
+  usedBy: string;
+  /** Tests (npm test) need it. */
+  forTests: boolean;
+}
+
+export const SYSTEM_PYTHON = '/usr/bin/python3';
+
+function run(cmd: string, args: string[]): { ok: boolean; out: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 20_000 });
+  return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim() };
+}
+
+function onPath(bin: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/bin', '/usr/sbin', '/bin', '/sbin'])) {
+    if (dir && existsSync(`${dir}/${bin}`)) return `${dir}/${bin}`;
+  }
+  return null;
+}
+
+function pythonModule(mod: string): { ok: boolean; detail: string } {
+  if (!existsSync(SYSTEM_PYTHON)) return { ok: false, detail: `${SYSTEM_PYTHON} is missing` };
+  const r = run(SYSTEM_PYTHON, ['-c', `import ${mod}; print(${mod}.__version__)`]);
+  return r.ok ? { ok: true, detail: r.out.split('\n').pop() ?? '' } : { ok: false, detail: `not importable by ${SYSTEM_PYTHON}` };
+}
+
+export function systemChecks(): Check[] {
+  const checks: Check[] = [];
+  const major = Number(process.versions.node.split('.')[0]);
+  checks.push({ name: 'node', ok: major >= 20, detail: process.versions.node, debian: 'nodejs', usedBy: 'everything (Node >= 20)', forTests: true });
+  const py = existsSync(SYSTEM_PYTHON) ? run(SYSTEM_PYTHON, ['--version']) : { ok: false, out: 'missing' };
+  checks.push({ name: 'python3', ok: py.ok, detail: py.ok ? `${py.out} at ${SYSTEM_PYTHON}` : `${SYSTEM_PYTHON} missing`, debian: 'python3', usedBy: 'the sandbox, the demo catalog, gpu-bridge', forTests: true });
+  const numpy = pythonModule('numpy');
+  checks.push({ name: 'numpy', ...numpy, debian: 'python3-numpy', usedBy: 'dataset programs that import numpy (sandbox agreement tests)', forTests: true });
+  const torch = pythonModule('torch');
+  checks.push({ name: 'torch', ...torch, debian: 'python3-torch', usedBy: 'gpu-bridge (toy backend on CPU)', forTests: true });
+  const bwrap = onPath('bwrap');
+  let bwrapDetail = 'not installed: programs run with rlimits and seccomp only';
+  let bwrapOk = false;
+  if (bwrap) {
+    const r = run(bwrap, ['--ro-bind', '/', '/', '--unshare-net', '--unshare-pid', '--die-with-parent', 'true']);
+    bwrapOk = r.ok;
+    bwrapDetail = r.ok ? `${bwrap} (namespaces work)` : `${bwrap} installed but refused here: ${r.out.slice(0, 120)}`;
+  }
+  checks.push({ name: 'bubblewrap', ok: bwrapOk, detail: bwrapDetail, debian: 'bubblewrap', usedBy: 'sandbox isolation (namespaces, read-only root)', forTests: true });
+  const nats = onPath('nats-server');
+  let natsDetail = 'not installed';
+  if (nats) {
+    try {
+      natsDetail = `${execFileSync(nats, ['--version'], { encoding: 'utf8', timeout: 10_000 }).trim()} at ${nats}`;
+    } catch (e) {
+      natsDetail = `${nats} does not answer --version: ${(e as Error).message}`;
+    }
+  }
+  checks.push({ name: 'nats-server', ok: nats !== null, detail: natsDetail, debian: 'nats-server', usedBy: 'the JetStream event log and its tests', forTests: true });
+  return checks;
+}
+
+/** The apt-get command that installs every missing piece the tests need. */
+export function installCommand(checks: readonly Check[]): string[] | null {
+  const pkgs = [...new Set(checks.filter((c) => !c.ok && c.forTests && c.debian !== 'nodejs').map((c) => c.debian))];
+  // A bwrap that is installed but refused by the kernel is not fixed by installing it again.
+  const missing = pkgs.filter((p) => p !== 'bubblewrap' || !onPath('bwrap'));
+  return missing.length > 0 ? ['apt-get', 'install', '-y', '--no-install-recommends', ...missing] : null;
+}
