@@ -149,29 +149,86 @@ export function judgePending(snapshot: Snapshot): JudgeEffect[] {
   return effects;
 }
 
+type Completed = EventData<'ExecutionCompleted'>;
+type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+
+/** A pair within a problem: plans reuse verdicts of their own problem only, whose earlier
+ * rounds are finished, so a reused verdict is always recorded by the time it is judged. */
+const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
+
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
- * event costs O(1). A problem-round's verdicts are dropped once it is evaluated. */
+ * event costs O(1). A problem-round's own lists are dropped once it is evaluated; recorded
+ * verdicts by pair stay, so later plans can reuse them instead of executing a pair again. */
 export class VerdictIndex {
-  readonly #byProblem = new Map<string, Map<string, EventData<'ExecutionCompleted'>[]>>();
+  readonly #byProblem = new Map<string, Map<string, Completed[]>>();
+  /** Reused pairs per request, answered from #byPair when the request is read. */
+  readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
+  readonly #byPair = new Map<string, Completed>();
+  /** requestId -> problemId, for keying the pairs of its verdicts. */
+  readonly #problemOf = new Map<string, string>();
+
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ProblemEvaluated') {
       const d = envelope.data as EventData<'ProblemEvaluated'>;
-      this.#byProblem.delete(key(d.round, d.problemId));
+      const k = key(d.round, d.problemId);
+      for (const id of this.#byProblem.get(k)?.keys() ?? []) this.#problemOf.delete(id);
+      for (const id of [...this.#reused.keys()]) if (id.startsWith(`${k}/`)) this.#reused.delete(id);
+      this.#byProblem.delete(k);
+      return;
+    }
+    if (envelope.type === 'ExecutionRequested') {
+      const d = envelope.data as EventData<'ExecutionRequested'>;
+      this.#problemOf.set(d.requestId, d.problemId);
+      if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: d.reused });
       return;
     }
     if (envelope.type !== 'ExecutionCompleted') return;
-    const d = envelope.data as EventData<'ExecutionCompleted'>;
+    const d = envelope.data as Completed;
     const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);
     if (!requests) this.#byProblem.set(k, (requests = new Map()));
     const list = requests.get(d.requestId);
     if (list) list.push(d);
     else requests.set(d.requestId, [d]);
+    const problemId = this.#problemOf.get(d.requestId);
+    // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
+    if (problemId !== undefined && d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
   }
-  of(requestId: string): EventData<'ExecutionCompleted'>[] {
+
+  /** Whether the pair has a recorded verdict in this problem. */
+  has(problemId: string, programHash: string, testHash: string): boolean {
+    return this.#byPair.has(pairKey(problemId, programHash, testHash));
+  }
+
+  /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
+  of(requestId: string): Completed[] {
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
-    return this.#byProblem.get(k)?.get(requestId) ?? [];
+    const own = this.#byProblem.get(k)?.get(requestId) ?? [];
+    const reused = this.#reused.get(requestId);
+    if (!reused) return own;
+    const out = own.slice();
+    for (const p of reused.pairs) {
+      const v = this.#byPair.get(pairKey(reused.problemId, p.programHash, p.testHash));
+      if (v) out.push({ ...v, requestId, programId: p.programId, testId: p.testId, cached: true });
+    }
+    return out;
   }
+}
+
+/** Splits a plan's pairs into those to execute and those already recorded or already in an
+ * earlier request of the same plan (`planned`, updated in place). */
+export function splitReused(problemId: string, pairs: readonly Pair[], verdicts: VerdictIndex, planned: Set<string>): { pairs: Pair[]; reused: Pair[] } {
+  const fresh: Pair[] = [];
+  const reused: Pair[] = [];
+  for (const p of pairs) {
+    const k = pairKey(problemId, p.programHash, p.testHash);
+    if (planned.has(k) || verdicts.has(problemId, p.programHash, p.testHash)) reused.push(p);
+    else {
+      planned.add(k);
+      fresh.push(p);
+    }
+  }
+  return { pairs: fresh, reused };
 }
 
 export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, VerdictIndex> = {
@@ -181,7 +238,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
-    types: ['ExecutionCompleted', 'ProblemEvaluated'],
+    types: ['ExecutionRequested', 'ExecutionCompleted', 'ProblemEvaluated'],
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
@@ -199,12 +256,13 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
           pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
         }
       }
-      // With no well-formed test the request is empty; it counts as complete at once.
-      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', pairs })];
+      // With nothing to execute the request counts as complete at once.
+      const split = splitReused(p.problemId, pairs, verdicts, new Set());
+      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', ...split })];
     }
     if (effect.kind === 'plan') {
       const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
-      const plan = await planEvaluation({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book });
+      const plan = await planEvaluation({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
       return plan;
     }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();

@@ -16,6 +16,7 @@ import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
 
+type Pair = EventData<'ExecutionRequested'>['pairs'][number];
 type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 type Reason = JudgedTest['reason'];
@@ -65,6 +66,8 @@ export async function planEvaluation(args: {
   round: ProblemRound;
   oracle: Verdicts;
   book: MistakeBookState;
+  /** Leaves out of a request the pairs already recorded or planned (see splitReused). */
+  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, oracle, book } = args;
   const byHash = new Map(oracle.map((v) => [v.testHash, v]));
@@ -132,11 +135,14 @@ export async function planEvaluation(args: {
     for (const testHash of distinct) kill.push({ programId: `incorrect/${i}`, programHash, testId: `oracle/${testHash.slice(0, 16)}`, testHash });
   }
   const base = { round: p.round, problemId: p.problemId };
+  // One pair is executed once in a run: later requests of this plan, and pairs recorded in
+  // earlier rounds, reuse the verdict instead (decided here, so it is in the log).
+  const planned = new Set<string>();
   return [
     env.event('TestsJudged', { ...base, tests: judged }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', pairs: reward }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', pairs: heldout }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', pairs: kill }),
+    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...args.split(reward, planned) }),
+    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...args.split(heldout, planned) }),
+    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...args.split(kill, planned) }),
   ];
 }
 

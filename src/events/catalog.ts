@@ -44,6 +44,8 @@ export const Sampling = z.strictObject({
 export type Sampling = z.infer<typeof Sampling>;
 
 export const Verdict = z.enum(VERDICTS);
+/** One (program, test) pair of an execution request, with the ids the requester uses for it. */
+export const ExecutionPair = z.strictObject({ programId: Id, programHash: Hash, testId: Id, testHash: Hash });
 
 const definitions = {
   /** Conductor, once at the start: what is run and how, so a replay can check it has the same config. */
@@ -127,7 +129,11 @@ const definitions = {
       problemId: Id,
       requestId: Id,
       purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill']),
-      pairs: z.array(z.strictObject({ programId: Id, programHash: Hash, testId: Id, testHash: Hash })),
+      /** Pairs to execute. */
+      pairs: z.array(ExecutionPair),
+      /** Pairs the request needs whose verdict is recorded already (an earlier round) or
+       * requested by an earlier request of the same plan: never executed twice. */
+      reused: z.array(ExecutionPair).default([]),
     }),
   }),
   /** Executor: one verdict for one (program, test) pair of a request. */
