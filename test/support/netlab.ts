@@ -1,0 +1,111 @@
+/**
+ * Hosts on a real network inside one machine: one network namespace per host, each joined by a
+ * veth link to a bridge in a "switch" namespace, every host on its own address of a private
+ * /24. Processes started on a host talk to the others over that network, and a host's link can
+ * be taken down and up again (a partition). Needs root and iproute2; `NetLab.available()` says
+ * whether namespaces can be made here so that callers can fall back to loopback and say so.
+ */
+import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
+
+function ip(args: string[]): { ok: boolean; err: string } {
+  const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 10_000 });
+  return { ok: r.status === 0, err: (r.stderr ?? '').trim() };
+}
+
+function must(args: string[]): void {
+  const r = ip(args);
+  if (!r.ok) throw new Error(`ip ${args.join(' ')}: ${r.err}`);
+}
+
+export interface Host {
+  readonly name: string;
+  /** Namespace name (ip netns). */
+  readonly ns: string;
+  readonly address: string;
+}
+
+export class NetLab {
+  readonly #prefix: string;
+  readonly #subnet: number;
+  readonly #switch: string;
+  readonly hosts = new Map<string, Host>();
+  readonly #children = new Set<ChildProcess>();
+
+  /** Whether this machine lets us make namespaces (root, iproute2, kernel support). */
+  static available(): { ok: boolean; reason?: string } {
+    if (typeof process.getuid === 'function' && process.getuid() !== 0) return { ok: false, reason: 'not root' };
+    const probe = `crprobe${process.pid % 100000}`;
+    const r = ip(['netns', 'add', probe]);
+    if (!r.ok) return { ok: false, reason: r.err || 'ip netns add failed' };
+    ip(['netns', 'del', probe]);
+    return { ok: true };
+  }
+
+  /** `tag` keeps concurrent labs apart (interface names are at most 15 characters). */
+  constructor(tag: string) {
+    this.#prefix = `cr${tag}`.slice(0, 8);
+    this.#subnet = 100 + (process.pid % 100);
+    this.#switch = `${this.#prefix}sw`;
+    must(['netns', 'add', this.#switch]);
+    must(['-n', this.#switch, 'link', 'add', 'br0', 'type', 'bridge']);
+    must(['-n', this.#switch, 'link', 'set', 'br0', 'up']);
+    must(['-n', this.#switch, 'link', 'set', 'lo', 'up']);
+  }
+
+  addHost(name: string): Host {
+    const index = this.hosts.size + 1;
+    const ns = `${this.#prefix}${name}`.slice(0, 14);
+    const address = `10.77.${this.#subnet}.${index + 10}`;
+    const hostEnd = `${this.#prefix}h${index}`.slice(0, 15);
+    const switchEnd = `${this.#prefix}s${index}`.slice(0, 15);
+    must(['netns', 'add', ns]);
+    must(['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', switchEnd]);
+    must(['link', 'set', hostEnd, 'netns', ns]);
+    must(['link', 'set', switchEnd, 'netns', this.#switch]);
+    must(['-n', this.#switch, 'link', 'set', switchEnd, 'master', 'br0']);
+    must(['-n', this.#switch, 'link', 'set', switchEnd, 'up']);
+    must(['-n', ns, 'addr', 'add', `${address}/24`, 'dev', hostEnd]);
+    must(['-n', ns, 'link', 'set', hostEnd, 'up']);
+    must(['-n', ns, 'link', 'set', 'lo', 'up']);
+    const host = { name, ns, address };
+    this.hosts.set(name, host);
+    return host;
+  }
+
+  host(name: string): Host {
+    const h = this.hosts.get(name);
+    if (!h) throw new Error(`no host ${name} in this lab`);
+    return h;
+  }
+
+  /** Starts a process on a host (its network is the host's; files are shared). */
+  spawn(host: string, command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
+    const child = spawn('ip', ['netns', 'exec', this.host(host).ns, command, ...args], options);
+    this.#children.add(child);
+    child.once('exit', () => this.#children.delete(child));
+    return child;
+  }
+
+  /** Cuts a host off the switch (its link down) or joins it again. */
+  setLink(host: string, up: boolean): void {
+    const index = [...this.hosts.keys()].indexOf(host) + 1;
+    must(['-n', this.#switch, 'link', 'set', `${this.#prefix}s${index}`.slice(0, 15), up ? 'up' : 'down']);
+  }
+
+  /** Kills what it started and removes every namespace (their links go with them). */
+  destroy(): void {
+    for (const c of this.#children) c.kill('SIGKILL');
+    for (const h of this.hosts.values()) {
+      spawnSync('ip', ['netns', 'pids', h.ns], { encoding: 'utf8' }).stdout?.split('\n').filter(Boolean).forEach((pid) => {
+        try {
+          process.kill(Number(pid), 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      });
+      ip(['netns', 'del', h.ns]);
+    }
+    ip(['netns', 'del', this.#switch]);
+    this.hosts.clear();
+  }
+}
