@@ -27,8 +27,10 @@ from .trainer import PolicyState, is_oom, peak_memory
 
 OPS = ("hello", "load_policy", "generate", "logprobs", "train_step", "publish", "save_state",
        "load_state", "status", "shutdown")
-# Ops whose effect must not repeat when a client retries with the same `idem` key.
-MUTATING = ("load_policy", "train_step", "publish", "save_state", "load_state")
+# Ops whose reply is replayed when a client retries with the same `idem` key. train_step is not
+# among them: it is idempotent by batch id (remembered in the saved state too) and says so with
+# `duplicate: true`.
+MUTATING = ("load_policy", "publish", "save_state", "load_state")
 IDEM_KEEP = 1024
 DEFAULT_MAX_REQUEST_BYTES = 16 << 20
 
