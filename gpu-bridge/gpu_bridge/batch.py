@@ -166,5 +166,7 @@ def encode(samples: List[Sample], pad_id: int, device: torch.device, max_len: in
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """log p(ids[:, t+1] | ids[:, :t+1]) for each t: (B, T, V) -> (B, T-1)."""
-    logp = torch.log_softmax(logits[:, :-1, :].float(), dim=-1)
-    return logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    # gather - logsumexp rather than a full log_softmax: one vocabulary-sized tensor fewer
+    # (it matters at 150k-token vocabularies).
+    lf = logits[:, :-1, :].float()
+    return lf.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(lf, dim=-1)
