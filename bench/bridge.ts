@@ -77,7 +77,9 @@ export async function runBench(args: string[]): Promise<void> {
   const prompts = arg(args, '--prompts', 4);
   const n = arg(args, '--n', 4);
   const maxTokens = arg(args, '--max-tokens', 128);
-  const threads = arg(args, '--threads', Math.min(2, os.cpus().length));
+  // One thread by default: on a shared, oversubscribed machine torch's OpenMP threads spin-wait
+  // on each other (measured: 2 threads generated ~7x slower than 1 under load).
+  const threads = arg(args, '--threads', 1);
   const cfg = { d_model: 128, n_layers: 2, n_heads: 4, d_ff: 512, max_seq_len: 1024 };
   const promptLen = 256;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-bridge-'));
