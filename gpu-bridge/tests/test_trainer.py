@@ -203,5 +203,21 @@ class StepSafetyTest(unittest.TestCase):
         self.assertEqual(a, b)
 
 
+class BackendAvailabilityTest(unittest.TestCase):
+    def test_hello_and_hf_without_transformers(self):
+        import importlib.util
+
+        br = Bridge()
+        caps = ok(br, "hello")["capabilities"]["backends"]
+        self.assertTrue(caps["toy"]["available"])
+        if importlib.util.find_spec("transformers") is not None:
+            self.skipTest("transformers is installed here; this checks the message where it is absent")
+        self.assertFalse(caps["hf"]["available"])
+        self.assertIn("transformers", caps["hf"]["missing"])
+        r = call(br, "load_policy", {"backend": "hf", "model": "some/model"})
+        self.assertEqual(r["error"]["code"], "unsupported")
+        self.assertIn("transformers", r["error"]["message"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -77,7 +77,8 @@ class HfPolicy:
         if args.get("attn_implementation"):
             extra["attn_implementation"] = args["attn_implementation"]
         path: Optional[str] = args.get("model")
-        torch.manual_seed(seed)
+        rng = torch.random.get_rng_state()
+        torch.manual_seed(seed)  # random-init weights depend on the seed only
         if path:
             model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, **extra)
         elif args.get("config"):
@@ -90,6 +91,7 @@ class HfPolicy:
             model = transformers.AutoModelForCausalLM.from_config(conf, torch_dtype=dtype, **extra)
         else:
             raise bad_request("the hf backend needs model (a path or hub id) or config")
+        torch.random.set_rng_state(rng)
         model.to(device)
         if args.get("gradient_checkpointing"):
             model.gradient_checkpointing_enable()
@@ -109,6 +111,9 @@ class HfPolicy:
                 target_modules=lora.get("target_modules", "all-linear"),
                 task_type="CAUSAL_LM",
             )
+            if args.get("gradient_checkpointing"):
+                # Checkpointed blocks over frozen embeddings need inputs that require grad.
+                model.enable_input_require_grads()
             model = peft.get_peft_model(model, lcfg)
         max_len = int(args.get("max_seq_len") or getattr(model.config, "max_position_embeddings", 4096))
         return HfPolicy(model, tokenizer, device, bool(lora), max_len)
