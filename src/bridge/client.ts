@@ -54,6 +54,11 @@ export interface BridgeClientOptions {
   timeoutMs?: number;
   /** Requests larger than this are refused before sending; hello lowers it to the bridge's. */
   maxRequestBytes?: number;
+  /** Declare the bridge dead (and kill it) when calls are pending and it has written no line,
+   * not even a heartbeat, for this long. Off when absent; set it above the bridge's
+   * `--heartbeat` interval (a bridge stuck in a CUDA call still heartbeats; a wedged process
+   * does not). */
+  staleAfterMs?: number;
   onEvent?: (e: BridgeEvent) => void;
   onStderr?: (chunk: string) => void;
 }
@@ -82,6 +87,7 @@ export class BridgeClient {
   #dead: BridgeError | null = null;
   #stderr = '';
   #maxRequestBytes: number;
+  #seenAny = false;
   #exited: Promise<void>;
   /** When the bridge last wrote a line (reply or event). */
   lastSeenAt = Date.now();
@@ -113,6 +119,19 @@ export class BridgeClient {
     });
     const lines = createInterface({ input: this.#child.stdout!, crlfDelay: Infinity });
     lines.on('line', (line) => this.#onLine(line));
+    if (opts.staleAfterMs !== undefined) {
+      const stale = opts.staleAfterMs;
+      const watch = setInterval(() => {
+        if (this.#dead) return clearInterval(watch);
+        // Start-up (importing torch, loading CUDA) writes nothing: the watch begins at the first line.
+        if (this.#seenAny && this.#pending.size > 0 && Date.now() - this.lastSeenAt > stale) {
+          this.#fail(new BridgeDeadError(`no line (reply or heartbeat) for over ${stale} ms`, this.#stderr.trim()));
+          this.kill();
+          clearInterval(watch);
+        }
+      }, Math.max(10, Math.floor(stale / 4)));
+      watch.unref();
+    }
   }
 
   /** Spawn a bridge without the hello exchange (the caller's first call may be anything). */
@@ -149,6 +168,7 @@ export class BridgeClient {
     if (bytes > this.#maxRequestBytes) return Promise.reject(new BridgeRequestTooLargeError(op, bytes, this.#maxRequestBytes));
     return new Promise<z.infer<S>>((resolve, reject) => {
       const ms = opts.timeoutMs ?? this.#opts.timeoutMs ?? 600_000;
+      if (this.#pending.size === 0) this.lastSeenAt = Date.now(); // idle time is not silence
       const timer = setTimeout(() => {
         this.#pending.delete(id);
         this.#abandoned.add(id);
@@ -235,6 +255,7 @@ export class BridgeClient {
 
   #onLine(line: string): void {
     this.lastSeenAt = Date.now();
+    this.#seenAny = true;
     if (line.trim() === '') return;
     let msg: unknown;
     try {

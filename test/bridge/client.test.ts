@@ -159,6 +159,28 @@ describe('BridgeClient when the bridge misbehaves', () => {
     await client.exited();
   });
 
+  it('a bridge that goes silent (no reply, no heartbeat) is declared dead', async () => {
+    // Answers the first request, then never again.
+    const client = BridgeClient.open({ command: standInBridge('json.dumps({"id": req["id"], "ok": True, "result": {}}) if req["id"] == 1 else None'), staleAfterMs: 300 });
+    await client.call('status', {}, z.unknown());
+    const call = client.call('status', {}, z.unknown(), { timeoutMs: 10_000 });
+    await expect(call).rejects.toBeInstanceOf(BridgeDeadError);
+    await expect(call).rejects.toThrow(/no line \(reply or heartbeat\) for over 300 ms/);
+    await client.exited();
+    expect(client.alive).toBe(false);
+  });
+
+  it('a live bridge heartbeating through a long call is not declared dead', async () => {
+    const { client } = await BridgeClient.start({ args: ['--heartbeat', '0.1'], staleAfterMs: 1_500 });
+    try {
+      await client.loadPolicy({ backend: 'toy', config: TINY });
+      const g = await client.generate({ prompts: ['a', 'b', 'c'], n: 8, max_tokens: 48 });
+      expect(g.outputs).toHaveLength(3);
+    } finally {
+      await client.shutdown();
+    }
+  });
+
   it('an oversized request the bridge refuses comes back as too_large', async () => {
     // The client's own limit is higher than the bridge's: the bridge must catch it.
     const client = BridgeClient.open({ args: ['--max-request-bytes', '2048'], maxRequestBytes: 1 << 20 });
