@@ -22,7 +22,7 @@ from .backends import BACKENDS, backend_class, capabilities
 from .batch import Sample, sha256_file
 from .errors import BridgeError, bad_request, not_found
 from .losses import AGGREGATIONS
-from .sampling import SamplingParams, make_generator, sample
+from .sampling import SamplingParams, make_generator, sample_batch
 from .trainer import PolicyState, is_oom, peak_memory
 
 OPS = ("hello", "load_policy", "generate", "logprobs", "train_step", "publish", "save_state",
@@ -191,12 +191,8 @@ class Bridge:
             raise bad_request("prompt_ids must be a list of token id lists")
         gen = make_generator(st.policy.device, params.seed)
         t0 = time.perf_counter()
-        outputs, n_tok = [], 0
-        for j, ids in enumerate(prompt_ids):
-            res = sample(st.policy, ids, params, gen)
-            n_tok += sum(len(r["token_ids"]) for r in res)
-            outputs.append(res)
-            progress({"prompt": j + 1, "prompts": len(prompt_ids)})
+        outputs = sample_batch(st.policy, prompt_ids, params, gen)
+        n_tok = sum(len(r["token_ids"]) for res in outputs for r in res)
         secs = time.perf_counter() - t0
         return {"version": st.version, "outputs": outputs, "prompt_ids": prompt_ids if args.get("return_prompt_ids") else None,
                 "tokens": n_tok, "seconds": secs, "tokens_per_s": n_tok / secs if secs > 0 else None}

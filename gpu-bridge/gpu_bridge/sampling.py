@@ -70,42 +70,75 @@ def _filter_top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 @torch.no_grad()
 def sample(policy, prompt_ids: List[int], params: SamplingParams,
            generator: Optional[torch.Generator] = None) -> List[dict]:
-    """n samples of one prompt. Each: text, token_ids (as sampled, EOS included when emitted),
-    logprobs, finish_reason ("stop" on EOS or a stop string, "length" otherwise)."""
+    """n samples of one prompt (see sample_batch)."""
+    return sample_batch(policy, [prompt_ids], params, generator)[0]
+
+
+# Rows (prompts x n) decoded together; larger requests run in chunks of whole prompts.
+MAX_ROWS = 256
+
+
+@torch.no_grad()
+def sample_batch(policy, prompts: List[List[int]], params: SamplingParams,
+                 generator: Optional[torch.Generator] = None) -> List[List[dict]]:
+    """n samples of each prompt, decoded as one left-padded batch. Each sample: text, token_ids
+    (as sampled, EOS included when emitted), logprobs, finish_reason ("stop" on EOS or a stop
+    string, "length" when max_tokens or the context runs out)."""
+    for ids in prompts:
+        if len(ids) == 0:
+            raise bad_request("a prompt is empty after tokenization")
+        if len(ids) > policy.max_seq_len:
+            raise bad_request(f"a prompt has {len(ids)} tokens; the model's context is {policy.max_seq_len}")
+    per = max(1, MAX_ROWS // params.n)
+    out: List[List[dict]] = []
+    for i in range(0, len(prompts), per):
+        out.extend(_sample_rows(policy, prompts[i:i + per], params, generator))
+    return out
+
+
+def _sample_rows(policy, prompts: List[List[int]], params: SamplingParams, generator) -> List[List[dict]]:
     tok = policy.tokenizer
     n = params.n
-    if len(prompt_ids) == 0:
-        raise bad_request("the prompt is empty after tokenization")
-    budget = min(params.max_tokens, policy.max_seq_len - len(prompt_ids))
-    if budget < 0:
-        raise bad_request(f"the prompt has {len(prompt_ids)} tokens; the model's context is {policy.max_seq_len}")
-    ids = torch.tensor([prompt_ids] * n, dtype=torch.long, device=policy.device)
-    out_ids: List[List[int]] = [[] for _ in range(n)]
-    out_lp: List[List[float]] = [[] for _ in range(n)]
-    out_top: List[List[dict]] = [[] for _ in range(n)]
-    finish = [None] * n  # type: List[Optional[str]]
-    text_end = [None] * n  # type: List[Optional[int]]
+    rows = [p for p in prompts for _ in range(n)]
+    r = len(rows)
+    longest = max(len(p) for p in rows)
+    # Left padding puts every row's last prompt token in the last column, so each step appends
+    # one column for all rows; positions count real tokens only.
+    ids = torch.full((r, longest), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros((r, longest), dtype=torch.long)
+    for i, p in enumerate(rows):
+        ids[i, longest - len(p):] = torch.tensor(p)
+        mask[i, longest - len(p):] = 1
+    dev = policy.device
+    ids, mask = ids.to(dev), mask.to(dev)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    budgets = [max(0, min(params.max_tokens, policy.max_seq_len - len(p))) for p in rows]
+    steps = max(budgets)
+    out_ids: List[List[int]] = [[] for _ in range(r)]
+    out_lp: List[List[float]] = [[] for _ in range(r)]
+    out_top: List[List[dict]] = [[] for _ in range(r)]
+    finish: List[Optional[str]] = [None if b > 0 else "length" for b in budgets]
+    text_end: List[Optional[int]] = [None] * r
     was_training = policy.model.training
     policy.model.eval()
     try:
         past = None
         feed = ids
-        for _ in range(budget):
-            logits, past = policy.step(feed, past)
+        for step in range(steps):
+            if all(f is not None for f in finish):
+                break
+            logits, past = policy.step(feed, past, mask, positions)
             logits = logits.float()
             logp = torch.log_softmax(logits, dim=-1)
             if params.temperature == 0:
                 nxt = torch.argmax(logits, dim=-1)
             else:
-                probs = torch.softmax(logits / params.temperature, dim=-1)
-                probs = _filter_top_p(probs, params.top_p)
+                probs = _filter_top_p(torch.softmax(logits / params.temperature, dim=-1), params.top_p)
                 nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
             chosen_lp = logp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1).tolist()
-            top = None
-            if params.top_logprobs:
-                top = torch.topk(logp, params.top_logprobs, dim=-1)
+            top = torch.topk(logp, params.top_logprobs, dim=-1) if params.top_logprobs else None
             toks = nxt.tolist()
-            for i in range(n):
+            for i in range(r):
                 if finish[i] is not None:
                     continue
                 out_ids[i].append(toks[i])
@@ -114,32 +147,33 @@ def sample(policy, prompt_ids: List[int], params: SamplingParams,
                     out_top[i].append({tok.token_text(j): lp for j, lp in zip(top.indices[i].tolist(), top.values[i].tolist())})
                 if toks[i] == tok.eos_id:
                     finish[i] = "stop"
-                    continue
-                if params.stop:
+                elif params.stop:
                     text = tok.decode(out_ids[i])
                     hits = [text.find(s) for s in params.stop if s in text]
                     if hits:
                         finish[i] = "stop"
                         text_end[i] = min(hits)
-            if all(f is not None for f in finish):
-                break
+                if finish[i] is None and len(out_ids[i]) >= budgets[i]:
+                    finish[i] = "length"
             feed = nxt.unsqueeze(-1)
+            mask = torch.cat([mask, torch.ones((r, 1), dtype=mask.dtype, device=dev)], dim=-1)
+            positions = positions[:, -1:] + 1
     finally:
         policy.model.train(was_training)
-    results = []
-    for i in range(n):
+    results: List[dict] = []
+    for i in range(r):
         body = [t for t in out_ids[i] if t != tok.eos_id]
         text = tok.decode(body)
         if text_end[i] is not None:
             text = text[: text_end[i]]
-        r = {"text": text, "token_ids": out_ids[i], "finish_reason": finish[i] or "length"}
+        res = {"text": text, "token_ids": out_ids[i], "finish_reason": finish[i] or "length"}
         if params.logprobs or params.top_logprobs:
-            r["logprobs"] = out_lp[i]
-            r["tokens"] = [tok.token_text(t) for t in out_ids[i]]
+            res["logprobs"] = out_lp[i]
+            res["tokens"] = [tok.token_text(t) for t in out_ids[i]]
         if params.top_logprobs:
-            r["top_logprobs"] = out_top[i]
-        results.append(r)
-    return results
+            res["top_logprobs"] = out_top[i]
+        results.append(res)
+    return [results[k * n:(k + 1) * n] for k in range(len(prompts))]
 
 
 def make_generator(device: torch.device, seed: Optional[int]) -> Optional[torch.Generator]:

@@ -26,7 +26,7 @@ from . import checkpoint as ck
 from .backends import backend_class
 from .bridge import pick_device
 from .errors import BridgeError
-from .sampling import SamplingParams, make_generator, sample
+from .sampling import SamplingParams, make_generator, sample_batch
 
 MAX_BODY = 8 << 20
 
@@ -166,11 +166,8 @@ def make_handler(served: Served, admin_token: Optional[str]):
             with served.lock:
                 tok = served.policy.tokenizer
                 gen = make_generator(served.policy.device, params.seed)
-                outs = []
-                for p in prompts:
-                    ids = tok.encode(p, add_bos=True)
-                    outs.append((ids, sample(served.policy, ids, params, gen)))
-                return outs, served.version
+                ids = [tok.encode(p, add_bos=True) for p in prompts]
+                return list(zip(ids, sample_batch(served.policy, ids, params, gen))), served.version
 
         def _completions(self, body: dict):
             if not self._check_model(body):

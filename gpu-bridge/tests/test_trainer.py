@@ -203,6 +203,45 @@ class StepSafetyTest(unittest.TestCase):
         self.assertEqual(a, b)
 
 
+class GenerateTest(unittest.TestCase):
+    def setUp(self):
+        self.bridge = Bridge()
+        ok(self.bridge, "load_policy", {"backend": "toy", "config": TINY, "seed": 4})
+
+    def test_batched_prompts_match_prompts_alone(self):
+        # Left padding must not leak: a prompt decoded beside longer ones gives what it gives alone.
+        prompts = ["a", "a much longer prompt than the first", "mid length"]
+        args = {"n": 2, "max_tokens": 12, "temperature": 0, "logprobs": True}
+        together = ok(self.bridge, "generate", {"prompts": prompts, **args})["outputs"]
+        for p, got in zip(prompts, together):
+            alone = ok(self.bridge, "generate", {"prompts": [p], **args})["outputs"][0]
+            self.assertEqual([s["token_ids"] for s in got], [s["token_ids"] for s in alone])
+            for a, b in zip(got, alone):
+                for x, y in zip(a["logprobs"], b["logprobs"]):
+                    self.assertAlmostEqual(x, y, places=4)
+
+    def test_sampled_logprobs_equal_the_trainers(self):
+        # generate's logprobs are what train_step computes, so they can go back as old_logprobs.
+        g = ok(self.bridge, "generate", {"prompts": ["def f(x):", "y"], "n": 2, "max_tokens": 10, "seed": 9, "logprobs": True})
+        for p, outs in zip(["def f(x):", "y"], g["outputs"]):
+            for o in outs:
+                lp = ok(self.bridge, "logprobs", {"items": [{"prompt": p, "completion_ids": o["token_ids"]}]})["logprobs"][0]
+                for x, y in zip(o["logprobs"], lp):
+                    self.assertAlmostEqual(x, y, places=4)
+
+    def test_same_seed_same_samples_and_stop_strings(self):
+        a = ok(self.bridge, "generate", {"prompts": ["x", "yy"], "n": 3, "max_tokens": 8, "seed": 5})
+        b = ok(self.bridge, "generate", {"prompts": ["x", "yy"], "n": 3, "max_tokens": 8, "seed": 5})
+        self.assertEqual(a["outputs"], b["outputs"])
+        full = ok(self.bridge, "generate", {"prompts": ["x"], "max_tokens": 8, "temperature": 0})["outputs"][0][0]
+        stop = full["text"][3:5]
+        if not stop:
+            self.skipTest("greedy output too short")
+        cut = ok(self.bridge, "generate", {"prompts": ["x"], "max_tokens": 8, "temperature": 0, "stop": [stop]})["outputs"][0][0]
+        self.assertEqual(cut["finish_reason"], "stop")
+        self.assertEqual(cut["text"], full["text"][: full["text"].index(stop)])
+
+
 class BackendAvailabilityTest(unittest.TestCase):
     def test_hello_and_hf_without_transformers(self):
         import importlib.util

@@ -127,8 +127,9 @@ class HfPolicy:
     def forward_logits(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=ids, attention_mask=attention_mask, use_cache=False).logits
 
-    def step(self, ids: torch.Tensor, past):
-        out = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor):
+        out = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
+                         past_key_values=past, use_cache=True)
         return out.logits[:, -1, :], out.past_key_values
 
     def make_reference(self):

@@ -84,7 +84,8 @@ class Block(nn.Module):
         self.ff2 = nn.Linear(cfg.d_ff, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, past: Optional[Tuple[torch.Tensor, torch.Tensor]]):
+    def forward(self, x: torch.Tensor, past: Optional[Tuple[torch.Tensor, torch.Tensor]],
+                key_mask: Optional[torch.Tensor] = None):
         b, t, d = x.shape
         h = self.n_heads
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
@@ -98,7 +99,10 @@ class Block(nn.Module):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
         # Query i (at absolute position s - t + i) sees keys 0..s - t + i.
         causal = torch.ones(t, s, dtype=torch.bool, device=x.device).tril(diagonal=s - t)
-        att = att.masked_fill(~causal, float("-inf"))
+        allowed = causal if key_mask is None else causal & key_mask[:, None, None, :].bool()
+        # finfo.min, not -inf: a left-pad query that sees no real key gets a harmless uniform
+        # row instead of NaN (its output is never used).
+        att = att.masked_fill(~allowed, torch.finfo(att.dtype).min)
         att = self.drop(torch.softmax(att, dim=-1))
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.drop(self.proj(y))
@@ -125,16 +129,19 @@ class ToyLM(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, ids: torch.Tensor, past: Optional[Cache] = None) -> Tuple[torch.Tensor, Cache]:
+    def forward(self, ids: torch.Tensor, past: Optional[Cache] = None, positions: Optional[torch.Tensor] = None,
+                key_mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Cache]:
+        """`positions` (B, t) and `key_mask` (B, past + t) serve left-padded batches (sampling);
+        training pads right and needs neither."""
         offset = 0 if not past else past[0][0].shape[2]
         t = ids.shape[1]
         if offset + t > self.cfg.max_seq_len:
             raise bad_request(f"sequence of {offset + t} tokens exceeds the toy model's max_seq_len {self.cfg.max_seq_len}")
-        pos = torch.arange(offset, offset + t, device=ids.device)
+        pos = torch.arange(offset, offset + t, device=ids.device) if positions is None else positions
         x = self.drop(self.tok(ids) + self.pos(pos))
         cache: Cache = []
         for i, blk in enumerate(self.blocks):
-            x, kv = blk(x, past[i] if past else None)
+            x, kv = blk(x, past[i] if past else None, key_mask)
             cache.append(kv)
         logits = self.ln(x) @ self.tok.weight.t()  # tied head
         return logits, cache
@@ -187,9 +194,10 @@ class ToyPolicy:
         logits, _ = self.model(ids)
         return logits
 
-    def step(self, ids: torch.Tensor, past):
-        """One incremental decode step for the sampler: returns last-position logits and cache."""
-        logits, cache = self.model(ids, past)
+    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor):
+        """One incremental decode step for the sampler (left-padded rows): last-position logits
+        and the cache. `attention_mask` covers the cache plus `ids`."""
+        logits, cache = self.model(ids, past, positions, attention_mask)
         return logits[:, -1, :], cache
 
     def reference_logits(self, ref: "ToyPolicy", ids, attention_mask):
