@@ -8,15 +8,15 @@ import sys
 import time
 import unittest
 
-import helpers
-from helpers import TINY, Bridge, Proc, grpo_rows, ok, write_batch
+import fixtures
+from fixtures import TINY, Bridge, Proc, grpo_rows, ok, write_batch
 
 from gpu_bridge import checkpoint as ck
 
 
 class PublishTest(unittest.TestCase):
     def setUp(self):
-        self.dir = helpers.tmpdir(self)
+        self.dir = fixtures.tmpdir(self)
         self.root = os.path.join(self.dir, "versions")
         self.bridge = Bridge()
         ok(self.bridge, "load_policy", {"backend": "toy", "config": TINY})
@@ -66,7 +66,7 @@ class PublishTest(unittest.TestCase):
         with open(os.path.join(a["path"], "model.pt"), "r+b") as f:
             f.seek(100)
             f.write(b"\x00\x01\x02")
-        r = helpers.call(self.bridge, "load_policy", {"policy": "p2", "backend": "toy", "model": a["path"]})
+        r = fixtures.call(self.bridge, "load_policy", {"policy": "p2", "backend": "toy", "model": a["path"]})
         self.assertEqual(r["error"]["code"], "torn_checkpoint")
 
 
@@ -75,7 +75,7 @@ class SigkillDuringPublishTest(unittest.TestCase):
     and the new version is either absent/unmarked or complete and verified."""
 
     def test_old_or_new_never_torn(self):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         root = os.path.join(d, "versions")
         big = {"d_model": 256, "n_layers": 4, "n_heads": 4, "d_ff": 1024, "max_seq_len": 256}  # ~13 MB of weights
         outcomes = set()
@@ -107,7 +107,7 @@ class ResumeTest(unittest.TestCase):
     """Kill a bridge between steps; a new one loads the saved state and continues bit for bit."""
 
     def test_bit_for_bit_after_sigkill(self):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         cfg = dict(TINY, dropout=0.1)  # dropout draws from the RNG, so RNG state must resume too
         b1 = write_batch(d, grpo_rows(4), "b1.jsonl")
         b2 = write_batch(d, grpo_rows(6), "b2.jsonl")

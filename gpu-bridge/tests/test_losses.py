@@ -3,7 +3,7 @@
 import math
 import unittest
 
-import helpers  # noqa: F401  (puts the package on sys.path)
+import fixtures  # noqa: F401  (puts the package on sys.path)
 import torch
 
 from gpu_bridge import losses as L

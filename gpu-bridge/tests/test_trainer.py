@@ -4,9 +4,9 @@ apply nothing."""
 import os
 import unittest
 
-import helpers
+import fixtures
 import torch
-from helpers import TINY, Bridge, call, grpo_rows, ok, write_batch
+from fixtures import TINY, Bridge, call, grpo_rows, ok, write_batch
 
 
 def params(bridge, name="default"):
@@ -21,7 +21,7 @@ class AccumulationTest(unittest.TestCase):
     """1 micro-batch vs N: equal gradients within float tolerance, for every loss and aggregation."""
 
     def setUp(self):
-        self.dir = helpers.tmpdir(self)
+        self.dir = fixtures.tmpdir(self)
         self.bridge = Bridge()
         ok(self.bridge, "load_policy", {"backend": "toy", "config": TINY, "seed": 3, "reference": True})
         # One SFT step so the policy differs from its reference (KL and KTO terms are not trivial).
@@ -73,7 +73,7 @@ class AccumulationTest(unittest.TestCase):
 
 class KtoReferencePointTest(unittest.TestCase):
     def test_batch_of_three_matches_rotated_pairs(self):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         br = Bridge()
         ok(br, "load_policy", {"backend": "toy", "config": TINY, "seed": 5, "reference": True})
         warm = write_batch(d, [{"prompt": "q", "completion": "yes"}], "warm.jsonl")
@@ -94,7 +94,7 @@ class KtoReferencePointTest(unittest.TestCase):
 
 class StepSafetyTest(unittest.TestCase):
     def setUp(self):
-        self.dir = helpers.tmpdir(self)
+        self.dir = fixtures.tmpdir(self)
         self.bridge = Bridge()
         ok(self.bridge, "load_policy", {"backend": "toy", "config": TINY, "seed": 1, "optimizer": {"lr": 1e-3}})
         self.batch = write_batch(self.dir, grpo_rows(4))

@@ -10,8 +10,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-import helpers
-from helpers import TINY, Bridge, Proc, grpo_rows, ok, wait_for_port, write_batch
+import fixtures
+from fixtures import TINY, Bridge, Proc, grpo_rows, ok, wait_for_port, write_batch
 
 TOKEN = "0123456789abcdef-test-token"
 
@@ -36,7 +36,7 @@ class StdioTest(unittest.TestCase):
         self.assertEqual(self.br.ok("hello")["protocol"], 1)
 
     def test_progress_and_heartbeats_stay_off_replies(self):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         self.br.ok("load_policy", {"backend": "toy", "config": TINY})
         b = write_batch(d, grpo_rows(4))
         r = self.br.ok("train_step", {"batch_id": "x", "expected_version": 0, "algorithm": "grpo", "batch": b, "micro_batch_size": 1})
@@ -71,7 +71,7 @@ class StrayPrintTest(unittest.TestCase):
             "runpy.run_module('gpu_bridge', run_name='__main__')\n"
         )
         p = subprocess.run([sys.executable, "-c", code], input=b'{"v":1,"id":1,"op":"status"}\n',
-                           capture_output=True, env=helpers.env(), timeout=60)
+                           capture_output=True, env=fixtures.env(), timeout=60)
         lines = p.stdout.decode().splitlines()
         self.assertEqual(len(lines), 1, p.stdout)
         self.assertTrue(json.loads(lines[0])["ok"])
@@ -91,12 +91,12 @@ def _lines(sock_file):
 
 class TcpTest(unittest.TestCase):
     def start(self, *extra):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         tf = os.path.join(d, "token")
         with open(tf, "w") as f:
             f.write(TOKEN)
         p = subprocess.Popen([sys.executable, "-m", "gpu_bridge", "--listen", "127.0.0.1:0", "--token-file", tf, *extra],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=helpers.env())
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=fixtures.env())
         self.addCleanup(lambda: (p.kill(), p.wait(), p.stderr.close()))
         return wait_for_port(p, r"listening on 127\.0\.0\.1:(\d+)")
 
@@ -124,7 +124,7 @@ class TcpTest(unittest.TestCase):
             self.assertTrue(r["ok"], r)
 
     def test_tls(self):
-        d = helpers.tmpdir(self)
+        d = fixtures.tmpdir(self)
         cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
         gen = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
                               "-days", "1", "-subj", "/CN=localhost"], capture_output=True)
@@ -160,7 +160,7 @@ class ServeTest(unittest.TestCase):
             f.write(TOKEN)
         cls.p = subprocess.Popen([sys.executable, "-m", "gpu_bridge", "serve", "--backend", "toy", "--model", cls.v0["path"],
                                   "--served-model-name", "toy", "--port", "0", "--admin-token-file", tf],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=helpers.env())
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=fixtures.env())
         cls.port = wait_for_port(cls.p, r"on http://127\.0\.0\.1:(\d+)")
 
     @classmethod

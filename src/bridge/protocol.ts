@@ -140,6 +140,7 @@ export interface GenerateArgs {
   stop?: string[];
   seed?: number;
   logprobs?: boolean;
+  top_logprobs?: number;
   version?: number;
 }
 

@@ -1,4 +1,4 @@
-"""Shared test helpers: a real bridge subprocess, batch files, an in-process bridge."""
+"""Test fixtures: a real bridge subprocess, batch files, an in-process bridge."""
 
 from __future__ import annotations
 
