@@ -1,12 +1,15 @@
 /**
- * Client for a gpu-bridge process over stdio: spawns `python3 -m gpu_bridge --stdio`, writes one
+ * Client for a gpu-bridge: spawns `python3 -m gpu_bridge --stdio` (or connects to one listening
+ * on TCP, optionally TLS, with the shared token), writes one
  * JSON line per request, matches replies to requests by id, validates every line with zod, and
  * turns every failure into a typed BridgeError (remote error, malformed line, oversized request,
  * timeout, dead process).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { connect as netConnect, type Socket } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
 import {
@@ -70,6 +73,22 @@ export interface CallOptions {
   idem?: string;
 }
 
+/** A bridge listening on TCP (`python3 -m gpu_bridge --listen HOST:PORT --token-file F`). */
+export interface RemoteBridge {
+  host: string;
+  port: number;
+  token: string;
+  /** Set when the bridge runs with --cert/--key. `ca`: the certificate to trust (PEM). */
+  tls?: { ca?: string | Buffer; servername?: string; rejectUnauthorized?: boolean };
+}
+
+interface Transport {
+  write(line: string): void;
+  end(): void;
+  kill(signal?: NodeJS.Signals): void;
+  pid: number | undefined;
+}
+
 interface Pending {
   op: string;
   resolve(v: unknown): void;
@@ -78,7 +97,7 @@ interface Pending {
 }
 
 export class BridgeClient {
-  readonly #child: ChildProcess;
+  readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
   /** Ids that timed out: a late reply for one is dropped, not a protocol error. */
   readonly #abandoned = new Set<number>();
@@ -88,37 +107,60 @@ export class BridgeClient {
   #stderr = '';
   #maxRequestBytes: number;
   #seenAny = false;
-  #exited: Promise<void>;
+  readonly #exited: Promise<void>;
   /** When the bridge last wrote a line (reply or event). */
   lastSeenAt = Date.now();
 
-  private constructor(opts: BridgeClientOptions) {
+  private constructor(opts: BridgeClientOptions, remote?: RemoteBridge) {
     this.#opts = opts;
     this.#maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
-    const cmd = opts.command ?? { file: opts.python ?? DEFAULT_PYTHON, args: ['-m', 'gpu_bridge', '--stdio', ...(opts.args ?? [])] };
-    const env = { ...process.env, ...opts.env };
-    env.PYTHONPATH = [GPU_BRIDGE_DIR, env.PYTHONPATH].filter(Boolean).join(path.delimiter);
-    this.#child = spawn(cmd.file, cmd.args, { stdio: ['pipe', 'pipe', 'pipe'], env });
-    this.#exited = new Promise((resolve) => {
-      // 'close' (not 'exit'): stdout is drained by then, so a reply written just before exit
-      // still reaches its caller.
-      this.#child.on('close', (code, signal) => {
-        this.#fail(new BridgeDeadError(signal ? `killed by ${signal}` : `exited with code ${code}`, this.#stderr.trim()));
-        resolve();
+    let input: NodeJS.ReadableStream;
+    if (remote) {
+      const where = `${remote.host}:${remote.port}`;
+      const sock: Socket = remote.tls
+        ? tlsConnect({ host: remote.host, port: remote.port, ca: remote.tls.ca, rejectUnauthorized: remote.tls.rejectUnauthorized ?? true, servername: remote.tls.servername })
+        : netConnect({ host: remote.host, port: remote.port });
+      let why = `connection to ${where} closed`;
+      sock.on('error', (err) => (why = `connection to ${where} failed: ${err.message}`));
+      this.#exited = new Promise((resolve) => sock.on('close', () => (this.#fail(new BridgeDeadError(why, '')), resolve())));
+      this.#transport = { write: (l) => void sock.write(l), end: () => sock.end(), kill: () => sock.destroy(), pid: undefined };
+      input = sock;
+    } else {
+      const cmd = opts.command ?? { file: opts.python ?? DEFAULT_PYTHON, args: ['-m', 'gpu_bridge', '--stdio', ...(opts.args ?? [])] };
+      const env = { ...process.env, ...opts.env };
+      env.PYTHONPATH = [GPU_BRIDGE_DIR, env.PYTHONPATH].filter(Boolean).join(path.delimiter);
+      const child = spawn(cmd.file, cmd.args, { stdio: ['pipe', 'pipe', 'pipe'], env });
+      this.#exited = new Promise((resolve) => {
+        // 'close' (not 'exit'): stdout is drained by then, so a reply written just before exit
+        // still reaches its caller.
+        child.on('close', (code, signal) => {
+          this.#fail(new BridgeDeadError(signal ? `killed by ${signal}` : `exited with code ${code}`, this.#stderr.trim()));
+          resolve();
+        });
+        child.on('error', (err) => {
+          this.#fail(new BridgeDeadError(`could not run ${cmd.file}: ${err.message}`, ''));
+          resolve();
+        });
       });
-      this.#child.on('error', (err) => {
-        this.#fail(new BridgeDeadError(`could not run ${cmd.file}: ${err.message}`, ''));
-        resolve();
+      child.stdin.on('error', () => {}); // EPIPE after death: reported through 'close'
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (d: string) => {
+        this.#stderr = (this.#stderr + d).slice(-STDERR_TAIL);
+        opts.onStderr?.(d);
       });
-    });
-    this.#child.stdin!.on('error', () => {}); // EPIPE after death: reported through 'exit'
-    this.#child.stderr!.setEncoding('utf8');
-    this.#child.stderr!.on('data', (d: string) => {
-      this.#stderr = (this.#stderr + d).slice(-STDERR_TAIL);
-      opts.onStderr?.(d);
-    });
-    const lines = createInterface({ input: this.#child.stdout!, crlfDelay: Infinity });
+      this.#transport = {
+        write: (l) => void child.stdin.write(l),
+        end: () => child.stdin.end(),
+        kill: (signal) => {
+          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+        },
+        pid: child.pid,
+      };
+      input = child.stdout;
+    }
+    const lines = createInterface({ input, crlfDelay: Infinity });
     lines.on('line', (line) => this.#onLine(line));
+    lines.on('error', () => {}); // readline re-emits the stream's errors; death is reported by 'close'
     if (opts.staleAfterMs !== undefined) {
       const stale = opts.staleAfterMs;
       const watch = setInterval(() => {
@@ -131,6 +173,18 @@ export class BridgeClient {
         }
       }, Math.max(10, Math.floor(stale / 4)));
       watch.unref();
+    }
+  }
+
+  /** Connect to a bridge started with `--listen` on a GPU node; hello carries the shared token. */
+  static async connect(remote: RemoteBridge, opts: Omit<BridgeClientOptions, 'python' | 'args' | 'command' | 'env'> = {}): Promise<{ client: BridgeClient; hello: HelloResult }> {
+    const client = new BridgeClient(opts, remote);
+    try {
+      const hello = await client.hello(remote.token);
+      return { client, hello };
+    } catch (e) {
+      client.kill();
+      throw e;
     }
   }
 
@@ -156,7 +210,7 @@ export class BridgeClient {
   }
 
   get pid(): number | undefined {
-    return this.#child.pid;
+    return this.#transport.pid;
   }
 
   /** Send one request; resolves with the result validated by `schema`. */
@@ -184,12 +238,12 @@ export class BridgeClient {
           else reject(new BridgeProtocolError(`gpu-bridge ${op} reply has an unexpected shape: ${parsed.error.message}`));
         },
       });
-      this.#child.stdin!.write(line);
+      this.#transport.write(line);
     });
   }
 
-  async hello(): Promise<HelloResult> {
-    const h = await this.call('hello', {}, HelloResult, { timeoutMs: 120_000 });
+  async hello(token?: string): Promise<HelloResult> {
+    const h = await this.call('hello', token === undefined ? {} : { token }, HelloResult, { timeoutMs: 120_000 });
     this.#maxRequestBytes = Math.min(this.#maxRequestBytes, h.max_request_bytes);
     return h;
   }
@@ -235,7 +289,7 @@ export class BridgeClient {
     if (this.#dead) return;
     try {
       await this.call('shutdown', {}, ShutdownResult, { timeoutMs: graceMs });
-      this.#child.stdin!.end();
+      this.#transport.end();
     } catch {
       // dead already or not answering: fall through to the kill
     }
@@ -245,7 +299,7 @@ export class BridgeClient {
   }
 
   kill(signal: NodeJS.Signals = 'SIGKILL'): void {
-    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill(signal);
+    this.#transport.kill(signal);
   }
 
   /** Resolves when the process has exited. */

@@ -2,7 +2,8 @@
  * The TypeScript client against a real gpu-bridge (toy backend, /usr/bin/python3), and against
  * small stand-in programs that misbehave on purpose (malformed lines, silence, crashing).
  */
-import { mkdtemp, rm, appendFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, appendFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +16,7 @@ import {
   BridgeRequestTooLargeError,
   BridgeTimeoutError,
   DEFAULT_PYTHON,
+  GPU_BRIDGE_DIR,
   writeBatch,
   type BridgeEvent,
 } from '../../src/bridge/index.js';
@@ -191,6 +193,43 @@ describe('BridgeClient when the bridge misbehaves', () => {
       await client.status(); // the bridge skipped the line and lives on
     } finally {
       await client.shutdown();
+    }
+  });
+});
+
+describe('BridgeClient over TCP', () => {
+  it('connects with the token, and is refused without it', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'bridge-tcp-'));
+    const token = 'tcp-test-token-0123456789';
+    await writeFile(path.join(dir, 'token'), token);
+    const child = spawn(DEFAULT_PYTHON, ['-m', 'gpu_bridge', '--listen', '127.0.0.1:0', '--token-file', path.join(dir, 'token')], {
+      env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        let err = '';
+        child.stderr.setEncoding('utf8');
+        child.stderr.on('data', (d: string) => {
+          err += d;
+          const m = /listening on 127\.0\.0\.1:(\d+)/.exec(err);
+          if (m) resolve(Number(m[1]));
+        });
+        child.on('exit', () => reject(new Error(`bridge exited: ${err}`)));
+      });
+      const refused = BridgeClient.connect({ host: '127.0.0.1', port, token: 'not-the-token-0123456789' });
+      await expect(refused).rejects.toMatchObject({ code: 'unauthorized' });
+      const { client, hello } = await BridgeClient.connect({ host: '127.0.0.1', port, token });
+      expect(hello.protocol).toBe(1);
+      await client.loadPolicy({ backend: 'toy', config: TINY });
+      expect((await client.status()).policies.default!.version).toBe(0);
+      client.kill();
+      await client.exited();
+      await expect(client.status()).rejects.toThrow(/connection to 127.0.0.1:\d+ closed/);
+      await expect(BridgeClient.connect({ host: '127.0.0.1', port: 1, token })).rejects.toThrow(/connection to 127.0.0.1:1 failed/);
+    } finally {
+      child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
