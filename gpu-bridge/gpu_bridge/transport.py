@@ -149,6 +149,12 @@ def serve_tcp(bridge: Bridge, host: str, port: int, token: str, heartbeat_s: flo
                 if ctx:
                     conn = ctx.wrap_socket(conn, server_side=True)
                 with conn:
-                    serve_stream(bridge, conn.makefile("rb"), conn.makefile("wb"), heartbeat_s, token)
+                    rf, wf = conn.makefile("rb"), conn.makefile("wb")
+                    try:
+                        serve_stream(bridge, rf, wf, heartbeat_s, token)
+                    finally:
+                        # The socket closes only once its file objects are closed too.
+                        rf.close()
+                        wf.close()
             except (OSError, ssl.SSLError) as e:
                 print(f"gpu_bridge: client {addr} dropped: {e}", file=sys.stderr, flush=True)
