@@ -29,6 +29,14 @@ class PublishTest(unittest.TestCase):
         self.assertEqual(ok(self.bridge, "publish", {"root": self.root}), a)
         self.assertEqual(ck.stable_versions(self.root), [0])
 
+    def test_load_policy_from_a_published_version(self):
+        ok(self.bridge, "load_policy", {"backend": "toy", "config": TINY, "version": 4, "seed": 9})
+        a = ok(self.bridge, "publish", {"root": self.root})
+        r = ok(self.bridge, "load_policy", {"policy": "copy", "backend": "toy", "model": a["path"]})
+        self.assertEqual((r["version"], r["published"]["sha256"]), (4, a["sha256"]))
+        greedy = {"prompts": ["x"], "temperature": 0, "max_tokens": 6, "logprobs": True}
+        self.assertEqual(ok(self.bridge, "generate", greedy)["outputs"], ok(self.bridge, "generate", {**greedy, "policy": "copy"})["outputs"])
+
     def test_failure_while_writing_leaves_nothing(self):
         ok(self.bridge, "publish", {"root": self.root})
         self.bridge.policies["default"].version = 1
