@@ -80,7 +80,12 @@ def _serve(argv) -> int:
     from .serve import Served, run_server
 
     name = a.served_model_name or (os.path.basename(os.path.normpath(a.model)) if a.model else f"{a.backend}-policy")
-    served = Served(a.backend, a.model, name, a.device, a.seed, json.loads(a.config) if a.config else None)
+    from .errors import BridgeError
+
+    try:
+        served = Served(a.backend, a.model, name, a.device, a.seed, json.loads(a.config) if a.config else None)
+    except BridgeError as e:
+        sys.exit(f"gpu_bridge serve: {e.code}: {e.message}")
     run_server(served, a.host, a.port, _read_token(a.admin_token_file, "GPU_BRIDGE_ADMIN_TOKEN"))
     return 0
 
