@@ -1,0 +1,4 @@
+export * from './errors.js';
+export * from './protocol.js';
+export * from './client.js';
+export * from './batch.js';
