@@ -25,6 +25,33 @@ export interface PageCheck {
   charts: ChartCheck[];
 }
 
+/** Runs in the page (plain JavaScript: the test's TypeScript has no DOM types). For every
+ * canvas: the Chart.js chart on it, its laid-out elements, and the pixels inside its chart area. */
+const IN_PAGE = `(() => {
+  const charts = [...document.querySelectorAll('canvas')].map((canvas) => {
+    const chart = Chart.getChart(canvas);
+    if (!chart) return { id: canvas.id, type: 'none', elements: 0, colours: 0, painted: 0 };
+    const elements = chart.getSortedVisibleDatasetMetas().reduce((n, m) => n + m.data.length, 0);
+    const area = chart.chartArea;
+    const ratio = canvas.width / canvas.clientWidth;
+    const x = Math.floor(area.left * ratio) + 1;
+    const y = Math.floor(area.top * ratio) + 1;
+    const width = Math.max(1, Math.floor((area.right - area.left) * ratio) - 2);
+    const height = Math.max(1, Math.floor((area.bottom - area.top) * ratio) - 2);
+    const px = canvas.getContext('2d').getImageData(x, y, width, height).data;
+    const colours = new Set();
+    let painted = 0;
+    for (let i = 0; i < px.length; i += 4) {
+      if (px[i + 3] === 0) continue;
+      colours.add((px[i] << 16) | (px[i + 1] << 8) | px[i + 2]);
+      // Grid lines and text are grey; marks are saturated colours.
+      if (Math.max(px[i], px[i + 1], px[i + 2]) - Math.min(px[i], px[i + 1], px[i + 2]) > 60) painted++;
+    }
+    return { id: canvas.id, type: chart.config.type, elements, colours: colours.size, painted };
+  });
+  return { charts, chartsDrawn: Number(document.body.dataset.charts), chartErrors: Number(document.body.dataset.chartErrors) };
+})()`;
+
 export async function openReport(file: string, screenshot?: string): Promise<PageCheck> {
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -41,33 +68,7 @@ export async function openReport(file: string, screenshot?: string): Promise<Pag
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(`file://${file}`);
     await page.waitForSelector('body[data-charts]', { timeout: 30_000 });
-    const result = await page.evaluate(() => {
-      const w = window as unknown as { Chart: { getChart(c: HTMLCanvasElement): any } };
-      const charts = [...document.querySelectorAll('canvas')].map((canvas) => {
-        const chart = w.Chart.getChart(canvas);
-        if (!chart) return { id: canvas.id, type: 'none', elements: 0, colours: 0, painted: 0 };
-        const elements = chart.getSortedVisibleDatasetMetas().reduce((n: number, m: { data: unknown[] }) => n + m.data.length, 0);
-        const area = chart.chartArea;
-        const ratio = canvas.width / canvas.clientWidth;
-        const x = Math.floor(area.left * ratio) + 1;
-        const y = Math.floor(area.top * ratio) + 1;
-        const width = Math.max(1, Math.floor((area.right - area.left) * ratio) - 2);
-        const height = Math.max(1, Math.floor((area.bottom - area.top) * ratio) - 2);
-        const px = canvas.getContext('2d')!.getImageData(x, y, width, height).data;
-        const colours = new Set<number>();
-        let painted = 0;
-        for (let i = 0; i < px.length; i += 4) {
-          if (px[i + 3] === 0) continue;
-          colours.add((px[i]! << 16) | (px[i + 1]! << 8) | px[i + 2]!);
-          // Grid lines are light grey; marks are saturated colours.
-          const max = Math.max(px[i]!, px[i + 1]!, px[i + 2]!);
-          const min = Math.min(px[i]!, px[i + 1]!, px[i + 2]!);
-          if (max - min > 60) painted++;
-        }
-        return { id: canvas.id, type: chart.config.type as string, elements, colours: colours.size, painted };
-      });
-      return { charts, chartsDrawn: Number(document.body.dataset.charts), chartErrors: Number(document.body.dataset.chartErrors) };
-    });
+    const result = (await page.evaluate(IN_PAGE)) as Omit<PageCheck, 'consoleErrors' | 'requests'>;
     if (screenshot) await page.screenshot({ path: screenshot, fullPage: false });
     return { consoleErrors, requests, ...result };
   } finally {
