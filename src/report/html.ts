@@ -93,6 +93,11 @@ function replayedHtml(run: RunDetail): string {
     .join('');
 }
 
+function kinds(m: ProblemMatrix): string {
+  const n = (k: string) => m.tests.filter((t) => t.kind === k).length;
+  return `${n('generated')} generated, ${n('book')} Mistake Book, ${n('heldout')} held-out`;
+}
+
 /** What the page script draws from. */
 interface PageData {
   rows: RoundRow[];
@@ -130,7 +135,7 @@ const PAGE_SCRIPT = String.raw`
     options: { scales: { y: share } } });
   var sel = function (k) { return data.rows.map(function (r) { var s = data.selection.find(function (x) { return x.round === r.round; }); return s ? s[k] : null; }); };
   chart('chart-selection', { type: 'line', data: { labels: rounds, datasets: [
-    line('best-of-N (generated tests)', sel('generated'), 0), line('best-of-N (with Mistake Book)', sel('withBook'), 3),
+    line('best-of-N (generated tests)', sel('generated'), 0), Object.assign(line('best-of-N (with Mistake Book)', sel('withBook'), 3), { borderDash: [6, 4] }),
     line('random pick (expected)', sel('random'), 2), line('oracle best', sel('oracle'), 1)] },
     options: { scales: { y: share } } });
   chart('chart-book', { type: 'bar', data: { labels: rounds, datasets: [
@@ -152,8 +157,10 @@ const PAGE_SCRIPT = String.raw`
       pointHoverRadius: function (c) { var a = c.chart.chartArea; return a ? Math.max(2, Math.min(a.width / nt, a.height / np) / 2) : 3; } }] },
       options: { plugins: { legend: { display: false }, tooltip: { callbacks: { label: function (c) {
         return m.programs[c.raw.y].solutionId + ' × ' + m.tests[c.raw.x].testId + ': ' + c.raw.v; } } } },
-        scales: { x: { min: -0.5, max: nt - 0.5, ticks: { stepSize: 1, callback: function (v) { var t = m.tests[v]; return t && (v === 0 || m.tests[v - 1].kind !== t.kind) ? t.kind : ''; } }, grid: { display: false } },
-          y: { reverse: true, min: -0.5, max: np - 0.5, ticks: { stepSize: 1, callback: function (v) { var p = m.programs[v]; return p ? 's' + p.index : ''; } }, grid: { display: false } } } } });
+        scales: { x: { min: -0.5, max: nt - 0.5, grid: { display: false }, ticks: { autoSkip: false, maxRotation: 0, callback: function (v) { return m.tests[v] ? m.tests[v].kind : ''; } },
+            afterBuildTicks: function (axis) { axis.ticks = m.tests.map(function (t, i) { return i; }).filter(function (i) { return i === 0 || m.tests[i - 1].kind !== m.tests[i].kind; }).map(function (i) { return { value: i }; }); } },
+          y: { reverse: true, min: -0.5, max: np - 0.5, grid: { display: false }, ticks: { autoSkip: false, callback: function (v) { var p = m.programs[v]; return p ? 's' + p.index : ''; } },
+            afterBuildTicks: function (axis) { axis.ticks = m.programs.map(function (p, i) { return { value: i }; }); } } } } });
   });
   if (data.compare.length > 1) {
     var all = [];
@@ -214,7 +221,7 @@ export function renderReport(runs: readonly RunDetail[], chartJs: string): strin
   const json = JSON.stringify(data).replace(/</g, '\\u003c');
   const card = (title: string, id: string, note = '') => `<div class="card"><h3>${esc(title)}</h3>${note}<div class="chart"><canvas id="${id}"></canvas></div></div>`;
   const matrices = run.matrices
-    .map((m, i) => `<div class="card"><h3>${esc(m.problemId)} · round ${m.round}</h3><p class="meta">${m.programs.length} programs × ${m.tests.length} tests</p><div class="chart matrix"><canvas id="chart-matrix-${i}"></canvas></div></div>`)
+    .map((m, i) => `<div class="card"><h3>${esc(m.problemId)} · round ${m.round}</h3><p class="meta">${m.programs.length} programs × ${m.tests.length} tests: ${kinds(m)}</p><div class="chart matrix"><canvas id="chart-matrix-${i}"></canvas></div></div>`)
     .join('');
   const status = run.status === 'failed' ? `failed: ${run.failure ?? ''}` : run.status;
   return `<!doctype html>
