@@ -73,7 +73,7 @@ const pair = (programId: string, programHash: string, testId: string, testHash: 
 const done = (requestId: string, p: ReturnType<typeof pair>, verdict: 'accepted' | 'wrong_answer' | 'sandbox_error') =>
   ev('ExecutionCompleted', { requestId, ...p, verdict, timeMs: 1, memoryKb: 1, outputHash: null, exceptionType: null, isolated: true, cached: false });
 const judged = (round: number, testIds: [string, string, boolean][]) =>
-  ev('TestsJudged', { round, problemId: 'p', tests: testIds.map(([testId, testHash, ok]) => ({ testId, testHash, valid: ok, reason: ok ? 'ok' : 'malformed', status: ok ? 'valid' : 'invalid', oracleHash: ok ? testHash : null })) });
+  ev('TestsJudged', { round, problemId: 'p', tests: testIds.map(([testId, testHash, ok]) => ({ testId, testHash, valid: ok, reason: ok ? ('ok' as const) : ('malformed' as const), status: ok ? ('valid' as const) : ('invalid' as const), oracleHash: ok ? testHash : null })) });
 const evaluated = (round: number) =>
   ev('ProblemEvaluated', { round, problemId: 'p', heldOut: { programs: 2, passed: 0 }, kill: { targets: 0, suites: 0, killed: 0 }, tests: { sampled: 0, wellFormed: 0, valid: 0 }, mistakeBook: { size: 0 }, rewards: { code: 0, test: 0 } });
 const request = (round: number, purpose: 'reward' | 'heldout', pairs: ReturnType<typeof pair>[], reused: ReturnType<typeof pair>[] = []) =>
