@@ -90,6 +90,19 @@ describe('answer selection on a recorded run', () => {
     }
     // Equal group sizes: a random pick's expectation is the round table's held-out pass.
     for (const r of detail.rows) expect(detail.selection.find((s) => s.round === r.round)!.random).toBeCloseTo(r.heldOutPass, 12);
+    // The report's execution matrices hold the same verdicts, cell by cell, as the scores.
+    expect(detail.matrices.map((m) => m.problemId).sort()).toEqual([...new Set(evaluated.map((e) => e.problemId))].sort());
+    for (const m of detail.matrices) {
+      const sel = detail.problems.find((p) => p.round === m.round && p.problemId === m.problemId)!;
+      expect(m.programs.map((p) => p.solutionId)).toEqual(sel.scores.map((s) => s.solutionId));
+      m.programs.forEach((p, i) => {
+        const s = sel.scores.find((x) => x.solutionId === p.solutionId)!;
+        const count = (kind: string, accepted: boolean) => m.tests.filter((t, j) => t.kind === kind && m.cells[i]![j] !== null && (!accepted || m.cells[i]![j] === 'accepted')).length;
+        expect([count('generated', false), count('generated', true)]).toEqual([s.generated.run, s.generated.passed]);
+        expect([count('book', false), count('book', true)]).toEqual([s.book.run, s.book.passed]);
+        expect([count('heldout', false), count('heldout', true)]).toEqual([s.heldOut.run, s.heldOut.passed]);
+      });
+    }
     // The oracle bounds every selector.
     for (const s of detail.selection) expect(Math.max(s.generated, s.withBook, s.random)).toBeLessThanOrEqual(s.oracle);
   });
