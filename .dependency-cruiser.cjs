@@ -2,6 +2,7 @@
  * The layering of src/, checked in CI (`npm run lint:layers`). Dependencies point one way:
  *
  *   cli -> actors -> (policies, rewards, sandbox, projections, datasets, bridge, config) -> events -> core
+ *   cli -> report -> (projections, events, core)
  *
  * Within the middle layer only the edges listed in `middle-layer-siblings` are allowed. A wrong
  * import fails with the rule's name.
@@ -52,6 +53,20 @@ module.exports = {
       severity: 'error',
       from: { path: layer('projections') },
       to: { path: outside('projections', 'events', 'rewards', 'core') },
+    },
+    {
+      name: 'report-reads-views',
+      comment: 'The run report renders what the log and its projections hold; it runs nothing and knows no actor.',
+      severity: 'error',
+      from: { path: layer('report') },
+      to: { path: outside('report', 'projections', 'events', 'core') },
+    },
+    {
+      name: 'report-below-cli',
+      comment: 'Only the CLI shows reports; no layer below it reads one.',
+      severity: 'error',
+      from: { path: outside('report', 'cli') },
+      to: { path: layer('report') },
     },
     {
       name: 'middle-layer-siblings',

@@ -3,6 +3,7 @@ import { RunMismatchError } from '../actors/run.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
 import { EventLogError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
+import { NotARunError } from '../report/run-data.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -26,7 +27,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
-  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   return null;
 }

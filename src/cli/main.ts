@@ -5,6 +5,8 @@ import { registerExec } from './commands/exec.js';
 import { registerBench } from './commands/bench.js';
 import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerRuns } from './commands/runs.js';
+import { registerReport } from './commands/report.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -19,6 +21,8 @@ export function buildProgram(): Command {
   registerBench(program);
   registerData(program);
   registerDoctor(program);
+  registerRuns(program);
+  registerReport(program);
   return program;
 }
 

@@ -70,6 +70,13 @@ export function systemChecks(): Check[] {
   checks.push({ name: 'nats-server', ok: nats !== null, detail: natsDetail, debian: 'nats-server', usedBy: 'the JetStream event log and its tests', forTests: true });
   const ipBin = onPath('ip');
   checks.push({ name: 'iproute2', ok: ipBin !== null, detail: ipBin ?? 'not installed', debian: 'iproute2', usedBy: 'multi-host tests (network namespaces joined by veth links)', forTests: true });
+  const chromium = onPath('chromium');
+  let chromiumDetail = 'not installed';
+  if (chromium) {
+    const r = run(chromium, ['--version']);
+    chromiumDetail = r.ok ? `${r.out.split('\n')[0]} at ${chromium}` : `${chromium} does not answer --version`;
+  }
+  checks.push({ name: 'chromium', ok: chromium !== null, detail: chromiumDetail, debian: 'chromium', usedBy: 'the browser test of `crucible report` (headless)', forTests: true });
   return checks;
 }
 

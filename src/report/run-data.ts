@@ -1,0 +1,160 @@
+/**
+ * What `crucible runs`, `compare` and `report` show of a run directory, read from its log
+ * (runs/<id>/log.db) and its read models (views.db). A run that ended (finished or failed) has
+ * its views.db brought up to date in place, as `replay --verify` does; a run that may still be
+ * going is replayed into a scratch read model instead, so nothing writes beside its live process.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { EventData } from '../events/catalog.js';
+import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
+import { roundSelections, type AnswerSelectionState, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
+import { collectMatrices, type ProblemMatrix, type ReplayedTest } from './matrix.js';
+
+export const LOG_FILE = 'log.db';
+export const VIEWS_FILE = 'views.db';
+
+/** A directory that is not a readable crucible run: the message names it and why. */
+export class NotARunError extends Error {
+  constructor(
+    readonly dir: string,
+    reason: string,
+  ) {
+    super(`${dir}: ${reason}`);
+    this.name = 'NotARunError';
+  }
+}
+
+export type RunStatus = 'finished' | 'failed' | 'unfinished';
+
+export interface RunSummary {
+  dir: string;
+  runId: string;
+  /** The config's name. */
+  name: string;
+  method: string;
+  seed: number;
+  status: RunStatus;
+  /** The reason, for a failed run. */
+  failure: string | null;
+  /** Rounds the config asks for (null when the recorded config does not say). */
+  plannedRounds: number | null;
+  rows: RoundRow[];
+  selection: RoundSelection[];
+  config: unknown;
+}
+
+export interface RewardSample {
+  round: number;
+  role: string;
+  reward: number;
+}
+
+export interface MistakeBookEntry {
+  problemId: string;
+  testKey: string;
+  testHash: string;
+  count: number;
+}
+
+export interface RunDetail extends RunSummary {
+  problems: ProblemSelection[];
+  rewards: RewardSample[];
+  mistakeBook: MistakeBookEntry[];
+  /** Each problem's execution matrix in the last round it was judged. */
+  matrices: ProblemMatrix[];
+  /** Mistake Book tests by the number of problem-rounds that replayed them, most first. */
+  replayed: ReplayedTest[];
+  /** Blob text by hash, for the tests and programs the report shows. */
+  texts: Record<string, string>;
+}
+
+async function firstOf<T extends 'RunStarted' | 'RunCompleted' | 'RunFailed'>(log: SqliteEventLog, type: T, runId?: string) {
+  for await (const e of log.read({ limit: 1 }, runId ? { runId, types: [type] } : { types: [type] })) return e as typeof e & { data: EventData<T> };
+  return undefined;
+}
+
+async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: ProjectionRunner, summary: RunSummary) => Promise<T>): Promise<T> {
+  const logPath = path.join(dir, LOG_FILE);
+  if (!existsSync(logPath)) throw new NotARunError(dir, `no ${LOG_FILE} here: not a crucible run directory`);
+  const log = await openSqliteLog(logPath, { create: false });
+  let scratch: string | null = null;
+  let runner: ProjectionRunner | null = null;
+  try {
+    const started = await firstOf(log, 'RunStarted');
+    if (!started) throw new NotARunError(dir, 'the log has no RunStarted event: not a crucible run');
+    const runId = started.runId;
+    const completed = await firstOf(log, 'RunCompleted', runId);
+    const failed = completed ? undefined : await firstOf(log, 'RunFailed', runId);
+    const status: RunStatus = completed ? 'finished' : failed ? 'failed' : 'unfinished';
+    let views = path.join(dir, VIEWS_FILE);
+    if (status === 'unfinished') {
+      scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'));
+      views = path.join(scratch, VIEWS_FILE);
+    }
+    runner = await ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId });
+    await runner.catchUp();
+    const config = started.data.config as { name?: unknown; rounds?: unknown } | null;
+    const selection = runner.state<AnswerSelectionState>('answer-selection');
+    const summary: RunSummary = {
+      dir,
+      runId,
+      name: typeof config?.name === 'string' ? config.name : runId,
+      method: started.data.method,
+      seed: started.data.seed,
+      status,
+      failure: failed?.data.reason ?? null,
+      plannedRounds: typeof config?.rounds === 'number' ? config.rounds : null,
+      rows: roundRows(runner.state<RoundTableState>('round-table')),
+      selection: roundSelections(selection.problems),
+      config: started.data.config,
+    };
+    return await f(log, runner, summary);
+  } finally {
+    await runner?.close();
+    await log.close();
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The headline figures of a run (its round table and answer selection per round). */
+export function loadRunSummary(dir: string): Promise<RunSummary> {
+  return withRun(dir, async (_log, _runner, summary) => summary);
+}
+
+/** Everything the HTML report shows. `topTests` bounds the Mistake Book tests listed. */
+export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Promise<RunDetail> {
+  return withRun(dir, async (log, runner, summary) => {
+    const db = runner.readModel.db;
+    const rewards = db.prepare('SELECT round, role, reward FROM rewards ORDER BY round, role, sample_id').all() as RewardSample[];
+    const mistakeBook = (
+      db.prepare('SELECT problem_id, test_key, test_hash, count FROM mistake_book WHERE blacklisted = 0 ORDER BY problem_id, test_key').all() as {
+        problem_id: string;
+        test_key: string;
+        test_hash: string;
+        count: number;
+      }[]
+    ).map((r) => ({ problemId: r.problem_id, testKey: r.test_key, testHash: r.test_hash, count: r.count }));
+    const { matrices, replayed } = await collectMatrices(log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', 'ExecutionRequested', 'ExecutionCompleted', 'ProblemEvaluated'] }));
+    const top = replayed.slice(0, opts.topTests ?? 10);
+    const texts: Record<string, string> = {};
+    for (const t of top) {
+      for (const h of [t.testHash, ...t.failing.map((f) => f.programHash)]) {
+        if (!(h in texts)) texts[h] = await log.blobs.getText(h);
+      }
+    }
+    return {
+      ...summary,
+      problems: runner.state<AnswerSelectionState>('answer-selection').problems,
+      rewards,
+      mistakeBook,
+      matrices,
+      replayed: top,
+      texts,
+    };
+  });
+}
