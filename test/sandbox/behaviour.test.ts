@@ -19,11 +19,11 @@ describe('test styles and verdicts', () => {
     expect(r2[0]!.verdict).toBe('accepted');
   });
 
-  it('HumanEval check(candidate) runs in-process and reports failures as wrong_answer', async () => {
+  it('HumanEval check(candidate) runs in the oracle and reports failures as wrong_answer', async () => {
     const test = 'def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n';
     const good = await sandbox.run({ program: 'def add(a, b):\n    return a + b\n', entryPoint: 'add', tests: [{ style: 'assert', code: test }] });
     const bad = await sandbox.run({ program: 'def add(a, b):\n    return a * b + 1\n', entryPoint: 'add', tests: [{ style: 'assert', code: test }] });
-    expect([good[0]!.verdict, bad[0]!.verdict, good[0]!.assertMode]).toEqual(['accepted', 'wrong_answer', 'inprocess']);
+    expect([good[0]!.verdict, bad[0]!.verdict, good[0]!.assertMode]).toEqual(['accepted', 'wrong_answer', 'outside']);
   });
 
   it('a program whose own asserts fail is a runtime_error, not a wrong answer', async () => {
