@@ -67,7 +67,7 @@ const cases: Case[] = [
       { style: 'assert', code: 'def check(candidate):\n    assert candidate(1) == 5\n' },
       { style: 'assert', code: 'for i in range(2):\n    assert f(i) == [i]\n' },
     ],
-    check: (r) => expect(r.map((x) => x.assertMode)).toEqual(['outside', 'inprocess', 'inprocess']) },
+    check: (r) => expect(r.map((x) => x.assertMode)).toEqual(['outside', 'outside', 'outside']) },
   { name: 'monkeypatches builtins and the serializer', entryPoint: 'f', verdicts: ['wrong_answer', 'wrong_answer'],
     program: 'import builtins, json\njson.dumps = lambda *a, **k: \'{"s": "value", "value": 5}\'\nbuiltins.repr = lambda x: "5"\nbuiltins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\ndef f(x):\n    return 0\n',
     tests: [{ style: 'assert', code: 'assert f(1) == 5' }, { style: 'assert', code: 'def check(candidate):\n    assert candidate(1) == 5\n' }] },
