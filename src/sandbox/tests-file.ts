@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { TestCase, TestStyle } from '../datasets/problem.js';
+import { parseJsonLossless } from './lossless-json.js';
 
 /** The TESTS.jsonl format of `crucible exec` (documented in src/sandbox/README.md). */
 const StdioLine = z.strictObject({ input: z.string(), output: z.string().nullable().optional() });
@@ -24,7 +25,7 @@ export function parseTestsFile(text: string, where: string, style?: TestStyle): 
     const at = `${where}:${n + 1}`;
     let obj: unknown;
     try {
-      obj = JSON.parse(raw);
+      obj = parseJsonLossless(raw); // big integers stay exact (BigInt)
     } catch (e) {
       throw new Error(`${at}: not valid JSON (${(e as Error).message})`);
     }
