@@ -164,6 +164,22 @@ describe.each(['auto', 'none'] as const)('attacks by class (isolation %s)', (iso
     expect(self[0]!.output).toMatch(/^hits [1-9]/);
   }, 60_000);
 
+  it('class 4 cross-run state: files left in /tmp, /dev/shm or /var/tmp do not reach the next program', async () => {
+    const places = ['/tmp', '/dev/shm', '/var/tmp', '.'];
+    const writer = `import os\nfor d in ${JSON.stringify(places)}:\n    try:\n        open(os.path.join(d, "crucible-attack-left"), "w").write("x"); print(d, "written")\n    except OSError:\n        print(d, "refused")\n`;
+    const reader = `import os\nprint([d for d in ${JSON.stringify(places)} if os.path.exists(os.path.join(d, "crucible-attack-left"))])\n`;
+    const [w, r, queued] = await Promise.all([
+      sandbox.run({ program: writer, tests: [stdio('', null)] }),
+      sandbox.run({ program: reader, tests: [stdio('', '[]'), stdio('', '[]')] }),
+      sandbox.run(CORRECT),
+    ]);
+    expect(w[0]!.verdict).toBe('accepted');
+    // Only its own run directory is writable, with or without bubblewrap (as root).
+    if (process.getuid?.() === 0) expect(w[0]!.output).toBe('/tmp refused\n/dev/shm refused\n/var/tmp refused\n. written\n');
+    expect(r.map((x) => x.verdict), JSON.stringify(r)).toEqual(['accepted', 'accepted']);
+    expect(queued.map((x) => x.verdict)).toEqual(['accepted', 'accepted']);
+  });
+
   it('leaves nothing in the host /tmp', () => {
     expect(readdirSync(os.tmpdir()).filter((n) => n.startsWith('crucible-attack'))).toEqual([]);
   });

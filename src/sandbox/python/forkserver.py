@@ -210,10 +210,36 @@ def host_isolation():
     mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     if mount(None, b'/', None, MS_REC | MS_PRIVATE, None) != 0:
         return
-    ok = mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV, b'size=256m,mode=1777') == 0
-    if os.path.isdir('/dev/shm'):
-        ok = ok and mount(b'tmpfs', b'/dev/shm', b'tmpfs', MS_NOSUID | MS_NODEV, b'size=16m,mode=1777') == 0
+    # Root-owned and not world-writable (as under bubblewrap): a program writes only in its own
+    # run directory, which is emptied after every test, so nothing passes to a later program and
+    # nothing is left on the host. Every world-writable directory near the root is covered.
+    ok = mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV, b'size=256m,mode=755') == 0
+    for d in world_writable_dirs():
+        ok = mount(b'tmpfs', d.encode(), b'tmpfs', MS_NOSUID | MS_NODEV, b'size=1m,mode=755') == 0 and ok
     LAYERS['mntns'] = ok
+
+
+def world_writable_dirs(max_depth=3):
+    """World-writable directories (sticky or not) up to max_depth below /, outside /proc,
+    /sys and /usr, not below one another."""
+    out, stack = [], [('/', 0)]
+    while stack:
+        d, depth = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.path in ('/proc', '/sys', '/usr', '/tmp') or not e.is_dir(follow_symlinks=False):
+                    continue
+                if e.stat(follow_symlinks=False).st_mode & 0o002:
+                    out.append(e.path)
+                elif depth + 1 < max_depth:
+                    stack.append((e.path, depth + 1))
+            except OSError:
+                continue
+    return out
 
 
 # ---------------------------------------------------------------- cgroup (v1 memory and pids)
