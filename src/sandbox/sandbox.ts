@@ -297,7 +297,7 @@ export class ForkServerSandbox implements Sandbox {
         break;
       }
       const memo = [...outcomes].map(([key, o]) => [key, o.kind === 'value' ? { kind: 'value', value: o.value, ...(o.args ? { args: o.args } : {}) } : o.kind === 'exc' ? { kind: 'exc', type: o.type, message: o.message } : { kind: 'fatal' }]);
-      const judged = await this.#oracleJudge(pending.map((i) => ({ code: codes[i]!, entry: job.entry, names, memo })), job.wire);
+      const judged = await this.#oracleJudge(pending.map((i) => ({ code: codes[i]!, entry: job.entry, names })), memo, job.wire);
       const needed: PlannedCall[] = [];
       pending.forEach((i, k) => {
         const r = judged[k]!;
@@ -353,7 +353,8 @@ export class ForkServerSandbox implements Sandbox {
   /** Calls of the candidate's functions, run in its own process (one request per server
    * chunk). Fills `outcomes`; returns the compile error when the program does not compile. */
   async #candidateCalls(job: Job, calls: PlannedCall[], outcomes: Map<string, CallOutcome>): Promise<Partial<TestResult> | undefined> {
-    const n = Math.max(1, Math.min(job.pool.size, calls.length));
+    // One request per program unless there are many calls: a request costs a request server.
+    const n = Math.max(1, Math.min(job.pool.size, Math.ceil(calls.length / 16)));
     const chunks = Array.from({ length: n }, (_, c) => calls.filter((_, i) => i % n === c));
     const errs = await Promise.all(
       chunks.map(async (chunk) => {
@@ -397,8 +398,9 @@ export class ForkServerSandbox implements Sandbox {
   }
 
   /** One oracle pass per item, spread over the oracle servers. */
-  async #oracleJudge(items: Array<Record<string, unknown>>, limits: WireLimits): Promise<Array<{ w: WireResult } | { fault: string }>> {
-    const n = Math.max(1, Math.min(this.#o.oracle.size, items.length));
+  async #oracleJudge(items: Array<Record<string, unknown>>, memo: unknown[], limits: WireLimits): Promise<Array<{ w: WireResult } | { fault: string }>> {
+    // Bodies of one request run in one oracle child: spread over servers only in large groups.
+    const n = Math.max(1, Math.min(this.#o.oracle.size, Math.ceil(items.length / 16)));
     const idx = items.map((_, i) => i);
     const chunks = Array.from({ length: n }, (_, c) => idx.filter((i) => i % n === c));
     const out: Array<{ w: WireResult } | { fault: string }> = items.map(() => ({ fault: 'not judged' }));
@@ -406,7 +408,7 @@ export class ForkServerSandbox implements Sandbox {
       chunks.map(async (chunk) => {
         const server = await this.#o.oracle.acquire();
         try {
-          const reply = await server.call({ op: 'judge', items: chunk.map((i) => items[i]), limits }, (limits.wall_s + 5) * 1000 * chunk.length + 15_000);
+          const reply = await server.call({ op: 'judge', items: chunk.map((i) => items[i]), memo, limits }, (limits.wall_s + 5) * 1000 * (chunk.length + 1) + 15_000);
           const rs = reply.results as unknown[];
           chunk.forEach((i, k) => {
             const w = WireResult.safeParse(rs[k]);

@@ -526,7 +526,49 @@ MODE_STATUSES = {'stdio': ('ok', 'exc', 'memory', 'exit'), 'call': ('value', 'ex
                  'expr': ('value', 'exc', 'memory'), 'judge': ('ok', 'exc', 'memory', 'assert_fail',
                                                                'cand_exc', 'need', 'fatal')}
 RECORD_FIELDS.update({'assert_fail': ('s', 'message'), 'cand_exc': ('s', 'type', 'message'),
-                      'need': ('s', 'name', 'args', 'key'), 'fatal': ('s', 'key')})
+                      'need': ('s', 'name', 'args', 'key'), 'fatal': ('s', 'key'), 'many': ('s', 'results')})
+MODE_STATUSES['judge_many'] = ('many', 'memory', 'exc')
+
+
+def check_record(rec, mode):
+    """Raises Malformed unless rec is a record a child of this mode may write (normalizes
+    exception names and messages to their bounds)."""
+    if _type(rec) is not dict or rec.get('s') not in MODE_STATUSES[mode]:
+        raise Malformed('unknown status')
+    allowed = RECORD_FIELDS[rec['s']]
+    for k in rec:
+        if k not in allowed:
+            raise Malformed('unexpected field %s' % k[:40])
+    s = rec['s']
+    if s == 'value':
+        check_tagged(rec.get('value'))
+        if 'args' in rec:
+            if _type(rec['args']) is not list:
+                raise Malformed('args')
+            check_tagged(rec['args'])
+    elif s in ('exc', 'cand_exc'):
+        typ = _short_str(rec.get('type', ''), 100)
+        if not typ or not set(typ) <= NAME_OK:
+            raise Malformed('exception type')
+        rec['type'], rec['message'] = typ, _short_str(rec.get('message', ''), 500)
+    elif s == 'exit':
+        if _type(rec.get('code')) is not int:
+            raise Malformed('exit code')
+    elif s == 'assert_fail':
+        rec['message'] = _short_str(rec.get('message', ''), 500)
+    elif s == 'need':
+        _short_str(rec.get('name'), 200)
+        _short_str(rec.get('key'), 1 << 24)
+        if _type(rec.get('args')) is not list:
+            raise Malformed('args')
+        check_tagged(rec['args'])
+    elif s == 'fatal':
+        _short_str(rec.get('key'), 1 << 24)
+    elif s == 'many':
+        if _type(rec.get('results')) is not list:
+            raise Malformed('results')
+        for x in rec['results']:
+            check_record(x, 'judge')
 
 
 def parse_record(data, mode):
@@ -538,37 +580,7 @@ def parse_record(data, mode):
         return loaded, None
     try:
         rec = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_short_int)
-        if _type(rec) is not dict or rec.get('s') not in MODE_STATUSES[mode]:
-            raise Malformed('unknown status')
-        allowed = RECORD_FIELDS[rec['s']]
-        for k in rec:
-            if k not in allowed:
-                raise Malformed('unexpected field %s' % k[:40])
-        s = rec['s']
-        if s == 'value':
-            check_tagged(rec.get('value'))
-            if 'args' in rec:
-                if _type(rec['args']) is not list:
-                    raise Malformed('args')
-                check_tagged(rec['args'])
-        elif s in ('exc', 'cand_exc'):
-            typ = _short_str(rec.get('type', ''), 100)
-            if not typ or not set(typ) <= NAME_OK:
-                raise Malformed('exception type')
-            rec['type'], rec['message'] = typ, _short_str(rec.get('message', ''), 500)
-        elif s == 'exit':
-            if _type(rec.get('code')) is not int:
-                raise Malformed('exit code')
-        elif s == 'assert_fail':
-            rec['message'] = _short_str(rec.get('message', ''), 500)
-        elif s == 'need':
-            _short_str(rec.get('name'), 200)
-            _short_str(rec.get('key'), 1 << 24)
-            if _type(rec.get('args')) is not list:
-                raise Malformed('args')
-            check_tagged(rec['args'])
-        elif s == 'fatal':
-            _short_str(rec.get('key'), 1 << 24)
+        check_record(rec, mode)
         return loaded, rec
     except (ValueError, Malformed, RecursionError, MemoryError, TypeError, KeyError) as e:
         return loaded, {'s': 'garbled', 'why': str(e)[:200]}
@@ -789,7 +801,19 @@ def child_main(mode, payload, res_fd):
                 elif mode == 'expr':
                     rec = {'s': 'value', 'value': tag(eval(compile(payload['expr'], '<test>', 'eval'), g))}
                 elif mode == 'judge':
-                    rec = run_judge(payload)
+                    rec = run_judge(payload, {k: r for k, r in payload.get('memo') or []})
+                elif mode == 'judge_many':
+                    # Every test body of one program in this one child, each in fresh globals.
+                    memo = {k: r for k, r in payload.get('memo') or []}
+                    recs = []
+                    for item in payload['items']:
+                        try:
+                            recs.append(run_judge(item, memo))
+                        except MemoryError:
+                            recs.append({'s': 'memory'})
+                        except BaseException as e:  # noqa: BLE001
+                            recs.append({'s': 'exc', **exc_info(e)})
+                    rec = {'s': 'many', 'results': recs}
     except MemoryError:
         rec = {'s': 'memory'}
     except RecursionError as e:
@@ -858,13 +882,12 @@ def _write_back(a, new):
         a.update(new)
 
 
-def run_judge(payload):
+def run_judge(payload, memo):
     """Runs an assert test's body here, in the oracle. Each name of the program it calls is a
     proxy: its arguments are serialized, and its result comes from the memo of calls the
     candidate's process answered. An unknown call ends this pass with 'need'; Node runs it in
     the candidate's process and runs the body again with the answer."""
     code, entry = payload['code'], payload.get('entry')
-    memo = {k: r for k, r in payload.get('memo') or []}
     proxied = set(payload.get('names') or [])
     tree = ast.parse(code, '<test>', 'exec')
     state = {'stop': None}
@@ -1226,18 +1249,49 @@ def classify(r, mode, limits, want_output):
             v['args'] = rec['args']
         return v
     if mode == 'judge' and r['code'] == 0 and s is not None:
-        if s == 'ok':
-            return {**res, 'verdict': 'ran'}
-        if s == 'assert_fail':
-            return {**res, 'verdict': 'assert_failed', 'message': rec.get('message') or 'assertion failed'}
-        if s == 'cand_exc':
-            return {**res, 'verdict': 'runtime_error', 'exception_type': rec['type'], 'message': rec['message'], 'by': 'candidate'}
-        if s == 'need':
-            return {**res, 'verdict': 'need', 'call': {'name': rec['name'], 'args': rec['args'], 'key': rec['key']}}
-        if s == 'fatal':
-            return {**res, 'verdict': 'fatal', 'key': rec['key']}
+        v = judge_outcome(rec, res)
+        if v is not None:
+            return v
     return {**res, 'verdict': 'runtime_error', 'exception_type': 'SystemExit',
             'message': 'exited (status %s) before the test finished' % r['code'], **out}
+
+
+def judge_outcome(rec, res):
+    """An assert body's record (from the oracle) -> verdict fields, or None."""
+    s = rec['s']
+    if s == 'ok':
+        return {**res, 'verdict': 'ran'}
+    if s == 'assert_fail':
+        return {**res, 'verdict': 'assert_failed', 'message': rec.get('message') or 'assertion failed'}
+    if s == 'cand_exc':
+        return {**res, 'verdict': 'runtime_error', 'exception_type': rec['type'], 'message': rec['message'], 'by': 'candidate'}
+    if s == 'need':
+        return {**res, 'verdict': 'need', 'call': {'name': rec['name'], 'args': rec['args'], 'key': rec['key']}}
+    if s == 'fatal':
+        return {**res, 'verdict': 'fatal', 'key': rec['key']}
+    if s == 'memory':
+        return {**res, 'verdict': 'memory_limit'}
+    if s == 'exc':
+        return {**res, 'verdict': 'runtime_error', 'exception_type': rec.get('type'), 'message': rec.get('message')}
+    return None
+
+
+def judge_all(msg):
+    """All assert bodies of one program: in one oracle child when they finish there within their
+    summed limits, else (one ran out of time or memory) each in a child of its own."""
+    items, limits, memo = msg['items'], msg['limits'], msg.get('memo') or []
+    if _len(items) > 1:
+        n = _len(items)
+        lim = {**limits, 'cpu_s': min(limits['cpu_s'] * n, 120), 'wall_s': min(limits['wall_s'] * n, 240)}
+        r = run_child('judge_many', {'items': items, 'memo': memo}, lim)
+        rec = r['rec']
+        if r['code'] == 0 and r['signal'] is None and not r['setup'] and not r['killed_wall'] and rec and rec.get('s') == 'many' \
+                and _len(rec['results']) == n:
+            res = {'cpu_ms': 0, 'wall_ms': 0, 'memory_kb': r['maxrss'], 'phase': 'test'}
+            out = [judge_outcome(x, res) for x in rec['results']]
+            if all(x is not None for x in out):
+                return out
+    return [classify(run_child('judge', {**item, 'memo': memo}, limits), 'judge', limits, False) for item in items]
 
 
 def load(msg):
@@ -1296,11 +1350,7 @@ def handle(msg):
         # Oracle role: assert bodies run here against serialized candidate results.
         set_oracle_program(compile('', '<empty>', 'exec'))
         STATE['prelude'] = False
-        out = []
-        for item in msg['items']:
-            r = run_child('judge', item, msg['limits'])
-            out.append(classify(r, 'judge', msg['limits'], False))
-        return {'ok': True, 'results': out}
+        return {'ok': True, 'results': judge_all(msg)}
     if op == 'check':
         set_oracle_program(compile(msg['checker'], '<checker>', 'exec'))
         expr = 'bool(check(%s, %s, %s))' % (_repr(msg['input']), _repr(msg['output']), _repr(msg['expected']))
