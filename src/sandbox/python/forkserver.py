@@ -1,8 +1,8 @@
 """crucible fork-server: runs untrusted Python programs on tests, one forked child per test.
 
 Process tree: a *zygote* (this script's main loop) that never reads a request, an output or a
-result; per request it forks a *request server* that reads exactly one request from fd 0,
-forks one child per test, answers, and exits. A child therefore inherits the memory of its own
+result; it keeps SPARE *request servers* forked ahead, and the one holding the baton reads
+exactly one request from fd 0, forks one child per test, answers, passes the baton, and exits. A child therefore inherits the memory of its own
 request only: no earlier program, input, output or oracle value is in any address space it can
 read (the zygote never held one).
 
@@ -1359,21 +1359,30 @@ def handle(msg):
 
 
 EOF_INPUT = 10  # a request server's exit status when fd 0 is at its end
+SPARE = 2  # request servers forked ahead, waiting for their turn
 
 
-def serve_one():
-    """A request server: reads one request, answers it, and exits (its memory dies with it)."""
+def serve_one(baton_r, baton_w, zygote):
+    """A request server: waits for the baton (its turn), reads one request, answers it, passes
+    the baton on and exits (its memory dies with it). Forked ahead of its turn, so the fork is
+    off the path of a request; the baton keeps requests and replies in order."""
     _prctl(1, 9)  # PR_SET_PDEATHSIG SIGKILL: die with the zygote
-    msg = read_message()
-    if msg is None:
-        return EOF_INPUT
+    if os.getppid() != zygote:
+        return 1
+    os.read(baton_r, 1)
     try:
-        reply = handle(msg)
-    except BaseException as e:  # noqa: BLE001 - a server fault is a sandbox_error upstream
-        reply = {'ok': False, 'error': '%s: %s' % (_type(e).__name__, e)}
-    reply['id'] = msg.get('id')
-    write_all(HELD[0] + frame(reply))
-    return 0
+        msg = read_message()
+        if msg is None:
+            return EOF_INPUT
+        try:
+            reply = handle(msg)
+        except BaseException as e:  # noqa: BLE001 - a server fault is a sandbox_error upstream
+            reply = {'ok': False, 'error': '%s: %s' % (_type(e).__name__, e)}
+        reply['id'] = msg.get('id')
+        write_all(HELD[0] + frame(reply))
+        return 0
+    finally:
+        os.write(baton_w, b'.')
 
 
 def main():
@@ -1382,12 +1391,16 @@ def main():
     # unwritten, so fewer copy-on-write faults per fork.
     gc.collect()
     gc.freeze()
-    while True:
+    baton_r, baton_w = os.pipe()
+    os.write(baton_w, b'.')
+    me, live, ending = os.getpid(), set(), False
+
+    def spawn():
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                code = serve_one()
+                code = serve_one(baton_r, baton_w, me)
             except BaseException as e:  # noqa: BLE001
                 try:
                     sys.__stderr__.write('request server failed: %s: %s\n' % (_type(e).__name__, e))
@@ -1396,11 +1409,20 @@ def main():
                     pass
             finally:
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        live.add(pid)
+
+    for _ in range(SPARE):
+        spawn()
+    while live:
+        pid, status = os.wait()
+        live.discard(pid)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            if not ending:
+                spawn()
             continue
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EOF_INPUT:
-            return
+            ending = True  # the others find the end too, in turn
+            continue
         sys.stderr.write('request server ended with status %d\n' % status)
         sys.exit(1)
 
