@@ -275,7 +275,7 @@ export class ForkServerSandbox implements Sandbox {
     const codes = tests.map((t) => (t.style === 'assert' ? t.code : ''));
     const names = [...new Set([...programNames(job.program), ...(job.entry ? [job.entry] : [])])];
     const nameSet = new Set(names);
-    const plans = await this.#planAsserts(codes, job.entry);
+    const plans = await this.#planAsserts(codes, job.entry, names, job.wire);
     const outcomes = new Map<string, CallOutcome>();
     const results: Array<TestResult | undefined> = tests.map(() => undefined);
     const used: Array<Set<string>> = tests.map(() => new Set());
@@ -373,19 +373,21 @@ export class ForkServerSandbox implements Sandbox {
     return errs.find((e) => e !== undefined);
   }
 
-  /** Literal-argument calls of each assert test, planned in the oracle (cached by source). */
-  async #planAsserts(codes: string[], entry: string | null): Promise<Array<AssertPlan | undefined>> {
-    const ck = (c: string) => `${entry ?? ''}\0${c}`;
-    const todo = [...new Set(codes.filter((c) => !this.#planCache.has(ck(c))))];
+  /** The calls each assert test makes, found in the oracle by running its body with unknown
+   * answers (cached by entry point, program names and source): most tests then need one pass,
+   * loops over computed arguments included. */
+  async #planAsserts(codes: string[], entry: string | null, names: string[], limits: WireLimits): Promise<Array<AssertPlan | undefined>> {
+    const sig = `${entry ?? ''}\0${[...names].sort().join(',')}\0`;
+    const todo = [...new Set(codes.filter((c) => !this.#planCache.has(sig + c)))];
     if (todo.length > 0) {
       const server = await this.#o.oracle.acquire();
       try {
-        const reply = await server.call({ op: 'plan', codes: todo, entry, names: null }, 30_000);
+        const reply = await server.call({ op: 'discover', items: todo.map((code) => ({ code, entry, names })), limits }, (limits.wall_s * todo.length + 20) * 1000);
         const plans = reply.results as AssertPlan[];
         todo.forEach((c, k) => {
           const p = plans[k];
-          if (p && 'calls' in p && Array.isArray(p.calls) && p.calls.every((x) => isTagged(x.args))) this.#planCache.set(ck(c), p);
-          else if (p && 'error' in p) this.#planCache.set(ck(c), p);
+          if (p && 'calls' in p && Array.isArray(p.calls) && p.calls.every((x) => isTagged(x.args))) this.#planCache.set(sig + c, p);
+          else if (p && 'error' in p) this.#planCache.set(sig + c, p);
         });
         if (this.#planCache.size > 50_000) this.#planCache.clear();
       } catch (err) {
@@ -395,7 +397,7 @@ export class ForkServerSandbox implements Sandbox {
         this.#o.oracle.release(server);
       }
     }
-    return codes.map((c) => this.#planCache.get(ck(c)));
+    return codes.map((c) => this.#planCache.get(sig + c));
   }
 
   /** One oracle pass per item, spread over the oracle servers. */

@@ -527,6 +527,8 @@ MODE_STATUSES = {'stdio': ('ok', 'exc', 'memory', 'exit'), 'call': ('value', 'ex
 RECORD_FIELDS.update({'assert_fail': ('s', 'message'), 'cand_exc': ('s', 'type', 'message'),
                       'need': ('s', 'name', 'args', 'key'), 'fatal': ('s', 'key'), 'many': ('s', 'results')})
 MODE_STATUSES['judge_many'] = ('many', 'memory', 'exc')
+MODE_STATUSES['discover'] = ('calls', 'memory', 'exc')
+RECORD_FIELDS['calls'] = ('s', 'results')
 
 
 def check_record(rec, mode):
@@ -563,6 +565,18 @@ def check_record(rec, mode):
         check_tagged(rec['args'])
     elif s == 'fatal':
         _short_str(rec.get('key'), 1 << 24)
+    elif s == 'calls':
+        if _type(rec.get('results')) is not list:
+            raise Malformed('results')
+        for x in rec['results']:
+            if _type(x) is not dict:
+                raise Malformed('discovery')
+            for c in x.get('calls') or []:
+                if _type(c) is not dict or _type(c.get('args')) is not list:
+                    raise Malformed('call')
+                _short_str(c.get('name'), 200)
+                _short_str(c.get('key'), 1 << 24)
+                check_tagged(c['args'])
     elif s == 'many':
         if _type(rec.get('results')) is not list:
             raise Malformed('results')
@@ -801,6 +815,8 @@ def child_main(mode, payload, res_fd):
                     rec = {'s': 'value', 'value': tag(eval(compile(payload['expr'], '<test>', 'eval'), g))}
                 elif mode == 'judge':
                     rec = run_judge(payload, {k: r for k, r in payload.get('memo') or []})
+                elif mode == 'discover':
+                    rec = {'s': 'calls', 'results': [discover_calls(item) for item in payload['items']]}
                 elif mode == 'judge_many':
                     # Every test body of one program in this one child, each in fresh globals.
                     memo = {k: r for k, r in payload.get('memo') or []}
@@ -879,6 +895,94 @@ def _write_back(a, new):
     elif (_type(a) is dict and _type(new) is dict) or (_type(a) is set and _type(new) is set):
         a.clear()
         a.update(new)
+
+
+class Unknown:
+    """Discovery: what a candidate call returns before its answer is known. Every operation
+    on it gives another Unknown and it is true, so a body runs on and shows which calls it makes
+    with arguments that do not depend on answers (a loop over computed arguments)."""
+    __slots__ = ()
+
+    def _same(self, *a, **k):
+        return self
+
+    def __bool__(self):
+        return True
+
+    def __len__(self):
+        return 0
+
+    def __iter__(self):
+        return iter(())
+
+    def __index__(self):
+        return 0
+
+    __int__ = __index__
+
+    def __float__(self):
+        return 0.0
+
+    def __hash__(self):
+        return 0
+
+    def __str__(self):
+        return '<unknown>'
+
+    __repr__ = __str__
+
+
+for _m in ('eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add', 'radd', 'sub', 'rsub', 'mul', 'rmul', 'truediv',
+           'rtruediv', 'floordiv', 'rfloordiv', 'mod', 'rmod', 'pow', 'rpow', 'neg', 'pos', 'abs',
+           'and', 'rand', 'or', 'ror', 'xor', 'rxor', 'getitem', 'getattr', 'call', 'contains', 'round'):
+    setattr(Unknown, '__%s__' % _m, Unknown._same)
+
+
+class DiscoveryFull(BaseException):
+    pass
+
+
+MAX_DISCOVERED = 1000
+
+
+def discover_calls(payload):
+    """Runs a test body with every candidate call answered by Unknown: -> the calls it made."""
+    calls, seen = [], set()
+    proxied = set(payload.get('names') or [])
+    entry = payload.get('entry')
+    try:
+        tree = ast.parse(payload['code'], '<test>', 'exec')
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+        return {'error': {'type': _type(e).__name__, 'message': str(e)[:300]}}
+
+    def proxy_for(name):
+        def proxy(*args, **kwargs):
+            if not kwargs:
+                targs = [tag(a) for a in args]
+                key = call_key(name, targs)
+                if key not in seen:
+                    seen.add(key)
+                    calls.append({'name': name, 'args': targs, 'key': key})
+                    if _len(calls) >= MAX_DISCOVERED:
+                        raise DiscoveryFull()
+            return Unknown()
+        return proxy
+
+    g = {'__name__': '__test__', '__builtins__': builtins}
+    exec(PRELUDE_CODE, g)
+    free = free_names(tree)
+    for n in free:
+        if n in proxied:
+            g[n] = proxy_for(n)
+    if entry and 'candidate' in free:
+        g['candidate'] = proxy_for(entry)
+    try:
+        exec(compile(tree, '<test>', 'exec'), g)
+        if entry and _isinstance(g.get('check'), types_function) and 'check' not in free:
+            g['check'](proxy_for(entry))
+    except BaseException:  # noqa: BLE001 - discovery keeps what it saw before any failure
+        pass
+    return {'calls': calls}
 
 
 def run_judge(payload, memo):
@@ -1342,6 +1446,19 @@ def handle(msg):
                 'layers': {**LAYERS, 'seccomp': SECCOMP is not None, 'cgroup': CG.ok, 'uid_drop': IS_ROOT}}
     if op == 'run':
         return run_tests(msg)
+    if op == 'discover':
+        # Oracle role: which calls each assert body makes, found by running it (sandboxed)
+        # with unknown answers; literal calls only, found by parsing, when that run fails.
+        set_oracle_program(compile('', '<empty>', 'exec'))
+        STATE['prelude'] = False
+        items, limits = msg['items'], msg['limits']
+        lim = {**limits, 'cpu_s': min(limits['cpu_s'] * _len(items), 60), 'wall_s': min(limits['wall_s'] * _len(items), 120)}
+        r = run_child('discover', {'items': items}, lim)
+        rec = r['rec']
+        if r['code'] == 0 and r['signal'] is None and not r['setup'] and rec and rec.get('s') == 'calls' \
+                and _len(rec['results']) == _len(items):
+            return {'ok': True, 'results': rec['results']}
+        return {'ok': True, 'results': [plan_calls(x['code'], x.get('entry'), set(x.get('names') or [])) for x in items]}
     if op == 'plan':
         names = set(msg.get('names') or [])
         return {'ok': True, 'results': [plan_calls(c, msg.get('entry'), names) for c in msg['codes']]}
