@@ -37,11 +37,13 @@ const MAX_DEPTH = 210;
 
 /** The tagged-value grammar, checked: anything else a fork-server forwards is malformed (the
  * program's result record was forged or broken) and is answered as the program's
- * runtime_error. Plain numbers must be finite and exact (big integers come as `$int`). */
+ * runtime_error. Plain numbers must be finite (big integers come as `$int`). */
 export function isTagged(v: unknown, depth = 0): v is Tagged {
   if (depth > MAX_DEPTH) return false;
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return true;
-  if (typeof v === 'number') return Number.isFinite(v) && (!Number.isInteger(v) || Number.isSafeInteger(v));
+  // Finite: NaN and the infinities come tagged. (A float such as 1e20 is a whole number here;
+  // integers past 2^53 written without $int are refused where the record is parsed.)
+  if (typeof v === 'number') return Number.isFinite(v);
   if (Array.isArray(v)) return v.every((x) => isTagged(x, depth + 1));
   if (!isObj(v)) return false;
   const keys = Object.keys(v);

@@ -87,9 +87,9 @@ const attacks: Attack[] = [
   { cls: '7 reader', name: 'one byte over the output limit, counted before escaping', verdicts: ['output_limit'],
     req: { program: 'import sys\nsys.stdout.write("\\x01" * ((1 << 20) + 1))\n', tests: [stdio('', null)] } },
   // 8. Comparison
-  { cls: '8 comparison', name: 'a set for an expected list in another order; a big integer off by one', verdicts: ['wrong_answer', 'accepted', 'wrong_answer', 'accepted'],
-    req: { program: 'def f(k):\n    return {3, 1, 2} if k == 0 else 2 ** 64 + (1 if k == 1 else 0) if k < 3 else 10 ** 5000\n', entryPoint: 'f',
-      tests: [call([0], [3, 1, 2]), call([0], [1, 2, 3]), call([1], 18446744073709551616n), call([3], BigInt(10) ** 5000n)] } },
+  { cls: '8 comparison', name: 'a set for an expected list in another order; a big integer off by one', verdicts: ['wrong_answer', 'accepted', 'wrong_answer', 'accepted', 'accepted'],
+    req: { program: 'def f(k):\n    return {3, 1, 2} if k == 0 else 2 ** 64 + (1 if k == 1 else 0) if k < 3 else 10 ** 5000 if k == 3 else 1e19\n', entryPoint: 'f',
+      tests: [call([0], [3, 1, 2]), call([0], [1, 2, 3]), call([1], 18446744073709551616n), call([3], BigInt(10) ** 5000n), call([4], 1e19)] } },
   // 9. Module load failures are told apart
   { cls: '9 load phase', name: 'top level raises', verdicts: ['runtime_error', 'runtime_error'],
     req: { program: 'raise ValueError("at import")\ndef f(x):\n    return x\n', entryPoint: 'f', tests: [call([1], 1), call([2], 2)] },
