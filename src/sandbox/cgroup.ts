@@ -14,8 +14,9 @@ export interface ServerCgroup {
   pids?: string;
 }
 
-/** Pids per fork-server tree (zygote, request server, child and its threads, bubblewrap's own). */
-export const PIDS_PER_SERVER = 512;
+/** Tasks per fork-server tree: the largest thread limit a request may set (1024) plus the zygote,
+ * its request servers and bubblewrap's own processes. */
+export const PIDS_PER_SERVER = 1024 + 16;
 
 function ownV1Dir(controller: string): string | undefined {
   const mount = `/sys/fs/cgroup/${controller}`;
