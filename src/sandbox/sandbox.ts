@@ -70,12 +70,12 @@ export interface SandboxCoreOptions {
   text: TextComparer;
 }
 
-/** Names a program defines at its top level (functions and assignments): the names of an
- * assert test that are proxies for the candidate. A line scan, not a parse: a spurious name
- * only makes a proxy that is never called. */
+/** Functions a program defines at its top level (`def`, or a name bound to a lambda): the
+ * names of an assert test that are proxies for the candidate. A line scan, not a parse: a
+ * spurious name only makes a proxy that is never called. */
 export function programNames(program: string): string[] {
   const out = new Set<string>();
-  for (const m of program.matchAll(/^(?:async\s+)?def\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)/gm)) out.add((m[1] ?? m[2])!);
+  for (const m of program.matchAll(/^(?:async\s+)?def\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*=\s*lambda\b/gm)) out.add((m[1] ?? m[2])!);
   return [...out];
 }
 
