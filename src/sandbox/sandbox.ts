@@ -104,7 +104,7 @@ export class ForkServerSandbox implements Sandbox {
     const job: Job = {
       program: req.program,
       entry: req.entryPoint ?? null,
-      prelude: req.prelude ?? style !== 'stdio',
+      prelude: req.prelude ?? style === 'call',
       wire: toWire(limits),
       comparison: req.comparison ?? 'tokens',
       checker: req.checker,
@@ -353,9 +353,9 @@ export class ForkServerSandbox implements Sandbox {
   /** Calls of the candidate's functions, run in its own process (one request per server
    * chunk). Fills `outcomes`; returns the compile error when the program does not compile. */
   async #candidateCalls(job: Job, calls: PlannedCall[], outcomes: Map<string, CallOutcome>): Promise<Partial<TestResult> | undefined> {
-    // Few calls go in one request (a request costs a request server); more are spread over the
+    // Up to eight calls go in one request (a request costs a request server); more are spread over the
     // servers, as the tests of stdio and call programs are.
-    const n = Math.max(1, Math.min(job.pool.size, Math.ceil(calls.length / 4)));
+    const n = Math.max(1, Math.min(job.pool.size, Math.ceil(calls.length / 8)));
     const chunks = Array.from({ length: n }, (_, c) => calls.filter((_, i) => i % n === c));
     const errs = await Promise.all(
       chunks.map(async (chunk) => {

@@ -938,6 +938,18 @@ for _m in ('eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add', 'radd', 'sub', 'rsub', 'mu
     setattr(Unknown, '__%s__' % _m, Unknown._same)
 
 
+_TEST_BASE = []
+
+
+def test_globals():
+    """Fresh globals for a test body: the prelude's names (run once per child), copied."""
+    if not _TEST_BASE:
+        base = {'__name__': '__test__', '__builtins__': builtins}
+        exec(PRELUDE_CODE, base)
+        _TEST_BASE.append(base)
+    return dict(_TEST_BASE[0])
+
+
 class DiscoveryFull(BaseException):
     pass
 
@@ -968,8 +980,7 @@ def discover_calls(payload):
             return Unknown()
         return proxy
 
-    g = {'__name__': '__test__', '__builtins__': builtins}
-    exec(PRELUDE_CODE, g)
+    g = test_globals()
     free = free_names(tree)
     for n in free:
         if n in proxied:
@@ -1028,8 +1039,7 @@ def run_judge(payload, memo):
         proxy.__name__ = name
         return proxy
 
-    g = {'__name__': '__test__', '__builtins__': builtins}
-    exec(PRELUDE_CODE, g)
+    g = test_globals()
     free = free_names(tree)
     for n in free:
         if n in proxied:
