@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** Where fork-servers' cgroups can be made: cgroup v1 `memory` (and `pids`) hierarchies the
@@ -58,6 +58,8 @@ export function cgroupRoots(): CgroupRoots | undefined {
     return undefined;
   }
   cached = { memory, ...(pids && writable(pids) ? { pids } : {}) };
+  removeStale(cached.memory);
+  if (cached.pids) removeStale(cached.pids);
   return cached;
 }
 
@@ -82,21 +84,46 @@ export function makeServerCgroup(roots: CgroupRoots, name: string): ServerCgroup
   return { memory, ...(pids ? { pids } : {}) };
 }
 
-/** Removes a server's cgroups once its processes are gone (retrying while they exit). */
-export function removeServerCgroup(cg: ServerCgroup): void {
-  removeDirs([cg.memory, ...(cg.pids ? [cg.pids] : [])], 40);
+/** Removes a server's cgroups once its processes are gone, retrying while they exit (an
+ * empty cgroup can be removed only when its last task has been reaped). */
+export async function removeServerCgroup(cg: ServerCgroup): Promise<void> {
+  let left = [cg.memory, ...(cg.pids ? [cg.pids] : [])];
+  for (let tries = 0; left.length > 0 && tries < 100; tries++) {
+    left = left.filter((d) => {
+      try {
+        rmdirSync(d);
+        return false;
+      } catch (e) {
+        return (e as NodeJS.ErrnoException).code === 'EBUSY';
+      }
+    });
+    if (left.length > 0) await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
-function removeDirs(dirs: string[], tries: number): void {
-  const left = dirs.filter((d) => {
+/** Groups left by processes that died without closing their sandbox (crucible-PID-...). */
+function removeStale(root: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^crucible-(\d+)-/.exec(name);
+    if (!m || Number(m[1]) === process.pid) continue;
     try {
-      rmdirSync(d);
-      return false;
+      process.kill(Number(m[1]), 0);
+      continue; // its owner lives
     } catch (e) {
-      return (e as NodeJS.ErrnoException).code === 'EBUSY';
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') continue;
     }
-  });
-  if (left.length > 0 && tries > 0) setTimeout(() => removeDirs(left, tries - 1), 50).unref();
+    try {
+      rmdirSync(path.join(root, name));
+    } catch {
+      // still has tasks, or raced with another cleaner: left for a later start
+    }
+  }
 }
 
 /** The shell prefix that moves the server into its cgroups before it execs: every process it

@@ -57,6 +57,7 @@ export class ForkServer {
   #dead: string | undefined;
   #workdir: string | undefined;
   readonly #cgroup: ServerCgroup | undefined;
+  #cgroupGone: Promise<void> = Promise.resolve();
 
   constructor(readonly opts: WorkerOptions) {
     const env: Record<string, string> = {
@@ -96,7 +97,7 @@ export class ForkServer {
     this.#proc.on('exit', (code, sig) => {
       // Without bubblewrap the run directories live on the host: leave nothing behind.
       if (this.#workdir) rmSync(this.#workdir, { recursive: true, force: true });
-      if (this.#cgroup) removeServerCgroup(this.#cgroup);
+      if (this.#cgroup) this.#cgroupGone = removeServerCgroup(this.#cgroup);
       this.#fail(`fork-server exited (${sig ?? code})${this.#stderr ? ': ' + this.#stderr.trim().split('\n').pop() : ''}`);
     });
   }
@@ -230,11 +231,13 @@ export class ForkServer {
   }
 
   async close(): Promise<void> {
-    if (this.#proc.exitCode !== null || this.#proc.signalCode !== null) return;
-    const exited = new Promise<void>((r) => this.#proc.once('exit', () => r()));
-    this.#proc.stdin.end();
-    const t = setTimeout(() => this.kill(), 2000);
-    await exited;
-    clearTimeout(t);
+    if (this.#proc.exitCode === null && this.#proc.signalCode === null) {
+      const exited = new Promise<void>((r) => this.#proc.once('exit', () => r()));
+      this.#proc.stdin.end();
+      const t = setTimeout(() => this.kill(), 2000);
+      await exited;
+      clearTimeout(t);
+    }
+    await this.#cgroupGone;
   }
 }

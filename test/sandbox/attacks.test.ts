@@ -52,7 +52,7 @@ const attacks: Attack[] = [
         { style: 'assert', code: 'assert f(1) - [1] == 0' }, { style: 'assert', code: 'assert [0] < f(1) < [1]' }] },
     // Judged on the real value (an empty list): `-` of lists is a TypeError, not a pass.
     check: (r) => expect(r[3]!.exceptionType).toBe('TypeError') },
-  { cls: '2 asserts outside', name: 'defines its own check and replaces the harness's exception class', verdicts: ['wrong_answer'],
+  { cls: '2 asserts outside', name: 'defines its own check and replaces AssertionError', verdicts: ['wrong_answer'],
     req: { program: 'import builtins\ndef check(candidate):\n    pass\nbuiltins.AssertionError = type("E", (Exception,), {})\ndef f(x):\n    return 0\n', entryPoint: 'f',
       tests: [{ style: 'assert', code: 'def check(candidate):\n    assert candidate(1) == 5\n' }] } },
   { cls: '2 asserts outside', name: 'inspects its caller to find the expected value', verdicts: ['wrong_answer'],

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { createSandbox, isolationReport } from '../../src/sandbox/index.js';
 import { findBwrap } from '../../src/sandbox/isolation.js';
+import { readdirSync } from 'node:fs';
+import { cgroupRoots } from '../../src/sandbox/cgroup.js';
 
 describe('isolation layers', () => {
   it('isolationReport probes every layer and says why one is missing', () => {
@@ -39,6 +41,11 @@ describe('isolation layers', () => {
     expect(r[0]!.cgroup).toBe(sb.cgroup);
     if (sb.cgroup) expect(r[0]!.memoryPeakKb).toBeGreaterThan(40 << 10);
     await sb.close();
+    // Closing removes the servers' cgroups.
+    const roots = cgroupRoots();
+    for (const dir of roots ? [roots.memory, ...(roots.pids ? [roots.pids] : [])] : []) {
+      expect(readdirSync(dir).filter((n) => n.startsWith(`crucible-${process.pid}-`))).toEqual([]);
+    }
     const off = await createSandbox({ workers: 1, isolation: 'none', cgroups: false, warn: () => undefined });
     const r2 = await off.run({ program: 'print(1)', tests: [{ style: 'stdio', input: '', output: '1' }] });
     expect([r2[0]!.cgroup, r2[0]!.memoryPeakKb]).toEqual([false, undefined]);
