@@ -3,7 +3,7 @@
  * against a spawn-a-fresh-python-per-run baseline measured in the same run, for a trivial and a
  * small real program, with and without bubblewrap; one test per request (latency per test), and
  * for the trivial program also 20 tests per request (the Executor's usual shape; p50/p99 there are
- * per request).
+ * per request) and ten assert tests judged in the oracle (runs/s counts tests).
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -94,6 +94,26 @@ export async function runBench(args: string[]): Promise<void> {
             const r = await sandbox.run(many);
             if (r.some((x) => x.verdict !== 'accepted')) throw new Error('bench run failed');
           }, BATCH),
+        });
+      }
+      if (name === 'trivial') {
+        // Assert tests as HumanEval/MBPP/EvolveCoder carry them: each body runs in the oracle
+        // against the candidate's serialized answers (a runs here is one assert test).
+        const asserts = {
+          program: 'def add(a, b):\n    return a + b\n',
+          entryPoint: 'add',
+          tests: [
+            ...Array.from({ length: 8 }, (_, k) => ({ style: 'assert' as const, code: `assert add(${k}, 1) == ${k + 1}` })),
+            { style: 'assert' as const, code: 'def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n' },
+            { style: 'assert' as const, code: 'for i in range(3):\n    assert add(i, i) == 2 * i\n' },
+          ],
+        };
+        rows.push({
+          name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} assert x${asserts.tests.length}`,
+          f: await measure(seconds, workers, async () => {
+            const r = await sandbox.run(asserts);
+            if (r.some((x) => x.verdict !== 'accepted')) throw new Error(`bench assert run failed: ${JSON.stringify(r)}`);
+          }, asserts.tests.length),
         });
       }
       const base = mode === 'bwrap' ? [bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const : [PYTHON, []] as const;

@@ -96,6 +96,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
         const tests = await Promise.all(unique.map((h) => loadTest(env, h)));
         const verdicts = await env.sandbox.run({
           program,
+          // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
+          role: indexes.some((i) => request.pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
           tests,
           entryPoint: problem.entryPoint,
           limits: problem.limits,

@@ -91,7 +91,13 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   mkdirSync(dir, { recursive: true });
   const log = await openSqliteLog(path.join(dir, LOG_FILE), { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
-  const sandbox = opts.sandbox ?? await createSandbox({ pythonPath: config.executor.pythonPath, isolation: config.executor.isolation, workers: config.executor.workers });
+  const sandbox = opts.sandbox ?? await createSandbox({
+    pythonPath: config.executor.pythonPath,
+    isolation: config.executor.isolation,
+    workers: config.executor.workers,
+    // Verdicts that train a policy must come from an isolated sandbox unless the config opts out.
+    requireIsolation: config.executor.isolation !== 'none',
+  });
   try {
     const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
     const hash = configHash(config);

@@ -2,6 +2,7 @@ import { ConfigError } from '../config/load.js';
 import { RunMismatchError } from '../actors/run.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
+import { SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
 
@@ -27,6 +28,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
+  if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   return null;

@@ -94,6 +94,8 @@ export const RunConfig = z
     executor: z
       .object({
         workers: z.number().int().positive().optional(),
+        /** auto and bwrap both require bubblewrap for a run (it trains on the verdicts); none
+         * accepts verdicts from rlimits and seccomp only, and says so in each verdict. */
         isolation: z.enum(['auto', 'bwrap', 'none']).default('auto'),
         pythonPath: z.string().default('/usr/bin/python3'),
       })

@@ -45,7 +45,9 @@ function withExpected(t: TestCase, output: string): TestCase | string {
   }
 }
 
+// Only the reference runs here: its own pool keeps its outputs out of candidates' servers.
 const request = (p: Problem, program: string, tests: TestCase[]): RunRequest => ({
+  role: 'reference',
   program,
   tests,
   entryPoint: p.entryPoint,

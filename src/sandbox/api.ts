@@ -25,6 +25,9 @@ export interface RunRequest {
   checker?: string;
   /** Stop at the first test that is not accepted; the rest are not run and not returned. */
   stopOnFirstFailure?: boolean;
+  /** 'reference': a trusted solution (the reference, an oracle run); it runs on fork-servers of
+   * its own, never shared with candidates. Default 'candidate'. */
+  role?: 'candidate' | 'reference';
   /** Pre-import the names LeetCode/APPS harnesses provide (typing's List, collections, math...).
    * Default: on for call-style tests, off otherwise. */
   prelude?: boolean;
@@ -44,15 +47,38 @@ export interface TestResult {
   message?: string;
   /** False when the run had rlimits only (no bubblewrap). */
   isolated: boolean;
+  /** False when no memory cgroup held the run (RLIMIT_AS was then its only memory limit).
+   * Always set by the fork-server sandbox; optional for stand-ins that run nothing. */
+  cgroup?: boolean;
+  /** Where a failure happened: 'load' while the program's top level ran (call and assert
+   * tests; APPS labels it -2, and such a program is invalid for every test), 'test' in the
+   * test itself. Absent on accepted verdicts. */
+  phase?: 'load' | 'test';
+  /** Peak memory of the run in KiB as its cgroup counted it (shared memory, memfds and tmpfs
+   * files included); absent without a cgroup. */
+  memoryPeakKb?: number;
   /** Wall-clock milliseconds of the run (timeMs is CPU time). */
   wallMs?: number;
-  /** Assert tests: 'outside' when `assert CALL == EXPECTED` was split and compared outside the
-   * candidate's process; 'inprocess' when the assert code itself had to run there. */
-  assertMode?: 'outside' | 'inprocess';
+  /** Assert tests: always 'outside': the test body ran in the oracle, the candidate's process
+   * only answered calls with serialized values. */
+  assertMode?: 'outside';
+}
+
+/** Which isolation layers the sandbox's fork-servers have (see isolation.ts). */
+export interface IsolationLayers {
+  bwrap: boolean;
+  seccomp: boolean;
+  netns: boolean;
+  ipcns: boolean;
+  mntns: boolean;
+  cgroup: boolean;
+  uidDrop: boolean;
 }
 
 export interface Sandbox {
   readonly isolation: 'bwrap' | 'rlimits';
+  /** Whether memory cgroups hold the runs (see TestResult.cgroup). */
+  readonly cgroup?: boolean;
   run(request: RunRequest): Promise<TestResult[]>;
   close(): Promise<void>;
 }

@@ -3,12 +3,14 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Sandbox } from './api.js';
 import { bwrapWorks, findBwrap, type IsolationChoice } from './isolation.js';
+import { cgroupRoots } from './cgroup.js';
 import { DEFAULT_LIMITS, resolveLimits, type SandboxLimits } from './limits.js';
 import { ServerPool } from './pool.js';
 import { ForkServerSandbox } from './sandbox.js';
 import { TextComparer } from './text-compare.js';
 
-export type { Sandbox, RunRequest, TestResult, Verdict, ComparisonMode } from './api.js';
+export type { Sandbox, RunRequest, TestResult, Verdict, ComparisonMode, IsolationLayers } from './api.js';
+export { isolationReport, type IsolationReport } from './isolation.js';
 export { VERDICTS } from './api.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
 
@@ -25,6 +27,20 @@ export interface CreateSandboxOptions {
   /** First unprivileged uid for candidates (one per server slot); default derived from the pid
    * so that sandboxes of concurrent processes do not share uids (and thread budgets). */
   uidBase?: number;
+  /** Fail closed: refuse to start unless bubblewrap isolates the fork-servers (an unisolated
+   * verdict is then impossible). Runs that train a model set this unless their configuration
+   * says `executor.isolation: none` explicitly. */
+  requireIsolation?: boolean;
+  /** Memory and pids cgroups per fork-server where this process can make them; default true. */
+  cgroups?: boolean;
+}
+
+/** The sandbox cannot start as asked (no interpreter, isolation required but unavailable). */
+export class SandboxSetupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SandboxSetupError';
+  }
 }
 
 export const SERVER_PATH = fileURLToPath(new URL('./python/forkserver.py', import.meta.url));
@@ -39,31 +55,40 @@ export function defaultWorkers(): number {
 
 export async function createSandbox(options: CreateSandboxOptions = {}): Promise<Sandbox> {
   const pythonPath = options.pythonPath ?? '/usr/bin/python3';
-  if (!existsSync(pythonPath)) throw new Error(`sandbox: python interpreter not found at ${pythonPath}`);
+  if (!existsSync(pythonPath)) throw new SandboxSetupError(`sandbox: python interpreter not found at ${pythonPath}`);
   const workers = options.workers ?? defaultWorkers();
   if (!Number.isInteger(workers) || workers < 1) throw new RangeError(`sandbox: workers must be a positive integer, got ${workers}`);
   const defaultLimits = resolveLimits(DEFAULT_LIMITS, options.defaultLimits);
   const choice = options.isolation ?? 'auto';
   const warn = options.warn ?? ((m: string) => process.stderr.write(`crucible: warning: ${m}\n`));
+  if (options.requireIsolation && choice === 'none') {
+    throw new SandboxSetupError('sandbox: isolation is required but isolation "none" was asked for');
+  }
   let bwrap: string | undefined;
   if (choice !== 'none') {
     const found = findBwrap();
     const check = found ? bwrapWorks(found, pythonPath, SERVER_PATH) : { ok: false, reason: 'bwrap is not installed' };
     if (check.ok) bwrap = found;
-    else if (choice === 'bwrap') throw new Error(`sandbox: bubblewrap isolation requested but unavailable: ${check.reason}`);
-    else warn(`bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`);
+    else if (choice === 'bwrap' || options.requireIsolation) {
+      throw new SandboxSetupError(`sandbox: bubblewrap isolation ${options.requireIsolation ? 'is required (a run that trains refuses unisolated verdicts; set executor.isolation: none to accept them)' : 'requested'} but unavailable: ${check.reason}`);
+    } else warn(`bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`);
   }
+  const cgroup = options.cgroups === false ? undefined : cgroupRoots();
   const uidBase = options.uidBase ?? 200_000 + (process.pid % 100_000) * 64;
-  const base = { pythonPath, serverPath: SERVER_PATH, bwrap, uidBase };
+  const base = { pythonPath, serverPath: SERVER_PATH, bwrap, uidBase, ...(cgroup ? { cgroup } : {}) };
   const pool = new ServerPool(workers, base, 0);
-  // The oracle evaluates expected values and checkers: never the candidate's process.
-  const oracle = new ServerPool(1, base, workers);
-  const sandbox = new ForkServerSandbox({
+  // References run on servers no candidate touched; the oracle evaluates assert bodies and
+  // checkers, never in a candidate's process. Servers start on first use.
+  const refSize = Math.max(1, Math.ceil(workers / 4));
+  const reference = new ServerPool(refSize, base, workers);
+  const oracle = new ServerPool(Math.max(1, Math.ceil(workers / 2)), base, workers + refSize);
+  return new ForkServerSandbox({
     pool,
+    reference,
     oracle,
     isolation: bwrap ? 'bwrap' : 'rlimits',
+    cgroup: cgroup !== undefined,
     defaultLimits,
     text: new TextComparer(Math.max(1, Math.min(2, workers))),
   });
-  return sandbox;
 }

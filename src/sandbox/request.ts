@@ -20,6 +20,7 @@ export const RunRequestSchema = z.object({
   checker: z.string().optional(),
   stopOnFirstFailure: z.boolean().optional(),
   prelude: z.boolean().optional(),
+  role: z.enum(['candidate', 'reference']).optional(),
 });
 
 export function parseRunRequest(input: unknown): z.infer<typeof RunRequestSchema> {

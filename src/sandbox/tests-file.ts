@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { TestCase, TestStyle } from '../core/problem.js';
+import { parseJsonLossless } from './lossless-json.js';
 
 /** The TESTS.jsonl format of `crucible exec` (documented in src/sandbox/README.md). */
 const StdioLine = z.strictObject({ input: z.string(), output: z.string().nullable().optional() });
@@ -13,6 +14,21 @@ export function inferStyle(line: Record<string, unknown>): TestStyle | undefined
   return undefined;
 }
 
+/** One test object of TESTS.jsonl (or of a batch line's `tests`), checked against its style. */
+export function parseTestObject(obj: unknown, at: string, style: TestStyle): TestCase {
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new Error(`${at}: expected a JSON object`);
+  const schema = style === 'stdio' ? StdioLine : style === 'call' ? CallLine : AssertLine;
+  const r = schema.safeParse(obj);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw new Error(`${at}: ${style} test: ${issue.path.join('.') || 'line'}: ${issue.message}`);
+  }
+  const d = r.data as Record<string, unknown>;
+  if (style === 'stdio') return { style: 'stdio', input: d.input as string, output: (d.output as string | null | undefined) ?? null };
+  if (style === 'call') return 'expected' in d ? { style: 'call', args: d.args as unknown[], expected: d.expected } : { style: 'call', args: d.args as unknown[] };
+  return { style: 'assert', code: d.assert as string };
+}
+
 /** Parses TESTS.jsonl; every error names the file, the line and the field. */
 export function parseTestsFile(text: string, where: string, style?: TestStyle): { style: TestStyle; tests: TestCase[] } {
   const tests: TestCase[] = [];
@@ -24,23 +40,14 @@ export function parseTestsFile(text: string, where: string, style?: TestStyle): 
     const at = `${where}:${n + 1}`;
     let obj: unknown;
     try {
-      obj = JSON.parse(raw);
+      obj = parseJsonLossless(raw); // big integers stay exact (BigInt)
     } catch (e) {
       throw new Error(`${at}: not valid JSON (${(e as Error).message})`);
     }
     if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new Error(`${at}: expected a JSON object`);
     chosen ??= inferStyle(obj as Record<string, unknown>);
     if (!chosen) throw new Error(`${at}: cannot tell the test style: give "input", "args" or "assert"`);
-    const schema = chosen === 'stdio' ? StdioLine : chosen === 'call' ? CallLine : AssertLine;
-    const r = schema.safeParse(obj);
-    if (!r.success) {
-      const issue = r.error.issues[0]!;
-      throw new Error(`${at}: ${chosen} test: ${issue.path.join('.') || 'line'}: ${issue.message}`);
-    }
-    const d = r.data as Record<string, unknown>;
-    if (chosen === 'stdio') tests.push({ style: 'stdio', input: d.input as string, output: (d.output as string | null | undefined) ?? null });
-    else if (chosen === 'call') tests.push('expected' in d ? { style: 'call', args: d.args as unknown[], expected: d.expected } : { style: 'call', args: d.args as unknown[] });
-    else tests.push({ style: 'assert', code: d.assert as string });
+    tests.push(parseTestObject(obj, at, chosen));
   }
   if (!chosen) throw new Error(`${where}: no tests in the file`);
   return { style: chosen, tests };

@@ -21,10 +21,45 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 /** A JSON value from a test file (expected outputs, arguments) as a tagged value. */
 export function fromJson(v: unknown): Tagged {
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
-  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : { $int: v.toString() };
+  if (typeof v === 'number') {
+    if (Number.isFinite(v)) return v;
+    return { $float: Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf' };
+  }
   if (Array.isArray(v)) return v.map(fromJson);
   if (isObj(v)) return { $dict: Object.entries(v).map(([k, x]) => [k, fromJson(x)] as [Tagged, Tagged]) };
   return { $repr: String(v) };
+}
+
+const INT_TEXT = /^-?\d+$/;
+const FLOAT_TAG = new Set(['nan', 'inf', '-inf']);
+const MAX_DEPTH = 210;
+
+/** The tagged-value grammar, checked: anything else a fork-server forwards is malformed (the
+ * program's result record was forged or broken) and is answered as the program's
+ * runtime_error. Plain numbers must be finite (big integers come as `$int`). */
+export function isTagged(v: unknown, depth = 0): v is Tagged {
+  if (depth > MAX_DEPTH) return false;
+  if (v === null || typeof v === 'boolean' || typeof v === 'string') return true;
+  // Finite: NaN and the infinities come tagged. (A float such as 1e20 is a whole number here;
+  // integers past 2^53 written without $int are refused where the record is parsed.)
+  if (typeof v === 'number') return Number.isFinite(v);
+  if (Array.isArray(v)) return v.every((x) => isTagged(x, depth + 1));
+  if (!isObj(v)) return false;
+  const keys = Object.keys(v);
+  if (keys.length === 1) {
+    const [k] = keys;
+    const x = v[k!];
+    if (k === '$tuple' || k === '$set') return Array.isArray(x) && x.every((y) => isTagged(y, depth + 1));
+    if (k === '$int') return typeof x === 'string' && INT_TEXT.test(x);
+    if (k === '$float') return typeof x === 'string' && FLOAT_TAG.has(x);
+    if (k === '$dict') {
+      return Array.isArray(x) && x.every((p) => Array.isArray(p) && p.length === 2 && isTagged(p[0], depth + 1) && isTagged(p[1], depth + 1));
+    }
+    if (k === '$repr') return typeof x === 'string';
+    return false;
+  }
+  return keys.length === 2 && typeof v.$repr === 'string' && typeof v.$type === 'string';
 }
 
 /** Back to plain JSON for reports: tuples and sets become arrays, big ints strings. */
@@ -103,9 +138,11 @@ export function valuesEqual(a: Tagged, b: Tagged, opt: EqualOptions): boolean {
     return sa.length === sb.length && sa.every((x, i) => valuesEqual(x, sb[i]!, opt));
   }
   const bag = (v: Tagged): Tagged[] | undefined => (isObj(v) && '$set' in v ? (v.$set as Tagged[]) : undefined);
-  const ba = bag(a) ?? (!opt.strictContainers && kb === '$set' ? sa : undefined);
-  const bb = bag(b) ?? (!opt.strictContainers && ka === '$set' ? sb : undefined);
+  const ba = bag(a);
+  const bb = bag(b);
   if (ba && bb) return unorderedEqual(ba, bb, opt);
+  if (!opt.strictContainers && ba && Array.isArray(b)) return setEqualsSortedList(ba, b, opt);
+  if (!opt.strictContainers && bb && Array.isArray(a)) return setEqualsSortedList(bb, a, opt);
   const dict = (v: Tagged): Array<[Tagged, Tagged]> | undefined =>
     isObj(v) && '$dict' in v ? (v.$dict as Array<[Tagged, Tagged]>) : undefined;
   const da = dict(a);
@@ -121,13 +158,59 @@ export function valuesEqual(a: Tagged, b: Tagged, opt: EqualOptions): boolean {
   return false;
 }
 
+/** A canonical text of a value: equal texts for values Python calls equal (1, 1.0 and True
+ * alike; tuples and lists alike unless strict), so sets compare by sorting, O(n log n). */
+export function canonicalKey(v: Tagged, strict: boolean): string {
+  const n = asNumber(v);
+  if (n) {
+    if (n.kind === 'int') return `n${n.v.toString()}`;
+    if (Number.isNaN(n.v)) return 'nan';
+    if (Number.isInteger(n.v)) return `n${BigInt(n.v).toString()}`;
+    return `n${String(n.v)}`;
+  }
+  if (v === null) return 'none';
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v !== 'object') return String(v);
+  if (Array.isArray(v)) return `${strict ? 'l' : 's'}[${v.map((x) => canonicalKey(x, strict)).join(',')}]`;
+  if ('$tuple' in v) return `${strict ? 't' : 's'}[${v.$tuple.map((x) => canonicalKey(x, strict)).join(',')}]`;
+  if ('$set' in v) return `{${v.$set.map((x) => canonicalKey(x, strict)).sort().join(',')}}`;
+  if ('$dict' in v) {
+    return `d{${v.$dict.map(([k, x]) => `${canonicalKey(k, strict)}:${canonicalKey(x, strict)}`).sort().join(',')}}`;
+  }
+  // Opaque values are unique: no other value's key can match.
+  return `o${Math.random()}`;
+}
+
+/** Set against set: the same elements, by canonical keys (sorting, not an O(n^2) match). */
 function unorderedEqual(a: Tagged[], b: Tagged[], opt: EqualOptions): boolean {
   if (a.length !== b.length) return false;
-  const used = new Array<boolean>(b.length).fill(false);
-  for (const x of a) {
-    const j = b.findIndex((y, i) => !used[i] && valuesEqual(x, y, opt));
-    if (j < 0) return false;
-    used[j] = true;
+  const ka = a.map((x) => canonicalKey(x, opt.strictContainers)).sort();
+  const kb = b.map((x) => canonicalKey(x, opt.strictContainers)).sort();
+  return ka.every((k, i) => k === kb[i]);
+}
+
+/** Order of a set's elements when it is written as a list: numbers by value, strings by code
+ * units, anything else by canonical key, kinds in that order. */
+function canonicalCompare(x: Tagged, y: Tagged): number {
+  const nx = asNumber(x);
+  const ny = asNumber(y);
+  if (nx && ny) {
+    const a = nx.kind === 'int' && ny.kind === 'int' ? nx.v : Number(nx.v);
+    const b = nx.kind === 'int' && ny.kind === 'int' ? ny.v : Number(ny.v);
+    return a < b ? -1 : a > b ? 1 : 0;
   }
-  return true;
+  if (nx || ny) return nx ? -1 : 1;
+  if (typeof x === 'string' && typeof y === 'string') return x < y ? -1 : x > y ? 1 : 0;
+  if (typeof x === 'string' || typeof y === 'string') return typeof x === 'string' ? -1 : 1;
+  const kx = canonicalKey(x, false);
+  const ky = canonicalKey(y, false);
+  return kx < ky ? -1 : kx > ky ? 1 : 0;
+}
+
+/** A returned set against an expected list (JSON has no sets): equal only when the list is the
+ * set's elements in canonical sorted order. */
+function setEqualsSortedList(set: Tagged[], list: Tagged[], opt: EqualOptions): boolean {
+  if (set.length !== list.length) return false;
+  const sorted = [...set].sort(canonicalCompare);
+  return sorted.every((x, i) => valuesEqual(x, list[i]!, opt));
 }

@@ -3,6 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bwrapArgs, SERVER_IN_SANDBOX } from './isolation.js';
+import { cgroupWrapper, makeServerCgroup, removeServerCgroup, type CgroupRoots, type ServerCgroup } from './cgroup.js';
 
 /** A failure of the sandbox machinery itself (not of the candidate): becomes `sandbox_error`. */
 export class SandboxFault extends Error {
@@ -20,9 +21,15 @@ export interface WorkerOptions {
    * cannot signal or ptrace one another. */
   slot: number;
   uidBase: number;
+  /** Where to make this server's memory and pids cgroups; none: RLIMIT_AS only. */
+  cgroup?: CgroupRoots;
 }
 
 type Reply = Record<string, unknown>;
+
+/** Where a server's memory cgroup is mounted inside bubblewrap (root-owned: children only read). */
+const CGROUP_IN_SANDBOX = '/crucible/cg';
+let serial = 0;
 interface Pending {
   resolve: (v: Reply) => void;
   reject: (e: Error) => void;
@@ -42,13 +49,15 @@ export class ForkServer {
   #nextId = 1;
   #watchdog: NodeJS.Timeout | undefined;
   #watchdogMs = 0;
-  #buf = '';
+  readonly #chunks: Buffer[] = [];
+  #have = 0;
+  /** Bytes of the frame being read; -1 while its header is awaited. */
+  #need = -1;
   #stderr = '';
   #dead: string | undefined;
   #workdir: string | undefined;
-  /** Key of the program the server will hold once it has read every request sent so far: a
-   * request for the same program need not carry its source. */
-  loadedKey: string | undefined;
+  readonly #cgroup: ServerCgroup | undefined;
+  #cgroupGone: Promise<void> = Promise.resolve();
 
   constructor(readonly opts: WorkerOptions) {
     const env: Record<string, string> = {
@@ -57,23 +66,28 @@ export class ForkServer {
       CRUCIBLE_SLOT: String(opts.slot),
       CRUCIBLE_UID_BASE: String(opts.uidBase),
     };
+    this.#cgroup = opts.cgroup ? makeServerCgroup(opts.cgroup, `crucible-${process.pid}-${opts.slot}-${serial++}`) : undefined;
     let cmd: string;
     let args: string[];
     if (opts.bwrap) {
       cmd = opts.bwrap;
       env.CRUCIBLE_WORKDIR = '/tmp/runs';
-      args = [...bwrapArgs(opts.pythonPath, opts.serverPath), opts.pythonPath, '-I', SERVER_IN_SANDBOX];
+      env.CRUCIBLE_BWRAP = '1';
+      const binds = this.#cgroup ? ['--bind', this.#cgroup.memory, CGROUP_IN_SANDBOX] : [];
+      if (this.#cgroup) env.CRUCIBLE_CG_MEMORY = CGROUP_IN_SANDBOX;
+      args = [...bwrapArgs(opts.pythonPath, opts.serverPath, binds), opts.pythonPath, '-I', SERVER_IN_SANDBOX];
     } else {
       const work = path.join(os.tmpdir(), `crucible-sandbox-${process.pid}-${opts.slot}`);
       mkdirSync(work, { recursive: true, mode: 0o755 });
       this.#workdir = work;
       env.CRUCIBLE_WORKDIR = work;
+      if (this.#cgroup) env.CRUCIBLE_CG_MEMORY = this.#cgroup.memory;
       cmd = opts.pythonPath;
       args = ['-I', opts.serverPath];
     }
+    if (this.#cgroup) ({ cmd, args } = cgroupWrapper(this.#cgroup, cmd, args));
     this.#proc = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.#proc.stdout.setEncoding('utf8');
-    this.#proc.stdout.on('data', (chunk: string) => this.#onData(chunk));
+    this.#proc.stdout.on('data', (chunk: Buffer) => this.#onData(chunk));
     this.#proc.stderr.setEncoding('utf8');
     this.#proc.stderr.on('data', (c: string) => {
       this.#stderr = (this.#stderr + c).slice(-2000);
@@ -83,6 +97,7 @@ export class ForkServer {
     this.#proc.on('exit', (code, sig) => {
       // Without bubblewrap the run directories live on the host: leave nothing behind.
       if (this.#workdir) rmSync(this.#workdir, { recursive: true, force: true });
+      if (this.#cgroup) this.#cgroupGone = removeServerCgroup(this.#cgroup);
       this.#fail(`fork-server exited (${sig ?? code})${this.#stderr ? ': ' + this.#stderr.trim().split('\n').pop() : ''}`);
     });
   }
@@ -91,17 +106,30 @@ export class ForkServer {
     return this.#dead === undefined;
   }
 
-  #onData(chunk: string): void {
-    this.#buf += chunk;
-    let nl: number;
-    while ((nl = this.#buf.indexOf('\n')) >= 0) {
-      const line = this.#buf.slice(0, nl);
-      this.#buf = this.#buf.slice(nl + 1);
+  /** Frames (9-digit length, newline, JSON) are cut from a queue of chunks: each byte is copied
+   * once, however the frames fall across chunks, so a large reply costs linear time. */
+  #onData(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#have += chunk.length;
+    for (;;) {
+      if (this.#need < 0) {
+        if (this.#have < 10) return;
+        const head = this.#take(10).toString('latin1');
+        if (!/^\d{9}\n$/.test(head)) {
+          this.#fail(`fork-server wrote a frame without a length header: ${JSON.stringify(head)}`);
+          this.kill();
+          return;
+        }
+        this.#need = Number(head.slice(0, 9));
+      }
+      if (this.#have < this.#need) return;
+      const body = this.#take(this.#need);
+      this.#need = -1;
       let msg: Record<string, unknown>;
       try {
-        msg = JSON.parse(line) as Record<string, unknown>;
+        msg = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
       } catch {
-        this.#fail(`fork-server wrote a line that is not JSON: ${line.slice(0, 200)}`);
+        this.#fail(`fork-server wrote a frame that is not JSON: ${body.subarray(0, 200).toString('utf8')}`);
         this.kill();
         return;
       }
@@ -116,6 +144,30 @@ export class ForkServer {
       this.#arm();
       p.resolve(msg);
     }
+  }
+
+  /** The next n buffered bytes (n <= #have), consumed. */
+  #take(n: number): Buffer {
+    const first = this.#chunks[0]!;
+    if (first.length >= n) {
+      const out = first.subarray(0, n);
+      if (first.length === n) this.#chunks.shift();
+      else this.#chunks[0] = first.subarray(n);
+      this.#have -= n;
+      return out;
+    }
+    const out = Buffer.allocUnsafe(n);
+    let got = 0;
+    while (got < n) {
+      const c = this.#chunks[0]!;
+      const k = Math.min(c.length, n - got);
+      c.copy(out, got, 0, k);
+      got += k;
+      if (k === c.length) this.#chunks.shift();
+      else this.#chunks[0] = c.subarray(k);
+    }
+    this.#have -= n;
+    return out;
   }
 
   /** (Re)starts the watchdog for the oldest pending request; refreshing the timer it has is
@@ -179,11 +231,13 @@ export class ForkServer {
   }
 
   async close(): Promise<void> {
-    if (this.#proc.exitCode !== null || this.#proc.signalCode !== null) return;
-    const exited = new Promise<void>((r) => this.#proc.once('exit', () => r()));
-    this.#proc.stdin.end();
-    const t = setTimeout(() => this.kill(), 2000);
-    await exited;
-    clearTimeout(t);
+    if (this.#proc.exitCode === null && this.#proc.signalCode === null) {
+      const exited = new Promise<void>((r) => this.#proc.once('exit', () => r()));
+      this.#proc.stdin.end();
+      const t = setTimeout(() => this.kill(), 2000);
+      await exited;
+      clearTimeout(t);
+    }
+    await this.#cgroupGone;
   }
 }

@@ -19,11 +19,39 @@ describe('test styles and verdicts', () => {
     expect(r2[0]!.verdict).toBe('accepted');
   });
 
-  it('HumanEval check(candidate) runs in-process and reports failures as wrong_answer', async () => {
+  it('HumanEval check(candidate) runs in the oracle and reports failures as wrong_answer', async () => {
     const test = 'def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n';
     const good = await sandbox.run({ program: 'def add(a, b):\n    return a + b\n', entryPoint: 'add', tests: [{ style: 'assert', code: test }] });
     const bad = await sandbox.run({ program: 'def add(a, b):\n    return a * b + 1\n', entryPoint: 'add', tests: [{ style: 'assert', code: test }] });
-    expect([good[0]!.verdict, bad[0]!.verdict, good[0]!.assertMode]).toEqual(['accepted', 'wrong_answer', 'inprocess']);
+    expect([good[0]!.verdict, bad[0]!.verdict, good[0]!.assertMode]).toEqual(['accepted', 'wrong_answer', 'outside']);
+  });
+
+  it('assert bodies in the oracle: computed arguments, nested calls, expected exceptions, in-place changes', async () => {
+    const program = [
+      'def double(x):',
+      '    if x < 0:',
+      '        raise ValueError("negative")',
+      '    return 2 * x',
+      'def sort_in_place(a):',
+      '    a.sort()',
+      'def pair(x):',
+      '    return (x, {x})',
+    ].join('\n');
+    const wrong = program.replace('return 2 * x', 'return 2 * x if x < 7 else 0');
+    const tests = [
+      'for i in range(10):\n    assert double(i) == 2 * i',
+      'assert double(double(3)) == 12',
+      'try:\n    double(-1)\n    assert False\nexcept ValueError:\n    pass',
+      'a = [3, 1, 2]\nsort_in_place(a)\nassert a == [1, 2, 3]',
+      'assert pair(2) == (2, {2}) and pair(2) != [2, {2}] and 2 in pair(2)[1]',
+      'def check(candidate):\n    assert [candidate(i) for i in range(3)] == [0, 2, 4]\n    assert candidate(5) > candidate(4)\n',
+      'double(-1)',
+    ].map((code) => ({ style: 'assert' as const, code }));
+    const good = await sandbox.run({ program, tests, entryPoint: 'double' });
+    expect(good.map((r) => r.verdict)).toEqual(['accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'accepted', 'runtime_error']);
+    expect([good[6]!.exceptionType, good[6]!.message, good[6]!.phase]).toEqual(['ValueError', 'negative', 'test']);
+    const bad = await sandbox.run({ program: wrong, tests: tests.slice(0, 2), entryPoint: 'double' });
+    expect(bad.map((r) => r.verdict)).toEqual(['wrong_answer', 'accepted']);
   });
 
   it('a program whose own asserts fail is a runtime_error, not a wrong answer', async () => {

@@ -47,6 +47,31 @@ describe('call values (JSON expectations)', () => {
   });
 });
 
+describe('sets and exact integers', () => {
+  it('a returned set equals an expected list only in canonical sorted order', () => {
+    expect(compareCallValue({ $set: [3, 1, 2] }, fromJson([1, 2, 3]), 'tokens')).toBe(true);
+    expect(compareCallValue({ $set: [3, 1, 2] }, fromJson([3, 1, 2]), 'tokens')).toBe(false);
+    expect(compareCallValue({ $set: ['b', 'a'] }, fromJson(['a', 'b']), 'tokens')).toBe(true);
+    expect(compareCallValue({ $set: [1, 2] }, fromJson([1, 2, 2]), 'tokens')).toBe(false);
+    // A list never equals an expected... set (there are none in JSON), and a list is not a set.
+    expect(compareAssertValue([1, 2], { $set: [1, 2] })).toBe(false);
+  });
+  it('sets compare by sorting: 20,000 elements against a reversed copy', () => {
+    const xs = Array.from({ length: 20_000 }, (_, i) => i);
+    expect(compareAssertValue({ $set: xs }, { $set: [...xs].reverse() })).toBe(true);
+    expect(compareAssertValue({ $set: xs }, { $set: [...xs.slice(1), -1] })).toBe(false);
+  });
+  it('test files keep integers above 2^53 exact', () => {
+    const t = parseTestsFile('{"args":[9007199254740993],"expected":123456789012345678901234567890}\n', 't.jsonl').tests[0]!;
+    expect(t).toEqual({ style: 'call', args: [9007199254740993n], expected: 123456789012345678901234567890n });
+    if (t.style !== 'call') throw new Error('call test expected');
+    expect(compareCallValue({ $int: '123456789012345678901234567890' }, fromJson(t.expected), 'tokens')).toBe(true);
+    // Rounded, JSON.parse would have made these equal.
+    expect(compareCallValue({ $int: '123456789012345678901234567891' }, fromJson(t.expected), 'tokens')).toBe(false);
+    expect(compareCallValue({ $int: '9007199254740992' }, fromJson(t.args[0]), 'tokens')).toBe(false);
+  });
+});
+
 describe('assert values (Python == semantics)', () => {
   it('a tuple is not a list, but 1 == 1.0 == True', () => {
     expect(compareAssertValue([1, 2], { $tuple: [1, 2] })).toBe(false);

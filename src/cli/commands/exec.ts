@@ -4,10 +4,13 @@ import { UserError } from '../errors.js';
 import { createSandbox } from '../../sandbox/index.js';
 import type { ComparisonMode, TestResult } from '../../sandbox/api.js';
 import { parseTestsFile } from '../../sandbox/tests-file.js';
+import { parseBatchFile, type BatchRun } from '../../sandbox/batch-file.js';
 import { TestStyle } from '../../core/problem.js';
 
 interface ExecOptions {
-  tests: string;
+  tests?: string;
+  batch?: string;
+  workers?: string;
   style?: string;
   fn?: string;
   timeLimit?: string;
@@ -43,16 +46,72 @@ export function resultLine(r: TestResult): Record<string, unknown> {
   if (r.message) line.message = r.message;
   if (r.output !== undefined) line.output = r.output;
   if (r.assertMode) line.assert_mode = r.assertMode;
+  if (r.phase) line.phase = r.phase;
+  if (r.memoryPeakKb !== undefined) line.memory_peak_kb = r.memoryPeakKb;
   line.isolated = r.isolated;
+  if (r.cgroup !== undefined) line.cgroup = r.cgroup;
   return line;
+}
+
+/** Exit status from verdicts: 0 all accepted, 1 some not, 3 a sandbox error. */
+function exitCode(results: TestResult[]): number {
+  if (results.some((r) => r.verdict === 'sandbox_error')) return 3;
+  return results.every((r) => r.verdict === 'accepted') ? 0 : 1;
+}
+
+/** `--batch`: every run through one shared pool, as a training run uses it. Runs start in file
+ * order with a bounded number in flight (the pool queues and pipelines them); lines are
+ * printed in file order, one per test, each with its run's id. */
+async function runBatch(file: string, o: ExecOptions): Promise<void> {
+  let runs: BatchRun[];
+  try {
+    runs = parseBatchFile(read(file, 'batch'), file);
+  } catch (e) {
+    throw new UserError((e as Error).message);
+  }
+  const workers = o.workers === undefined ? undefined : positive(o.workers, '--workers');
+  if (workers !== undefined && !Number.isInteger(workers)) throw new UserError(`--workers must be a whole number, got "${o.workers}"`);
+  if (!['exact', 'tokens', 'float'].includes(o.comparison ?? 'tokens')) throw new UserError('--batch supports --comparison exact, tokens or float');
+  let sandbox;
+  try {
+    sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none', ...(workers ? { workers } : {}) });
+  } catch (e) {
+    throw new UserError((e as Error).message);
+  }
+  const all: TestResult[] = [];
+  try {
+    const window = Math.max(2, (workers ?? 4) * 4);
+    const started: Array<Promise<TestResult[]>> = [];
+    const start = (run: BatchRun): Promise<TestResult[]> =>
+      sandbox.run({
+        program: run.program,
+        tests: run.tests,
+        ...(run.fn ? { entryPoint: run.fn } : {}),
+        limits: run.limits,
+        comparison: (o.comparison ?? 'tokens') as ComparisonMode,
+      });
+    let next = 0;
+    for (; next < Math.min(window, runs.length); next++) started.push(start(runs[next]!));
+    for (let i = 0; i < runs.length; i++) {
+      const results = await started[i]!;
+      if (next < runs.length) started.push(start(runs[next++]!));
+      for (const r of results) process.stdout.write(JSON.stringify({ run: runs[i]!.id, ...resultLine(r) }) + '\n');
+      all.push(...results);
+    }
+    process.exitCode = exitCode(all);
+  } finally {
+    await sandbox.close();
+  }
 }
 
 export function registerExec(program: Command): void {
   program
     .command('exec')
     .description('run a Python program on tests in the sandbox and print one verdict per test')
-    .argument('<program>', 'Python 3 source file')
-    .requiredOption('--tests <file>', 'TESTS.jsonl: one test per line')
+    .argument('[program]', 'Python 3 source file')
+    .option('--tests <file>', 'TESTS.jsonl: one test per line')
+    .option('--batch <file>', 'RUNS.jsonl: many programs with their tests, one JSON line per test printed')
+    .option('--workers <n>', 'fork-servers for --batch (default: two per core)')
     .option('--style <style>', 'stdio | call | assert (default: from the first line)')
     .option('--fn <name>', 'function to call for call tests ("f" or "Solution.method")')
     .option('--time-limit <seconds>', 'CPU seconds per test')
@@ -63,7 +122,13 @@ export function registerExec(program: Command): void {
     .option('--python <path>', 'interpreter for the program', '/usr/bin/python3')
     .option('--stop-on-failure', 'stop at the first test that is not accepted')
     .option('--json', 'print one JSON line per test')
-    .action(async (file: string, o: ExecOptions) => {
+    .action(async (file: string | undefined, o: ExecOptions) => {
+      if (!['auto', 'bwrap', 'none'].includes(o.isolation ?? 'auto')) throw new UserError(`--isolation must be auto, bwrap or none`);
+      if (o.batch) {
+        if (file !== undefined || o.tests) throw new UserError('--batch takes no PROGRAM and no --tests: each line names its own');
+        return runBatch(o.batch, o);
+      }
+      if (file === undefined || !o.tests) throw new UserError('give PROGRAM and --tests TESTS.jsonl, or --batch RUNS.jsonl');
       const style = o.style === undefined ? undefined : TestStyle.safeParse(o.style);
       if (style && !style.success) throw new UserError(`--style must be stdio, call or assert, got "${o.style}"`);
       if (!['exact', 'tokens', 'float', 'checker'].includes(o.comparison ?? 'tokens')) {

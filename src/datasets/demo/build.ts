@@ -33,7 +33,7 @@ function sameTokens(a: string, b: string): boolean {
 /** The reference's verdict and value per test, through the sandbox (twice the time limit). */
 async function runReference(f: DemoProblemFile, sandbox: Sandbox, tests: TestCase[]) {
   const results = await sandbox.run({
-    program: f.reference, tests, entryPoint: f.entryPoint,
+    program: f.reference, role: 'reference', tests, entryPoint: f.entryPoint,
     limits: { timeSeconds: f.limits.timeSeconds * 2, memoryMb: f.limits.memoryMb },
   });
   return tests.map((_, i) => {

@@ -39,10 +39,10 @@ export async function checkDemoProblem(d: DemoProblem, sandbox: Sandbox): Promis
     ...extras.variants.map((program, i) => ({ name: `var${i + 1}`, kind: 'variant' as const, program })),
     ...extras.bugs.map((b) => ({ name: `bug:${b.name}`, kind: 'bug' as const, program: b.program })),
   ];
-  const run = async (program: string, ts: readonly TestCase[]) =>
-    noSandboxError(problem.id, await sandbox.run({ program, tests: ts, entryPoint: problem.entryPoint, limits: problem.limits, comparison: problem.comparison }));
+  const run = async (program: string, ts: readonly TestCase[], role: 'candidate' | 'reference' = 'candidate') =>
+    noSandboxError(problem.id, await sandbox.run({ program, role, tests: ts, entryPoint: problem.entryPoint, limits: problem.limits, comparison: problem.comparison }));
   const nPub = problem.tests.public.length;
-  const [invalid, ...perProgram] = await Promise.all([run(programs[0]!.program, extras.invalid), ...programs.map((p) => run(p.program, tests))]);
+  const [invalid, ...perProgram] = await Promise.all([run(programs[0]!.program, extras.invalid, 'reference'), ...programs.map((p) => run(p.program, tests))]);
   return {
     problemId: problem.id,
     examples: nPub,

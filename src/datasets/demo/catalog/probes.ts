@@ -38,7 +38,7 @@ export async function buildProbes(source: CatalogSource, sandbox: Sandbox, count
     seen.add(k);
     inputs.push(t);
   }
-  const results = await sandbox.run(runRequest(source, reference, inputs));
+  const results = await sandbox.run({ ...runRequest(source, reference, inputs), role: 'reference' });
   const probes: TestCase[] = [];
   for (const r of results) {
     if (r.verdict === 'sandbox_error') throw new Error(`${source.problem.id}: the sandbox failed on a probe: ${r.message ?? 'no detail'}`);
