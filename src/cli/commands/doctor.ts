@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import type { Command } from 'commander';
 import { installCommand, systemChecks, type Check } from '../system.js';
 import { UserError } from '../errors.js';
+import { isolationReport } from '../../sandbox/isolation.js';
 
 function table(checks: readonly Check[]): string {
   const w = Math.max(...checks.map((c) => c.name.length));
@@ -34,8 +35,16 @@ export function registerDoctor(program: Command): void {
           checks = systemChecks();
         }
       }
-      if (opts.json) process.stdout.write(`${JSON.stringify(checks)}\n`);
-      else if (!opts.install) process.stdout.write(`${table(checks)}\n`);
+      if (opts.json) process.stdout.write(`${JSON.stringify({ checks, isolation: isolationReport() })}\n`);
+      else if (!opts.install) {
+        process.stdout.write(`${table(checks)}\n\nsandbox isolation layers (a run refuses unisolated verdicts unless executor.isolation is none):\n`);
+        for (const [layer, status] of Object.entries(isolationReport())) {
+          if (typeof status === 'object' && status !== null && 'ok' in status) {
+            const st = status as { ok: boolean; reason?: string };
+            process.stdout.write(`${st.ok ? 'ok     ' : 'NO     '}  ${layer.padEnd(8)}  ${st.reason ?? ''}\n`);
+          }
+        }
+      }
       const missing = checks.filter((c) => !c.ok && c.forTests);
       if (opts.install && missing.length > 0) throw new UserError(`still missing after install:\n${table(missing)}`, 1);
       if (!opts.install && missing.length > 0) process.exitCode = 1;
