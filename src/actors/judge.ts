@@ -17,7 +17,7 @@ import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
-import { planEvaluation, judgeProblem } from './judging.js';
+import { planEvaluation, judgeProblem, needsOracle } from './judging.js';
 import type { ProblemRound } from './judge-state.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
@@ -251,7 +251,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
       const pairs = [];
       for (const suite of p.suites) {
         for (const t of suite.tests) {
-          if (!t.wellFormed || seen.has(t.testHash)) continue;
+          // A test without an expected value is invalid whatever the reference does: not run.
+          if (seen.has(t.testHash) || !(await needsOracle(env, t))) continue;
           seen.add(t.testHash);
           pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
         }

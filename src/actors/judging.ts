@@ -7,8 +7,17 @@ import { TestCase as TestCaseSchema } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import type { Verdict } from '../core/verdicts.js';
-import { codeA1Rewards, codeA1TopVarSuites, codeA1KeepCodeGroup } from '../rewards/code-a1.js';
-import { inferProgramValid, outcomeOf, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
+import {
+  codeA1CodeSelection,
+  codeA1HasExpected,
+  codeA1JudgeTests,
+  codeA1ProgramValid,
+  codeA1Rewards,
+  codeA1TopVarSuites,
+  moduleLoadOf,
+  type GeneratedTestRecord,
+} from '../rewards/code-a1.js';
+import { outcomeOf, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
 import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
@@ -23,22 +32,14 @@ type Reason = JudgedTest['reason'];
 
 const HIST_SUITE = 'mistake-book';
 
-/** What the reference's run says about a generated test. */
-function validityOf(verdict: Verdict | undefined): { status: TestStatus; reason: Reason } {
-  switch (verdict) {
-    case 'accepted':
-      return { status: 'valid', reason: 'ok' };
-    // The test stated an expected value and the reference disagrees: GT's output is the oracle.
-    case 'wrong_answer':
-      return { status: 'corrected', reason: 'expected-mismatch' };
-    case 'time_limit':
-      return { status: 'invalid', reason: 'reference-timeout' };
-    case 'sandbox_error':
-    case undefined:
-      return { status: 'unknown', reason: 'reference-sandbox-error' };
-    default:
-      return { status: 'invalid', reason: 'reference-raises' };
-  }
+/** A test that runs a program's module body and nothing after it: accepted iff the body ran
+ * to the end (the release's marker). Stdin/stdout programs have no separate body to probe. */
+export const LOAD_PROBE: TestCase = { style: 'assert', code: 'pass' };
+
+/** Whether a generated test goes to the reference: well-formed and stating an expected value. */
+export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; testHash: string }): Promise<boolean> {
+  if (!test.wellFormed) return false;
+  return codeA1HasExpected(TestCaseSchema.parse(JSON.parse(await env.blobs.getText(test.testHash))));
 }
 
 /** A call test's output is the JSON of the returned value; a truncated one is unusable. */
@@ -71,38 +72,29 @@ export async function planEvaluation(args: {
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, oracle, book } = args;
   const byHash = new Map(oracle.map((v) => [v.testHash, v]));
-  const judged: JudgedTest[] = [];
-  /** Usable tests by suite, GT-corrected: what programs are rewarded on. */
-  const corrected = new Map<string, string>();
+  // Each test with the reference's verdict and, when usable, its GT-corrected form; duplicates
+  // are then found on the corrected statement (after the oracle), as the release does.
+  const records: GeneratedTestRecord[] = [];
+  const correctedOf = new Map<string, string>();
   for (const suite of p.suites) {
-    const seen = new Set<string>();
     for (const t of suite.tests) {
-      if (!t.wellFormed) {
-        judged.push({ testId: t.testId, testHash: t.testHash, valid: false, reason: 'malformed', status: 'invalid', oracleHash: null });
-        continue;
-      }
-      if (seen.has(t.testHash)) {
-        judged.push({ testId: t.testId, testHash: t.testHash, valid: false, reason: 'duplicate', status: 'invalid', oracleHash: null });
-        continue;
-      }
-      seen.add(t.testHash);
-      const run = byHash.get(t.testHash);
-      let { status, reason } = validityOf(run?.verdict);
-      let oracleHash: string | null = null;
-      if (status === 'valid' || status === 'corrected') {
+      const hasExpected = await needsOracle(env, t);
+      const run = hasExpected ? byHash.get(t.testHash) : undefined;
+      let correctedKey: string | null = null;
+      if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
         const original = TestCaseSchema.parse(JSON.parse(await env.blobs.getText(t.testHash)));
-        const output = run?.outputHash ? await env.blobs.getText(run.outputHash) : null;
-        const fixed = output === null ? null : withOracle(original, output);
-        if (fixed === null) {
-          ({ status, reason } = { status: 'unknown', reason: 'reference-sandbox-error' });
-        } else {
-          oracleHash = await env.blobs.put(canonicalJson(fixed));
-          corrected.set(t.testHash, oracleHash);
-        }
+        const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
+        if (fixed !== null) correctedKey = await env.blobs.put(canonicalJson(fixed));
       }
-      judged.push({ testId: t.testId, testHash: t.testHash, valid: status === 'valid' || status === 'corrected', reason, oracleHash, status });
+      if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);
+      records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: run?.verdict ?? null, correctedKey });
     }
   }
+  const testHashOf = new Map(p.suites.flatMap((s) => s.tests.map((t) => [t.testId, t.testHash] as const)));
+  const judged: JudgedTest[] = codeA1JudgeTests(records).map((j) => {
+    const usable = j.status === 'valid' || j.status === 'corrected';
+    return { testId: j.id, testHash: testHashOf.get(j.id)!, valid: usable, reason: j.reason, status: j.status, oracleHash: usable ? correctedOf.get(j.id)! : null };
+  });
 
   const history = env.config.mistakeBook.enabled ? topTests(book, env.config.mistakeBook.replay) : [];
   const reward: { programId: string; programHash: string; testId: string; testHash: string }[] = [];
@@ -134,6 +126,12 @@ export async function planEvaluation(args: {
     const programHash = await env.blobs.put(program);
     for (const testHash of distinct) kill.push({ programId: `incorrect/${i}`, programHash, testId: `oracle/${testHash.slice(0, 16)}`, testHash });
   }
+  // The load probe: one per program of the group (call and assert problems).
+  const load: typeof reward = [];
+  if (problem.style !== 'stdio') {
+    const probeHash = await env.blobs.put(canonicalJson(LOAD_PROBE));
+    for (const s of p.solutions) load.push({ programId: s.solutionId, programHash: s.programHash, testId: 'load', testHash: probeHash });
+  }
   const base = { round: p.round, problemId: p.problemId };
   // One pair is executed once in a run: later requests of this plan, and pairs recorded in
   // earlier rounds, reuse the verdict instead (decided here, so it is in the log).
@@ -143,6 +141,7 @@ export async function planEvaluation(args: {
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...args.split(reward, planned) }),
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...args.split(heldout, planned) }),
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...args.split(kill, planned) }),
+    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/load`, purpose: 'load', ...args.split(load, planned) }),
   ];
 }
 
@@ -177,9 +176,12 @@ export async function judgeProblem(args: {
     tests,
     verdicts: programs.map((prog) => tests.map((t) => cells.get(cellKey(prog.id, t.id)) ?? null)),
   };
-  let matrix = parseMatrix(matrixInput);
-  // A program whose module does not load is not a "valid program" in Code-A1's sense.
-  matrix = parseMatrix({ ...matrixInput, programs: programs.map((prog, i) => ({ ...prog, valid: inferProgramValid(matrix, i) })) });
+  // A valid program is one whose module body ran to the end (the load probe).
+  const loadOf = new Map(args.verdicts(`${p.key}/load`).map((v) => [v.programId, v.verdict]));
+  const matrix = parseMatrix({
+    ...matrixInput,
+    programs: programs.map((prog, i) => ({ ...prog, valid: codeA1ProgramValid(moduleLoadOf(loadOf.get(prog.id)), matrixInput.verdicts[i]!) })),
+  });
 
   const suites = p.suites.map((s) => ({
     id: s.suiteId,
@@ -191,8 +193,7 @@ export async function judgeProblem(args: {
 
   // Code policy: one group per problem.
   const rCodes = result.programs.map((r) => r.rCode);
-  const keepCode = codeA1KeepCodeGroup(rCodes);
-  const codeAdv = keepCode ? groupAdvantages(rCodes, { std: cfg.rewards.std }) : rCodes.map(() => 0);
+  const { kept: keepCode, advantages: codeAdv } = codeA1CodeSelection(rCodes, { std: cfg.rewards.std, filterUniform: cfg.codeA1.codeGroupFilter });
   const codeItems = result.programs.map((r, i): { sampleId: string; reward: number; advantage: number; components: Record<string, number> } => {
     const s = r.suites;
     return {
@@ -258,7 +259,16 @@ export async function judgeProblem(args: {
       if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
     }
     const mb = cfg.mistakeBook;
-    const update = updateMistakeBook(book, { round: p.round, observations }, { cap: mb.cap, decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null, blacklistOnReferenceFail: mb.blacklist });
+    const update = updateMistakeBook(
+      book,
+      { round: p.round, observations },
+      {
+        cap: mb.cap,
+        decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
+        blacklistOnReferenceFail: mb.blacklist,
+        sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
+      },
+    );
     bookSize = update.state.entries.filter((e) => !e.blacklisted).length;
     if (update.changes.length > 0) events.push(env.event('MistakeBookUpdated', { ...base, changes: update.changes }));
   }

@@ -76,14 +76,25 @@ export const RunConfig = z
         enabled: z.boolean().default(true),
         /** Tests replayed against every candidate of the problem. */
         replay: z.number().int().nonnegative().default(8),
-        /** Most tests kept per problem. */
-        cap: z.number().int().positive().default(64),
+        /** Most tests kept per problem; null: no cap (Code-A1's release has none). */
+        cap: z.number().int().positive().nullable().default(64),
         /** Subtract this from every count each round (0: no decay). */
         decay: z.number().int().nonnegative().default(0),
         blacklist: z.boolean().default(true),
       })
       .strict()
       .default({ enabled: true, replay: 8, cap: 64, decay: 0, blacklist: true }),
+    /** Code-A1's release rules that crucible can change. */
+    codeA1: z
+      .object({
+        /** release: +1 only for failed generated tests, -1 only for passed replayed tests;
+         * any: every failure adds and every pass of a stored test subtracts. */
+        mistakeBookRule: z.enum(['release', 'any']).default('release'),
+        /** Drop code groups whose rewards are all 0 or all 1 (defined in the release, never called). */
+        codeGroupFilter: z.boolean().default(false),
+      })
+      .strict()
+      .default({ mistakeBookRule: 'release', codeGroupFilter: false }),
     selection: z
       .object({
         /** Which test-policy samples train: all, or Code-A1's TOPVAR. */

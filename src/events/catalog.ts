@@ -128,7 +128,9 @@ const definitions = {
       round: Round,
       problemId: Id,
       requestId: Id,
-      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill']),
+      /** load: a probe that runs each program's module body and nothing after it (Code-A1's
+       * valid-program marker). */
+      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill', 'load']),
       /** Pairs to execute. */
       pairs: z.array(ExecutionPair),
       /** Pairs the request needs whose verdict is recorded already (an earlier round) or
@@ -167,7 +169,7 @@ const definitions = {
           testId: Id,
           testHash: Hash,
           valid: z.boolean(),
-          reason: z.enum(['ok', 'malformed', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
+          reason: z.enum(['ok', 'malformed', 'no-expected', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
           /** valid; corrected (stated expectation wrong, GT's output used); invalid; unknown (GT could not run). */
           status: z.enum(['valid', 'corrected', 'invalid', 'unknown']),
           /** The GT-corrected test (expected value = the reference's output), when usable. */
