@@ -24,6 +24,8 @@ import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
+import type { JudgeArgs, MethodJudgement, PlanArgs } from './methods/contract.js';
 
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
 type Verdicts = EventData<'ExecutionCompleted'>[];
@@ -61,16 +63,9 @@ function withOracle(test: TestCase, output: string): TestCase | null {
   return test;
 }
 
-export async function planEvaluation(args: {
-  env: RunEnv;
-  problem: Problem;
-  round: ProblemRound;
-  oracle: Verdicts;
-  book: MistakeBookState;
-  /** Leaves out of a request the pairs already recorded or planned (see splitReused). */
-  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
-}): Promise<NewEvent[]> {
-  const { env, problem, round: p, oracle, book } = args;
+/** Code-A1 validity of every sampled test from the reference's verdicts, with the GT-corrected
+ * test (as a blob) of each usable one. */
+export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle: Verdicts): Promise<JudgedTest[]> {
   const byHash = new Map(oracle.map((v) => [v.testHash, v]));
   // Each test with the reference's verdict and, when usable, its GT-corrected form; duplicates
   // are then found on the corrected statement (after the oracle), as the release does.
@@ -95,6 +90,20 @@ export async function planEvaluation(args: {
     const usable = j.status === 'valid' || j.status === 'corrected';
     return { testId: j.id, testHash: testHashOf.get(j.id)!, valid: usable, reason: j.reason, status: j.status, oracleHash: usable ? correctedOf.get(j.id)! : null };
   });
+  return judged;
+}
+
+export async function planEvaluation(args: {
+  env: RunEnv;
+  problem: Problem;
+  round: ProblemRound;
+  oracle: Verdicts;
+  book: MistakeBookState;
+  /** Leaves out of a request the pairs already recorded or planned (see splitReused). */
+  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
+}): Promise<NewEvent[]> {
+  const { env, problem, round: p, oracle, book } = args;
+  const judged = await judgeAgainstReference(env, p, oracle);
 
   const history = env.config.mistakeBook.enabled ? topTests(book, env.config.mistakeBook.replay) : [];
   const reward: { programId: string; programHash: string; testId: string; testHash: string }[] = [];
@@ -114,18 +123,7 @@ export async function planEvaluation(args: {
     const referenceHash = await env.blobs.put(problem.solutions[0]!);
     for (const h of history) reward.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
   }
-  const heldout: typeof reward = [];
-  const officialHashes = [];
-  for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
-  for (const s of p.solutions) {
-    officialHashes.forEach((testHash, i) => heldout.push({ programId: s.solutionId, programHash: s.programHash, testId: `heldout/${i}`, testHash }));
-  }
-  const kill: typeof reward = [];
-  const distinct = [...new Set(judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!))];
-  for (const [i, program] of problem.incorrectSolutions.entries()) {
-    const programHash = await env.blobs.put(program);
-    for (const testHash of distinct) kill.push({ programId: `incorrect/${i}`, programHash, testId: `oracle/${testHash.slice(0, 16)}`, testHash });
-  }
+  const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
   // The load probe: one per program of the group (call and assert problems).
   const load: typeof reward = [];
   if (problem.style !== 'stdio') {
@@ -153,6 +151,9 @@ export async function judgeProblem(args: {
   round: ProblemRound;
   book: MistakeBookState;
   verdicts: (requestId: string) => Verdicts;
+  /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
+   * objective both roles of a single model share, instead of Code-A1's attack reward. */
+  shared?: boolean;
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, book } = args;
   const cfg = env.config;
@@ -214,12 +215,14 @@ export async function judgeProblem(args: {
   const selected = new Set(cfg.selection.testSamples === 'topvar' ? codeA1TopVarSuites(result, 1) : result.programs.flatMap((r) => r.suites.map((s) => s.suite)));
   const groups = cfg.sampling.whiteBox ? result.programs.map((r) => r.suites) : [result.programs.flatMap((r) => r.suites)];
   const testItems: { sampleId: string; reward: number; advantage: number; components: Record<string, number> }[] = [];
+  const rCodeOf = new Map(result.programs.map((r) => [r.program, r.rCode]));
+  const testReward = (s: (typeof groups)[number][number]) => (args.shared ? rCodeOf.get(s.program)! : s.rTest);
   for (const group of groups) {
-    const adv = groupAdvantages(group.map((s) => s.rTest), { std: cfg.rewards.std });
+    const adv = groupAdvantages(group.map(testReward), { std: cfg.rewards.std });
     group.forEach((s, i) => {
       testItems.push({
         sampleId: s.suite,
-        reward: s.rTest,
+        reward: testReward(s),
         advantage: adv[i]!,
         components: {
           validRatio: s.validRatio,
@@ -274,32 +277,18 @@ export async function judgeProblem(args: {
   }
 
   // Evaluation figures for the table.
-  const heldout = args.verdicts(`${p.key}/heldout`);
-  const passedAll = p.solutions.filter((s) => {
-    const mine = heldout.filter((v) => v.programId === s.solutionId);
-    return mine.length > 0 && mine.every((v) => v.verdict === 'accepted');
-  }).length;
-  // Kill rate of one sampled suite: the share of known-incorrect programs that fail at least one
-  // of its usable tests, averaged over suites (what a single draw of the adversary achieves).
-  const failing = new Set(args.verdicts(`${p.key}/kill`).filter((v) => outcomeOf(v.verdict) === 'fail').map((v) => cellKey(v.programId, v.testHash)));
-  let killed = 0;
-  for (const suite of p.suites) {
-    const hashes = judged.filter((t) => t.oracleHash && suiteOf(t.testId) === suite.suiteId).map((t) => t.oracleHash!);
-    problem.incorrectSolutions.forEach((_, i) => {
-      if (hashes.some((h) => failing.has(cellKey(`incorrect/${i}`, h)))) killed++;
-    });
-  }
+  const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, judged.filter((t) => t.oracleHash && suiteOf(t.testId) === suite.suiteId).map((t) => t.oracleHash!)]));
+  const figures = evaluationFigures(problem, p, args.verdicts, usableBySuite);
   const sampled = p.suites.reduce((n, s) => n + s.tests.length, 0);
 
   events.unshift(
     env.event('RewardsAssigned', { ...base, role: 'code', rewardFn: result.rewardId, items: codeItems }),
-    env.event('RewardsAssigned', { ...base, role: 'test', rewardFn: result.rewardId, items: testItems }),
+    env.event('RewardsAssigned', { ...base, role: 'test', rewardFn: args.shared ? 'self-play/v1' : result.rewardId, items: testItems }),
   );
   events.push(
     env.event('ProblemEvaluated', {
       ...base,
-      heldOut: { programs: p.solutions.length, passed: passedAll },
-      kill: { targets: problem.incorrectSolutions.length, suites: p.suites.length, killed },
+      ...figures,
       tests: { sampled, wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
       mistakeBook: { size: bookSize },
       rewards: { code: mean(rCodes), test: mean(testItems.map((t) => t.reward)) },
@@ -308,9 +297,33 @@ export async function judgeProblem(args: {
   return events;
 }
 
-function mean(xs: readonly number[]): number {
-  if (xs.length === 0) return 0;
-  let s = 0;
-  for (const x of xs) s += x;
-  return s / xs.length;
+/** The reference on each distinct test that states an expected value: oracle outputs and validity. */
+export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemRound): Promise<Pair[]> {
+  const reference = problem.solutions[0];
+  if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: ${env.config.method} needs one`);
+  const referenceHash = await env.blobs.put(reference);
+  const seen = new Set<string>();
+  const pairs: Pair[] = [];
+  for (const suite of p.suites) {
+    for (const t of suite.tests) {
+      // A test without an expected value is invalid whatever the reference does: not run.
+      if (seen.has(t.testHash) || !(await needsOracle(env, t))) continue;
+      seen.add(t.testHash);
+      pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
+    }
+  }
+  return pairs;
 }
+
+export const codeA1: MethodJudgement = {
+  oracle: referenceOracle,
+  plan: (a: PlanArgs) => planEvaluation(a),
+  judge: (a: JudgeArgs) => judgeProblem(a),
+};
+
+/** Self-play baseline: Code-A1's loop with one objective for both roles (no separation). */
+export const selfPlay: MethodJudgement = {
+  oracle: referenceOracle,
+  plan: (a: PlanArgs) => planEvaluation(a),
+  judge: (a: JudgeArgs) => judgeProblem({ ...a, shared: true }),
+};

@@ -18,11 +18,15 @@ const PolicyConfig = z
   })
   .strict();
 
+/** The methods a run can follow (METHODS.md); each is a Judge module over the same actors. */
+export const METHODS = ['code-a1', 'cure', 'tcs', 'ace', 'golden-tests', 'self-play'] as const;
+export type Method = (typeof METHODS)[number];
+
 export const RunConfig = z
   .object({
     name: z.string().min(1).default('run'),
-    /** Reward and selection rules of the Judge (Code-A1 today; the other methods' rewards are in src/rewards). */
-    method: z.enum(['code-a1']).default('code-a1'),
+    /** Reward and selection rules of the Judge: which method's judgement runs. */
+    method: z.enum(METHODS).default('code-a1'),
     seed: z.number().int().nonnegative().default(0),
     rounds: z.number().int().positive().default(8),
     /** Where runs are written: <dir>/<run-id>/. */
@@ -95,6 +99,33 @@ export const RunConfig = z
       })
       .strict()
       .default({ mistakeBookRule: 'release', codeGroupFilter: false }),
+    /** TCS: two stages of test-generator training (our reading of the abstract). */
+    tcs: z
+      .object({
+        /** Switch to stage 2 after this many rounds, or once a round's validity reaches the threshold. */
+        switchRule: z
+          .discriminatedUnion('kind', [
+            z.object({ kind: z.literal('rounds'), afterRounds: z.number().int().nonnegative() }).strict(),
+            z.object({ kind: z.literal('validity'), threshold: z.number().min(0).max(1), minRounds: z.number().int().nonnegative().default(0) }).strict(),
+          ])
+          .default({ kind: 'validity', threshold: 0.8, minRounds: 0 }),
+        /** Most tests per problem in the policy-aligned buffer (the current round's tests). */
+        bufferSize: z.number().int().positive().default(256),
+        validityWeight: z.number().nonnegative().default(0.5),
+        counterexampleWeight: z.number().nonnegative().default(0.5),
+        counterexample: z.enum(['any', 'fraction']).default('any'),
+      })
+      .strict()
+      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+    /** ACE: crash-only judgement of test inputs (our reading of the abstract). */
+    ace: z
+      .object({
+        /** What a test that crashes every program becomes for KTO. */
+        suspectLabel: z.enum(['suspect', 'desirable', 'undesirable']).default('suspect'),
+        minProgramsForSuspect: z.number().int().positive().default(2),
+      })
+      .strict()
+      .default({ suspectLabel: 'suspect', minProgramsForSuspect: 2 }),
     selection: z
       .object({
         /** Which test-policy samples train: all, or Code-A1's TOPVAR. */

@@ -272,6 +272,19 @@ const definitions = {
       rewards: z.strictObject({ code: z.number(), test: z.number() }),
     }),
   }),
+  /** Conductor (TCS): the training stage of a round, decided from the previous round's validity
+   * rate by the configured switch rule; `roundsInStage` counts the completed rounds of the stage. */
+  StageDecided: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      stage: z.union([z.literal(1), z.literal(2)]),
+      switched: z.boolean(),
+      roundsInStage: Count,
+      /** The previous round's share of sampled tests judged valid (null in round 1). */
+      validityRate: z.number().min(0).max(1).nullable(),
+    }),
+  }),
   /** Conductor: every problem of the round is judged and trained on. */
   RoundCompleted: defineEvent({ version: 1, schema: z.strictObject({ round: Round }) }),
   /** Any effect runner: the output of a non-deterministic effect (timer firing, drawn seed...), so a
