@@ -18,6 +18,7 @@ import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
+import type { EvolvedState } from './methods/contract.js';
 import type { ProblemRound } from './judge-state.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
@@ -26,6 +27,8 @@ export interface JudgeContext {
   suitesPerProgram: number;
   open: Record<string, ProblemRound>;
   mistakeBooks: Record<string, MistakeBookState>;
+  /** EvolveCoder: each problem's fixed candidates and evolving tests. */
+  evolved: Record<string, EvolvedState>;
   /** TCS: the stage of each round, as the Conductor decided it. */
   stages: Record<number, 1 | 2>;
 }
@@ -42,7 +45,7 @@ export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {} },
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {} },
   on: {
     RunStarted: {
       actions: assign(({ event }) => ({ suitesPerProgram: configOf(event.envelope).sampling.suitesPerProgram })),
@@ -117,6 +120,12 @@ export const judgeMachine = setup({
         const d = dataOf(event.envelope, 'MistakeBookUpdated');
         const book = context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
         return { mistakeBooks: { ...context.mistakeBooks, [d.problemId]: applyMistakeBookChanges(book, d.changes) } };
+      }),
+    },
+    TestsEvolved: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'TestsEvolved');
+        return { evolved: { ...context.evolved, [d.problemId]: { programs: d.programs, tests: d.tests } } };
       }),
     },
     StageDecided: {
@@ -260,9 +269,11 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
     if (effect.kind === 'plan') {
-      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
+      const evolved = snapshot.context.evolved[p.problemId] ?? null;
+      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
-    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage });
+    const evolved = snapshot.context.evolved[p.problemId] ?? null;
+    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage, evolved });
   },
 };

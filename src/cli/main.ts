@@ -5,6 +5,7 @@ import { registerExec } from './commands/exec.js';
 import { registerBench } from './commands/bench.js';
 import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerEvolved } from './commands/evolved.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
   registerBench(program);
   registerData(program);
   registerDoctor(program);
+  registerEvolved(program);
   return program;
 }
 

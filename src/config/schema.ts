@@ -19,7 +19,7 @@ const PolicyConfig = z
   .strict();
 
 /** The methods a run can follow (METHODS.md); each is a Judge module over the same actors. */
-export const METHODS = ['code-a1', 'cure', 'tcs', 'ace', 'golden-tests', 'self-play'] as const;
+export const METHODS = ['code-a1', 'cure', 'tcs', 'evolvecoder', 'ace', 'golden-tests', 'self-play'] as const;
 export type Method = (typeof METHODS)[number];
 
 export const RunConfig = z

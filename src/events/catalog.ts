@@ -285,6 +285,38 @@ const definitions = {
       validityRate: z.number().min(0).max(1).nullable(),
     }),
   }),
+  /** Judge (EvolveCoder): the problem's evolving test set after a round, over the fixed candidate
+   * programs (those of its first round), and the programs the round's selections would show the
+   * augmenting model (adversarial: top 2 + 3 mid-pass; discriminative: 5 similar). */
+  TestsEvolved: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      programs: z.array(z.strictObject({ programId: Id, programHash: Hash })),
+      tests: z.array(Hash),
+      adversarial: z.array(Id),
+      fallback: z.boolean(),
+      discriminative: z.array(Id),
+      /** Distinct pass/fail signatures among the tests passing the in-round filter. */
+      signatures: Count,
+      /** Redundancy reduction: one test per signature of the filtered tests, chosen at random. */
+      reduced: z.array(Hash),
+    }),
+  }),
+  /** Judge (EvolveCoder): the final filter of a problem's evolved tests, in the last round. */
+  DatasetEvolved: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      tests: z.array(Hash),
+      lowPass: Count,
+      perfect: Count,
+      keepProblem: z.boolean(),
+      reason: z.enum(['ok', 'too_few_tests', 'too_many_perfect']),
+    }),
+  }),
   /** Conductor: every problem of the round is judged and trained on. */
   RoundCompleted: defineEvent({ version: 1, schema: z.strictObject({ round: Round }) }),
   /** Any effect runner: the output of a non-deterministic effect (timer firing, drawn seed...), so a

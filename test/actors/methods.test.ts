@@ -10,8 +10,9 @@ import { parseConfig } from '../../src/config/load.js';
 import { runExperiment } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
-import type { EventData } from '../../src/events/catalog.js';
+import type { EventData, EventType } from '../../src/events/catalog.js';
 import { TestCase } from '../../src/core/problem.js';
+import { exportEvolved } from '../../src/cli/commands/evolved.js';
 
 let root: string;
 
@@ -31,7 +32,8 @@ function config(method: string, overrides: Record<string, unknown> = {}) {
 }
 
 async function run(method: string, overrides: Record<string, unknown> = {}) {
-  const out = await runExperiment({ config: config(method, overrides), dir: path.join(root, method), cacheDir: path.join(root, 'cache') });
+  const cfg = config(method, overrides);
+  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: path.join(root, 'cache') });
   expect(out.finished).toBe(true);
   const log = await openSqliteLog(path.join(out.dir, 'log.db'), { create: false });
   const events: EventEnvelope[] = [];
@@ -50,7 +52,7 @@ async function run(method: string, overrides: Record<string, unknown> = {}) {
   return { out, events, of, blob: (h: string) => blobs.get(h)! };
 }
 
-function dataOfType<T extends 'ExecutionRequested' | 'RewardsAssigned' | 'StageDecided' | 'TestsJudged' | 'ProblemEvaluated' | 'TrainingBatchFormed'>(events: EventEnvelope[], type: T): EventData<T>[] {
+function dataOfType<T extends EventType>(events: EventEnvelope[], type: T): EventData<T>[] {
   return events.filter((e) => e.type === type).map((e) => e.data as EventData<T>);
 }
 
@@ -159,4 +161,50 @@ describe('each method runs on the same actors and log', () => {
     }
     expect(checked).toBeGreaterThan(0);
   }, 60_000);
+});
+
+describe('evolvecoder', () => {
+  it('records one test per signature each round, applies the final filter, and a following run reads the evolved file', async () => {
+    const { of, events, out } = await run('evolvecoder', { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 1, suiteSize: 8, whiteBox: false } });
+    const verdicts = new Map<string, string>();
+    for (const e of events) {
+      if (e.type !== 'ExecutionCompleted') continue;
+      const d = e.data as EventData<'ExecutionCompleted'>;
+      verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
+    }
+    const evolved = of('TestsEvolved');
+    expect(evolved.length).toBe(4);
+    for (const r of evolved) {
+      const signature = (h: string) => r.programs.map((p) => (verdicts.get(`${p.programHash}|${h}`) === 'accepted' ? '1' : '0')).join('');
+      const sigs = r.reduced.map(signature);
+      expect(new Set(sigs).size).toBe(sigs.length);
+      expect(sigs.length).toBe(r.signatures);
+      // The fixed candidates are the first round's.
+      expect(r.programs.every((p) => p.programId.startsWith('1/'))).toBe(true);
+    }
+    const final = of('DatasetEvolved');
+    expect(final.length).toBe(2);
+    for (const d of final) {
+      const r = evolved.find((x) => x.round === 2 && x.problemId === d.problemId)!;
+      const counts = new Map<string, number>();
+      for (const h of d.tests) {
+        const s = r.programs.map((p) => (verdicts.get(`${p.programHash}|${h}`) === 'accepted' ? 1 : 0));
+        expect(s.reduce((a: number, b) => a + b, 0) / s.length).toBeGreaterThanOrEqual(0.1);
+        counts.set(s.join(''), (counts.get(s.join('')) ?? 0) + 1);
+      }
+      expect(Math.max(0, ...counts.values())).toBeLessThanOrEqual(5);
+      expect(d.keepProblem).toBe(d.tests.length >= 5 && d.perfect <= 60);
+    }
+    const file = path.join(root, 'evolved.jsonl');
+    const exported = await exportEvolved(out.dir, file);
+    expect(exported.problems).toBe(final.filter((d) => d.keepProblem).length);
+    // The demo problems keep enough tests: the following run has something to read.
+    expect(exported.problems).toBeGreaterThan(0);
+    {
+      const rl = await run('golden-tests', { name: 'evolvecoder-rl', rounds: 1, dataset: { format: 'demo', path: file } });
+      const gt = rl.of('ExecutionRequested').filter((r) => r.purpose === 'reward').flatMap((r) => [...r.pairs, ...r.reused]);
+      const evolvedHashes = new Set(final.flatMap((d) => d.tests));
+      expect(gt.some((p) => evolvedHashes.has(p.testHash))).toBe(true);
+    }
+  }, 90_000);
 });

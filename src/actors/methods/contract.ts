@@ -16,12 +16,19 @@ export type Verdicts = EventData<'ExecutionCompleted'>[];
 export type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 export type RewardItem = EventData<'RewardsAssigned'>['items'][number];
 
+/** EvolveCoder's state of one problem: the fixed candidates and the evolving test set. */
+export interface EvolvedState {
+  programs: { programId: string; programHash: string }[];
+  tests: string[];
+}
+
 export interface PlanArgs {
   env: RunEnv;
   problem: Problem;
   round: ProblemRound;
   oracle: Verdicts;
   book: MistakeBookState;
+  evolved?: EvolvedState | null;
   /** Leaves out of a request the pairs already recorded or planned (a pair runs once a run). */
   split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }
@@ -34,6 +41,7 @@ export interface JudgeArgs {
   verdicts: (requestId: string) => Verdicts;
   /** The TCS stage of this round (1 until a switch is recorded). */
   stage: 1 | 2;
+  evolved?: EvolvedState | null;
 }
 
 export interface MethodJudgement {

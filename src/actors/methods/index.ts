@@ -6,6 +6,7 @@ import { cure } from './cure.js';
 import { ace } from './ace.js';
 import { tcs } from './tcs.js';
 import { golden } from './golden.js';
+import { evolveCoder } from './evolvecoder.js';
 
 /** ACE never sees a reference program: its judgement gets the problem without solutions. */
 const withoutReference = (m: MethodJudgement): MethodJudgement => ({
@@ -19,6 +20,7 @@ const JUDGEMENTS: Record<Method, MethodJudgement> = {
   'self-play': selfPlay,
   cure,
   tcs,
+  evolvecoder: evolveCoder,
   ace: withoutReference(ace),
   'golden-tests': golden,
 };
