@@ -208,3 +208,22 @@ describe('evolvecoder', () => {
     }
   }, 90_000);
 });
+
+describe('self-play', () => {
+  it('one objective for both roles: each suite is rewarded with the R_code of the program it tests', async () => {
+    const { of } = await run('self-play', { sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 4, whiteBox: true } });
+    const rewards = of('RewardsAssigned');
+    let checked = 0;
+    for (const t of rewards.filter((r) => r.role === 'test')) {
+      expect(t.rewardFn).toBe('self-play/v1');
+      const code = rewards.find((r) => r.role === 'code' && r.round === t.round && r.problemId === t.problemId)!;
+      for (const item of t.items) {
+        // White-box suite ids are "<solutionId>/t<k>".
+        const program = code.items.find((c) => item.sampleId.startsWith(`${c.sampleId}/`))!;
+        expect(item.reward).toBe(program.reward);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
+  }, 60_000);
+});
