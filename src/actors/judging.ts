@@ -1,12 +1,12 @@
 /**
- * The Judge's two effectful steps, kept apart from its machine. Everything numeric is computed
- * by the pure functions of src/rewards on an execution matrix built here from the verdicts.
+ * Code-A1's judgement (and the self-play baseline's, which shares its loop): the reference
+ * judges each stated test, then rewards, TOPVAR and the Mistake Book. Everything numeric is
+ * computed by the pure functions of src/rewards on an execution matrix built here.
  */
 import type { Problem, TestCase } from '../core/problem.js';
 import { TestCase as TestCaseSchema } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
-import type { Verdict } from '../core/verdicts.js';
 import {
   codeA1CodeSelection,
   codeA1HasExpected,
@@ -17,7 +17,7 @@ import {
   moduleLoadOf,
   type GeneratedTestRecord,
 } from '../rewards/code-a1.js';
-import { outcomeOf, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
+import { type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
 import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
@@ -30,7 +30,6 @@ import type { JudgeArgs, MethodJudgement, PlanArgs } from './methods/contract.js
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
 type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];
-type Reason = JudgedTest['reason'];
 
 const HIST_SUITE = 'mistake-book';
 

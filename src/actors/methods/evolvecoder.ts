@@ -29,7 +29,9 @@ export const evolveCoder: MethodJudgement = {
     });
     const programs = evolved?.programs ?? p.solutions.map((s) => ({ programId: s.solutionId, programHash: s.programHash }));
     const tests = [...new Set([...(evolved?.tests ?? []), ...judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!)])];
-    const reward = programs.flatMap((s) => tests.map((h) => ({ programId: s.programId, programHash: s.programHash, testId: testIdOf(h), testHash: h })));
+    // The fixed candidates evolve the tests; the round's sampled programs are measured on them too.
+    const measured = [...programs, ...p.solutions.filter((s) => !programs.some((c) => c.programId === s.solutionId)).map((s) => ({ programId: s.solutionId, programHash: s.programHash }))];
+    const reward = measured.flatMap((s) => tests.map((h) => ({ programId: s.programId, programHash: s.programHash, testId: testIdOf(h), testHash: h })));
     const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
     const base = { round: p.round, problemId: p.problemId };
     const planned = new Set<string>();
@@ -76,10 +78,10 @@ export const evolveCoder: MethodJudgement = {
         env.event('DatasetEvolved', { ...base, tests: f.tests.map((i) => tests[i]!), lowPass: f.lowPass.length, perfect: f.perfect, keepProblem: f.keepProblem, reason: f.reason }),
       );
     }
-    // Recorded, never trained: a candidate's pass rate; a suite's share of new tests that some
-    // top-2 candidate fails (what the augmentation asks for).
-    const rate = new Map(m.programs.map((prog, i) => [prog.id, countOutcomes(passVector(m, i)).rate]));
-    const code: RewardItem[] = p.solutions.map((s) => ({ sampleId: s.solutionId, reward: rate.get(s.solutionId) ?? 0, advantage: 0, components: { selected: 0 } }));
+    // Recorded, never trained: a sampled program's pass rate on the evolved tests; a suite's share
+    // of new tests that some top-2 candidate fails (what the augmentation asks for).
+    const sampled = matrixOf(p, tests.map((h) => ({ id: testIdOf(h), suite: 'evolved' })), cells);
+    const code: RewardItem[] = p.solutions.map((s, i) => ({ sampleId: s.solutionId, reward: countOutcomes(passVector(sampled, i)).rate, advantage: 0, components: { selected: 0 } }));
     const column = new Map(tests.map((h, i) => [h, i]));
     const test: RewardItem[] = p.suites.map((s) => {
       const mine = judged.filter((t) => t.oracleHash && t.testId.startsWith(`${s.suiteId}/`));
