@@ -117,6 +117,24 @@ export const RunConfig = z
       })
       .strict()
       .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+    /** EvolveCoder: the released pipeline's selections and final filter. */
+    evolvecoder: z
+      .object({
+        /** Adversarial augmentation: the top programs by pass rate, and mid-pass programs in [midLow, midHigh). */
+        top: z.number().int().nonnegative().default(2),
+        mid: z.number().int().nonnegative().default(3),
+        midLow: z.number().min(0).max(1).default(0.4),
+        midHigh: z.number().min(0).max(1).default(0.9),
+        /** Discriminative augmentation: programs with similar signatures shown together. */
+        similar: z.number().int().positive().default(5),
+        /** Final filter: pass-rate floor, tests kept per signature, problem drop rules. */
+        minPassRate: z.number().min(0).max(1).default(0.1),
+        perSignature: z.number().int().positive().default(5),
+        minTests: z.number().int().nonnegative().default(5),
+        maxPerfect: z.number().int().nonnegative().default(60),
+      })
+      .strict()
+      .default({ top: 2, mid: 3, midLow: 0.4, midHigh: 0.9, similar: 5, minPassRate: 0.1, perSignature: 5, minTests: 5, maxPerfect: 60 }),
     /** ACE: crash-only judgement of test inputs (our reading of the abstract). */
     ace: z
       .object({

@@ -53,12 +53,13 @@ export const evolveCoder: MethodJudgement = {
       tests.map((h) => ({ id: testIdOf(h), suite: 'evolved' })),
       cells,
     );
+    const ec = env.config.evolvecoder;
     const rng = Rng.derive(env.config.seed, 'evolvecoder', p.problemId, p.round);
     const all = tests.map((_, i) => i);
-    const filtered = lowPassFilter(m, all).kept;
-    const adversarial = selectForAugmentation(m, filtered, {}, rng);
+    const filtered = lowPassFilter(m, all, ec.minPassRate).kept;
+    const adversarial = selectForAugmentation(m, filtered, { top: ec.top, mid: ec.mid, midLow: ec.midLow, midHigh: ec.midHigh, fallbackAbove: ec.minPassRate }, rng);
     const reduced = reduceRedundancy(m, filtered, 1, rng);
-    const similar = selectSimilarPrograms(m, reduced, 5, rng);
+    const similar = selectSimilarPrograms(m, reduced, ec.similar, rng);
     const base = { round: p.round, problemId: p.problemId };
     const extra = [
       env.event('TestsEvolved', {
@@ -73,7 +74,7 @@ export const evolveCoder: MethodJudgement = {
       }),
     ];
     if (p.round === env.config.rounds) {
-      const f = finalFilter(m, all, {}, rng);
+      const f = finalFilter(m, all, { minPassRate: ec.minPassRate, perSignature: ec.perSignature, minTests: ec.minTests, maxPerfect: ec.maxPerfect }, rng);
       extra.push(
         env.event('DatasetEvolved', { ...base, tests: f.tests.map((i) => tests[i]!), lowPass: f.lowPass.length, perfect: f.perfect, keepProblem: f.keepProblem, reason: f.reason }),
       );
