@@ -8,6 +8,7 @@ import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
+import { initialTcsStage, nextTcsStage, type TcsStageState } from '../rewards/tcs.js';
 
 export interface ConductorContext {
   rounds: number;
@@ -22,6 +23,10 @@ export interface ConductorContext {
   versions: { code: number; test: number };
   trainedRound: { code: number; test: number };
   completedRound: number;
+  method: string;
+  /** TCS: the stage state after the last decision, and the current round's test tallies. */
+  tcs: TcsStageState;
+  tallies: { sampled: number; valid: number };
 }
 
 const initial: ConductorContext = {
@@ -35,6 +40,9 @@ const initial: ConductorContext = {
   versions: { code: -1, test: -1 },
   trainedRound: { code: -1, test: -1 },
   completedRound: 0,
+  method: 'code-a1',
+  tcs: initialTcsStage(),
+  tallies: { sampled: 0, valid: 0 },
 };
 
 export const conductorMachine = setup({
@@ -57,6 +65,7 @@ export const conductorMachine = setup({
               groupSize: config.sampling.groupSize,
               whiteBox: config.sampling.whiteBox,
               problems: d.problems,
+              method: config.method,
             };
           }),
         },
@@ -65,13 +74,20 @@ export const conductorMachine = setup({
     running: {
       on: {
         RoundStarted: {
-          actions: assign(({ event }) => ({ round: dataOf(event.envelope, 'RoundStarted').round, judged: [] })),
+          actions: assign(({ event }) => ({ round: dataOf(event.envelope, 'RoundStarted').round, judged: [], tallies: { sampled: 0, valid: 0 } })),
+        },
+        StageDecided: {
+          actions: assign(({ event }) => {
+            const d = dataOf(event.envelope, 'StageDecided');
+            return { tcs: { stage: d.stage, roundsInStage: d.roundsInStage } };
+          }),
         },
         ProblemEvaluated: {
           actions: assign(({ context, event }) => {
             const d = dataOf(event.envelope, 'ProblemEvaluated');
             if (d.round !== context.round || context.judged.includes(d.problemId)) return {};
-            return { judged: [...context.judged, d.problemId] };
+            const tallies = { sampled: context.tallies.sampled + d.tests.sampled, valid: context.tallies.valid + d.tests.valid };
+            return { judged: [...context.judged, d.problemId], tallies };
           }),
         },
         PolicyVersionPublished: {
@@ -124,6 +140,14 @@ export function conductorPending(snapshot: Snapshot): ConductorEffect[] {
   return [];
 }
 
+/** TCS: the stage of a round from the previous round's validity rate (round 1: stage 1). */
+function stageDecision(env: RunEnv, c: ConductorContext, round: number) {
+  if (round === 1) return env.event('StageDecided', { round, stage: 1, switched: false, roundsInStage: 0, validityRate: null });
+  const validityRate = c.tallies.sampled === 0 ? 0 : c.tallies.valid / c.tallies.sampled;
+  const next = nextTcsStage(c.tcs, validityRate, { switchRule: env.config.tcs.switchRule });
+  return env.event('StageDecided', { round, stage: next.stage, switched: next.stage !== c.tcs.stage, roundsInStage: next.roundsInStage, validityRate });
+}
+
 export const conductor: ActorDefinition<typeof conductorMachine, ConductorEffect, RunEnv> = {
   name: 'conductor',
   machine: conductorMachine,
@@ -138,6 +162,7 @@ export const conductor: ActorDefinition<typeof conductorMachine, ConductorEffect
     const scheduled = problemsForRound(c, effect.round);
     return [
       env.event('RoundStarted', { round: effect.round, problemIds: scheduled.map((p) => p.problemId) }),
+      ...(c.method === 'tcs' ? [stageDecision(env, c, effect.round)] : []),
       ...scheduled.map((p) =>
         env.event('ProblemScheduled', {
           round: effect.round,

@@ -17,7 +17,8 @@ import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
-import { planEvaluation, judgeProblem } from './judging.js';
+import { judgementOf } from './methods/index.js';
+import type { EvolvedState } from './methods/contract.js';
 import type { ProblemRound } from './judge-state.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
@@ -26,6 +27,10 @@ export interface JudgeContext {
   suitesPerProgram: number;
   open: Record<string, ProblemRound>;
   mistakeBooks: Record<string, MistakeBookState>;
+  /** EvolveCoder: each problem's fixed candidates and evolving tests. */
+  evolved: Record<string, EvolvedState>;
+  /** TCS: the stage of each round, as the Conductor decided it. */
+  stages: Record<number, 1 | 2>;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -40,7 +45,7 @@ export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {} },
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {} },
   on: {
     RunStarted: {
       actions: assign(({ event }) => ({ suitesPerProgram: configOf(event.envelope).sampling.suitesPerProgram })),
@@ -115,6 +120,18 @@ export const judgeMachine = setup({
         const d = dataOf(event.envelope, 'MistakeBookUpdated');
         const book = context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
         return { mistakeBooks: { ...context.mistakeBooks, [d.problemId]: applyMistakeBookChanges(book, d.changes) } };
+      }),
+    },
+    TestsEvolved: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'TestsEvolved');
+        return { evolved: { ...context.evolved, [d.problemId]: { programs: d.programs, tests: d.tests } } };
+      }),
+    },
+    StageDecided: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'StageDecided');
+        return { stages: { ...context.stages, [d.round]: d.stage } };
       }),
     },
     ProblemEvaluated: {
@@ -243,30 +260,20 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
     const problem = env.problem(p.problemId);
-    const reference = problem.solutions[0];
+    const method = judgementOf(env.config.method);
     if (effect.kind === 'oracle') {
-      if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: Code-A1 needs one`);
-      const referenceHash = await env.blobs.put(reference);
-      const seen = new Set<string>();
-      const pairs = [];
-      for (const suite of p.suites) {
-        for (const t of suite.tests) {
-          if (!t.wellFormed || seen.has(t.testHash)) continue;
-          seen.add(t.testHash);
-          pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
-        }
-      }
+      const pairs = await method.oracle(env, problem, p);
       // With nothing to execute the request counts as complete at once.
       const split = splitReused(p.problemId, pairs, verdicts, new Set());
       return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', ...split })];
     }
-    if (effect.kind === 'plan') {
-      const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
-      const plan = await planEvaluation({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
-      return plan;
-    }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
-    const events = await judgeProblem({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id) });
-    return events;
+    if (effect.kind === 'plan') {
+      const evolved = snapshot.context.evolved[p.problemId] ?? null;
+      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
+    }
+    const stage = snapshot.context.stages[p.round] ?? 1;
+    const evolved = snapshot.context.evolved[p.problemId] ?? null;
+    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage, evolved });
   },
 };

@@ -1,44 +1,46 @@
 /**
- * The Judge's two effectful steps, kept apart from its machine. Everything numeric is computed
- * by the pure functions of src/rewards on an execution matrix built here from the verdicts.
+ * Code-A1's judgement (and the self-play baseline's, which shares its loop): the reference
+ * judges each stated test, then rewards, TOPVAR and the Mistake Book. Everything numeric is
+ * computed by the pure functions of src/rewards on an execution matrix built here.
  */
 import type { Problem, TestCase } from '../core/problem.js';
 import { TestCase as TestCaseSchema } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
-import type { Verdict } from '../core/verdicts.js';
-import { codeA1Rewards, codeA1TopVarSuites, codeA1KeepCodeGroup } from '../rewards/code-a1.js';
-import { inferProgramValid, outcomeOf, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
+import {
+  codeA1CodeSelection,
+  codeA1HasExpected,
+  codeA1JudgeTests,
+  codeA1ProgramValid,
+  codeA1Rewards,
+  codeA1TopVarSuites,
+  moduleLoadOf,
+  type GeneratedTestRecord,
+} from '../rewards/code-a1.js';
+import { type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
 import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
+import type { JudgeArgs, MethodJudgement, PlanArgs } from './methods/contract.js';
 
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
 type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];
-type Reason = JudgedTest['reason'];
 
 const HIST_SUITE = 'mistake-book';
 
-/** What the reference's run says about a generated test. */
-function validityOf(verdict: Verdict | undefined): { status: TestStatus; reason: Reason } {
-  switch (verdict) {
-    case 'accepted':
-      return { status: 'valid', reason: 'ok' };
-    // The test stated an expected value and the reference disagrees: GT's output is the oracle.
-    case 'wrong_answer':
-      return { status: 'corrected', reason: 'expected-mismatch' };
-    case 'time_limit':
-      return { status: 'invalid', reason: 'reference-timeout' };
-    case 'sandbox_error':
-    case undefined:
-      return { status: 'unknown', reason: 'reference-sandbox-error' };
-    default:
-      return { status: 'invalid', reason: 'reference-raises' };
-  }
+/** A test that runs a program's module body and nothing after it: accepted iff the body ran
+ * to the end (the release's marker). Stdin/stdout programs have no separate body to probe. */
+export const LOAD_PROBE: TestCase = { style: 'assert', code: 'pass' };
+
+/** Whether a generated test goes to the reference: well-formed and stating an expected value. */
+export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; testHash: string }): Promise<boolean> {
+  if (!test.wellFormed) return false;
+  return codeA1HasExpected(TestCaseSchema.parse(JSON.parse(await env.blobs.getText(test.testHash))));
 }
 
 /** A call test's output is the JSON of the returned value; a truncated one is unusable. */
@@ -60,6 +62,36 @@ function withOracle(test: TestCase, output: string): TestCase | null {
   return test;
 }
 
+/** Code-A1 validity of every sampled test from the reference's verdicts, with the GT-corrected
+ * test (as a blob) of each usable one. */
+export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle: Verdicts): Promise<JudgedTest[]> {
+  const byHash = new Map(oracle.map((v) => [v.testHash, v]));
+  // Each test with the reference's verdict and, when usable, its GT-corrected form; duplicates
+  // are then found on the corrected statement (after the oracle), as the release does.
+  const records: GeneratedTestRecord[] = [];
+  const correctedOf = new Map<string, string>();
+  for (const suite of p.suites) {
+    for (const t of suite.tests) {
+      const hasExpected = await needsOracle(env, t);
+      const run = hasExpected ? byHash.get(t.testHash) : undefined;
+      let correctedKey: string | null = null;
+      if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
+        const original = TestCaseSchema.parse(JSON.parse(await env.blobs.getText(t.testHash)));
+        const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
+        if (fixed !== null) correctedKey = await env.blobs.put(canonicalJson(fixed));
+      }
+      if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);
+      records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: run?.verdict ?? null, correctedKey });
+    }
+  }
+  const testHashOf = new Map(p.suites.flatMap((s) => s.tests.map((t) => [t.testId, t.testHash] as const)));
+  const judged: JudgedTest[] = codeA1JudgeTests(records).map((j) => {
+    const usable = j.status === 'valid' || j.status === 'corrected';
+    return { testId: j.id, testHash: testHashOf.get(j.id)!, valid: usable, reason: j.reason, status: j.status, oracleHash: usable ? correctedOf.get(j.id)! : null };
+  });
+  return judged;
+}
+
 export async function planEvaluation(args: {
   env: RunEnv;
   problem: Problem;
@@ -70,39 +102,7 @@ export async function planEvaluation(args: {
   split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, oracle, book } = args;
-  const byHash = new Map(oracle.map((v) => [v.testHash, v]));
-  const judged: JudgedTest[] = [];
-  /** Usable tests by suite, GT-corrected: what programs are rewarded on. */
-  const corrected = new Map<string, string>();
-  for (const suite of p.suites) {
-    const seen = new Set<string>();
-    for (const t of suite.tests) {
-      if (!t.wellFormed) {
-        judged.push({ testId: t.testId, testHash: t.testHash, valid: false, reason: 'malformed', status: 'invalid', oracleHash: null });
-        continue;
-      }
-      if (seen.has(t.testHash)) {
-        judged.push({ testId: t.testId, testHash: t.testHash, valid: false, reason: 'duplicate', status: 'invalid', oracleHash: null });
-        continue;
-      }
-      seen.add(t.testHash);
-      const run = byHash.get(t.testHash);
-      let { status, reason } = validityOf(run?.verdict);
-      let oracleHash: string | null = null;
-      if (status === 'valid' || status === 'corrected') {
-        const original = TestCaseSchema.parse(JSON.parse(await env.blobs.getText(t.testHash)));
-        const output = run?.outputHash ? await env.blobs.getText(run.outputHash) : null;
-        const fixed = output === null ? null : withOracle(original, output);
-        if (fixed === null) {
-          ({ status, reason } = { status: 'unknown', reason: 'reference-sandbox-error' });
-        } else {
-          oracleHash = await env.blobs.put(canonicalJson(fixed));
-          corrected.set(t.testHash, oracleHash);
-        }
-      }
-      judged.push({ testId: t.testId, testHash: t.testHash, valid: status === 'valid' || status === 'corrected', reason, oracleHash, status });
-    }
-  }
+  const judged = await judgeAgainstReference(env, p, oracle);
 
   const history = env.config.mistakeBook.enabled ? topTests(book, env.config.mistakeBook.replay) : [];
   const reward: { programId: string; programHash: string; testId: string; testHash: string }[] = [];
@@ -122,17 +122,12 @@ export async function planEvaluation(args: {
     const referenceHash = await env.blobs.put(problem.solutions[0]!);
     for (const h of history) reward.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
   }
-  const heldout: typeof reward = [];
-  const officialHashes = [];
-  for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
-  for (const s of p.solutions) {
-    officialHashes.forEach((testHash, i) => heldout.push({ programId: s.solutionId, programHash: s.programHash, testId: `heldout/${i}`, testHash }));
-  }
-  const kill: typeof reward = [];
-  const distinct = [...new Set(judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!))];
-  for (const [i, program] of problem.incorrectSolutions.entries()) {
-    const programHash = await env.blobs.put(program);
-    for (const testHash of distinct) kill.push({ programId: `incorrect/${i}`, programHash, testId: `oracle/${testHash.slice(0, 16)}`, testHash });
+  const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
+  // The load probe: one per program of the group (call and assert problems).
+  const load: typeof reward = [];
+  if (problem.style !== 'stdio') {
+    const probeHash = await env.blobs.put(canonicalJson(LOAD_PROBE));
+    for (const s of p.solutions) load.push({ programId: s.solutionId, programHash: s.programHash, testId: 'load', testHash: probeHash });
   }
   const base = { round: p.round, problemId: p.problemId };
   // One pair is executed once in a run: later requests of this plan, and pairs recorded in
@@ -143,6 +138,7 @@ export async function planEvaluation(args: {
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...args.split(reward, planned) }),
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...args.split(heldout, planned) }),
     env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...args.split(kill, planned) }),
+    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/load`, purpose: 'load', ...args.split(load, planned) }),
   ];
 }
 
@@ -154,6 +150,9 @@ export async function judgeProblem(args: {
   round: ProblemRound;
   book: MistakeBookState;
   verdicts: (requestId: string) => Verdicts;
+  /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
+   * objective both roles of a single model share, instead of Code-A1's attack reward. */
+  shared?: boolean;
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, book } = args;
   const cfg = env.config;
@@ -177,9 +176,12 @@ export async function judgeProblem(args: {
     tests,
     verdicts: programs.map((prog) => tests.map((t) => cells.get(cellKey(prog.id, t.id)) ?? null)),
   };
-  let matrix = parseMatrix(matrixInput);
-  // A program whose module does not load is not a "valid program" in Code-A1's sense.
-  matrix = parseMatrix({ ...matrixInput, programs: programs.map((prog, i) => ({ ...prog, valid: inferProgramValid(matrix, i) })) });
+  // A valid program is one whose module body ran to the end (the load probe).
+  const loadOf = new Map(args.verdicts(`${p.key}/load`).map((v) => [v.programId, v.verdict]));
+  const matrix = parseMatrix({
+    ...matrixInput,
+    programs: programs.map((prog, i) => ({ ...prog, valid: codeA1ProgramValid(moduleLoadOf(loadOf.get(prog.id)), matrixInput.verdicts[i]!) })),
+  });
 
   const suites = p.suites.map((s) => ({
     id: s.suiteId,
@@ -191,8 +193,7 @@ export async function judgeProblem(args: {
 
   // Code policy: one group per problem.
   const rCodes = result.programs.map((r) => r.rCode);
-  const keepCode = codeA1KeepCodeGroup(rCodes);
-  const codeAdv = keepCode ? groupAdvantages(rCodes, { std: cfg.rewards.std }) : rCodes.map(() => 0);
+  const { kept: keepCode, advantages: codeAdv } = codeA1CodeSelection(rCodes, { std: cfg.rewards.std, filterUniform: cfg.codeA1.codeGroupFilter });
   const codeItems = result.programs.map((r, i): { sampleId: string; reward: number; advantage: number; components: Record<string, number> } => {
     const s = r.suites;
     return {
@@ -213,12 +214,14 @@ export async function judgeProblem(args: {
   const selected = new Set(cfg.selection.testSamples === 'topvar' ? codeA1TopVarSuites(result, 1) : result.programs.flatMap((r) => r.suites.map((s) => s.suite)));
   const groups = cfg.sampling.whiteBox ? result.programs.map((r) => r.suites) : [result.programs.flatMap((r) => r.suites)];
   const testItems: { sampleId: string; reward: number; advantage: number; components: Record<string, number> }[] = [];
+  const rCodeOf = new Map(result.programs.map((r) => [r.program, r.rCode]));
+  const testReward = (s: (typeof groups)[number][number]) => (args.shared ? rCodeOf.get(s.program)! : s.rTest);
   for (const group of groups) {
-    const adv = groupAdvantages(group.map((s) => s.rTest), { std: cfg.rewards.std });
+    const adv = groupAdvantages(group.map(testReward), { std: cfg.rewards.std });
     group.forEach((s, i) => {
       testItems.push({
         sampleId: s.suite,
-        reward: s.rTest,
+        reward: testReward(s),
         advantage: adv[i]!,
         components: {
           validRatio: s.validRatio,
@@ -258,38 +261,33 @@ export async function judgeProblem(args: {
       if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
     }
     const mb = cfg.mistakeBook;
-    const update = updateMistakeBook(book, { round: p.round, observations }, { cap: mb.cap, decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null, blacklistOnReferenceFail: mb.blacklist });
+    const update = updateMistakeBook(
+      book,
+      { round: p.round, observations },
+      {
+        cap: mb.cap,
+        decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
+        blacklistOnReferenceFail: mb.blacklist,
+        sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
+      },
+    );
     bookSize = update.state.entries.filter((e) => !e.blacklisted).length;
     if (update.changes.length > 0) events.push(env.event('MistakeBookUpdated', { ...base, changes: update.changes }));
   }
 
   // Evaluation figures for the table.
-  const heldout = args.verdicts(`${p.key}/heldout`);
-  const passedAll = p.solutions.filter((s) => {
-    const mine = heldout.filter((v) => v.programId === s.solutionId);
-    return mine.length > 0 && mine.every((v) => v.verdict === 'accepted');
-  }).length;
-  // Kill rate of one sampled suite: the share of known-incorrect programs that fail at least one
-  // of its usable tests, averaged over suites (what a single draw of the adversary achieves).
-  const failing = new Set(args.verdicts(`${p.key}/kill`).filter((v) => outcomeOf(v.verdict) === 'fail').map((v) => cellKey(v.programId, v.testHash)));
-  let killed = 0;
-  for (const suite of p.suites) {
-    const hashes = judged.filter((t) => t.oracleHash && suiteOf(t.testId) === suite.suiteId).map((t) => t.oracleHash!);
-    problem.incorrectSolutions.forEach((_, i) => {
-      if (hashes.some((h) => failing.has(cellKey(`incorrect/${i}`, h)))) killed++;
-    });
-  }
+  const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, judged.filter((t) => t.oracleHash && suiteOf(t.testId) === suite.suiteId).map((t) => t.oracleHash!)]));
+  const figures = evaluationFigures(problem, p, args.verdicts, usableBySuite);
   const sampled = p.suites.reduce((n, s) => n + s.tests.length, 0);
 
   events.unshift(
     env.event('RewardsAssigned', { ...base, role: 'code', rewardFn: result.rewardId, items: codeItems }),
-    env.event('RewardsAssigned', { ...base, role: 'test', rewardFn: result.rewardId, items: testItems }),
+    env.event('RewardsAssigned', { ...base, role: 'test', rewardFn: args.shared ? 'self-play/v1' : result.rewardId, items: testItems }),
   );
   events.push(
     env.event('ProblemEvaluated', {
       ...base,
-      heldOut: { programs: p.solutions.length, passed: passedAll },
-      kill: { targets: problem.incorrectSolutions.length, suites: p.suites.length, killed },
+      ...figures,
       tests: { sampled, wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
       mistakeBook: { size: bookSize },
       rewards: { code: mean(rCodes), test: mean(testItems.map((t) => t.reward)) },
@@ -298,9 +296,33 @@ export async function judgeProblem(args: {
   return events;
 }
 
-function mean(xs: readonly number[]): number {
-  if (xs.length === 0) return 0;
-  let s = 0;
-  for (const x of xs) s += x;
-  return s / xs.length;
+/** The reference on each distinct test that states an expected value: oracle outputs and validity. */
+export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemRound): Promise<Pair[]> {
+  const reference = problem.solutions[0];
+  if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: ${env.config.method} needs one`);
+  const referenceHash = await env.blobs.put(reference);
+  const seen = new Set<string>();
+  const pairs: Pair[] = [];
+  for (const suite of p.suites) {
+    for (const t of suite.tests) {
+      // A test without an expected value is invalid whatever the reference does: not run.
+      if (seen.has(t.testHash) || !(await needsOracle(env, t))) continue;
+      seen.add(t.testHash);
+      pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
+    }
+  }
+  return pairs;
 }
+
+export const codeA1: MethodJudgement = {
+  oracle: referenceOracle,
+  plan: (a: PlanArgs) => planEvaluation(a),
+  judge: (a: JudgeArgs) => judgeProblem(a),
+};
+
+/** Self-play baseline: Code-A1's loop with one objective for both roles (no separation). */
+export const selfPlay: MethodJudgement = {
+  oracle: referenceOracle,
+  plan: (a: PlanArgs) => planEvaluation(a),
+  judge: (a: JudgeArgs) => judgeProblem({ ...a, shared: true }),
+};

@@ -12,6 +12,7 @@ import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { algorithmOf } from './methods/index.js';
 
 import type { Role } from '../core/roles.js';
 
@@ -171,7 +172,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
         }),
       );
       const hyper = { lr: env.config.policies[role].lr };
-      const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: 'grpo', samples, hyper });
+      const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
       events.push(
         env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
       );

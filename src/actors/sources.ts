@@ -8,7 +8,8 @@ import type { RunConfig } from '../config/schema.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { loadDemo } from '../datasets/demo/index.js';
+import { loadDemo, type DemoProblem } from '../datasets/demo/index.js';
+import { readProblemFile } from '../datasets/problemFile.js';
 import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
 import { CatalogPolicy } from '../policies/catalog/index.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -24,7 +25,8 @@ export class UnsupportedSourceError extends Error {
 }
 
 // 3: mutants chosen by examples and probes through the sandbox, never by held-out tests.
-const CATALOG_VERSION = 3;
+// 4: candidate tests state an expected value (a candidate program's output).
+const CATALOG_VERSION = 4;
 
 class CatalogBackend implements PolicyBackend {
   readonly name = 'catalog';
@@ -62,6 +64,16 @@ export interface PreparedRun {
   backend: PolicyBackend;
 }
 
+/** The demo problems a problem file keeps (an evolved dataset, `crucible evolved`), each with
+ * the file's generated tests: a following run trains on the evolved tests. */
+async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<DemoProblem[]> {
+  const { problems } = await readProblemFile(file);
+  const byId = new Map(problems.map((p) => [p.id, p]));
+  const kept = demo.filter((d) => byId.has(d.problem.id));
+  if (kept.length === 0) throw new UnsupportedSourceError(`${file}: none of its problems is a bundled demo problem; the catalog policy runs on those only`);
+  return kept.map((d) => ({ ...d, problem: { ...d.problem, tests: { ...d.problem.tests, generated: byId.get(d.problem.id)!.tests.generated } } }));
+}
+
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
 export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox): Promise<PreparedRun> {
@@ -71,6 +83,7 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     );
   }
   let demo = loadDemo();
+  if (config.dataset.path !== undefined) demo = await withEvolvedTests(demo, config.dataset.path);
   if (config.dataset.limit !== undefined) demo = demo.slice(0, config.dataset.limit);
   const options = { programs: { seed: config.seed, maxMutants: config.policies.code.mutants }, tests: { seed: config.seed, count: config.policies.test.candidates } };
   const cacheKey = createHash('sha256')

@@ -7,6 +7,7 @@ import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerRuns } from './commands/runs.js';
 import { registerReport } from './commands/report.js';
+import { registerEvolved } from './commands/evolved.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerRuns(program);
   registerReport(program);
+  registerEvolved(program);
   return program;
 }
 

@@ -18,11 +18,15 @@ const PolicyConfig = z
   })
   .strict();
 
+/** The methods a run can follow (METHODS.md); each is a Judge module over the same actors. */
+export const METHODS = ['code-a1', 'cure', 'tcs', 'evolvecoder', 'ace', 'golden-tests', 'self-play'] as const;
+export type Method = (typeof METHODS)[number];
+
 export const RunConfig = z
   .object({
     name: z.string().min(1).default('run'),
-    /** Reward and selection rules of the Judge (Code-A1 today; the other methods' rewards are in src/rewards). */
-    method: z.enum(['code-a1']).default('code-a1'),
+    /** Reward and selection rules of the Judge: which method's judgement runs. */
+    method: z.enum(METHODS).default('code-a1'),
     seed: z.number().int().nonnegative().default(0),
     rounds: z.number().int().positive().default(8),
     /** Where runs are written: <dir>/<run-id>/. */
@@ -76,14 +80,70 @@ export const RunConfig = z
         enabled: z.boolean().default(true),
         /** Tests replayed against every candidate of the problem. */
         replay: z.number().int().nonnegative().default(8),
-        /** Most tests kept per problem. */
-        cap: z.number().int().positive().default(64),
+        /** Most tests kept per problem; null: no cap (Code-A1's release has none). */
+        cap: z.number().int().positive().nullable().default(64),
         /** Subtract this from every count each round (0: no decay). */
         decay: z.number().int().nonnegative().default(0),
         blacklist: z.boolean().default(true),
       })
       .strict()
       .default({ enabled: true, replay: 8, cap: 64, decay: 0, blacklist: true }),
+    /** Code-A1's release rules that crucible can change. */
+    codeA1: z
+      .object({
+        /** release: +1 only for failed generated tests, -1 only for passed replayed tests;
+         * any: every failure adds and every pass of a stored test subtracts. */
+        mistakeBookRule: z.enum(['release', 'any']).default('release'),
+        /** Drop code groups whose rewards are all 0 or all 1 (defined in the release, never called). */
+        codeGroupFilter: z.boolean().default(false),
+      })
+      .strict()
+      .default({ mistakeBookRule: 'release', codeGroupFilter: false }),
+    /** TCS: two stages of test-generator training (our reading of the abstract). */
+    tcs: z
+      .object({
+        /** Switch to stage 2 after this many rounds, or once a round's validity reaches the threshold. */
+        switchRule: z
+          .discriminatedUnion('kind', [
+            z.object({ kind: z.literal('rounds'), afterRounds: z.number().int().nonnegative() }).strict(),
+            z.object({ kind: z.literal('validity'), threshold: z.number().min(0).max(1), minRounds: z.number().int().nonnegative().default(0) }).strict(),
+          ])
+          .default({ kind: 'validity', threshold: 0.8, minRounds: 0 }),
+        /** Most tests per problem in the policy-aligned buffer (the current round's tests). */
+        bufferSize: z.number().int().positive().default(256),
+        validityWeight: z.number().nonnegative().default(0.5),
+        counterexampleWeight: z.number().nonnegative().default(0.5),
+        counterexample: z.enum(['any', 'fraction']).default('any'),
+      })
+      .strict()
+      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+    /** EvolveCoder: the released pipeline's selections and final filter. */
+    evolvecoder: z
+      .object({
+        /** Adversarial augmentation: the top programs by pass rate, and mid-pass programs in [midLow, midHigh). */
+        top: z.number().int().nonnegative().default(2),
+        mid: z.number().int().nonnegative().default(3),
+        midLow: z.number().min(0).max(1).default(0.4),
+        midHigh: z.number().min(0).max(1).default(0.9),
+        /** Discriminative augmentation: programs with similar signatures shown together. */
+        similar: z.number().int().positive().default(5),
+        /** Final filter: pass-rate floor, tests kept per signature, problem drop rules. */
+        minPassRate: z.number().min(0).max(1).default(0.1),
+        perSignature: z.number().int().positive().default(5),
+        minTests: z.number().int().nonnegative().default(5),
+        maxPerfect: z.number().int().nonnegative().default(60),
+      })
+      .strict()
+      .default({ top: 2, mid: 3, midLow: 0.4, midHigh: 0.9, similar: 5, minPassRate: 0.1, perSignature: 5, minTests: 5, maxPerfect: 60 }),
+    /** ACE: crash-only judgement of test inputs (our reading of the abstract). */
+    ace: z
+      .object({
+        /** What a test that crashes every program becomes for KTO. */
+        suspectLabel: z.enum(['suspect', 'desirable', 'undesirable']).default('suspect'),
+        minProgramsForSuspect: z.number().int().positive().default(2),
+      })
+      .strict()
+      .default({ suspectLabel: 'suspect', minProgramsForSuspect: 2 }),
     selection: z
       .object({
         /** Which test-policy samples train: all, or Code-A1's TOPVAR. */

@@ -128,7 +128,9 @@ const definitions = {
       round: Round,
       problemId: Id,
       requestId: Id,
-      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill']),
+      /** load: a probe that runs each program's module body and nothing after it (Code-A1's
+       * valid-program marker). */
+      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill', 'load']),
       /** Pairs to execute. */
       pairs: z.array(ExecutionPair),
       /** Pairs the request needs whose verdict is recorded already (an earlier round) or
@@ -167,7 +169,7 @@ const definitions = {
           testId: Id,
           testHash: Hash,
           valid: z.boolean(),
-          reason: z.enum(['ok', 'malformed', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
+          reason: z.enum(['ok', 'malformed', 'no-expected', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
           /** valid; corrected (stated expectation wrong, GT's output used); invalid; unknown (GT could not run). */
           status: z.enum(['valid', 'corrected', 'invalid', 'unknown']),
           /** The GT-corrected test (expected value = the reference's output), when usable. */
@@ -268,6 +270,51 @@ const definitions = {
       mistakeBook: z.strictObject({ size: Count }),
       /** Mean rewards of the problem's samples. */
       rewards: z.strictObject({ code: z.number(), test: z.number() }),
+    }),
+  }),
+  /** Conductor (TCS): the training stage of a round, decided from the previous round's validity
+   * rate by the configured switch rule; `roundsInStage` counts the completed rounds of the stage. */
+  StageDecided: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      stage: z.union([z.literal(1), z.literal(2)]),
+      switched: z.boolean(),
+      roundsInStage: Count,
+      /** The previous round's share of sampled tests judged valid (null in round 1). */
+      validityRate: z.number().min(0).max(1).nullable(),
+    }),
+  }),
+  /** Judge (EvolveCoder): the problem's evolving test set after a round, over the fixed candidate
+   * programs (those of its first round), and the programs the round's selections would show the
+   * augmenting model (adversarial: top 2 + 3 mid-pass; discriminative: 5 similar). */
+  TestsEvolved: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      programs: z.array(z.strictObject({ programId: Id, programHash: Hash })),
+      tests: z.array(Hash),
+      adversarial: z.array(Id),
+      fallback: z.boolean(),
+      discriminative: z.array(Id),
+      /** Distinct pass/fail signatures among the tests passing the in-round filter. */
+      signatures: Count,
+      /** Redundancy reduction: one test per signature of the filtered tests, chosen at random. */
+      reduced: z.array(Hash),
+    }),
+  }),
+  /** Judge (EvolveCoder): the final filter of a problem's evolved tests, in the last round. */
+  DatasetEvolved: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      tests: z.array(Hash),
+      lowPass: Count,
+      perfect: Count,
+      keepProblem: z.boolean(),
+      reason: z.enum(['ok', 'too_few_tests', 'too_many_perfect']),
     }),
   }),
   /** Conductor: every problem of the round is judged and trained on. */

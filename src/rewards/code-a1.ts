@@ -35,6 +35,9 @@ import {
   sumInOrder,
 } from './matrix.js';
 import { correctedStatement, parseAssertCall } from './test-key.js';
+import type { TestCase } from '../core/problem.js';
+import type { Verdict } from '../core/verdicts.js';
+import { groupAdvantages, type AdvantageOptionsInput } from './grpo.js';
 
 export const CODE_A1_ID = 'code-a1/v1';
 
@@ -185,6 +188,105 @@ export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidatio
     }
   }
   return { tests, total: parsed.length, validCount, invalidCount, unknownCount };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valid programs: the module body ran to the end
+
+/** How a program's module load went: the release prints a marker after the module body, so a
+ * program is valid only when the body ran to the end. `unknown`: no probe verdict (the probe
+ * was lost to a sandbox error, or the program is a stdin/stdout script whose body is the test
+ * itself). */
+export type ModuleLoad = 'ran' | 'raised' | 'compile_error' | 'unknown';
+
+/** The load of a program from the verdict of a probe test that does nothing after the module
+ * body (any failure of the probe is a failure of the body). */
+export function moduleLoadOf(probe: Verdict | null | undefined): ModuleLoad {
+  if (probe === 'accepted') return 'ran';
+  if (probe === 'compile_error') return 'compile_error';
+  if (probe === 'sandbox_error' || probe === null || probe === undefined) return 'unknown';
+  return 'raised';
+}
+
+/** Code-A1's "c is a valid program": its module body ran to the end. Without a probe verdict,
+ * what the rows can tell: a compile error anywhere means the module never loaded. */
+export function codeA1ProgramValid(load: ModuleLoad, row: readonly (Verdict | null)[]): boolean {
+  if (load === 'ran') return true;
+  if (load === 'unknown') return !row.includes('compile_error');
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Judging generated tests (the Judge's form of validateSuite, over recorded verdicts)
+
+/** The release keeps only `assert <call> == <expr>`: a test must state its expected value. */
+export function codeA1HasExpected(test: TestCase): boolean {
+  if (test.style === 'stdio') return test.output !== null;
+  if (test.style === 'call') return Object.prototype.hasOwnProperty.call(test, 'expected') && test.expected !== undefined;
+  return parseAssertCall(test.code) !== null;
+}
+
+export type JudgedReason =
+  | 'ok'
+  | 'malformed'
+  | 'no-expected'
+  | 'duplicate'
+  | 'reference-raises'
+  | 'reference-timeout'
+  | 'expected-mismatch'
+  | 'reference-sandbox-error';
+
+export interface GeneratedTestRecord {
+  id: string;
+  suite: string;
+  /** It parsed as a test of the problem's style. */
+  wellFormed: boolean;
+  /** It states an expected value (codeA1HasExpected). */
+  hasExpected: boolean;
+  /** The reference's verdict on it as stated (null: not run). */
+  reference: Verdict | null;
+  /** Key of the GT-corrected test (the stated input with the reference's output), when the
+   * reference produced a usable output; null otherwise. */
+  correctedKey: string | null;
+}
+
+export interface JudgedGeneratedTest {
+  id: string;
+  status: TestStatus;
+  reason: JudgedReason;
+}
+
+/**
+ * Code-A1 validity of generated tests, in the release's order: not a test, or no expected value
+ * -> invalid; the reference raises or times out -> invalid; the reference could not run ->
+ * unknown; a GT-corrected statement already seen in the same suite -> invalid duplicate (so one
+ * input stated with two expected values counts once); else valid, or corrected when the stated
+ * value differs from the reference's output (counted invalid, still used with GT's output).
+ */
+export function codeA1JudgeTests(tests: readonly GeneratedTestRecord[]): JudgedGeneratedTest[] {
+  const seen = new Map<string, Set<string>>();
+  return tests.map((t): JudgedGeneratedTest => {
+    if (!t.wellFormed) return { id: t.id, status: 'invalid', reason: 'malformed' };
+    if (!t.hasExpected) return { id: t.id, status: 'invalid', reason: 'no-expected' };
+    switch (t.reference) {
+      case 'accepted':
+      case 'wrong_answer':
+        break;
+      case 'time_limit':
+        return { id: t.id, status: 'invalid', reason: 'reference-timeout' };
+      case 'sandbox_error':
+      case null:
+        return { id: t.id, status: 'unknown', reason: 'reference-sandbox-error' };
+      default:
+        return { id: t.id, status: 'invalid', reason: 'reference-raises' };
+    }
+    if (t.correctedKey === null) return { id: t.id, status: 'unknown', reason: 'reference-sandbox-error' };
+    let keys = seen.get(t.suite);
+    if (!keys) seen.set(t.suite, (keys = new Set()));
+    if (keys.has(t.correctedKey)) return { id: t.id, status: 'invalid', reason: 'duplicate' };
+    keys.add(t.correctedKey);
+    return t.reference === 'accepted' ? { id: t.id, status: 'valid', reason: 'ok' } : { id: t.id, status: 'corrected', reason: 'expected-mismatch' };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -440,7 +542,20 @@ export function codeA1TopVarSuites(result: CodeA1Result, keep = 1): string[] {
 }
 
 /**
- * The released trainer drops a problem's code samples from the code-policy batch when every
+ * Advantages of one problem's code group and whether it trains. The release defines a filter
+ * that drops groups whose rewards are all 0 or all 1 but never calls it: off unless
+ * `filterUniform`. A kept uniform group trains with zero advantages.
+ */
+export function codeA1CodeSelection(
+  rCodes: readonly number[],
+  options: { std: NonNullable<AdvantageOptionsInput['std']>; filterUniform?: boolean },
+): { kept: boolean; advantages: number[] } {
+  const kept = options.filterUniform === true ? codeA1KeepCodeGroup(rCodes) : rCodes.length > 0;
+  return { kept, advantages: kept ? groupAdvantages(rCodes, { std: options.std }) : rCodes.map(() => 0) };
+}
+
+/**
+ * The released trainer's filter (defined, never called): drops a problem's code samples from the code-policy batch when every
  * R_code is 1 or every R_code is 0 (within 1e-6): they carry no learning signal.
  */
 export function codeA1KeepCodeGroup(rCodes: readonly number[], tolerance = 1e-6): boolean {

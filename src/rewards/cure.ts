@@ -11,14 +11,17 @@
  * - A program is correct only if every GT test has a verdict and all pass; incorrect if any GT
  *   test fails; otherwise (sandbox errors, no GT test) its correctness is unknown and it is left
  *   out of R_test. R_code is then passed/observed (0 with nothing observed).
- * - No correct program: "passes every correct program" would hold vacuously and reward tests
- *   that reject everything, so R_test = 0 for every test and `defined` is false.
- * - No incorrect program (with a verdict on k): both fractions are 0/0; R_test = 0.
+ * - No correct program: generated tests get no reward (the release): R_test = 0 for every test
+ *   and `defined` is false.
+ * - No incorrect program (with a verdict on k): the release gives the sign alone, +1 to a test
+ *   that passes every correct program and -1 otherwise.
+ * - No GT test: the release's code rewards are NaN; here it is an error naming the problem.
  * - Per test, programs whose cell on k is unknown are left out of both sets.
  * Reference programs are never among the n codes.
  */
 import { z } from 'zod';
 import {
+  RewardInputError,
   type ExecutionMatrix,
   candidateIndices,
   cell,
@@ -73,6 +76,9 @@ export interface CureResult {
 export function cureRewards(m: ExecutionMatrix, options: CureOptionsInput = {}): CureResult {
   const o = parseWith(CureOptions, options, 'CURE options');
   const gt = suiteTestIndices(m, o.gtSuite);
+  if (gt.length === 0) {
+    throw new RewardInputError(`CURE needs ground-truth tests (suite "${o.gtSuite}"): the matrix has no ground-truth test, so code rewards are undefined`);
+  }
   const generated = usableTestIndices(m).filter((t) => m.tests[t]!.suite !== o.gtSuite);
   const candidates = candidateIndices(m);
 
@@ -95,6 +101,8 @@ export function cureRewards(m: ExecutionMatrix, options: CureOptionsInput = {}):
     if (defined && correctOut.length > 0 && incorrectOut.length > 0) {
       // `0 - x` rather than `-x`: no negative zero in recorded rewards.
       reward = passesAllCorrect ? incorrectFailing / incorrectOut.length : 0 - incorrectPassing / incorrectOut.length;
+    } else if (defined && correctOut.length > 0) {
+      reward = passesAllCorrect ? 1 : -1;
     }
     return {
       test: m.tests[t]!.id,
@@ -114,6 +122,22 @@ export function cureRewards(m: ExecutionMatrix, options: CureOptionsInput = {}):
     incorrectCount: incorrectIdx.length,
     defined,
   };
+}
+
+/**
+ * CURE's advantages for one problem's codes or tests (normalized and dropped independently):
+ * z-scores with the population std and no epsilon; null when the rewards have no spread (a lone
+ * sample included): the release drops such a group from training rather than giving it zeros.
+ */
+export function cureAdvantages(rewards: readonly number[]): number[] | null {
+  rewards.forEach((r, i) => {
+    if (!Number.isFinite(r)) throw new RewardInputError(`reward ${i} is not a finite number: ${String(r)}`);
+  });
+  if (rewards.length === 0) return null;
+  const mean = rewards.reduce((s, r) => s + r, 0) / rewards.length;
+  const std = Math.sqrt(rewards.reduce((s, r) => s + (r - mean) * (r - mean), 0) / rewards.length);
+  if (!(std > 0)) return null;
+  return rewards.map((r) => (r - mean) / std);
 }
 
 export interface BestOfN {

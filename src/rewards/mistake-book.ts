@@ -4,7 +4,9 @@
  * Per problem: testKey (normalized GT-corrected test text) -> { testHash, count, blacklisted }.
  * Code-A1 semantics (trainer_a1.py MistakeBook.update): each pass of a stored test by a valid
  * program -1 (applied first, on the book as it was), then each failure of a valid program on a
- * valid test +1; an entry is removed when its count reaches 0. Replay = top 8 by count.
+ * valid test +1; an entry is removed when its count reaches 0. Replay = top 8 by count, ties
+ * oldest first. By default only failures on newly generated tests add and only passes of
+ * replayed tests subtract (the release's rule, `sources: 'code-a1'`).
  * crucible adds, all optional and all reported as changes: a size cap (evict lowest count),
  * decay (subtract `amount` in every round that is a positive multiple of `every`), and a working
  * blacklist (a test that made the reference fail, or was judged invalid later, is kept as a
@@ -28,8 +30,9 @@ export interface MistakeEntry {
   blacklisted: boolean;
 }
 
-/** One problem's book. Entries are kept sorted by testKey (code-unit order), which makes the
- * state JSON-stable and independent of insertion order. */
+/** One problem's book. Entries are kept in stored order (oldest first; an entry removed and
+ * stored again is new), which replay ranking uses to break ties as the release does. The order
+ * follows from the changes alone, so a book folded from its events equals the live one. */
 export interface MistakeBookState {
   readonly entries: readonly MistakeEntry[];
 }
@@ -64,7 +67,7 @@ export const MistakeBookOptions = z
     blacklistOnReferenceFail: z.boolean().default(true),
     /** 'any': every observation counts. 'code-a1': as the released code, only failures on newly
      * generated tests add and only passes of replayed tests subtract. */
-    sources: z.enum(['any', 'code-a1']).default('any'),
+    sources: z.enum(['any', 'code-a1']).default('code-a1'),
   })
   .strict();
 export type MistakeBookOptions = z.output<typeof MistakeBookOptions>;
@@ -108,18 +111,17 @@ function toMap(book: MistakeBookState): Map<string, MistakeEntry> {
 }
 
 function fromMap(m: Map<string, MistakeEntry>): MistakeBookState {
-  return { entries: [...m.values()].sort((a, b) => compareKeys(a.testKey, b.testKey)) };
+  return { entries: [...m.values()] };
 }
 
 function sortedKeys<T>(m: Map<string, T>): string[] {
   return [...m.keys()].sort(compareKeys);
 }
 
-/** Entries in replay order: count descending, then testKey ascending. */
+/** Entries in replay order: count descending, ties in stored order (oldest first; the sort is
+ * stable). */
 function rankEntries(entries: Iterable<MistakeEntry>): MistakeEntry[] {
-  return [...entries]
-    .filter((e) => !e.blacklisted)
-    .sort((a, b) => (b.count !== a.count ? b.count - a.count : compareKeys(a.testKey, b.testKey)));
+  return [...entries].filter((e) => !e.blacklisted).sort((a, b) => b.count - a.count);
 }
 
 /** Fold one judged problem-round into the book. Returns the new state and its changes. */
@@ -251,7 +253,7 @@ export interface ReplayTest {
 export type MistakeBooks = Readonly<Record<string, MistakeBookState>>;
 
 /**
- * Tests to replay: the `k` highest counts (ties: testKey ascending), blacklisted never.
+ * Tests to replay: the `k` highest counts (ties: oldest first), blacklisted never.
  * Call with one problem's book, or with all books and a problem id.
  */
 export function topTests(book: MistakeBookState, k?: number): ReplayTest[];

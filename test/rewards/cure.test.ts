@@ -53,11 +53,11 @@ describe('CURE rewards', () => {
     expect(r.programs.map((p) => p.reward)).toEqual([0.5, 0.5, 0, 0]);
   });
 
-  it('no incorrect program: test rewards are 0', () => {
+  it('no incorrect program: the sign alone, +1 if the test passes every correct program, else -1', () => {
     const all = parseMatrix({ programs: programs.slice(1, 3), tests, verdicts: verdictsFromCodes(['AAAWA', 'AAAAA']) });
     const r = cureRewards(all);
     expect(r.incorrectCount).toBe(0);
-    expect(r.tests.map((t) => t.reward)).toEqual([0, 0, 0]);
+    expect(r.tests.map((t) => t.reward)).toEqual([1, -1, 1]);
   });
 
   it('sandbox errors: unknown correctness is left out of test rewards', () => {

@@ -54,7 +54,7 @@ describe('Mistake Book (Code-A1 semantics)', () => {
     ]);
   });
 
-  it('applies passes of stored tests first, removes at 0, then adds failures', () => {
+  it("'any' sources: applies passes of stored tests first, removes at 0, then adds failures", () => {
     const u = update(book({ k1: 2, k3: 1, k7: 5 }), {
       round: 2,
       observations: [
@@ -65,7 +65,7 @@ describe('Mistake Book (Code-A1 semantics)', () => {
         ob('k3', 'wrong_answer'), // ... and re-added by a failure: 1
         ob('k7', 'accepted', { programValid: false }), // invalid program: no count
       ],
-    });
+    }, { sources: 'any' });
     expect(counts(u.state)).toEqual({ k3: 1, k7: 5 });
     expect(u.changes).toEqual([
       { testKey: 'k1', testHash: 'hash-k1', delta: -2, count: 0, cause: 'pass' },

@@ -8,6 +8,7 @@ import type { DemoProblem } from '../index.js';
 import { buildProgramCatalog, type ProgramCandidate, type ProgramCatalogOptions } from './programs.js';
 import { catalogSource } from './source.js';
 import { buildTestCatalog, type CandidateTest, type TestCatalogOptions } from './tests.js';
+import { stateExpected } from './expected.js';
 
 export * from './programs.js';
 export * from './tests.js';
@@ -28,7 +29,10 @@ export async function buildCatalogUniverse(
   const universe: CatalogUniverse = { programs: {}, tests: {} };
   const built = await Promise.all(demo.map(async (d) => {
     const source = catalogSource(d);
-    return { id: d.problem.id, programs: await buildProgramCatalog(source, sandbox, opts.programs), tests: buildTestCatalog(source, opts.tests) };
+    const programs = await buildProgramCatalog(source, sandbox, opts.programs);
+    // Candidate tests state an expected value, as a test-writing model does (sometimes wrongly).
+    const tests = await stateExpected(source, programs, buildTestCatalog(source, opts.tests), sandbox, { seed: opts.tests?.seed });
+    return { id: d.problem.id, programs, tests };
   }));
   for (const b of built) {
     universe.programs[b.id] = b.programs;

@@ -1,0 +1,52 @@
+/**
+ * What one method's judgement provides to the Judge: the reference runs it needs first (none
+ * for methods without a reference), the plan of executions with the test verdicts, and the
+ * rewards once every verdict is in. Each method is one module; the Judge dispatches on
+ * `config.method` (see ./index.ts).
+ */
+import type { Problem } from '../../core/problem.js';
+import type { EventData } from '../../events/catalog.js';
+import type { NewEvent } from '../../events/envelope.js';
+import type { MistakeBookState } from '../../rewards/mistake-book.js';
+import type { RunEnv } from '../env.js';
+import type { ProblemRound } from '../judge-state.js';
+
+export type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+export type Verdicts = EventData<'ExecutionCompleted'>[];
+export type JudgedTest = EventData<'TestsJudged'>['tests'][number];
+export type RewardItem = EventData<'RewardsAssigned'>['items'][number];
+
+/** EvolveCoder's state of one problem: the fixed candidates and the evolving test set. */
+export interface EvolvedState {
+  programs: { programId: string; programHash: string }[];
+  tests: string[];
+}
+
+export interface PlanArgs {
+  env: RunEnv;
+  problem: Problem;
+  round: ProblemRound;
+  oracle: Verdicts;
+  book: MistakeBookState;
+  evolved?: EvolvedState | null;
+  /** Leaves out of a request the pairs already recorded or planned (a pair runs once a run). */
+  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
+}
+
+export interface JudgeArgs {
+  env: RunEnv;
+  problem: Problem;
+  round: ProblemRound;
+  book: MistakeBookState;
+  verdicts: (requestId: string) => Verdicts;
+  /** The TCS stage of this round (1 until a switch is recorded). */
+  stage: 1 | 2;
+  evolved?: EvolvedState | null;
+}
+
+export interface MethodJudgement {
+  /** Reference runs needed before planning (oracle outputs, validity). */
+  oracle(env: RunEnv, problem: Problem, round: ProblemRound): Promise<Pair[]>;
+  plan(args: PlanArgs): Promise<NewEvent[]>;
+  judge(args: JudgeArgs): Promise<NewEvent[]>;
+}

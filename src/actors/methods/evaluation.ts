@@ -1,0 +1,65 @@
+/**
+ * The evaluation every method records, whatever its rewards: held-out pass of the sampled
+ * programs (official tests, never used for rewards) and the kill rate of the sampled suites
+ * against the problem's known-incorrect programs.
+ */
+import type { Problem } from '../../core/problem.js';
+import { canonicalJson } from '../../core/canonical-json.js';
+import { outcomeOf } from '../../rewards/matrix.js';
+import type { RunEnv } from '../env.js';
+import type { ProblemRound } from '../judge-state.js';
+import type { Pair, Verdicts } from './contract.js';
+
+const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
+
+/** Held-out pairs (every program on every official test) and kill pairs (each known-incorrect
+ * program on each distinct usable test hash). */
+export async function evaluationPairs(env: RunEnv, problem: Problem, p: ProblemRound, usableHashes: readonly string[]): Promise<{ heldout: Pair[]; kill: Pair[] }> {
+  const heldout: Pair[] = [];
+  const officialHashes: string[] = [];
+  for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
+  for (const s of p.solutions) {
+    officialHashes.forEach((testHash, i) => heldout.push({ programId: s.solutionId, programHash: s.programHash, testId: `heldout/${i}`, testHash }));
+  }
+  const kill: Pair[] = [];
+  const distinct = [...new Set(usableHashes)];
+  for (const [i, program] of problem.incorrectSolutions.entries()) {
+    const programHash = await env.blobs.put(program);
+    for (const testHash of distinct) kill.push({ programId: `incorrect/${i}`, programHash, testId: `oracle/${testHash.slice(0, 16)}`, testHash });
+  }
+  return { heldout, kill };
+}
+
+/** Programs passing every held-out test, and (suite, target) pairs where the target fails at
+ * least one of the suite's usable tests. `usableBySuite`: suite id -> usable test hashes. */
+export function evaluationFigures(
+  problem: Problem,
+  p: ProblemRound,
+  verdicts: (requestId: string) => Verdicts,
+  usableBySuite: ReadonlyMap<string, readonly string[]>,
+): { heldOut: { programs: number; passed: number }; kill: { targets: number; suites: number; killed: number } } {
+  const heldout = verdicts(`${p.key}/heldout`);
+  const passed = p.solutions.filter((s) => {
+    const mine = heldout.filter((v) => v.programId === s.solutionId);
+    return mine.length > 0 && mine.every((v) => v.verdict === 'accepted');
+  }).length;
+  const failing = new Set(verdicts(`${p.key}/kill`).filter((v) => outcomeOf(v.verdict) === 'fail').map((v) => cellKey(v.programId, v.testHash)));
+  let killed = 0;
+  for (const suite of p.suites) {
+    const hashes = usableBySuite.get(suite.suiteId) ?? [];
+    problem.incorrectSolutions.forEach((_, i) => {
+      if (hashes.some((h) => failing.has(cellKey(`incorrect/${i}`, h)))) killed++;
+    });
+  }
+  return {
+    heldOut: { programs: p.solutions.length, passed },
+    kill: { targets: problem.incorrectSolutions.length, suites: p.suites.length, killed },
+  };
+}
+
+export function mean(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  let s = 0;
+  for (const x of xs) s += x;
+  return s / xs.length;
+}

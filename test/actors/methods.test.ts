@@ -1,0 +1,229 @@
+/**
+ * One short run per method on the embedded default (real SQLite log, real sandbox, the catalog
+ * policies), each checking the method's defining behaviour in its log.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { runExperiment } from '../../src/actors/run.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventData, EventType } from '../../src/events/catalog.js';
+import { TestCase } from '../../src/core/problem.js';
+import { exportEvolved } from '../../src/cli/commands/evolved.js';
+
+let root: string;
+
+function config(method: string, overrides: Record<string, unknown> = {}) {
+  return parseConfig({
+    name: method,
+    method,
+    seed: 5,
+    rounds: 2,
+    dir: root,
+    dataset: { format: 'demo', limit: 2 },
+    sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 4, whiteBox: false },
+    policies: { code: { lr: 1.0, mutants: 3 }, test: { lr: 1.0, candidates: 16 } },
+    selection: { testSamples: 'all' },
+    ...overrides,
+  });
+}
+
+async function run(method: string, overrides: Record<string, unknown> = {}) {
+  const cfg = config(method, overrides);
+  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: path.join(root, 'cache') });
+  expect(out.finished).toBe(true);
+  const log = await openSqliteLog(path.join(out.dir, 'log.db'), { create: false });
+  const events: EventEnvelope[] = [];
+  for await (const e of log.read()) events.push(e);
+  const blobs = new Map<string, string>();
+  const text = async (h: string) => {
+    if (!blobs.has(h)) blobs.set(h, await log.blobs.getText(h));
+    return blobs.get(h)!;
+  };
+  // Read every blob the tests need before closing.
+  for (const e of events) {
+    if (e.type === 'ExecutionRequested') for (const p of (e.data as EventData<'ExecutionRequested'>).pairs) await text(p.testHash);
+  }
+  await log.close();
+  const of = <T extends Parameters<typeof dataOfType>[1]>(type: T) => dataOfType(events, type);
+  return { out, events, of, blob: (h: string) => blobs.get(h)! };
+}
+
+function dataOfType<T extends EventType>(events: EventEnvelope[], type: T): EventData<T>[] {
+  return events.filter((e) => e.type === type).map((e) => e.data as EventData<T>);
+}
+
+beforeAll(() => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-methods-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe('each method runs on the same actors and log', () => {
+  it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches', async () => {
+    const { of, blob, events } = await run('ace');
+    const requests = of('ExecutionRequested').filter((r) => r.purpose !== 'heldout');
+    expect(requests.some((r) => r.purpose === 'oracle' && r.pairs.length > 0)).toBe(false);
+    let pairs = 0;
+    for (const r of requests) {
+      for (const p of [...r.pairs, ...r.reused]) {
+        pairs++;
+        // The Judge runs sampled programs only (the code policy may of course sample a correct one).
+        if (r.purpose === 'reward') expect(p.programId).toMatch(/\/s\d+$/);
+        const test = TestCase.parse(JSON.parse(blob(p.testHash) ?? '{}'));
+        if (test.style === 'stdio') expect(test.output).toBeNull();
+        if (test.style === 'call') expect('expected' in test).toBe(false);
+      }
+    }
+    expect(pairs).toBeGreaterThan(0);
+    const rewards = of('RewardsAssigned');
+    expect(rewards.every((r) => r.rewardFn === 'ace/v1')).toBe(true);
+    // Tests are labelled by crashes only: every trained suite is +1-ish or -1-ish, never graded by outputs.
+    const test = rewards.filter((r) => r.role === 'test').flatMap((r) => r.items);
+    expect(test.some((i) => i.components.desirable! + i.components.undesirable! > 0)).toBe(true);
+    const code = rewards.filter((r) => r.role === 'code').flatMap((r) => r.items);
+    expect(code.every((i) => i.reward === i.components.robust)).toBe(true);
+    const algorithms = events.filter((e) => e.type === 'TrainingStepCompleted').map((e) => (e.data as EventData<'TrainingStepCompleted'>).role);
+    expect(algorithms.length).toBe(4);
+  }, 60_000);
+
+  it('cure rewards equal the hand-computed values from the recorded verdicts', async () => {
+    const { of, events } = await run('cure');
+    // Reused pairs carry no verdict of their own: look every pair up among the executed ones.
+    const verdicts = new Map<string, string>();
+    for (const e of events) {
+      if (e.type !== 'ExecutionCompleted') continue;
+      const d = e.data as EventData<'ExecutionCompleted'>;
+      verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
+    }
+    const requests = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
+    for (const r of of('RewardsAssigned').filter((x) => x.role === 'code')) {
+      const req = requests.find((q) => q.round === r.round && q.problemId === r.problemId)!;
+      const all = [...req.pairs, ...req.reused];
+      for (const item of r.items) {
+        const gt = all.filter((p) => p.programId === item.sampleId && p.testId.startsWith('gt/'));
+        const passed = gt.filter((p) => verdicts.get(`${p.programHash}|${p.testHash}`) === 'accepted').length;
+        expect(item.reward).toBeCloseTo(passed / gt.length, 12);
+      }
+      // z-normalized with the population std, or dropped (all advantages 0, none selected).
+      const rs = r.items.map((i) => i.reward);
+      const mean = rs.reduce((a, b) => a + b, 0) / rs.length;
+      const std = Math.sqrt(rs.reduce((a, b) => a + (b - mean) ** 2, 0) / rs.length);
+      r.items.forEach((i) => {
+        if (std === 0) expect([i.advantage, i.components.selected]).toEqual([0, 0]);
+        else expect(i.advantage).toBeCloseTo((i.reward - mean) / std, 12);
+      });
+    }
+  }, 90_000);
+
+  it('tcs decides a stage every round, switches by its rule, and trains only the test policy', async () => {
+    const { of } = await run('tcs', { tcs: { switchRule: { kind: 'rounds', afterRounds: 1 } } });
+    expect(of('StageDecided').map((s) => [s.round, s.stage, s.switched])).toEqual([
+      [1, 1, false],
+      [2, 2, true],
+    ]);
+    const fns = of('RewardsAssigned').filter((r) => r.role === 'test').map((r) => [r.round, r.rewardFn]);
+    expect(new Set(fns.map(String))).toEqual(new Set(['1,tcs/v1/stage1', '2,tcs/v1/stage2']));
+    const batches = of('TrainingBatchFormed');
+    expect(batches.filter((b) => b.role === 'code').every((b) => b.size === 0)).toBe(true);
+    expect(batches.filter((b) => b.role === 'test').some((b) => b.size > 0)).toBe(true);
+  }, 60_000);
+
+  it('golden-tests rewards programs from dataset tests only and trains no test policy', async () => {
+    const { of } = await run('golden-tests');
+    const reward = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
+    expect(reward.flatMap((r) => [...r.pairs, ...r.reused]).every((p) => p.testId.startsWith('gt/'))).toBe(true);
+    expect(of('TrainingBatchFormed').filter((b) => b.role === 'test').every((b) => b.size === 0)).toBe(true);
+  }, 60_000);
+
+  it('code-a1: program validity comes from the load probe (module body ran to the end)', async () => {
+    const { of, events } = await run('code-a1', { codeA1: { mistakeBookRule: 'release', codeGroupFilter: false } });
+    const verdicts = new Map<string, string>();
+    for (const e of events) {
+      if (e.type !== 'ExecutionCompleted') continue;
+      const d = e.data as EventData<'ExecutionCompleted'>;
+      verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
+    }
+    const loads = of('ExecutionRequested').filter((r) => r.purpose === 'load');
+    // Call-style problems get a load probe per program: valid iff the module body ran to the end.
+    expect(loads.length).toBe(4);
+    let checked = 0;
+    for (const r of of('RewardsAssigned').filter((x) => x.role === 'code')) {
+      const load = loads.find((l) => l.round === r.round && l.problemId === r.problemId);
+      if (!load) continue;
+      for (const i of r.items) {
+        const probe = [...load.pairs, ...load.reused].find((p) => p.programId === i.sampleId)!;
+        expect(i.components.programValid).toBe(verdicts.get(`${probe.programHash}|${probe.testHash}`) === 'accepted' ? 1 : 0);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
+  }, 60_000);
+});
+
+describe('evolvecoder', () => {
+  it('records one test per signature each round, applies the final filter, and a following run reads the evolved file', async () => {
+    const { of, events, out } = await run('evolvecoder', { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 1, suiteSize: 8, whiteBox: false } });
+    const verdicts = new Map<string, string>();
+    for (const e of events) {
+      if (e.type !== 'ExecutionCompleted') continue;
+      const d = e.data as EventData<'ExecutionCompleted'>;
+      verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
+    }
+    const evolved = of('TestsEvolved');
+    expect(evolved.length).toBe(4);
+    for (const r of evolved) {
+      const signature = (h: string) => r.programs.map((p) => (verdicts.get(`${p.programHash}|${h}`) === 'accepted' ? '1' : '0')).join('');
+      const sigs = r.reduced.map(signature);
+      expect(new Set(sigs).size).toBe(sigs.length);
+      expect(sigs.length).toBe(r.signatures);
+      // The fixed candidates are the first round's.
+      expect(r.programs.every((p) => p.programId.startsWith('1/'))).toBe(true);
+    }
+    const final = of('DatasetEvolved');
+    expect(final.length).toBe(2);
+    for (const d of final) {
+      const r = evolved.find((x) => x.round === 2 && x.problemId === d.problemId)!;
+      const counts = new Map<string, number>();
+      for (const h of d.tests) {
+        const s = r.programs.map((p) => (verdicts.get(`${p.programHash}|${h}`) === 'accepted' ? 1 : 0));
+        expect(s.reduce((a: number, b) => a + b, 0) / s.length).toBeGreaterThanOrEqual(0.1);
+        counts.set(s.join(''), (counts.get(s.join('')) ?? 0) + 1);
+      }
+      expect(Math.max(0, ...counts.values())).toBeLessThanOrEqual(5);
+      expect(d.keepProblem).toBe(d.tests.length >= 5 && d.perfect <= 60);
+    }
+    const file = path.join(root, 'evolved.jsonl');
+    const exported = await exportEvolved(out.dir, file);
+    expect(exported.problems).toBe(final.filter((d) => d.keepProblem).length);
+    // The demo problems keep enough tests: the following run has something to read.
+    expect(exported.problems).toBeGreaterThan(0);
+    {
+      const rl = await run('golden-tests', { name: 'evolvecoder-rl', rounds: 1, dataset: { format: 'demo', path: file } });
+      const gt = rl.of('ExecutionRequested').filter((r) => r.purpose === 'reward').flatMap((r) => [...r.pairs, ...r.reused]);
+      const evolvedHashes = new Set(final.flatMap((d) => d.tests));
+      expect(gt.some((p) => evolvedHashes.has(p.testHash))).toBe(true);
+    }
+  }, 90_000);
+});
+
+describe('self-play', () => {
+  it('one objective for both roles: each suite is rewarded with the R_code of the program it tests', async () => {
+    const { of } = await run('self-play', { sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 4, whiteBox: true } });
+    const rewards = of('RewardsAssigned');
+    let checked = 0;
+    for (const t of rewards.filter((r) => r.role === 'test')) {
+      expect(t.rewardFn).toBe('self-play/v1');
+      const code = rewards.find((r) => r.role === 'code' && r.round === t.round && r.problemId === t.problemId)!;
+      for (const item of t.items) {
+        // White-box suite ids are "<solutionId>/t<k>".
+        const program = code.items.find((c) => item.sampleId.startsWith(`${c.sampleId}/`))!;
+        expect(item.reward).toBe(program.reward);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
+  }, 60_000);
+});
