@@ -11,6 +11,7 @@ import Database from 'better-sqlite3';
 import { UserError } from '../src/cli/errors.js';
 import { makeEvent } from '../src/events/catalog.js';
 import { eventIdPrefix, type NewEvent } from '../src/events/envelope.js';
+import { ORIGIN, type Position } from '../src/events/log.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { eventCounts } from '../src/projections/event-counts.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
@@ -108,13 +109,13 @@ export async function runBench(argv: string[]): Promise<void> {
     // 2. Batched commits, with the concurrency check on.
     const appendBatched = async (file: string, synchronous: 'full' | 'normal') => {
       const log = await openSqliteLog(join(dir, file), { synchronous });
-      const heads = new Map<string, number>();
+      const heads = new Map<string, Position>();
       const ms = await time(async () => {
         for (let c = 0; c * batch < n; c++) {
           const stream = `s/${c % 8}`;
           const r = await log.append(stream, events.slice(c * batch, (c + 1) * batch), {
             commitId: `b${c}`,
-            expectedPosition: heads.get(stream) ?? 0,
+            expectedPosition: heads.get(stream) ?? ORIGIN,
           });
           heads.set(stream, r.positions[r.positions.length - 1]!);
         }

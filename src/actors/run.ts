@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openSqliteLog } from '../events/sqlite-log.js';
-import type { EventLog } from '../events/log.js';
+import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -113,7 +113,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
             data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
           },
         ],
-        { commitId: `${runId}/run-started`, expectedPosition: 0 },
+        { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
       );
     }
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
@@ -123,7 +123,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
     await views.catchUp();
     let round = 0;
-    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.position });
+    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded });
     let stopped = false;
     const finished = await runtime.run({
       onStep: async () => {

@@ -10,7 +10,7 @@ const Pos = z.int().nonnegative();
 const Name = z.string().min(1);
 
 export const AppendOptionsSchema = z.strictObject({ expectedPosition: Pos.optional(), commitId: Name });
-export const ReadRangeSchema = z.strictObject({ from: Pos.optional(), to: Pos.optional(), limit: Pos.optional() });
+export const ReadRangeSchema = z.strictObject({ after: Pos.optional(), to: Pos.optional(), limit: Pos.optional() });
 export const ReadFilterSchema = z.strictObject({
   runId: Name.optional(),
   types: z.array(Name).readonly().optional(),
@@ -26,14 +26,15 @@ function check<T>(call: string, schema: z.ZodType<T>, value: unknown, prefix: st
   return r.data;
 }
 
+// Positions come out of zod as plain numbers; the schemas checked them, so they are positions again.
 export const parseAppendArgs = (stream: unknown, options: unknown): { stream: string; options: AppendOptions } => ({
   stream: check('append', StreamName, stream, 'stream'),
-  options: check('append', AppendOptionsSchema, options, 'options'),
+  options: check('append', AppendOptionsSchema, options, 'options') as AppendOptions,
 });
 export const parseReadArgs = (range: unknown, filter: unknown): { range: ReadRange; filter: ReadFilter } => ({
-  range: check('read', ReadRangeSchema, range ?? {}, 'range'),
+  range: check('read', ReadRangeSchema, range ?? {}, 'range') as ReadRange,
   filter: check('read', ReadFilterSchema, filter ?? {}, 'filter'),
 });
 export const parseSubscribeOptions = (options: unknown): SubscribeOptions =>
-  check('subscribe', SubscribeOptionsSchema, options ?? {}, 'options');
+  check('subscribe', SubscribeOptionsSchema, options ?? {}, 'options') as SubscribeOptions;
 export const parseStreamName = (call: string, stream: unknown): string => check(call, StreamName, stream, 'stream');

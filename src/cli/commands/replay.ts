@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { openSqliteLog } from '../../events/sqlite-log.js';
-import type { EventLog } from '../../events/log.js';
+import { asPosition, type EventLog, type Position } from '../../events/log.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { RUN_PROJECTIONS } from '../../projections/run-views.js';
 import { roundRows, type RoundTableState } from '../../projections/round-table.js';
@@ -24,7 +24,7 @@ async function runIdOfLog(log: EventLog, dir: string): Promise<string> {
   throw new UserError(`${dir}: the log has no RunStarted event: not a crucible run`);
 }
 
-async function positionAfterRound(log: EventLog, runId: string, round: number): Promise<number> {
+async function positionAfterRound(log: EventLog, runId: string, round: number): Promise<Position> {
   for await (const e of log.read({}, { runId, types: ['RoundCompleted'] })) {
     if ((e.data as { round: number }).round === round) return e.position;
   }
@@ -56,7 +56,7 @@ export function registerReplay(program: Command): void {
       try {
         const runId = await runIdOfLog(log, dir);
         const head = await log.head();
-        const to = opts.round !== undefined ? await positionAfterRound(log, runId, opts.round) : opts.until ?? head;
+        const to = opts.round !== undefined ? await positionAfterRound(log, runId, opts.round) : opts.until !== undefined ? asPosition(opts.until) : head;
         rebuilt = await ProjectionRunner.open({ log, readModel: target, projections: RUN_PROJECTIONS, runId });
         await rebuilt.catchUp({ to });
         const hashes: Record<string, string> = {};
