@@ -96,13 +96,25 @@ export function encodeCommit(
 
 /** Decodes a stored event at `position`: upcast to the current version and validated. */
 export function decodeStored(registry: EventCodec, e: StoredEvent, position: Position, stream: string, commitId: string): EventEnvelope {
-  const loc = { position };
   let raw: unknown;
   try {
     raw = JSON.parse(e.data);
   } catch {
-    throw new MalformedEventError(e.type, e.v, [{ path: 'data', message: 'stored data is not valid JSON' }], loc);
+    throw new MalformedEventError(e.type, e.v, [{ path: 'data', message: 'stored data is not valid JSON' }], { position });
   }
+  return decodeParsed(registry, e, raw, position, stream, commitId);
+}
+
+/** The same, for a backend that stores the data already parsed (inside a commit's JSON). */
+export function decodeParsed(
+  registry: EventCodec,
+  e: Omit<StoredEvent, 'data'>,
+  raw: unknown,
+  position: Position,
+  stream: string,
+  commitId: string,
+): EventEnvelope {
+  const loc = { position };
   const { v, data } = registry.decode(e.type, e.v, raw, loc);
   const envelope: EventEnvelope = {
     id: e.id,

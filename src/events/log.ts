@@ -106,6 +106,9 @@ export interface LogCapabilities {
   readonly durable: boolean;
   /** Work queues are shared with other processes (JetStream) rather than local to this handle. */
   readonly sharedWorkQueues: boolean;
+  /** An explicit event id already in the log (from another commit) is refused. Derived ids
+   * (the default) are unique whenever commit ids are. */
+  readonly refusesReusedEventIds: boolean;
 }
 
 /** Defaults every backend applies unless configured: a commit fits JetStream's default payload. */

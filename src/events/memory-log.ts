@@ -93,6 +93,7 @@ export class MemoryEventLog implements EventLog {
       multiProcess: false,
       durable: false,
       sharedWorkQueues: false,
+      refusesReusedEventIds: true,
     };
   }
 

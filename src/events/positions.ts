@@ -25,3 +25,9 @@ export function seqOf(position: Position): number {
 export function indexOf(position: Position): number {
   return position % SPAN;
 }
+
+/** The first commit number that can hold an event after `after`. */
+export function firstSeqAfter(after: Position): number {
+  if (after === ORIGIN) return 1;
+  return indexOf(after) === MAX_COMMIT_EVENTS ? seqOf(after) + 1 : seqOf(after);
+}

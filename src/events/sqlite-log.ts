@@ -119,6 +119,7 @@ export class SqliteEventLog implements EventLog {
       multiProcess: true,
       durable: true,
       sharedWorkQueues: false,
+      refusesReusedEventIds: true,
     };
     this.registry = opts.registry ?? catalog;
     this.#pollMs = opts.pollIntervalMs ?? 50;
