@@ -4,6 +4,8 @@ import { registerReplay } from './commands/replay.js';
 import { registerExec } from './commands/exec.js';
 import { registerBench } from './commands/bench.js';
 import { registerData } from './commands/data.js';
+import { registerNats } from './commands/nats.js';
+import { registerLog } from './commands/log.js';
 import { UserError } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -17,6 +19,8 @@ export function buildProgram(): Command {
   registerExec(program);
   registerBench(program);
   registerData(program);
+  registerNats(program);
+  registerLog(program);
   return program;
 }
 

@@ -225,3 +225,13 @@ export class UnsupportedServerError extends EventLogError {
     super(`nats-server ${version}: ${reason}`);
   }
 }
+
+/** Opening an existing log that is not there (a run id with no stream, a file that does not exist). */
+export class LogNotFoundError extends EventLogError {
+  constructor(
+    readonly location: string,
+    readonly what: string,
+  ) {
+    super(`${location}: ${what} does not exist`);
+  }
+}

@@ -36,6 +36,7 @@ import {
   ConcurrencyError,
   IncompatibleStreamError,
   LogClosedError,
+  LogNotFoundError,
   LogUnavailableError,
   MalformedEventError,
   UnsupportedServerError,
@@ -489,7 +490,7 @@ export async function ensureStream(
   };
   let found = await existing();
   if (!found) {
-    if (!create) throw new IncompatibleStreamError(name, 'it does not exist');
+    if (!create) throw new LogNotFoundError('JetStream', `stream "${name}" (nothing was recorded under this name on the server)`);
     try {
       found = (await withRetry(retryForMs, () => jsm.streams.add({ ...want, name }))).config;
     } catch (err) {

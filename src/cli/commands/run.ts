@@ -4,6 +4,8 @@ import { runExperiment, RunMismatchError, type RunProgress } from '../../actors/
 import { UnsupportedSourceError } from '../../actors/sources.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
+import { IncompatibleStreamError, LogUnavailableError } from '../../events/errors.js';
+import { isNatsLocation } from '../../events/open-log.js';
 import { formatTable } from '../table.js';
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -33,7 +35,7 @@ function progressBar(p: RunProgress): string {
 export function registerRun(program: Command): void {
   program
     .command('run')
-    .description('run an adversarial co-evolution from a YAML config (embedded SQLite log under runs/<run-id>/)')
+    .description('run an adversarial co-evolution from a YAML config (SQLite log under runs/<run-id>/, or JetStream with --log)')
     .argument('<config>', 'YAML run config, e.g. configs/demo.yaml')
     .option('--set <key=value...>', 'override config keys (dotted paths)', [])
     .option('--seed <n>', 'override the seed', (v) => {
@@ -42,8 +44,10 @@ export function registerRun(program: Command): void {
       return n;
     })
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
+    .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
     .option('--json', 'print the table as JSON lines, one per round')
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; json?: boolean }) => {
+    .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; log?: string; json?: boolean }) => {
+      if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
       let config;
       try {
         config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
@@ -57,10 +61,13 @@ export function registerRun(program: Command): void {
         outcome = await runExperiment({
           config,
           dir: opts.dir,
+          ...(opts.log !== undefined ? { log: opts.log } : {}),
           onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
         });
       } catch (err) {
-        if (err instanceof RunMismatchError || err instanceof UnsupportedSourceError) throw new UserError(err.message);
+        if (err instanceof RunMismatchError || err instanceof UnsupportedSourceError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) {
+          throw new UserError(err.message);
+        }
         throw err;
       } finally {
         if (tty) process.stderr.write('\n');
