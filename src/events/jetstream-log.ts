@@ -146,7 +146,7 @@ function streamOfSubject(prefix: string, subject: string): string {
 }
 
 /** The message body of a commit: the events with their data inlined as raw JSON (no double encoding). */
-function commitPayload(commit: EncodedCommit): string {
+export function commitPayload(commit: EncodedCommit): string {
   const parts = commit.events.map(
     (e) =>
       `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"v":${e.v},"runId":${JSON.stringify(e.runId)},` +
