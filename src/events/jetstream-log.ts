@@ -66,6 +66,8 @@ import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './
 /** Bump when the message layout changes in a way older code cannot read. */
 export const JETSTREAM_LOG_FORMAT = 1;
 const DESCRIPTION = /^crucible event log, format (\d+)$/;
+/** Reads of fewer messages than this use direct gets instead of an ordered consumer. */
+const SHORT_READ = 64;
 
 export interface JetStreamLogOptions {
   /** nats://host:port, or several for a cluster. */
@@ -74,7 +76,7 @@ export interface JetStreamLogOptions {
   stream?: string;
   /** Subject prefix of the events. Default "crucible.events". */
   subjectPrefix?: string;
-  /** Replicas of a stream this call creates (3 on a 3-node cluster). Default 1. */
+  /** Replicas of a stream this call creates. Default: 3 on a cluster of three or more servers, else 1. */
   replicas?: number;
   /** Duplicate window of a stream this call creates (ms). An existing stream keeps its own. Default 2 min. */
   dedupWindowMs?: number;
@@ -211,6 +213,7 @@ export class JetStreamEventLog implements EventLog {
   readonly #retryForMs: number;
   /** Largest message body the server takes, less room for headers. */
   #maxPayload = 0;
+  #replicas = 1;
   readonly #subs = new Set<JetStreamSubscription>();
   readonly #queues = new Set<WorkQueue>();
   #closed = false;
@@ -246,6 +249,11 @@ export class JetStreamEventLog implements EventLog {
     return this.#js;
   }
 
+  /** Replicas of the streams this handle created or would create. */
+  get replicas(): number {
+    return this.#replicas;
+  }
+
   get retryForMs(): number {
     return this.#retryForMs;
   }
@@ -263,6 +271,9 @@ export class JetStreamEventLog implements EventLog {
       throw new UnsupportedServerError(info.version, 'crucible needs nats-server 2.9 or newer (expected-last-subject-sequence, named consumers, nak with delay)');
     }
     if (info.jetstream === false) throw new UnsupportedServerError(info.version, 'JetStream is not enabled on this server (start it with -js, or `crucible nats up`)');
+    // A log on a cluster must survive a server: replicate unless told otherwise.
+    const servers = 1 + (info.connect_urls?.length ?? 0);
+    this.#replicas = this.#opts.replicas ?? (info.cluster !== undefined && servers >= 3 ? 3 : 1);
     this.#jsm = await withRetry(this.#retryForMs, () => jetstreamManager(this.#nc, { timeout: 10_000 }));
     const config = await this.#ensureStream();
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
@@ -278,7 +289,7 @@ export class JetStreamEventLog implements EventLog {
       // Checking an explicit id against the whole log would need an index the server lacks.
       refusesReusedEventIds: false,
     };
-    this.#blobs = new JetStreamBlobStore(this, { stream: `${this.streamName}_BLOBS`, subjectPrefix: `${this.prefix}-blobs`, replicas: this.#opts.replicas ?? 1, create: this.#opts.create ?? true });
+    this.#blobs = new JetStreamBlobStore(this, { stream: `${this.streamName}_BLOBS`, subjectPrefix: `${this.prefix}-blobs`, replicas: this.#replicas, create: this.#opts.create ?? true });
     await this.#blobs.init();
   }
 
@@ -290,7 +301,7 @@ export class JetStreamEventLog implements EventLog {
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
-      num_replicas: this.#opts.replicas ?? 1,
+      num_replicas: this.#replicas,
       duplicate_window: (this.#opts.dedupWindowMs ?? 120_000) * 1_000_000,
       max_msgs: -1,
       max_bytes: -1,
@@ -411,6 +422,24 @@ export class JetStreamEventLog implements EventLog {
     const startSeq = firstSeqAfter(after);
     let left = args.range.limit ?? Number.POSITIVE_INFINITY;
     if (startSeq > lastSeq || left <= 0) return;
+    if (lastSeq - startSeq < SHORT_READ) {
+      // A few messages (a tailing reader's usual case): direct gets, no consumer to create,
+      // which on a cluster is a round of the meta group.
+      const seqs = Array.from({ length: lastSeq - startSeq + 1 }, (_, i) => startSeq + i);
+      const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
+      const page: EventEnvelope[] = [];
+      for (const m of stored) {
+        if (!m) continue;
+        if (this.#closed) throw new LogClosedError();
+        for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, args.filter, after, to)) {
+          page.push(e);
+          if (--left <= 0) break;
+        }
+        if (left <= 0) break;
+      }
+      if (page.length) yield page;
+      return;
+    }
     const messages = await this.orderedMessages(startSeq);
     try {
       let page: EventEnvelope[] = [];

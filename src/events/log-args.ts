@@ -9,7 +9,8 @@ import type { AppendOptions, ReadFilter, ReadRange, SubscribeOptions } from './l
 const Pos = z.int().nonnegative();
 const Name = z.string().min(1);
 
-export const AppendOptionsSchema = z.strictObject({ expectedPosition: Pos.optional(), commitId: Name });
+// Compiled: append is a hot path (a generated fast path; failures re-run the parser for issues).
+export const AppendOptionsSchema = z.compile(z.strictObject({ expectedPosition: Pos.optional(), commitId: Name }));
 export const ReadRangeSchema = z.strictObject({ after: Pos.optional(), to: Pos.optional(), limit: Pos.optional() });
 export const ReadFilterSchema = z.strictObject({
   runId: Name.optional(),
@@ -18,7 +19,7 @@ export const ReadFilterSchema = z.strictObject({
   streamPrefix: Name.optional(),
 });
 export const SubscribeOptionsSchema = z.strictObject({ after: Pos.optional(), filter: ReadFilterSchema.optional() });
-export const StreamName = Name;
+export const StreamName = z.compile(Name);
 
 function check<T>(call: string, schema: z.ZodType<T>, value: unknown, prefix: string): T {
   const r = schema.safeParse(value);
