@@ -8,6 +8,8 @@ import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, c
 import { createServer, connect as tcpConnect } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 
 const NodeRecord = z.strictObject({
   name: z.string(),
@@ -137,11 +139,30 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
         await sleep(50);
       }
     }
+    await waitForJetStream(nodes.map((n) => `nats://127.0.0.1:${n.port}`), deadline + 15_000);
   } catch (err) {
     for (const n of nodes) if (alive(n.pid)) process.kill(n.pid, 'SIGKILL');
     throw err;
   }
   return { version, nodes, dir, urls: nodes.map((n) => `nats://127.0.0.1:${n.port}`) };
+}
+
+/** Waits until JetStream answers (a cluster first elects its meta leader, a few seconds). */
+async function waitForJetStream(urls: string[], deadline: number): Promise<void> {
+  const nc = await connect({ servers: urls, timeout: 5000 });
+  try {
+    for (;;) {
+      try {
+        await jetstreamManager(nc, { timeout: 1000 });
+        return;
+      } catch (err) {
+        if (Date.now() > deadline) throw new NatsServerError(`JetStream did not become ready: ${(err as Error).message}`);
+        await sleep(200);
+      }
+    }
+  } finally {
+    await nc.close();
+  }
 }
 
 function tail(file: string): string {
