@@ -30,7 +30,8 @@ export interface WorkQueueOptions {
 export interface ClaimOptions {
   /** Most items to return. Default 1. */
   max?: number;
-  /** How long to wait for an item when none is ready, in ms. Default 0. */
+  /** How long to wait for an item when none is ready, in ms. Default 0 (JetStream: at least 1 s,
+   * the shortest pull request the client makes). */
   waitMs?: number;
 }
 
