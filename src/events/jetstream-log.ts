@@ -67,7 +67,9 @@ import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './
 export const JETSTREAM_LOG_FORMAT = 1;
 const DESCRIPTION = /^crucible event log, format (\d+)$/;
 /** Reads of fewer messages than this use direct gets instead of an ordered consumer. */
-const SHORT_READ = 64;
+const DIRECT_READ = 2048;
+/** Direct gets in flight at once. */
+const GET_WINDOW = 128;
 
 export interface JetStreamLogOptions {
   /** nats://host:port, or several for a cluster. */
@@ -82,10 +84,12 @@ export interface JetStreamLogOptions {
   dedupWindowMs?: number;
   maxCommitBytes?: number;
   registry?: EventCodec;
-  /** How long calls are retried while the cluster has no leader, or the server is away. Default 30 s. */
+  /** How long calls are retried while the cluster has no leader, or the server is away. Default 60 s. */
   retryForMs?: number;
   /** Create the streams when absent. Default true. */
   create?: boolean;
+  /** Reads of fewer messages use direct gets, longer ones an ordered consumer. Default 2048. */
+  directReadMessages?: number;
 }
 
 /** What the connected server offers (2.9.10 has none of these). */
@@ -225,7 +229,7 @@ export class JetStreamEventLog implements EventLog {
     this.registry = opts.registry ?? catalog;
     this.streamName = opts.stream ?? 'CRUCIBLE_EVENTS';
     this.prefix = opts.subjectPrefix ?? 'crucible.events';
-    this.#retryForMs = opts.retryForMs ?? 30_000;
+    this.#retryForMs = opts.retryForMs ?? 60_000;
     this.#js = jetstream(nc, { timeout: 10_000 });
     const version = nc.info?.version ?? '0.0.0';
     this.features = featuresOf(version);
@@ -422,22 +426,25 @@ export class JetStreamEventLog implements EventLog {
     const startSeq = firstSeqAfter(after);
     let left = args.range.limit ?? Number.POSITIVE_INFINITY;
     if (startSeq > lastSeq || left <= 0) return;
-    if (lastSeq - startSeq < SHORT_READ) {
-      // A few messages (a tailing reader's usual case): direct gets, no consumer to create,
-      // which on a cluster is a round of the meta group.
-      const seqs = Array.from({ length: lastSeq - startSeq + 1 }, (_, i) => startSeq + i);
-      const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
-      const page: EventEnvelope[] = [];
-      for (const m of stored) {
-        if (!m) continue;
-        if (this.#closed) throw new LogClosedError();
-        for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, args.filter, after, to)) {
-          page.push(e);
-          if (--left <= 0) break;
+    if (lastSeq - startSeq < (this.#opts.directReadMessages ?? DIRECT_READ)) {
+      // Up to a few thousand messages (a tailing reader, a round's catch-up): direct gets, a
+      // window at a time. No consumer to create, which on a cluster is a round of the meta
+      // group and stalls for many seconds while a server is down.
+      for (let from = startSeq; from <= lastSeq && left > 0; from += GET_WINDOW) {
+        const seqs = Array.from({ length: Math.min(GET_WINDOW, lastSeq - from + 1) }, (_, i) => from + i);
+        const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
+        const page: EventEnvelope[] = [];
+        for (const m of stored) {
+          if (!m) continue;
+          if (this.#closed) throw new LogClosedError();
+          for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, args.filter, after, to)) {
+            page.push(e);
+            if (--left <= 0) break;
+          }
+          if (left <= 0) break;
         }
-        if (left <= 0) break;
+        if (page.length) yield page;
       }
-      if (page.length) yield page;
       return;
     }
     const messages = await this.orderedMessages(startSeq);

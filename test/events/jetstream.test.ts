@@ -22,4 +22,12 @@ const fixture = async () => {
 };
 
 describeEventLogConformance('jetstream (one nats-server)', fixture);
+// Every read of more than one message through an ordered consumer instead of direct gets.
+describeEventLogConformance('jetstream (one nats-server, reads by consumer)', async () => {
+  const names = uniqueLogNames();
+  return {
+    open: (opts) => openJetStreamLog({ servers: nats.urls, ...names, directReadMessages: 1, ...opts }),
+    dispose: async () => {},
+  };
+});
 describeWorkQueueContract('jetstream (one nats-server)', fixture);
