@@ -23,8 +23,8 @@ describe('jetstream log', () => {
     const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
     try {
       expect(log.features.version).toBe(nats.cluster.version);
-      expect(featuresOf('2.9.10')).toEqual({ version: '2.9.10', atomicBatch: false, multiFilterConsumers: false, messageTtl: false });
-      expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true });
+      expect(featuresOf('2.9.10')).toEqual({ version: '2.9.10', atomicBatch: false, multiFilterConsumers: false, messageTtl: false, serializedSubjectChecks: false });
+      expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true, serializedSubjectChecks: true });
       expect(log.capabilities).toMatchObject({ dedupWindowMs: 120_000, multiProcess: true, sharedWorkQueues: true });
     } finally {
       await log.close();
