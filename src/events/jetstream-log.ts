@@ -66,8 +66,8 @@ import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './
 /** Bump when the message layout changes in a way older code cannot read. */
 export const JETSTREAM_LOG_FORMAT = 1;
 const DESCRIPTION = /^crucible event log, format (\d+)$/;
-/** Reads of fewer messages than this use direct gets instead of an ordered consumer. */
-const DIRECT_READ = 2048;
+/** Reads of at most this many messages use direct gets instead of an ordered consumer. */
+const DIRECT_READ = 32;
 /** Direct gets in flight at once. */
 const GET_WINDOW = 128;
 
@@ -88,7 +88,7 @@ export interface JetStreamLogOptions {
   retryForMs?: number;
   /** Create the streams when absent. Default true. */
   create?: boolean;
-  /** Reads of fewer messages use direct gets, longer ones an ordered consumer. Default 2048. */
+  /** Reads of at most this many messages use direct gets, longer ones an ordered consumer. Default 32. */
   directReadMessages?: number;
 }
 
@@ -434,9 +434,35 @@ export class JetStreamEventLog implements EventLog {
   }
 
   /** An ordered consumer from `startSeq`; the caller stops it. */
-  async orderedMessages(startSeq: number): Promise<ConsumerMessages> {
-    const consumer = await withRetry(this.#retryForMs, () => this.#js.consumers.get(this.streamName, { opt_start_seq: Math.max(1, startSeq) }));
+  async orderedMessages(startSeq: number, retryForMs = this.#retryForMs): Promise<ConsumerMessages> {
+    const consumer = await withRetry(retryForMs, () => this.#js.consumers.get(this.streamName, { opt_start_seq: Math.max(1, startSeq) }));
     return consumer.consume({ max_messages: 1000 });
+  }
+
+  /** Messages [startSeq, lastSeq] by direct gets, a window in flight at a time. */
+  async *#directPages(
+    startSeq: number,
+    lastSeq: number,
+    filter: ReadFilter,
+    after: Position,
+    to: Position,
+    limit: { left: number },
+  ): AsyncGenerator<readonly EventEnvelope[]> {
+    for (let from = startSeq; from <= lastSeq && limit.left > 0; from += GET_WINDOW) {
+      const seqs = Array.from({ length: Math.min(GET_WINDOW, lastSeq - from + 1) }, (_, i) => from + i);
+      const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
+      const page: EventEnvelope[] = [];
+      for (const m of stored) {
+        if (!m) continue;
+        if (this.#closed) throw new LogClosedError();
+        for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, filter, after, to)) {
+          page.push(e);
+          if (--limit.left <= 0) break;
+        }
+        if (limit.left <= 0) break;
+      }
+      if (page.length) yield page;
+    }
   }
 
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {
@@ -453,28 +479,24 @@ export class JetStreamEventLog implements EventLog {
     const startSeq = firstSeqAfter(after);
     let left = args.range.limit ?? Number.POSITIVE_INFINITY;
     if (startSeq > lastSeq || left <= 0) return;
-    if (lastSeq - startSeq < (this.#opts.directReadMessages ?? DIRECT_READ)) {
-      // Up to a few thousand messages (a tailing reader, a round's catch-up): direct gets, a
-      // window at a time. No consumer to create, which on a cluster is a round of the meta
-      // group and stalls for many seconds while a server is down.
-      for (let from = startSeq; from <= lastSeq && left > 0; from += GET_WINDOW) {
-        const seqs = Array.from({ length: Math.min(GET_WINDOW, lastSeq - from + 1) }, (_, i) => from + i);
-        const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
-        const page: EventEnvelope[] = [];
-        for (const m of stored) {
-          if (!m) continue;
-          if (this.#closed) throw new LogClosedError();
-          for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, args.filter, after, to)) {
-            page.push(e);
-            if (--left <= 0) break;
-          }
-          if (left <= 0) break;
-        }
-        if (page.length) yield page;
+    const limit = { left };
+    // A few messages (a tailing reader): direct gets, no consumer to create. Many: an ordered
+    // consumer (direct gets run at a few thousand messages/s, a consumer at tens of thousands),
+    // unless it cannot be created (on a cluster that lost a server, creating one is a round of
+    // the meta group that stalls for seconds): then direct gets, which only need the stream leader.
+    let messages: ConsumerMessages | null = null;
+    if (lastSeq - startSeq + 1 > (this.#opts.directReadMessages ?? DIRECT_READ)) {
+      try {
+        messages = await this.orderedMessages(startSeq, 0);
+      } catch (err) {
+        if (!isTransient(err)) throw err;
       }
+    }
+    if (!messages) {
+      yield* this.#directPages(startSeq, lastSeq, args.filter, after, to, limit);
       return;
     }
-    const messages = await this.orderedMessages(startSeq);
+    left = limit.left;
     try {
       let page: EventEnvelope[] = [];
       for await (const m of messages) {
