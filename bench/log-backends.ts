@@ -76,16 +76,27 @@ function chunk(events: readonly NewEvent[], size: number): NewEvent[][] {
   return out;
 }
 
-/** The raw client on the same messages: publish awaited/pipelined, then an ordered consumer. */
-async function rawBaselines(urls: string[], replicas: number, commits: readonly NewEvent[][], label: string): Promise<{ awaited: Figures; pipelined: Figures; consume: Figures }> {
-  const nc = await connectNats(urls);
-  const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
-  const limits = { maxCommitBytes: DEFAULT_MAX_COMMIT_BYTES, maxCommitEvents: MAX_COMMIT_EVENTS };
-  const payloads = commits.map((c, i) => Buffer.from(commitPayload(encodeCommit(catalog, 's', c, `raw-${i}`, limits))));
-  const events = commits.reduce((a, c) => a + c.length, 0);
-  const run = async (name: string, pipelined: boolean): Promise<Figures> => {
-    await jsm.streams.add({ name, subjects: [`${name}.>`], num_replicas: replicas });
+/** The raw client on the same messages: publish (awaited or pipelined) and an ordered consumer. */
+class RawClient {
+  private constructor(
+    readonly nc: Awaited<ReturnType<typeof connectNats>>,
+    readonly jsm: Awaited<ReturnType<typeof jetstreamManager>>,
+    readonly replicas: number,
+  ) {}
+
+  static async open(urls: string[], replicas: number): Promise<RawClient> {
+    const nc = await connectNats(urls);
+    return new RawClient(nc, await jetstreamManager(nc), replicas);
+  }
+
+  static payloads(commits: readonly NewEvent[][]): Buffer[] {
+    const limits = { maxCommitBytes: DEFAULT_MAX_COMMIT_BYTES, maxCommitEvents: MAX_COMMIT_EVENTS };
+    return commits.map((c, i) => Buffer.from(commitPayload(encodeCommit(catalog, 's', c, `raw-${i}`, limits))));
+  }
+
+  async publish(name: string, commits: readonly NewEvent[][], payloads: readonly Buffer[], pipelined: boolean): Promise<Figures> {
+    const js = jetstream(this.nc);
+    await this.jsm.streams.add({ name, subjects: [`${name}.>`], num_replicas: this.replicas });
     const { ms } = await timed(async () => {
       const inFlight = new Set<Promise<unknown>>();
       for (let i = 0; i < payloads.length; i++) {
@@ -102,32 +113,41 @@ async function rawBaselines(urls: string[], replicas: number, commits: readonly 
       }
       await Promise.all(inFlight);
     });
-    return { commits: payloads.length, events, ms };
-  };
-  const awaited = await run(`RAWA_${label}`, false);
-  const pipelined = await run(`RAWP_${label}`, true);
-  // Ordered consumer over every message, JSON-parsing each body (what any reader must do at least).
-  const { ms } = await timed(async () => {
-    const c = await js.consumers.get(`RAWP_${label}`, { opt_start_seq: 1 });
-    const msgs = await c.consume({ max_messages: 1000 });
-    let n = 0;
-    for await (const m of msgs) {
-      n += (JSON.parse(Buffer.from(m.data).toString('utf8')) as { events: unknown[] }).events.length;
-      if (m.info.pending === 0) break;
-    }
-    msgs.stop();
-    return n;
-  });
-  await nc.drain();
-  return { awaited, pipelined, consume: { commits: payloads.length, events, ms } };
+    return { commits: payloads.length, events: commits.reduce((a, c) => a + c.length, 0), ms };
+  }
+
+  /** Every message through an ordered consumer, JSON-parsing each body (what any reader must do). */
+  async consume(name: string): Promise<Figures> {
+    let commits = 0;
+    const { ms, n } = await timed(async () => {
+      const c = await jetstream(this.nc).consumers.get(name, { opt_start_seq: 1 });
+      const msgs = await c.consume({ max_messages: 1000 });
+      let events = 0;
+      for await (const m of msgs) {
+        events += (JSON.parse(Buffer.from(m.data).toString('utf8')) as { events: unknown[] }).events.length;
+        commits++;
+        if (m.info.pending === 0) break;
+      }
+      msgs.stop();
+      return events;
+    });
+    return { commits, events: n, ms };
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain();
+  }
 }
 
-export async function runBackendsBench(events: readonly NewEvent[], opts: { singles: number; batch: number; nodes: readonly (1 | 3)[] }): Promise<void> {
+const best = (a: Figures | null, b: Figures): Figures => (a === null || b.ms < a.ms ? b : a);
+
+export async function runBackendsBench(events: readonly NewEvent[], opts: { singles: number; batch: number; nodes: readonly (1 | 3)[]; repeat?: number }): Promise<void> {
+  const repeat = opts.repeat ?? 3;
   const singles = events.slice(0, opts.singles).map((e) => [e]);
   const batched = chunk(events, opts.batch);
   console.log(
     `\nlog backends: ${fmt(singles.length)} one-event commits, then ${fmt(events.length)} events in commits of ${opts.batch}; ` +
-      `pipelined = ${WINDOW} appends in flight`,
+      `pipelined = ${WINDOW} appends in flight; JetStream lines: best of ${repeat}, alternating with the raw client's run`,
   );
   const dir = mkdtempSync(join(tmpdir(), 'crucible-bench-backends-'));
   try {
@@ -143,31 +163,42 @@ export async function runBackendsBench(events: readonly NewEvent[], opts: { sing
     for (const nodes of opts.nodes) {
       const natsDir = join(dir, `nats${nodes}`);
       const cluster = await natsUp({ nodes, dir: natsDir });
-      const replicas = nodes;
       const name = nodes === 1 ? `nats-server ${cluster.version}` : `3-node cluster R3`;
+      const raw = await RawClient.open(cluster.urls, nodes);
+      let serial = 0;
       try {
-        const raw = await rawBaselines(cluster.urls, replicas, singles, `s${nodes}`);
-        const rawB = await rawBaselines(cluster.urls, replicas, batched, `b${nodes}`);
-        const open = (tag: string) => openJetStreamLog({ servers: cluster.urls, stream: `BENCH_${tag}`, subjectPrefix: `bench.${tag}`, replicas });
-        const a = await open(`a${nodes}`);
-        row(`${name}: append awaited, 1 event/commit`, await appendAll(a, singles, 'a1', false), raw.awaited);
-        row(`  baseline: raw js.publish awaited, same messages`, raw.awaited);
-        await a.close();
-        const p = await open(`p${nodes}`);
-        row(`${name}: append pipelined, 1 event/commit`, await appendAll(p, singles, 'p1', true), raw.pipelined);
-        row(`  baseline: raw js.publish pipelined, same messages`, raw.pipelined);
-        await p.close();
-        const b = await open(`b${nodes}`);
-        row(`${name}: append awaited, ${opts.batch} events/commit`, await appendAll(b, batched, 'ab', false), rawB.awaited);
-        row(`  baseline: raw js.publish awaited, same messages`, rawB.awaited);
-        await b.close();
-        const bp = await open(`bp${nodes}`);
-        row(`${name}: append pipelined, ${opts.batch} events/commit`, await appendAll(bp, batched, 'bp', true), rawB.pipelined);
-        row(`  baseline: raw js.publish pipelined, same messages`, rawB.pipelined);
-        row(`${name}: replay (log.read: decode, upcast, validate)`, await replay(bp), rawB.consume);
-        row(`  baseline: raw ordered consumer + JSON.parse`, rawB.consume);
-        await bp.close();
+        const modes = [
+          { label: 'append awaited, 1 event/commit', commits: singles, pipelined: false },
+          { label: 'append pipelined, 1 event/commit', commits: singles, pipelined: true },
+          { label: `append awaited, ${opts.batch} events/commit`, commits: batched, pipelined: false },
+          { label: `append pipelined, ${opts.batch} events/commit`, commits: batched, pipelined: true },
+        ];
+        for (const mode of modes) {
+          const payloads = RawClient.payloads(mode.commits);
+          let ours: Figures | null = null;
+          let base: Figures | null = null;
+          let oursRead: Figures | null = null;
+          let baseRead: Figures | null = null;
+          for (let r = 0; r < repeat; r++) {
+            const tag = `n${nodes}x${serial++}`;
+            base = best(base, await raw.publish(`RAW_${tag}`, mode.commits, payloads, mode.pipelined));
+            const log = await openJetStreamLog({ servers: cluster.urls, stream: `BENCH_${tag}`, subjectPrefix: `bench.${tag}`, replicas: nodes });
+            ours = best(ours, await appendAll(log, mode.commits, tag, mode.pipelined));
+            if (mode.pipelined && mode.commits === batched) {
+              baseRead = best(baseRead, await raw.consume(`RAW_${tag}`));
+              oursRead = best(oursRead, await replay(log));
+            }
+            await log.close();
+          }
+          row(`${name}: ${mode.label}`, ours!, base!);
+          row(`  baseline: raw js.publish, same messages`, base!);
+          if (oursRead && baseRead) {
+            row(`${name}: replay (log.read: decode, upcast, validate)`, oursRead, baseRead);
+            row(`  baseline: raw ordered consumer + JSON.parse`, baseRead);
+          }
+        }
       } finally {
+        await raw.close();
         await natsDown(natsDir);
       }
     }
