@@ -1,7 +1,8 @@
 /**
  * Event log benchmark: append throughput (one event per commit, batched commits), raw
  * better-sqlite3 inserts into the same table as the baseline of the same run, and a full replay
- * into a projection. `node bin/crucible.js bench log [--events N] [--batch B]`.
+ * into a projection; then the same events on SQLite and JetStream (./log-backends.ts).
+ * `node bin/crucible.js bench log [--events N] [--batch B] [--backend-events N] [--nats 1|3|1,3|none]`.
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +12,8 @@ import Database from 'better-sqlite3';
 import { UserError } from '../src/cli/errors.js';
 import { makeEvent } from '../src/events/catalog.js';
 import { eventIdPrefix, type NewEvent } from '../src/events/envelope.js';
+import { ORIGIN, type Position } from '../src/events/log.js';
+import { runBackendsBench } from './log-backends.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { eventCounts } from '../src/projections/event-counts.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
@@ -18,17 +21,35 @@ import { ProjectionRunner } from '../src/projections/runner.js';
 interface Args {
   events: number;
   batch: number;
+  /** Events in the backends section (SQLite, JetStream), which runs a nats-server per size. */
+  backendEvents: number;
+  /** nats-server sizes to measure: 1, 3, or none. */
+  nodes: (1 | 3)[];
 }
 
+const USAGE = 'known: --events N, --batch B, --backend-events N, --nats 1|3|1,3|none';
+
 function parseArgs(args: string[]): Args {
-  const out: Args = { events: 200_000, batch: 100 };
+  const out: Args = { events: 200_000, batch: 100, backendEvents: 20_000, nodes: [1, 3] };
   for (let i = 0; i < args.length; i++) {
     const flag = args[i]!;
-    const value = Number(args[i + 1]);
-    if (flag !== '--events' && flag !== '--batch') throw new UserError(`bench log: unknown argument "${flag}" (known: --events N, --batch B)`);
-    if (!Number.isInteger(value) || value < 1) throw new UserError(`bench log: ${flag} needs a positive integer, got "${args[i + 1] ?? ''}"`);
-    out[flag === '--events' ? 'events' : 'batch'] = value;
+    const raw = args[i + 1] ?? '';
     i++;
+    if (flag === '--nats') {
+      if (raw === 'none') out.nodes = [];
+      else {
+        const sizes = raw.split(',');
+        if (!sizes.every((s) => s === '1' || s === '3')) throw new UserError(`bench log: --nats takes 1, 3, 1,3 or none, got "${raw}"`);
+        out.nodes = sizes.map((s) => Number(s) as 1 | 3);
+      }
+      continue;
+    }
+    const value = Number(raw);
+    if (flag !== '--events' && flag !== '--batch' && flag !== '--backend-events') throw new UserError(`bench log: unknown argument "${flag}" (${USAGE})`);
+    if (!Number.isInteger(value) || value < 1) throw new UserError(`bench log: ${flag} needs a positive integer, got "${raw}"`);
+    if (flag === '--events') out.events = value;
+    else if (flag === '--batch') out.batch = value;
+    else out.backendEvents = value;
   }
   return out;
 }
@@ -84,7 +105,7 @@ async function time(fn: () => Promise<void> | void): Promise<number> {
 }
 
 export async function runBench(argv: string[]): Promise<void> {
-  const { events: n, batch } = parseArgs(argv);
+  const { events: n, batch, backendEvents, nodes } = parseArgs(argv);
   const single = Math.max(1, Math.min(n, Math.floor(n / 10)));
   const dir = mkdtempSync(join(tmpdir(), 'crucible-bench-log-'));
   try {
@@ -108,13 +129,13 @@ export async function runBench(argv: string[]): Promise<void> {
     // 2. Batched commits, with the concurrency check on.
     const appendBatched = async (file: string, synchronous: 'full' | 'normal') => {
       const log = await openSqliteLog(join(dir, file), { synchronous });
-      const heads = new Map<string, number>();
+      const heads = new Map<string, Position>();
       const ms = await time(async () => {
         for (let c = 0; c * batch < n; c++) {
           const stream = `s/${c % 8}`;
           const r = await log.append(stream, events.slice(c * batch, (c + 1) * batch), {
             commitId: `b${c}`,
-            expectedPosition: heads.get(stream) ?? 0,
+            expectedPosition: heads.get(stream) ?? ORIGIN,
           });
           heads.set(stream, r.positions[r.positions.length - 1]!);
         }
@@ -194,6 +215,9 @@ export async function runBench(argv: string[]): Promise<void> {
     console.log(`  replay goal >= 100,000 events/s: ${rate(n, tReplay) >= 100_000 ? 'met' : 'MISSED'} (wall)`);
     await runner!.close();
     await batched.close();
+
+    const backendSet = Array.from({ length: backendEvents }, (_, i) => eventAt(i));
+    await runBackendsBench(backendSet, { singles: Math.max(1, Math.floor(backendEvents / 10)), batch, nodes });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -4,11 +4,11 @@
  * from its log: the actors refold it and carry on with the work not recorded yet.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
-import { openSqliteLog } from '../events/sqlite-log.js';
-import type { EventLog } from '../events/log.js';
+import { isNatsLocation, openRunLog } from '../events/open-log.js';
+import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -54,6 +54,8 @@ export interface RunOptions {
   config: RunConfig;
   /** Run directory; default <config.dir>/<run-id>. */
   dir?: string;
+  /** Where the log lives: a nats:// URL (JetStream), or by default the SQLite file in the run directory. */
+  log?: string;
   /** The sandbox to execute with; default a new one from the config (closed at the end). */
   sandbox?: Sandbox;
   /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
@@ -78,6 +80,8 @@ export const ACTOR_NAMES = ['conductor', 'solver', 'adversary', 'executor', 'jud
 
 export const LOG_FILE = 'log.db';
 export const VIEWS_FILE = 'views.db';
+/** In a run directory whose log lives elsewhere (JetStream): where it is. */
+export const LOG_POINTER_FILE = 'log.json';
 
 async function firstEvent(log: EventLog, runId: string | undefined, type: string) {
   for await (const e of log.read({ limit: 1 }, runId ? { runId, types: [type] } : { types: [type] })) return e;
@@ -89,7 +93,9 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const runId = runIdOf(config);
   const dir = opts.dir ?? path.join(config.dir, runId);
   mkdirSync(dir, { recursive: true });
-  const log = await openSqliteLog(path.join(dir, LOG_FILE), { synchronous: config.log.synchronous });
+  const location = opts.log ?? path.join(dir, LOG_FILE);
+  if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
+  const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
   const sandbox = opts.sandbox ?? await createSandbox({
     pythonPath: config.executor.pythonPath,
@@ -119,7 +125,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
             data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
           },
         ],
-        { commitId: `${runId}/run-started`, expectedPosition: 0 },
+        { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
       );
     }
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
@@ -129,7 +135,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
     await views.catchUp();
     let round = 0;
-    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.position });
+    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded });
     let stopped = false;
     const finished = await runtime.run({
       onStep: async () => {

@@ -12,7 +12,7 @@
  */
 import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import type { EventLog, Position } from '../events/log.js';
+import { ORIGIN, type EventLog, type Position } from '../events/log.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -101,7 +101,9 @@ export class ActorRuntime<Env> {
   readonly #env: Env;
   readonly #actors = new Map<string, LiveActor<Env>>();
   /** Position of the last event folded into the live actors. */
-  #position: Position = 0;
+  #position: Position = ORIGIN;
+  /** Events folded so far (progress reports; positions are not counts). */
+  #folded = 0;
 
   readonly #views: readonly ((envelope: EventEnvelope) => void)[];
 
@@ -116,6 +118,11 @@ export class ActorRuntime<Env> {
 
   get position(): Position {
     return this.#position;
+  }
+
+  /** How many events the dispatcher has folded. */
+  get eventsFolded(): number {
+    return this.#folded;
   }
 
   /** Folds the log into every actor that has no state yet, running no effect. */
@@ -142,7 +149,7 @@ export class ActorRuntime<Env> {
     const actor = this.#require(name);
     actor.index = actor.def.index?.create();
     let snapshot = initialTransition(actor.def.machine)[0];
-    if (this.#position > 0) {
+    if (this.#position !== ORIGIN) {
       for await (const envelope of this.#log.read({ to: this.#position }, { runId: this.#runId, types: [...actor.types] })) {
         snapshot = this.#fold(actor, snapshot, envelope);
       }
@@ -187,12 +194,13 @@ export class ActorRuntime<Env> {
 
   async #foldNewEvents(): Promise<boolean> {
     let any = false;
-    for await (const envelope of this.#log.read({ from: this.#position + 1 }, { runId: this.#runId })) {
+    for await (const envelope of this.#log.read({ after: this.#position }, { runId: this.#runId })) {
       for (const view of this.#views) view(envelope);
       for (const actor of this.#actors.values()) {
         if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, envelope);
       }
       this.#position = envelope.position;
+      this.#folded++;
       any = true;
     }
     return any;

@@ -3,7 +3,7 @@ import { RunMismatchError } from '../actors/run.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
-import { EventLogError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
+import { EventLogError, IncompatibleStreamError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */

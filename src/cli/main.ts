@@ -8,6 +8,8 @@ import { registerDoctor } from './commands/doctor.js';
 import { registerRuns } from './commands/runs.js';
 import { registerReport } from './commands/report.js';
 import { registerEvolved } from './commands/evolved.js';
+import { registerNats } from './commands/nats.js';
+import { registerLog } from './commands/log.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -25,6 +27,8 @@ export function buildProgram(): Command {
   registerRuns(program);
   registerReport(program);
   registerEvolved(program);
+  registerNats(program);
+  registerLog(program);
   return program;
 }
 

@@ -1,30 +1,10 @@
 /**
- * Content-addressed payloads (program text, tests, responses, batches) in the log's own SQLite
- * file, keyed by sha256. Writers put a payload before appending the event that names its hash,
+ * The BlobStore port (./blobs.ts) in the log's own SQLite file. Writers put a payload before appending the event that names its hash,
  * so every hash in the log resolves.
  */
-import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
-import { BlobCorruptError, BlobNotFoundError, BlobNotTextError, InvalidBlobHashError } from './errors.js';
-import type { BlobStore } from './log.js';
-
-const HASH = /^[0-9a-f]{64}$/;
-
-export function sha256Hex(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-export function toBytes(content: Uint8Array | string): Buffer {
-  if (typeof content === 'string') return Buffer.from(content, 'utf8');
-  if (content instanceof Uint8Array) return Buffer.from(content.buffer, content.byteOffset, content.byteLength);
-  throw new TypeError(`blob content must be a string or Uint8Array, got ${typeof content}`);
-}
-
-export function assertBlobHash(hash: string): void {
-  if (typeof hash !== 'string' || !HASH.test(hash)) throw new InvalidBlobHashError(String(hash));
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+import { BlobCorruptError, BlobNotFoundError } from './errors.js';
+import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from './blobs.js';
 
 /**
  * Blobs in the log's SQLite file. A put is buffered and written in the same transaction as the
@@ -91,16 +71,18 @@ export class SqliteBlobStore implements BlobStore {
   }
 
   async getText(hash: string): Promise<string> {
-    const bytes = await this.get(hash);
-    try {
-      return utf8.decode(bytes);
-    } catch {
-      throw new BlobNotTextError(hash);
-    }
+    return decodeBlobText(hash, await this.get(hash));
   }
 
   async has(hash: string): Promise<boolean> {
     assertBlobHash(hash);
     return this.#pending.has(hash) || this.#exists.get(hash) !== undefined;
+  }
+
+  async *list(): AsyncIterable<string> {
+    yield* [...this.#pending.keys()];
+    for (const h of this.#db.prepare('SELECT hash FROM blobs').pluck().all() as string[]) {
+      if (!this.#pending.has(h)) yield h;
+    }
   }
 }

@@ -319,6 +319,12 @@ const definitions = {
   }),
   /** Conductor: every problem of the round is judged and trained on. */
   RoundCompleted: defineEvent({ version: 1, schema: z.strictObject({ round: Round }) }),
+  /** A work queue: an item was delivered its queue's maximum number of times without an ack;
+   * it is dropped from the queue and this records why. */
+  WorkAbandoned: defineEvent({
+    version: 1,
+    schema: z.strictObject({ queue: Id, commitId: Id, deliveries: Count, reason: z.string().min(1) }),
+  }),
   /** Any effect runner: the output of a non-deterministic effect (timer firing, drawn seed...), so a
    * replay reads it instead of running the effect again. */
   EffectRecorded: defineEvent({

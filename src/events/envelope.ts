@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import type { Position } from './log.js';
 
 const NonEmpty = z.string().min(1);
 
@@ -18,7 +19,7 @@ export const EventEnvelope = z.compile(z.strictObject({
   runId: NonEmpty,
   /** The actor instance or aggregate that wrote it, e.g. "judge/0", "problem/p3". */
   stream: NonEmpty,
-  /** Global order: 1, 2, 3... with no gaps. */
+  /** Place in the global order (opaque: compare, never add to it). */
   position: z.int().positive(),
   /** The idempotency key of the commit that wrote it. */
   commitId: NonEmpty,
@@ -36,7 +37,7 @@ export interface EventEnvelope<T extends string = string, D = unknown> {
   v: number;
   runId: string;
   stream: string;
-  position: number;
+  position: Position;
   commitId: string;
   causationId: string | null;
   correlationId: string | null;

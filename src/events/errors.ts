@@ -179,3 +179,59 @@ export class InvalidLogArgumentError extends EventLogError {
     super(`${call}: ${issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')}`);
   }
 }
+
+/** A commit larger than the log accepts: refused before anything is sent or written. */
+export class CommitTooLargeError extends EventLogError {
+  constructor(
+    readonly commitId: string,
+    readonly stream: string,
+    readonly size: number,
+    readonly limit: number,
+    readonly unit: 'bytes' | 'events',
+  ) {
+    super(
+      `commit "${commitId}" on stream "${stream}" is ${size} ${unit}, over the log's limit of ${limit} ${unit}: ` +
+        (unit === 'bytes' ? 'move large payloads to the blob store (events carry their hash) or split the commit' : 'split the commit'),
+    );
+  }
+}
+
+/** The log's server cannot be reached (down, wrong address). */
+export class LogUnavailableError extends EventLogError {
+  constructor(
+    readonly location: string,
+    reason: string,
+  ) {
+    super(`cannot reach the event log at ${location}: ${reason}`);
+  }
+}
+
+/** The JetStream stream exists but was made by another crucible version or another application. */
+export class IncompatibleStreamError extends EventLogError {
+  constructor(
+    readonly stream: string,
+    readonly reason: string,
+  ) {
+    super(`JetStream stream "${stream}" is not a crucible log this version can use: ${reason}`);
+  }
+}
+
+/** The server lacks something this backend needs. */
+export class UnsupportedServerError extends EventLogError {
+  constructor(
+    readonly version: string,
+    readonly reason: string,
+  ) {
+    super(`nats-server ${version}: ${reason}`);
+  }
+}
+
+/** Opening an existing log that is not there (a run id with no stream, a file that does not exist). */
+export class LogNotFoundError extends EventLogError {
+  constructor(
+    readonly location: string,
+    readonly what: string,
+  ) {
+    super(`${location}: ${what} does not exist`);
+  }
+}

@@ -8,28 +8,27 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from './catalog.js';
-import { EventEnvelope, NewEvent, eventIdPrefix } from './envelope.js';
-import {
-  ConcurrencyError,
-  DuplicateEventIdError,
-  EmptyCommitError,
-  LogClosedError,
-  MalformedEventError,
-  summarizeIssues,
-} from './errors.js';
+import { decodeStored } from './commit.js';
+import { encodeCommit } from './commit.js';
+import type { EventEnvelope, NewEvent } from './envelope.js';
+import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  BlobStore,
-  EventLog,
-  Position,
-  ReadFilter,
-  ReadRange,
-  SubscribeOptions,
-  Subscription,
-  SubscriptionItem,
+import {
+  DEFAULT_MAX_COMMIT_BYTES,
+  MAX_COMMIT_EVENTS,
+  ORIGIN,
+  type AppendOptions,
+  type AppendResult,
+  type EventLog,
+  type LogCapabilities,
+  type Position,
+  type ReadFilter,
+  type ReadRange,
+  type SubscribeOptions,
+  type Subscription,
 } from './log.js';
+import { WakeSubscription } from './wake-subscription.js';
+import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
 import type { EventCodec } from './registry.js';
 import { openLogFile } from './sqlite-file.js';
 
@@ -47,6 +46,8 @@ export interface SqliteLogOptions {
   busyTimeoutMs?: number;
   /** Create the file when it does not exist. Default true. */
   create?: boolean;
+  /** Largest commit accepted (bytes of encoded events). Default: what fits one JetStream message. */
+  maxCommitBytes?: number;
 }
 
 /** A stored row as an array (better-sqlite3 raw mode: about twice as fast as objects), in COLUMNS order. */
@@ -87,14 +88,15 @@ export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): 
 }
 
 export class SqliteEventLog implements EventLog {
-  readonly backend = 'sqlite' as const;
+  readonly capabilities: LogCapabilities;
+  readonly location: string;
   readonly blobs: SqliteBlobStore;
   readonly registry: EventCodec;
   readonly #db: Database.Database;
   readonly #key: string;
   readonly #pollMs: number;
   readonly #pageSize: number;
-  readonly #subs = new Set<SqliteSubscription>();
+  readonly #subs = new Set<Subscription>();
   readonly #pageStmts = new Map<string, Database.Statement>();
   #closed = false;
 
@@ -108,6 +110,17 @@ export class SqliteEventLog implements EventLog {
   constructor(db: Database.Database, key: string, opts: SqliteLogOptions) {
     this.#db = db;
     this.#key = key;
+    this.location = key;
+    this.capabilities = {
+      // Commit ids are a unique key of the file: remembered forever.
+      dedupWindowMs: Number.POSITIVE_INFINITY,
+      maxCommitBytes: opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES,
+      maxCommitEvents: MAX_COMMIT_EVENTS,
+      multiProcess: true,
+      durable: true,
+      sharedWorkQueues: false,
+      refusesReusedEventIds: true,
+    };
     this.registry = opts.registry ?? catalog;
     this.#pollMs = opts.pollIntervalMs ?? 50;
     this.#pageSize = opts.pageSize ?? 1000;
@@ -124,16 +137,9 @@ export class SqliteEventLog implements EventLog {
     this.#assertOpen();
     const args = parseAppendArgs(stream, options);
     const { commitId, expectedPosition } = args.options;
-    if (!Array.isArray(events) || events.length === 0) throw new EmptyCommitError(commitId);
     // Validate and encode everything before the transaction: one bad event writes nothing.
-    const at = new Date().toISOString();
-    const prefix = eventIdPrefix(commitId);
-    const rows = events.map((e, index) => this.#encode(e, index, args.stream, commitId, at, prefix));
-    const seen = new Set<string>();
-    rows.forEach((r, index) => {
-      if (seen.has(r[0])) throw new DuplicateEventIdError(r[0], { index, stream: args.stream, commitId });
-      seen.add(r[0]);
-    });
+    const commit = encodeCommit(this.registry, args.stream, events, commitId, this.capabilities);
+    const rows = commit.events;
 
     const result = this.#db
       .transaction((): AppendResult => {
@@ -142,7 +148,7 @@ export class SqliteEventLog implements EventLog {
         const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
         if (earlier) {
           return {
-            positions: Array.from({ length: earlier.count }, (_, i) => earlier.first_position + i),
+            positions: Array.from({ length: earlier.count }, (_, i) => (earlier.first_position + i) as Position),
             duplicate: true,
           };
         }
@@ -151,16 +157,16 @@ export class SqliteEventLog implements EventLog {
           if (actual !== expectedPosition) throw new ConcurrencyError(args.stream, expectedPosition, actual);
         }
         const first = ((this.#head.get() as number | null) ?? 0) + 1;
-        const positions: number[] = new Array(rows.length);
+        const positions: Position[] = new Array(rows.length);
         for (let i = 0; i < rows.length; i++) {
           const r = rows[i]!;
           const position = first + i;
-          positions[i] = position;
+          positions[i] = position as Position;
           try {
-            this.#insertEvent.run(position, r[0], commitId, args.stream, r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data);
           } catch (err) {
-            if (isUniqueViolation(err) && this.#idExists.get(r[0]) !== undefined) {
-              throw new DuplicateEventIdError(r[0], { index: i, stream: args.stream, commitId });
+            if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
+              throw new DuplicateEventIdError(r.id, { index: i, stream: args.stream, commitId });
             }
             throw err;
           }
@@ -173,44 +179,6 @@ export class SqliteEventLog implements EventLog {
     return result;
   }
 
-  /** [id, type, v, runId, causationId, correlationId, at, dataJson] */
-  #encode(
-    e: NewEvent,
-    index: number,
-    stream: string,
-    commitId: string,
-    now: string,
-    idPrefix: string,
-  ): [string, string, number, string, string | null, string | null, string, string] {
-    const loc = { index, stream, commitId };
-    const parsed = NewEvent.safeParse(e);
-    if (!parsed.success) {
-      const type = typeof (e as { type?: unknown } | null)?.type === 'string' ? (e as { type: string }).type : undefined;
-      throw new MalformedEventError(type, undefined, summarizeIssues(parsed.error.issues, ''), loc);
-    }
-    const ev = parsed.data;
-    const { v, data } = this.registry.encode(ev.type, ev.data, loc);
-    let json: string | undefined;
-    try {
-      json = JSON.stringify(data);
-    } catch (err) {
-      throw new MalformedEventError(ev.type, v, [{ path: 'data', message: `not JSON-serializable (${(err as Error).message})` }], loc);
-    }
-    if (json === undefined) {
-      throw new MalformedEventError(ev.type, v, [{ path: 'data', message: 'not JSON-serializable' }], loc);
-    }
-    return [
-      ev.id ?? `${idPrefix}-${index}`,
-      ev.type,
-      v,
-      ev.runId,
-      ev.causationId ?? null,
-      ev.correlationId ?? null,
-      ev.at ?? now,
-      json,
-    ];
-  }
-
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {
     for await (const page of this.readPages(range, filter)) yield* page;
   }
@@ -221,18 +189,19 @@ export class SqliteEventLog implements EventLog {
     // A read is a snapshot: it ends at the head it saw when it began (or at `to`, "as of").
     const head = this.headSync();
     const to = Math.min(args.range.to ?? head, head);
-    yield* this.pagesSync(args.range.from ?? 1, to, args.filter, args.range.limit);
+    yield* this.pagesSync(args.range.after ?? ORIGIN, to, args.filter, args.range.limit);
   }
 
-  /** Events in [from, to] matching the filter, in position order. */
-  *readSync(from: Position, to: Position, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope> {
-    for (const page of this.pagesSync(from, to, filter, limit)) yield* page;
+  /** Events in (after, to] matching the filter, in position order. */
+  *readSync(after: Position, to: number, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope> {
+    for (const page of this.pagesSync(after, to, filter, limit)) yield* page;
   }
 
-  /** Pages of decoded events in [from, to] matching the filter, in position order. */
-  *pagesSync(from: Position, to: Position, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope[]> {
+  /** Pages of decoded events in (after, to] matching the filter, in position order. */
+  *pagesSync(after: Position, to: number, filter: ReadFilter, limit = Number.POSITIVE_INFINITY): Generator<EventEnvelope[]> {
     const { stmt, params } = this.#pageQuery(filter);
-    let next = Math.max(1, from);
+    // SQLite numbers events 1, 2, 3...: the backend itself may count.
+    let next = Math.max(1, after + 1);
     let left = limit;
     while (next <= to && left > 0) {
       // A read cut short by close() must not look like the end of the log.
@@ -294,19 +263,8 @@ export class SqliteEventLog implements EventLog {
   }
 
   #decode(row: Row): EventEnvelope {
-    const [position, id, commitId, stream, type, storedV, runId, causationId, correlationId, at, json] = row;
-    const loc = { position };
-    let raw: unknown;
-    try {
-      raw = JSON.parse(json);
-    } catch {
-      throw new MalformedEventError(type, storedV, [{ path: 'data', message: 'stored data is not valid JSON' }], loc);
-    }
-    const { v, data } = this.registry.decode(type, storedV, raw, loc);
-    const envelope: EventEnvelope = { id, type, v, runId, stream, position, commitId, causationId, correlationId, at, data };
-    const checked = EventEnvelope.safeParse(envelope);
-    if (!checked.success) throw new MalformedEventError(type, storedV, summarizeIssues(checked.error.issues, ''), loc);
-    return envelope;
+    const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, data] = row;
+    return decodeStored(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, position as Position, stream, commitId);
   }
 
   async head(): Promise<Position> {
@@ -315,20 +273,33 @@ export class SqliteEventLog implements EventLog {
   }
 
   headSync(): Position {
-    return (this.#head.get() as number | null) ?? 0;
+    return ((this.#head.get() as number | null) ?? 0) as Position;
   }
 
   async streamHead(stream: string): Promise<Position> {
     this.#assertOpen();
-    return (this.#streamHead.get(parseStreamName('streamHead', stream)) as number | null) ?? 0;
+    return ((this.#streamHead.get(parseStreamName('streamHead', stream)) as number | null) ?? 0) as Position;
   }
 
   subscribe(options?: SubscribeOptions): Subscription {
     this.#assertOpen();
     const opts = parseSubscribeOptions(options);
-    const sub = new SqliteSubscription(this, opts.after ?? 0, opts.filter ?? {}, this.#pollMs, () => this.#subs.delete(sub));
+    const sub = new WakeSubscription(
+      opts.after ?? ORIGIN,
+      (after, to) => this.readSync(after, to, opts.filter ?? {}),
+      () => this.headSync(),
+      (wake) => this.onAppend(wake),
+      () => this.#closed,
+      () => this.#subs.delete(sub),
+      this.#pollMs,
+    );
     this.#subs.add(sub);
     return sub;
+  }
+
+  async workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
+    this.#assertOpen();
+    return new LocalWorkQueue(this, parseWorkQueueOptions(options));
   }
 
   /** Registers a wake-up for appends made through any handle of this file in this process. */
@@ -366,79 +337,4 @@ function isUniqueViolation(err: unknown): boolean {
     err !== null &&
     (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE'
   );
-}
-
-/**
- * Delivers stored events after `after`, then `caught-up`, then tails: woken at once by appends
- * in this process, and by polling for appends from other processes. A `caught-up` follows every
- * drained batch, so a consumer knows when to flush; its position is the head scanned, which may
- * be past the last event that matched the filter.
- */
-class SqliteSubscription implements Subscription {
-  #closed = false;
-  #wake: (() => void) | null = null;
-  #pending = false;
-
-  constructor(
-    private readonly log: SqliteEventLog,
-    private readonly after: Position,
-    private readonly filter: ReadFilter,
-    private readonly pollMs: number,
-    private readonly onClose: () => void,
-  ) {}
-
-  [Symbol.asyncIterator](): AsyncIterator<SubscriptionItem> {
-    return this.#run();
-  }
-
-  async *#run(): AsyncGenerator<SubscriptionItem> {
-    const unlisten = this.log.onAppend(() => this.#signal());
-    let position = this.after;
-    let first = true;
-    try {
-      while (!this.#closed && !this.log.closed) {
-        this.#pending = false;
-        const head = this.log.headSync();
-        if (head > position) {
-          for (const event of this.log.readSync(position + 1, head, this.filter)) {
-            if (this.#closed) return;
-            yield { kind: 'event', event };
-          }
-          position = head;
-          if (this.#closed) return;
-          yield { kind: 'caught-up', position };
-        } else if (first) {
-          yield { kind: 'caught-up', position: Math.max(position, head) };
-        }
-        first = false;
-        if (!this.#pending) await this.#sleep();
-      }
-    } finally {
-      unlisten();
-      this.onClose();
-    }
-  }
-
-  #signal(): void {
-    this.#pending = true;
-    this.#wake?.();
-  }
-
-  #sleep(): Promise<void> {
-    return new Promise((resolveSleep) => {
-      const timer = setTimeout(done, this.pollMs);
-      const self = this;
-      function done(): void {
-        clearTimeout(timer);
-        self.#wake = null;
-        resolveSleep();
-      }
-      this.#wake = done;
-    });
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    this.#wake?.();
-  }
 }

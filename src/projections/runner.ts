@@ -25,7 +25,7 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
-import type { EventLog, Position, ReadFilter, Subscription } from '../events/log.js';
+import { ORIGIN, asPosition, type EventLog, type Position, type ReadFilter, type Subscription } from '../events/log.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { BatchWriter, ReadModel, ReadModelError, Table, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
 
@@ -152,7 +152,7 @@ export class ProjectionRunner {
         byName: new Map(tables.map((t) => [t.name, t])),
         types: p.types ? new Set(p.types) : null,
         specHash: specHashOf(p),
-        position: 0,
+        position: ORIGIN,
         state: undefined,
         shown: new Map(),
       } satisfies Slot;
@@ -198,7 +198,7 @@ export class ProjectionRunner {
               `its tables, types or kind changed but its version (${slot.p.version}) did not: bump the version to rebuild it`,
             );
           }
-          slot.position = row.position;
+          slot.position = asPosition(row.position);
           if (slot.kind === 'reducer') {
             slot.state = row.state === null ? (slot.p as ReducerProjection).initial() : JSON.parse(row.state);
             slot.shown = this.#rowsOf(slot, slot.state);
@@ -212,7 +212,7 @@ export class ProjectionRunner {
   #reset(slot: Slot, oldTables: readonly string[]): void {
     for (const t of new Set([...oldTables, ...slot.tables.map((x) => x.name)])) this.#db.exec(this.readModel.dropTableSql(t));
     for (const t of slot.tables) for (const sql of this.readModel.createTableSql(t, slot.p.tables![t.name]!)) this.#db.exec(sql);
-    slot.position = 0;
+    slot.position = ORIGIN;
     slot.state = slot.kind === 'reducer' ? (slot.p as ReducerProjection).initial() : undefined;
     slot.shown = new Map();
     this.#db
@@ -256,7 +256,7 @@ export class ProjectionRunner {
   }
 
   #min(): Position {
-    return this.#slots.length ? Math.min(...this.#slots.map((s) => s.position)) : 0;
+    return this.#slots.length ? (Math.min(...this.#slots.map((s) => s.position)) as Position) : ORIGIN;
   }
 
   /** Serializes catch-up, rebuild and live flushes. */
@@ -270,11 +270,11 @@ export class ProjectionRunner {
   catchUp(opts: { to?: Position } = {}): Promise<Position> {
     return this.#exclusive(async () => {
       const head = await this.#opts.log.head();
-      const to = Math.min(opts.to ?? head, head);
-      const from = this.#min() + 1;
-      if (from > to) return this.#min();
+      const to = opts.to !== undefined && opts.to < head ? opts.to : head;
+      const after = this.#min();
+      if (after >= to) return after;
       const log = this.#opts.log;
-      const range = { from, to };
+      const range = { after, to };
       const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
       let batch: EventEnvelope[] = [];
       for await (const page of pages) {

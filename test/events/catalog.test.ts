@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { asPosition } from '../../src/events/log.js';
 import { EVENT_TYPES, catalog, causedBy, isEvent, makeEvent } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { MalformedEventError, UnknownEventTypeError, UnsupportedEventVersionError } from '../../src/events/errors.js';
@@ -53,7 +54,7 @@ describe('catalog', () => {
 
   it('isEvent narrows data to the type', () => {
     const env: EventEnvelope = {
-      id: 'i', type: 'RoundStarted', v: 1, runId: 'r', stream: 's', position: 1, commitId: 'c',
+      id: 'i', type: 'RoundStarted', v: 1, runId: 'r', stream: 's', position: asPosition(1), commitId: 'c',
       causationId: null, correlationId: 'corr', at: '2024-01-01T00:00:00Z', data: { round: 2, problemIds: ['a'] },
     };
     expect(isEvent(env, 'RoundStarted') && env.data.problemIds[0]).toBe('a');

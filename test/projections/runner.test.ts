@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isEvent, makeEvent } from '../../src/events/catalog.js';
 import { NotACrucibleLogError } from '../../src/events/errors.js';
+import { asPosition } from '../../src/events/log.js';
 import { openSqliteLog, type SqliteEventLog } from '../../src/events/sqlite-log.js';
 import { eventCounts, type EventCountRow } from '../../src/projections/event-counts.js';
 import { NotAReadModelError, ReadModel, add, del, merge, put } from '../../src/projections/readmodel.js';
@@ -80,7 +81,7 @@ describe('catch-up', () => {
   it('keeps its checkpoint across reopening', async () => {
     await seed(30);
     const r = await runner();
-    await r.catchUp({ to: 12 });
+    await r.catchUp({ to: asPosition(12) });
     await r.close();
     open.splice(0);
     const again = await runner();
@@ -248,7 +249,7 @@ describe('state hash and rebuild', () => {
     await seed(25);
     const r = await runner({ batchSize: 8 });
     r.start();
-    await r.waitFor(25);
+    await r.waitFor(asPosition(25));
     for (let i = 0; i < 10; i++) {
       await seed(7, 3, 100 + i * 10);
       if (i % 3 === 0) await new Promise((res) => setTimeout(res, 2));
@@ -314,7 +315,7 @@ describe('reducer projections', () => {
   it('keeps its state with the checkpoint, shows it as tables, and replays to the same hash', async () => {
     await seed(40);
     const r = await runner({ projections: [rounds, eventCounts], batchSize: 9 });
-    await r.catchUp({ to: 20 });
+    await r.catchUp({ to: asPosition(20) });
     await r.close();
     open.splice(0);
     const again = await runner({ projections: [rounds, eventCounts], batchSize: 9 });

@@ -2,12 +2,14 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { openSqliteLog } from '../../events/sqlite-log.js';
-import type { EventLog } from '../../events/log.js';
+import { openRunLog } from '../../events/open-log.js';
+import { EventLogError } from '../../events/errors.js';
+import { resolveRunLocation } from '../run-location.js';
+import { asPosition, type EventLog, type Position } from '../../events/log.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { RUN_PROJECTIONS } from '../../projections/run-views.js';
 import { roundRows, type RoundTableState } from '../../projections/round-table.js';
-import { LOG_FILE, VIEWS_FILE } from '../../actors/run.js';
+import { VIEWS_FILE } from '../../actors/run.js';
 import { UserError } from '../errors.js';
 import { roundTable } from './run.js';
 
@@ -24,7 +26,7 @@ async function runIdOfLog(log: EventLog, dir: string): Promise<string> {
   throw new UserError(`${dir}: the log has no RunStarted event: not a crucible run`);
 }
 
-async function positionAfterRound(log: EventLog, runId: string, round: number): Promise<number> {
+async function positionAfterRound(log: EventLog, runId: string, round: number): Promise<Position> {
   for await (const e of log.read({}, { runId, types: ['RoundCompleted'] })) {
     if ((e.data as { round: number }).round === round) return e.position;
   }
@@ -35,28 +37,34 @@ export function registerReplay(program: Command): void {
   program
     .command('replay')
     .description("rebuild every read model of a run from its log and print each one's state hash")
-    .argument('<run-dir>', 'a run directory, e.g. runs/<run-id>')
+    .argument('<run>', 'a run directory (runs/<run-id>, its log in log.db or on JetStream), or nats://host:port with --run')
+    .option('--run <id>', 'the run id, for a nats:// location')
     .option('--verify', "compare with the run's live read models; exit 1 on any difference")
     .option('--until <position>', 'rebuild the state as of this log position', parsePosition('--until'))
     .option('--round <k>', 'rebuild the state as it stood after round k', parsePosition('--round'))
     .option('--out <file>', 'keep the rebuilt read models in this (new) SQLite file')
     .option('--json', 'print JSON')
-    .action(async (dir: string, opts: { verify?: boolean; until?: number; round?: number; out?: string; json?: boolean }) => {
-      const logPath = path.join(dir, LOG_FILE);
-      if (!existsSync(logPath)) throw new UserError(`${dir}: no ${LOG_FILE} here: not a crucible run directory`);
+    .action(async (dir: string, opts: { run?: string; verify?: boolean; until?: number; round?: number; out?: string; json?: boolean }) => {
+      const where = resolveRunLocation(dir, opts.run);
       if (opts.verify && (opts.until !== undefined || opts.round !== undefined)) {
         throw new UserError('--verify compares the whole run; it cannot be combined with --until or --round');
       }
       if (opts.out && existsSync(opts.out)) throw new UserError(`--out ${opts.out}: the file exists; a replay goes into a fresh database`);
-      const log = await openSqliteLog(logPath, { create: false });
+      let log: EventLog;
+      try {
+        log = await openRunLog(where.location, where.runId ?? '', { create: false });
+      } catch (err) {
+        if (err instanceof EventLogError) throw new UserError(err.message);
+        throw err;
+      }
       const scratch = opts.out ? null : mkdtempSync(path.join(os.tmpdir(), 'crucible-replay-'));
       const target = opts.out ?? path.join(scratch!, 'views.db');
       let rebuilt: ProjectionRunner | null = null;
       let live: ProjectionRunner | null = null;
       try {
-        const runId = await runIdOfLog(log, dir);
+        const runId = where.runId ?? (await runIdOfLog(log, dir));
         const head = await log.head();
-        const to = opts.round !== undefined ? await positionAfterRound(log, runId, opts.round) : opts.until ?? head;
+        const to = opts.round !== undefined ? await positionAfterRound(log, runId, opts.round) : opts.until !== undefined ? asPosition(opts.until) : head;
         rebuilt = await ProjectionRunner.open({ log, readModel: target, projections: RUN_PROJECTIONS, runId });
         await rebuilt.catchUp({ to });
         const hashes: Record<string, string> = {};
@@ -64,21 +72,21 @@ export function registerReplay(program: Command): void {
 
         const differences: string[] = [];
         if (opts.verify) {
-          const viewsPath = path.join(dir, VIEWS_FILE);
+          if (!where.dir) throw new UserError('--verify compares with a run directory\'s read models: give the run directory');
+          const viewsPath = path.join(where.dir, VIEWS_FILE);
           if (!existsSync(viewsPath)) throw new UserError(`${dir}: no ${VIEWS_FILE}: nothing to verify against`);
           live = await ProjectionRunner.open({ log, readModel: viewsPath, projections: RUN_PROJECTIONS, runId });
+          // By content: positions are the log's own, and a run exported to another log has others.
           for (const p of RUN_PROJECTIONS) {
-            const at = live.checkpoint(p.name);
             const hash = await live.stateHash(p.name);
-            if (at !== rebuilt.checkpoint(p.name)) differences.push(`${p.name}: live read model stops at position ${at}, the log at ${rebuilt.checkpoint(p.name)}`);
-            else if (hash !== hashes[p.name]) differences.push(`${p.name}: live state hash ${hash.slice(0, 16)} differs from the replay's ${hashes[p.name]!.slice(0, 16)}`);
+            if (hash !== hashes[p.name]) differences.push(`${p.name}: live state hash ${hash.slice(0, 16)} differs from the replay's ${hashes[p.name]!.slice(0, 16)}`);
           }
         }
         const rows = roundRows(rebuilt.state<RoundTableState>('round-table'));
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ runId, position: to, hashes, rows, ...(opts.verify ? { verified: differences.length === 0, differences } : {}) })}\n`);
         } else {
-          process.stdout.write(`run ${runId}: replayed ${to} of ${head} events\n\n`);
+          process.stdout.write(`run ${runId} from ${where.location}: replayed up to position ${to} (head ${head})\n\n`);
           for (const [name, hash] of Object.entries(hashes)) process.stdout.write(`${name.padEnd(16)} ${hash}\n`);
           if (rows.length > 0) process.stdout.write(`\n${roundTable(rows)}\n`);
           if (opts.verify) {

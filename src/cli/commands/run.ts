@@ -3,6 +3,7 @@ import { loadConfigFile } from '../../config/load.js';
 import { runExperiment, type RunProgress } from '../../actors/run.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
+import { isNatsLocation } from '../../events/open-log.js';
 import { formatTable } from '../table.js';
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -32,7 +33,7 @@ function progressBar(p: RunProgress): string {
 export function registerRun(program: Command): void {
   program
     .command('run')
-    .description('run an adversarial co-evolution from a YAML config (embedded SQLite log under runs/<run-id>/)')
+    .description('run an adversarial co-evolution from a YAML config (SQLite log under runs/<run-id>/, or JetStream with --log)')
     .argument('<config>', 'YAML run config, e.g. configs/demo.yaml')
     .option('--set <key=value...>', 'override config keys (dotted paths)', [])
     .option('--seed <n>', 'override the seed', (v) => {
@@ -41,9 +42,11 @@ export function registerRun(program: Command): void {
       return n;
     })
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
+    .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
     .option('--json', 'print the table as JSON lines, one per round')
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; json?: boolean }) => {
-      // Config, dataset and run-directory errors become one line and exit 2 in cli/errors.ts.
+    .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; log?: string; json?: boolean }) => {
+      if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
+      // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
       const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
       const tty = process.stderr.isTTY && !opts.json;
       let outcome;
@@ -51,6 +54,7 @@ export function registerRun(program: Command): void {
         outcome = await runExperiment({
           config,
           dir: opts.dir,
+          ...(opts.log !== undefined ? { log: opts.log } : {}),
           onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
         });
       } finally {

@@ -1,0 +1,40 @@
+import type { Command } from 'commander';
+import { NatsServerError, natsDown, natsUp } from '../../events/nats-server.js';
+import { UserError } from '../errors.js';
+
+export function registerNats(program: Command): void {
+  const nats = program.command('nats').description('start and stop local nats-servers with JetStream (for a run log on JetStream)');
+  nats
+    .command('up')
+    .description('start 1 server, or 3 with cluster routes (R3 streams), in the background; records their pids in DIR/nats.json')
+    .requiredOption('--dir <dir>', 'where the servers keep their data, config and logs')
+    .option('--nodes <n>', '1 or 3', '1')
+    .option('--port <port>', 'client port of the first server (default: a free port)')
+    .action(async (opts: { dir: string; nodes: string; port?: string }) => {
+      if (opts.nodes !== '1' && opts.nodes !== '3') throw new UserError(`--nodes ${opts.nodes}: expected 1 or 3`);
+      const port = opts.port === undefined ? undefined : Number(opts.port);
+      if (port !== undefined && (!Number.isInteger(port) || port < 1 || port > 65535)) throw new UserError(`--port ${opts.port}: expected a port number`);
+      try {
+        const cluster = await natsUp({ nodes: Number(opts.nodes) as 1 | 3, dir: opts.dir, ...(port !== undefined ? { port } : {}) });
+        process.stdout.write(`nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}\n`);
+        process.stdout.write(`log location: ${cluster.urls.join(',')}\n`);
+      } catch (err) {
+        if (err instanceof NatsServerError) throw new UserError(err.message);
+        throw err;
+      }
+    });
+  nats
+    .command('down')
+    .description('stop the servers `nats up` started in DIR (by their recorded pids)')
+    .requiredOption('--dir <dir>', 'the directory given to `nats up`')
+    .option('--wipe', 'also delete their data')
+    .action(async (opts: { dir: string; wipe?: boolean }) => {
+      try {
+        const n = await natsDown(opts.dir, { wipe: opts.wipe === true });
+        process.stdout.write(`stopped ${n} nats-server${n === 1 ? '' : 's'}\n`);
+      } catch (err) {
+        if (err instanceof NatsServerError) throw new UserError(err.message);
+        throw err;
+      }
+    });
+}

@@ -1,0 +1,144 @@
+/**
+ * What every backend does to a commit before storing it, and to a stored event when reading it:
+ * validate and encode (ids derived from the commit id, size limits checked before anything is
+ * sent), then decode (upcast, validate) with the event's position named in any error.
+ */
+import { EventEnvelope, NewEvent, eventIdPrefix } from './envelope.js';
+import { CommitTooLargeError, DuplicateEventIdError, EmptyCommitError, MalformedEventError, summarizeIssues } from './errors.js';
+import type { Position, ReadFilter } from './log.js';
+import type { EventCodec } from './registry.js';
+
+/** One event as stored: `data` is its JSON text at version `v`. */
+export interface StoredEvent {
+  id: string;
+  type: string;
+  v: number;
+  runId: string;
+  causationId: string | null;
+  correlationId: string | null;
+  at: string;
+  data: string;
+}
+
+export interface EncodedCommit {
+  commitId: string;
+  stream: string;
+  events: StoredEvent[];
+  /** Bytes of the events' encoded text (what the limit is checked against). */
+  bytes: number;
+}
+
+export interface CommitLimits {
+  maxCommitBytes: number;
+  maxCommitEvents: number;
+}
+
+/** Rough per-event overhead of the stored form beyond the data (ids, type, times). */
+function sizeOf(e: StoredEvent): number {
+  return (
+    Buffer.byteLength(e.data) +
+    e.id.length + e.type.length + e.runId.length + e.at.length +
+    (e.causationId?.length ?? 0) + (e.correlationId?.length ?? 0) + 96
+  );
+}
+
+export function encodeCommit(
+  registry: EventCodec,
+  stream: string,
+  events: readonly NewEvent[],
+  commitId: string,
+  limits: CommitLimits,
+): EncodedCommit {
+  if (!Array.isArray(events) || events.length === 0) throw new EmptyCommitError(commitId);
+  if (events.length > limits.maxCommitEvents) {
+    throw new CommitTooLargeError(commitId, stream, events.length, limits.maxCommitEvents, 'events');
+  }
+  const now = new Date().toISOString();
+  const prefix = eventIdPrefix(commitId);
+  const out: StoredEvent[] = new Array(events.length);
+  const seen = new Set<string>();
+  let bytes = 0;
+  for (let index = 0; index < events.length; index++) {
+    const e = events[index]!;
+    const loc = { index, stream, commitId };
+    const parsed = NewEvent.safeParse(e);
+    if (!parsed.success) {
+      const type = typeof (e as { type?: unknown } | null)?.type === 'string' ? (e as { type: string }).type : undefined;
+      throw new MalformedEventError(type, undefined, summarizeIssues(parsed.error.issues, ''), loc);
+    }
+    const ev = parsed.data;
+    const { v, data } = registry.encode(ev.type, ev.data, loc);
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(data);
+    } catch (err) {
+      throw new MalformedEventError(ev.type, v, [{ path: 'data', message: `not JSON-serializable (${(err as Error).message})` }], loc);
+    }
+    if (json === undefined) throw new MalformedEventError(ev.type, v, [{ path: 'data', message: 'not JSON-serializable' }], loc);
+    const stored: StoredEvent = {
+      id: ev.id ?? `${prefix}-${index}`,
+      type: ev.type,
+      v,
+      runId: ev.runId,
+      causationId: ev.causationId ?? null,
+      correlationId: ev.correlationId ?? null,
+      at: ev.at ?? now,
+      data: json,
+    };
+    if (seen.has(stored.id)) throw new DuplicateEventIdError(stored.id, loc);
+    seen.add(stored.id);
+    bytes += sizeOf(stored);
+    out[index] = stored;
+  }
+  if (bytes > limits.maxCommitBytes) throw new CommitTooLargeError(commitId, stream, bytes, limits.maxCommitBytes, 'bytes');
+  return { commitId, stream, events: out, bytes };
+}
+
+/** Decodes a stored event at `position`: upcast to the current version and validated. */
+export function decodeStored(registry: EventCodec, e: StoredEvent, position: Position, stream: string, commitId: string): EventEnvelope {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(e.data);
+  } catch {
+    throw new MalformedEventError(e.type, e.v, [{ path: 'data', message: 'stored data is not valid JSON' }], { position });
+  }
+  return decodeParsed(registry, e, raw, position, stream, commitId);
+}
+
+/** The same, for a backend that stores the data already parsed (inside a commit's JSON). */
+export function decodeParsed(
+  registry: EventCodec,
+  e: Omit<StoredEvent, 'data'>,
+  raw: unknown,
+  position: Position,
+  stream: string,
+  commitId: string,
+): EventEnvelope {
+  const loc = { position };
+  const { v, data } = registry.decode(e.type, e.v, raw, loc);
+  const envelope: EventEnvelope = {
+    id: e.id,
+    type: e.type,
+    v,
+    runId: e.runId,
+    stream,
+    position,
+    commitId,
+    causationId: e.causationId,
+    correlationId: e.correlationId,
+    at: e.at,
+    data,
+  };
+  const checked = EventEnvelope.safeParse(envelope);
+  if (!checked.success) throw new MalformedEventError(e.type, e.v, summarizeIssues(checked.error.issues, ''), loc);
+  return envelope;
+}
+
+/** Whether a stored event of `stream` passes a read filter (the same rule on every backend). */
+export function matchesFilter(filter: ReadFilter, stream: string, type: string, runId: string): boolean {
+  if (filter.runId !== undefined && filter.runId !== runId) return false;
+  if (filter.types !== undefined && !filter.types.includes(type)) return false;
+  if (filter.streams !== undefined && !filter.streams.includes(stream)) return false;
+  if (filter.streamPrefix !== undefined && !stream.startsWith(filter.streamPrefix)) return false;
+  return true;
+}

@@ -1,0 +1,225 @@
+/**
+ * Local nats-server processes with JetStream, for people (`crucible nats up|down`) and for tests:
+ * one server, or three with cluster routes (R3 streams need three). Each server's pid, ports and
+ * files are written to <dir>/nats.json, so `down` stops exactly the processes `up` started.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { createServer, connect as tcpConnect } from 'node:net';
+import path from 'node:path';
+import { z } from 'zod';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+
+const NodeRecord = z.strictObject({
+  name: z.string(),
+  pid: z.int().positive(),
+  port: z.int().positive(),
+  clusterPort: z.int().positive().nullable(),
+  configFile: z.string(),
+  logFile: z.string(),
+});
+const ClusterRecord = z.strictObject({ version: z.string(), nodes: z.array(NodeRecord).min(1) });
+export type NatsNode = z.infer<typeof NodeRecord>;
+export type NatsCluster = z.infer<typeof ClusterRecord> & { dir: string; urls: string[] };
+
+export class NatsServerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NatsServerError';
+  }
+}
+
+const STATE = 'nats.json';
+
+/** The nats-server binary: $NATS_SERVER, then PATH, then Debian's /usr/sbin. */
+export function natsServerBinary(): string {
+  const candidates = [process.env.NATS_SERVER, ...(process.env.PATH ?? '').split(':').map((d) => path.join(d, 'nats-server')), '/usr/sbin/nats-server'];
+  for (const c of candidates) if (c && existsSync(c)) return c;
+  throw new NatsServerError('nats-server not found (set NATS_SERVER, put it on PATH, or `apt-get install nats-server`)');
+}
+
+/** "2.9.10" from `nats-server --version`. */
+export function natsServerVersion(binary = natsServerBinary()): string {
+  const out = spawnSync(binary, ['--version'], { encoding: 'utf8' });
+  const m = /v?(\d+\.\d+\.\d+)/.exec(`${out.stdout}${out.stderr}`);
+  if (!m) throw new NatsServerError(`${binary} --version printed no version`);
+  return m[1]!;
+}
+
+/** A port nobody listens on right now (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = tcpConnect({ port, host: '127.0.0.1' });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface NatsUpOptions {
+  nodes: 1 | 3;
+  dir: string;
+  /** Client port of the first server (the others take free ports). Default: a free port. */
+  port?: number;
+  binary?: string;
+}
+
+/** Starts the servers (detached: they outlive this process) and waits until each accepts clients. */
+export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
+  const dir = path.resolve(opts.dir);
+  if (existsSync(path.join(dir, STATE))) {
+    const running = readCluster(dir);
+    if (running.nodes.some((n) => alive(n.pid))) {
+      throw new NatsServerError(`${dir} already has running nats-servers (pids ${running.nodes.map((n) => n.pid).join(', ')}); run \`crucible nats down --dir ${opts.dir}\` first`);
+    }
+  }
+  const binary = opts.binary ?? natsServerBinary();
+  const version = natsServerVersion(binary);
+  mkdirSync(dir, { recursive: true });
+  const ports: number[] = [];
+  for (let i = 0; i < opts.nodes; i++) ports.push(i === 0 && opts.port !== undefined ? opts.port : await freePort());
+  const clusterPorts: (number | null)[] = [];
+  for (let i = 0; i < opts.nodes; i++) clusterPorts.push(opts.nodes > 1 ? await freePort() : null);
+  if (opts.port !== undefined && (await portOpen(opts.port))) throw new NatsServerError(`port ${opts.port} is already in use on 127.0.0.1`);
+  const nodes: NatsNode[] = [];
+  try {
+    for (let i = 0; i < opts.nodes; i++) {
+      const name = `n${i + 1}`;
+      const nodeDir = path.join(dir, name);
+      mkdirSync(nodeDir, { recursive: true });
+      const routes = clusterPorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`);
+      const config = [
+        `server_name: ${name}`,
+        `listen: 127.0.0.1:${ports[i]}`,
+        `jetstream { store_dir: ${JSON.stringify(path.join(nodeDir, 'jetstream'))}, max_memory_store: 268435456, max_file_store: 8589934592 }`,
+        ...(opts.nodes > 1 ? [`cluster { name: crucible, listen: 127.0.0.1:${clusterPorts[i]}, routes: [${routes.join(', ')}] }`] : []),
+      ].join('\n');
+      const configFile = path.join(nodeDir, 'nats.conf');
+      writeFileSync(configFile, `${config}\n`);
+      const logFile = path.join(nodeDir, 'nats.log');
+      const out = openSync(logFile, 'a');
+      const child = spawn(binary, ['-c', configFile], { detached: true, stdio: ['ignore', out, out] });
+      closeSync(out);
+      child.unref();
+      if (child.pid === undefined) throw new NatsServerError(`could not start ${binary}`);
+      nodes.push({ name, pid: child.pid, port: ports[i]!, clusterPort: clusterPorts[i] ?? null, configFile, logFile });
+    }
+    writeFileSync(path.join(dir, STATE), `${JSON.stringify({ version, nodes }, null, 2)}\n`);
+    const deadline = Date.now() + 15_000;
+    for (const n of nodes) {
+      while (!(await portOpen(n.port))) {
+        if (!alive(n.pid)) throw new NatsServerError(`nats-server ${n.name} exited at start: ${tail(n.logFile)}`);
+        if (Date.now() > deadline) throw new NatsServerError(`nats-server ${n.name} did not listen on port ${n.port} within 15 s: ${tail(n.logFile)}`);
+        await sleep(50);
+      }
+    }
+    await waitForJetStream(nodes.map((n) => `nats://127.0.0.1:${n.port}`), deadline + 15_000);
+  } catch (err) {
+    for (const n of nodes) if (alive(n.pid)) process.kill(n.pid, 'SIGKILL');
+    throw err;
+  }
+  return { version, nodes, dir, urls: nodes.map((n) => `nats://127.0.0.1:${n.port}`) };
+}
+
+/** Waits until JetStream answers (a cluster first elects its meta leader, a few seconds). */
+async function waitForJetStream(urls: string[], deadline: number): Promise<void> {
+  const nc = await connect({ servers: urls, timeout: 5000 });
+  try {
+    for (;;) {
+      try {
+        await jetstreamManager(nc, { timeout: 1000 });
+        return;
+      } catch (err) {
+        if (Date.now() > deadline) throw new NatsServerError(`JetStream did not become ready: ${(err as Error).message}`);
+        await sleep(200);
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+function tail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-3).join(' | ');
+  } catch {
+    return '(no log)';
+  }
+}
+
+export function readCluster(dir: string): NatsCluster {
+  const file = path.join(path.resolve(dir), STATE);
+  if (!existsSync(file)) throw new NatsServerError(`${dir}: no ${STATE}: no servers were started here with \`crucible nats up\``);
+  const parsed = ClusterRecord.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  if (!parsed.success) throw new NatsServerError(`${file} is not a record of started servers: ${parsed.error.issues[0]?.message}`);
+  return { ...parsed.data, dir: path.resolve(dir), urls: parsed.data.nodes.map((n) => `nats://127.0.0.1:${n.port}`) };
+}
+
+/** Stops one server by its pid (SIGTERM, then SIGKILL after 5 s). */
+export async function stopNode(node: NatsNode, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (!alive(node.pid)) return;
+  process.kill(node.pid, signal);
+  const deadline = Date.now() + 5000;
+  while (alive(node.pid)) {
+    if (Date.now() > deadline) process.kill(node.pid, 'SIGKILL');
+    await sleep(25);
+  }
+}
+
+/** Restarts a stopped server of the cluster with its own config (same ports, same store). */
+export async function restartNode(dir: string, name: string, binary = natsServerBinary()): Promise<NatsNode> {
+  const cluster = readCluster(dir);
+  const node = cluster.nodes.find((n) => n.name === name);
+  if (!node) throw new NatsServerError(`${dir} has no server named ${name}`);
+  if (alive(node.pid)) return node;
+  const out = openSync(node.logFile, 'a');
+  const child = spawn(binary, ['-c', node.configFile], { detached: true, stdio: ['ignore', out, out] });
+  closeSync(out);
+  child.unref();
+  const updated = { ...node, pid: child.pid! };
+  const nodes = cluster.nodes.map((n) => (n.name === name ? updated : n));
+  writeFileSync(path.join(cluster.dir, STATE), `${JSON.stringify({ version: cluster.version, nodes }, null, 2)}\n`);
+  while (!(await portOpen(node.port))) await sleep(50);
+  return updated;
+}
+
+/** Stops every server `natsUp` started in `dir`; with `wipe`, deletes their data too. */
+export async function natsDown(dir: string, opts: { wipe?: boolean } = {}): Promise<number> {
+  const cluster = readCluster(dir);
+  let stopped = 0;
+  for (const n of cluster.nodes) {
+    if (alive(n.pid)) {
+      await stopNode(n);
+      stopped++;
+    }
+  }
+  rmSync(path.join(cluster.dir, STATE), { force: true });
+  if (opts.wipe) for (const n of cluster.nodes) rmSync(path.join(cluster.dir, n.name), { recursive: true, force: true });
+  return stopped;
+}

@@ -1,0 +1,49 @@
+/**
+ * Opening a log by where it lives: a `nats://` URL (JetStream; one stream per run) or a SQLite
+ * file. Callers decide by location, never by asking which backend they got.
+ */
+import { openJetStreamLog, type JetStreamLogOptions } from './jetstream-log.js';
+import type { EventLog } from './log.js';
+import { openSqliteLog, type SqliteLogOptions } from './sqlite-log.js';
+
+export function isNatsLocation(location: string): boolean {
+  return /^nats:\/\//.test(location);
+}
+
+/** The servers of a location like "nats://a:4222,nats://b:4223" (or "nats://a:4222,b:4223"). */
+export function natsServers(location: string): string[] {
+  return location.split(',').map((s) => (s.startsWith('nats://') ? s : `nats://${s}`));
+}
+
+/** The JetStream stream and subject prefix holding one run's events (and `<stream>_BLOBS` its blobs). */
+export function runStreamNames(runId: string): { stream: string; subjectPrefix: string } {
+  const token = runId.replace(/[^A-Za-z0-9_-]/g, '_');
+  return { stream: `CRUCIBLE_RUN_${token}`, subjectPrefix: `crucible.run.${token}` };
+}
+
+export interface OpenRunLogOptions {
+  /** SQLite: durability of each commit. */
+  synchronous?: SqliteLogOptions['synchronous'];
+  /** Create the log when absent (default true). */
+  create?: boolean;
+  /** JetStream: replicas of streams this call creates. */
+  replicas?: number;
+  jetstream?: Partial<JetStreamLogOptions>;
+}
+
+/** The log of run `runId` at `location`: a nats:// URL, or the path of a SQLite log file. */
+export async function openRunLog(location: string, runId: string, opts: OpenRunLogOptions = {}): Promise<EventLog> {
+  if (isNatsLocation(location)) {
+    return openJetStreamLog({
+      servers: natsServers(location),
+      ...runStreamNames(runId),
+      ...(opts.replicas !== undefined ? { replicas: opts.replicas } : {}),
+      ...(opts.create !== undefined ? { create: opts.create } : {}),
+      ...opts.jetstream,
+    });
+  }
+  return openSqliteLog(location, {
+    ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
+    ...(opts.create !== undefined ? { create: opts.create } : {}),
+  });
+}

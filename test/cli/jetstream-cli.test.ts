@@ -1,0 +1,96 @@
+/**
+ * The demo with its log on JetStream, as a user runs it: `crucible nats up`, `run --log nats://`,
+ * `log export`, `replay --verify`, `log import`, `nats down` -- real commands, a real nats-server.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const exec = promisify(execFile);
+const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-js-cli-'));
+const natsDir = path.join(dir, 'nats');
+
+async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+// Both runs share the config (so the run id and seed), each with its own run directory.
+const small = [
+  '--set', 'rounds=2', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',
+  '--set', 'policies.code.mutants=2', '--set', 'policies.test.candidates=12', '--set', `dir=${dir}`, '--json',
+];
+type Row = Record<string, unknown> & { runId: string; round: number };
+const rowsOf = (stdout: string) => stdout.trim().split('\n').map((l) => JSON.parse(l) as Row);
+/** The table without wall times (and the run id the run command adds). */
+const figures = (rows: Row[]) => rows.map(({ seconds: _s, runId: _r, ...rest }) => rest);
+
+let url = '';
+beforeAll(async () => {
+  const up = await crucible(['nats', 'up', '--dir', natsDir]);
+  expect(up.code, up.stderr).toBe(0);
+  url = /log location: (\S+)/.exec(up.stdout)![1]!;
+}, 30_000);
+afterAll(async () => {
+  const down = await crucible(['nats', 'down', '--dir', natsDir]);
+  expect(down.stdout).toMatch(/stopped 1 nats-server/);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the demo on JetStream', () => {
+  it('gives the same per-round table as on SQLite; after export, replay --verify passes; import goes back', async () => {
+    const onSqlite = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'sqlite')]);
+    expect(onSqlite.code, onSqlite.stderr).toBe(0);
+    const onNats = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'nats-run'), '--log', url]);
+    expect(onNats.code, onNats.stderr).toBe(0);
+    const a = rowsOf(onSqlite.stdout);
+    const b = rowsOf(onNats.stdout);
+    expect(a.map((r) => r.round)).toEqual([1, 2]);
+    expect(figures(b)).toEqual(figures(a));
+    const runId = b[0]!.runId;
+
+    // The run directory of a JetStream run points at its log; replay reads it there.
+    expect(JSON.parse(readFileSync(path.join(dir, 'nats-run', 'log.json'), 'utf8'))).toEqual({ location: url, runId });
+    const direct = await crucible(['replay', path.join(dir, 'nats-run'), '--verify']);
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(direct.stdout).toMatch(/verified: every read model equals its replay/);
+
+    const exported = await crucible(['log', 'export', '--from', url, '--run', runId, '--to', path.join(dir, 'nats-run')]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toMatch(new RegExp(`run ${runId}: \\d+ commits \\(0 already there\\), \\d+ events, [1-9]\\d* blobs`));
+    expect(existsSync(path.join(dir, 'nats-run', 'log.db'))).toBe(true);
+    const verify = await crucible(['replay', path.join(dir, 'nats-run'), '--verify', '--json']);
+    expect(verify.code, verify.stderr).toBe(0);
+    const replayed = JSON.parse(verify.stdout) as { verified: boolean; rows: Row[] };
+    expect(replayed.verified).toBe(true);
+    expect(figures(replayed.rows)).toEqual(figures(a));
+
+    // The SQLite run into JetStream (the same run id: every commit is already there).
+    const imported = await crucible(['log', 'import', '--from', path.join(dir, 'sqlite'), '--to', url]);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(imported.stdout).toMatch(/\((\d+) already there\)/);
+    const fromNats = await crucible(['replay', url, '--run', runId, '--json']);
+    expect(fromNats.code, fromNats.stderr).toBe(0);
+    expect(figures((JSON.parse(fromNats.stdout) as { rows: Row[] }).rows)).toEqual(figures(a));
+  }, 240_000);
+
+  it('exits 2 with a clear message when no nats-server answers', async () => {
+    const out = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'nowhere'), '--log', 'nats://127.0.0.1:1']);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toMatch(/cannot reach the event log at nats:\/\/127\.0\.0\.1:1.*nats up/);
+  });
+
+  it('refuses a second `nats up` on a directory whose servers run', async () => {
+    const again = await crucible(['nats', 'up', '--dir', natsDir]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/already has running nats-servers/);
+  });
+});

@@ -1,0 +1,120 @@
+/** What only the JetStream backend has: a finite dedup window, server-side checks, clear errors. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { makeEvent } from '../../src/events/catalog.js';
+import { CommitTooLargeError, IncompatibleStreamError, LogNotFoundError, LogUnavailableError } from '../../src/events/errors.js';
+import { featuresOf, openJetStreamLog } from '../../src/events/jetstream-log.js';
+import { freePort } from '../../src/events/nats-server.js';
+import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
+
+let nats: TestNats;
+beforeAll(async () => {
+  nats = await startTestNats(1);
+}, 30_000);
+afterAll(async () => {
+  await nats?.stop();
+});
+
+const ev = (reason: string) => makeEvent('RunFailed', 'r', { reason });
+
+describe('jetstream log', () => {
+  it('reports the server version and gates features 2.9 lacks', async () => {
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
+    try {
+      expect(log.features.version).toBe(nats.cluster.version);
+      expect(featuresOf('2.9.10')).toEqual({ version: '2.9.10', atomicBatch: false, multiFilterConsumers: false, messageTtl: false, serializedSubjectChecks: false });
+      expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true, serializedSubjectChecks: true });
+      expect(log.capabilities).toMatchObject({ dedupWindowMs: 120_000, multiProcess: true, sharedWorkQueues: true });
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('forgets a commit id after its configured dedup window: within it a retry is a duplicate', async () => {
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), dedupWindowMs: 1000 });
+    try {
+      expect(log.capabilities.dedupWindowMs).toBe(1000);
+      const a = await log.append('s', [ev('x')], { commitId: 'c' });
+      expect(await log.append('s', [ev('x')], { commitId: 'c' })).toEqual({ positions: a.positions, duplicate: true });
+      await new Promise((r) => setTimeout(r, 1500));
+      const b = await log.append('s', [ev('x')], { commitId: 'c' });
+      expect(b.duplicate).toBe(false);
+      expect(b.positions).not.toEqual(a.positions);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('an existing stream keeps its own window, and says so', async () => {
+    const names = uniqueLogNames();
+    const first = await openJetStreamLog({ servers: nats.urls, ...names, dedupWindowMs: 5000 });
+    await first.close();
+    const second = await openJetStreamLog({ servers: nats.urls, ...names, dedupWindowMs: 60_000 });
+    expect(second.capabilities.dedupWindowMs).toBe(5000);
+    await second.close();
+  });
+
+  it('refuses an oversized commit before publishing, under the server max payload', async () => {
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
+    try {
+      expect(log.capabilities.maxCommitBytes).toBeLessThan(1024 * 1024);
+      const err = await log.append('s', [ev('z'.repeat(2 * 1024 * 1024))], { commitId: 'big' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CommitTooLargeError);
+      expect(String(err)).toMatch(/commit "big" on stream "s" is \d+ bytes, over the log's limit/);
+      expect(await log.head()).toBe(0);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('says clearly that no server answers at the address', async () => {
+    const port = await freePort();
+    const err = await openJetStreamLog({ servers: `nats://127.0.0.1:${port}` }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LogUnavailableError);
+    expect(String(err)).toMatch(new RegExp(`cannot reach the event log at nats://127.0.0.1:${port}.*nats up`));
+  });
+
+  it('refuses a stream made by another application or a newer crucible, leaving it untouched', async () => {
+    const nc = await connect({ servers: nats.urls });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'OTHER_APP', subjects: ['other.>'], description: 'orders of a shop' });
+    await jsm.streams.add({ name: 'NEWER', subjects: ['newer.>'], description: 'crucible event log, format 9' });
+    try {
+      const other = await openJetStreamLog({ servers: nats.urls, stream: 'OTHER_APP', subjectPrefix: 'other' }).catch((e: unknown) => e);
+      expect(other).toBeInstanceOf(IncompatibleStreamError);
+      expect(String(other)).toMatch(/"OTHER_APP".*description is "orders of a shop"/);
+      const newer = await openJetStreamLog({ servers: nats.urls, stream: 'NEWER', subjectPrefix: 'newer' }).catch((e: unknown) => e);
+      expect(newer).toBeInstanceOf(IncompatibleStreamError);
+      expect(String(newer)).toMatch(/log format 9, newer than this crucible reads \(1\); upgrade crucible/);
+      expect((await jsm.streams.info('OTHER_APP')).config.description).toBe('orders of a shop');
+      const missing = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), create: false }).catch((e: unknown) => e);
+      expect(missing).toBeInstanceOf(LogNotFoundError);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('creates its streams idempotently when many open the same log at once', async () => {
+    const names = uniqueLogNames();
+    const logs = await Promise.all([1, 2, 3, 4].map(() => openJetStreamLog({ servers: nats.urls, ...names })));
+    await logs[0]!.append('s', [ev('a')], { commitId: 'one' });
+    for (const l of logs) expect((await l.streamHead('s')) > 0).toBe(true);
+    for (const l of logs) await l.close();
+  });
+
+  it('stores blobs larger than one message in chunks, before any event names them', async () => {
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
+    try {
+      const big = new Uint8Array(700_000).map((_, i) => (i * 31) % 251);
+      const h = await log.blobs.put(big);
+      const back = await log.blobs.get(h);
+      expect(Buffer.compare(Buffer.from(back), Buffer.from(big))).toBe(0);
+      const listed: string[] = [];
+      for await (const x of log.blobs.list()) listed.push(x);
+      expect(listed).toEqual([h]);
+    } finally {
+      await log.close();
+    }
+  });
+});
