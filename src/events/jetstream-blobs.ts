@@ -8,7 +8,8 @@ import { headers } from '@nats-io/transport-node';
 import { RetentionPolicy, StorageType, type StreamConfig } from '@nats-io/jetstream';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, verifiedBlob, type BlobStore } from './blobs.js';
 import { BlobNotFoundError } from './errors.js';
-import { ensureStream, withRetry, type JetStreamEventLog } from './jetstream-log.js';
+import type { JetStreamEventLog } from './jetstream-log.js';
+import { ensureStream, withRetry } from './jetstream-support.js';
 
 const CHUNK = 256 * 1024;
 const DESCRIPTION = 'crucible blob store, format 1';

@@ -6,7 +6,8 @@
  */
 import { AckPolicy, DeliverPolicy, JetStreamApiError, type Consumer, type ConsumerConfig } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { commitIdOf, withRetry, type JetStreamEventLog } from './jetstream-log.js';
+import type { JetStreamEventLog } from './jetstream-log.js';
+import { commitIdOf, withRetry } from './jetstream-support.js';
 import { backoffFor, recordAbandoned, type ClaimOptions, type ResolvedQueueOptions, type WorkItem, type WorkQueue } from './work-queue.js';
 
 export class JetStreamWorkQueue implements WorkQueue {

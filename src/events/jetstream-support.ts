@@ -1,0 +1,86 @@
+/**
+ * Small JetStream helpers shared by the log, its blob store and its work queues: retries of
+ * transient failures (leader elections, reconnects) and idempotent stream creation.
+ */
+import { JetStreamApiError, type JetStreamManager, type JsMsg, type StreamConfig } from '@nats-io/jetstream';
+import { IncompatibleStreamError, LogNotFoundError } from './errors.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Errors worth retrying: no leader yet, a timeout, the server reconnecting. */
+export function isTransient(err: unknown): boolean {
+  // The client wraps the cause (a publish nobody answered is reported as "JetStream not enabled").
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
+    if (e instanceof JetStreamApiError) {
+      // 503 "JetStream system temporarily unavailable", 10008; leader elections answer 503/timeouts.
+      if (e.status === 503 || e.code === 10008) return true;
+      continue;
+    }
+    const name = (e as Error)?.name ?? '';
+    const msg = String((e as Error)?.message ?? '');
+    if (
+      name === 'TimeoutError' ||
+      name === 'NoRespondersError' ||
+      name === 'NoResponders' ||
+      /timeout|no responders|temporarily unavailable|disconnect|reconnect|leader/i.test(msg)
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/** Runs `fn`, retrying transient failures with exponential backoff until `retryForMs` has passed. */
+export async function withRetry<T>(retryForMs: number, fn: (attempt: number) => Promise<T>): Promise<T> {
+  const deadline = Date.now() + retryForMs;
+  let delay = 100;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn(attempt);
+    } catch (err) {
+      if (!isTransient(err) || Date.now() + delay > deadline) throw err;
+      await sleep(delay);
+      delay = Math.min(2000, delay * 2);
+    }
+  }
+}
+
+export function commitIdOf(m: Pick<JsMsg, 'headers' | 'seq'>): string {
+  return m.headers?.get('Nats-Msg-Id') || `seq-${m.seq}`;
+}
+
+/**
+ * Finds the stream or creates it (idempotent: a concurrent creator's stream is accepted if it
+ * passes `check`). An existing stream that fails `check` is refused, untouched.
+ */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  retryForMs: number,
+  want: Partial<StreamConfig>,
+  create: boolean,
+  check: (existing: StreamConfig) => string | null,
+): Promise<StreamConfig> {
+  const name = want.name!;
+  const existing = async () => {
+    try {
+      return (await withRetry(retryForMs, () => jsm.streams.info(name))).config;
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === 10059) return null;
+      throw err;
+    }
+  };
+  let found = await existing();
+  if (!found) {
+    if (!create) throw new LogNotFoundError('JetStream', `stream "${name}" (nothing was recorded under this name on the server)`);
+    try {
+      found = (await withRetry(retryForMs, () => jsm.streams.add({ ...want, name }))).config;
+    } catch (err) {
+      // Someone else created it meanwhile (10058: name already in use): check theirs.
+      found = await existing();
+      if (!found) throw err;
+    }
+  }
+  const problem = check(found);
+  if (problem) throw new IncompatibleStreamError(name, problem);
+  return found;
+}
