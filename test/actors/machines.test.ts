@@ -30,14 +30,15 @@ function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelop
 
 /** Folds events into a snapshot, purely. */
 function fold<M extends AnyStateMachine>(machine: M, events: EventEnvelope[], from?: SnapshotFrom<M>): SnapshotFrom<M> {
-  let snap = from ?? (initialTransition(machine)[0] as SnapshotFrom<M>);
+  const m: AnyStateMachine = machine;
+  let snap: SnapshotFrom<AnyStateMachine> = from ?? initialTransition(m)[0];
   for (const envelope of events) {
-    const [next] = transition(machine, snap, { type: envelope.type, envelope });
+    const [next] = transition(m, snap, { type: envelope.type, envelope });
     // An action that throws leaves an error snapshot instead of raising.
     expect(next.status, `fold of ${envelope.type}`).not.toBe('error');
-    snap = next as SnapshotFrom<M>;
+    snap = next;
   }
-  return snap;
+  return snap as SnapshotFrom<M>;
 }
 
 const config = (over: Record<string, unknown> = {}) =>
