@@ -22,7 +22,7 @@ import { canonicalJson } from '../../src/core/canonical-json.js';
 const SEEDS = [7, 8, 9];
 const CONFIGS = { trained: 'configs/demo.yaml', frozen: 'configs/demo-frozen.yaml', shuffled: 'configs/demo-shuffled.yaml' } as const;
 type Arm = keyof typeof CONFIGS;
-const SHRINK = ['rounds=4', 'dataset.limit=4', 'sampling.problemsPerRound=4', 'policies.code.mutants=4', 'policies.test.candidates=24'];
+const SHRINK = ['rounds=4', 'dataset.limit=3', 'sampling.problemsPerRound=3', 'policies.code.mutants=4', 'policies.test.candidates=16'];
 
 let root: string;
 let sandbox: Sandbox;
@@ -40,6 +40,11 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
+  // The figures compared below, for the record of a run of this file.
+  for (const arm of Object.keys(CONFIGS) as Arm[]) {
+    const rows = outcomes[arm].map((o) => o.rows.at(-1));
+    console.info(`${arm}: final P(correct) ${rows.map((r) => r?.trainedCorrect?.toFixed(3)).join(' ')}; last-round kill rate ${rows.map((r) => r?.killRate.toFixed(3)).join(' ')}`);
+  }
   await sandbox?.close();
   rmSync(root, { recursive: true, force: true });
 });
