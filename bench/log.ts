@@ -1,7 +1,9 @@
 /**
  * Event log benchmark: append throughput (one event per commit, batched commits), raw
  * better-sqlite3 inserts into the same table as the baseline of the same run, and a full replay
- * into a projection; then the same events on SQLite and JetStream (./log-backends.ts).
+ * into the trivial event-count projection and into the run's real read models (RUN_PROJECTIONS:
+ * the executions table takes a row per verdict, as in a run); then the same events on SQLite and
+ * JetStream (./log-backends.ts).
  * `node bin/crucible.js bench log [--events N] [--batch B] [--backend-events N] [--nats 1|3|1,3|none]`.
  */
 import { createHash } from 'node:crypto';
@@ -17,6 +19,7 @@ import { runBackendsBench } from './log-backends.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { eventCounts } from '../src/projections/event-counts.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
+import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 
 interface Args {
   events: number;
@@ -214,6 +217,14 @@ export async function runBench(argv: string[]): Promise<void> {
     line('replay into projection (event-counts)', n, tReplay);
     console.log(`  replay goal >= 100,000 events/s: ${rate(n, tReplay) >= 100_000 ? 'met' : 'MISSED'} (wall)`);
     await runner!.close();
+    // The run's read models: every ExecutionCompleted becomes a row of the executions table.
+    let runViews: ProjectionRunner | undefined;
+    const tRunViews = await time(async () => {
+      runViews = await ProjectionRunner.replayInto(join(dir, 'views.db'), { log: batched, projections: RUN_PROJECTIONS });
+    });
+    line(`replay into the run's read models (${RUN_PROJECTIONS.length} projections)`, n, tRunViews);
+    console.log(`  run read models / event-counts: ${(tRunViews / tReplay).toFixed(2)}x the time`);
+    await runViews!.close();
     await batched.close();
 
     const backendSet = Array.from({ length: backendEvents }, (_, i) => eventAt(i));

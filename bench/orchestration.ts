@@ -4,9 +4,10 @@
  * runs on the demo set, with a sandbox that answers at once instead of running python. That
  * stand-in is named for what it is (InstantVerdictsForBenchmark) and exists only here.
  * Baseline in the same run: appending the same number of ExecutionCompleted events to a fresh
- * SQLite log in batches, the floor cost of merely recording one verdict per pair.
+ * SQLite log in batches, the floor cost of merely recording one verdict per pair. Both sides
+ * run at the same durability (--synchronous, default full, the run default).
  *
- *   npm run bench -- orchestration [--rounds 8] [--problems 24]
+ *   npm run bench -- orchestration [--rounds 8] [--problems 24] [--synchronous full|normal]
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -42,8 +43,18 @@ function flag(args: string[], name: string, fallback: number): number {
   return n;
 }
 
-async function rawAppendBaseline(dir: string, pairs: number): Promise<number> {
-  const log = await openSqliteLog(path.join(dir, 'baseline.db'));
+type Synchronous = 'full' | 'normal';
+
+function synchronousFlag(args: string[]): Synchronous {
+  const i = args.indexOf('--synchronous');
+  if (i < 0) return 'full';
+  const v = args[i + 1];
+  if (v !== 'full' && v !== 'normal') throw new Error(`--synchronous needs full or normal, got "${v ?? ''}"`);
+  return v;
+}
+
+async function rawAppendBaseline(dir: string, pairs: number, synchronous: Synchronous): Promise<number> {
+  const log = await openSqliteLog(path.join(dir, 'baseline.db'), { synchronous });
   const hash = 'a'.repeat(64);
   const started = performance.now();
   const batch = 500;
@@ -66,6 +77,7 @@ async function rawAppendBaseline(dir: string, pairs: number): Promise<number> {
 export async function runBench(args: string[]): Promise<void> {
   const rounds = flag(args, 'rounds', 8);
   const problems = flag(args, 'problems', 24);
+  const synchronous = synchronousFlag(args);
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-orch-'));
   try {
     const config = parseConfig({
@@ -73,7 +85,7 @@ export async function runBench(args: string[]): Promise<void> {
       seed: 1,
       rounds,
       dir: root,
-      log: { synchronous: 'normal' },
+      log: { synchronous },
       dataset: { format: 'demo', limit: problems },
       sampling: { problemsPerRound: problems, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: false },
       selection: { testSamples: 'all' },
@@ -100,9 +112,9 @@ export async function runBench(args: string[]): Promise<void> {
       }
     }
     await log.close();
-    const baseline = await rawAppendBaseline(root, pairs);
+    const baseline = await rawAppendBaseline(root, pairs, synchronous);
     const us = (s: number) => ((s * 1e6) / pairs).toFixed(1);
-    console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache)`);
+    console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache); synchronous ${synchronous.toUpperCase()} on both sides`);
     console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s)`);
     console.log(`  baseline, raw batched append of ${pairs} verdict events: ${baseline.toFixed(2)} s = ${us(baseline)} us per pair`);
     console.log(`  overhead over recording alone: ${(seconds / baseline).toFixed(1)}x; sandbox calls: ${sandbox.calls}`);

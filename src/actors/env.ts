@@ -27,10 +27,24 @@ export interface LearnerTrainer {
   snapshot(): Promise<{ version: number; params: string }>;
 }
 
+/** Exact per-problem figures of a pair of policies (what the sampled figures estimate). */
+export interface PolicyFigures {
+  problemId: string;
+  /** Probability that the code policy samples a correct program. */
+  correct: number;
+  /** Probability that a test drawn from the test policy is valid (the reference accepts it). */
+  validTest: number;
+}
+
 /** A policy family: how to sample from given parameters and how to train them. */
 export interface PolicyBackend {
   readonly name: string;
+  /** How `evaluate` knows its figures (e.g. "catalog": softmax and labelled candidates); null
+   * when the backend cannot compute them (a model server: only sampled figures exist). */
+  readonly exactBasis: 'catalog' | null;
   initialParams(role: Role): string;
+  /** Exact figures of the policies with these parameters, per problem (only when exactBasis). */
+  evaluate(params: Record<Role, string>, problemIds: readonly string[], whiteBox: boolean): PolicyFigures[];
   sampler(role: Role, params: string, version: number): SamplingPolicy;
   trainer(role: Role, params: string, version: number): LearnerTrainer;
 }

@@ -13,6 +13,7 @@ import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { algorithmOf } from './methods/index.js';
+import { Rng } from '../core/rng.js';
 
 import type { Role } from '../core/roles.js';
 
@@ -124,6 +125,20 @@ async function publish(env: RunEnv, role: Role, round: number) {
   });
 }
 
+/** Shuffled control: for each group (one problem's rewarded samples of one role), a seeded
+ * permutation of the group's own positions; returns, per batch position, the position whose
+ * advantage it trains with. */
+export function shuffledAdvantageSources(groups: readonly number[], seedOf: (group: number) => number): number[] {
+  const from: number[] = [];
+  let at = 0;
+  groups.forEach((size, g) => {
+    const positions = Array.from({ length: size }, (_, i) => at + i);
+    from.push(...Rng.derive(seedOf(g), 'advantages').shuffle(positions));
+    at += size;
+  });
+  return from;
+}
+
 export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
   name: 'learner',
   machine: learnerMachine,
@@ -134,15 +149,23 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
     }
     const c = snapshot.context;
     const work = c.rounds[effect.round]!;
+    const control = env.config.learner.control;
     const events = [];
     const published = [];
+    const paramsBefore = {} as Record<Role, string>;
+    const paramsAfter = {} as Record<Role, string>;
+    const versionsAfter = { ...c.versions };
     for (const role of ['code', 'test'] as const) {
       const trainer = await env.trainer(role, c.versions[role]);
+      paramsBefore[role] = (await trainer.snapshot()).params;
       const samples: TrainSample[] = [];
       const sampleIds: string[] = [];
+      const groups: number[] = [];
+      const groupProblems: string[] = [];
       // Problems in round order, items in their recorded order: one batch for one log.
       const byProblem = new Map(work.rewards[role].map((r) => [r.problemId, r]));
       for (const problemId of work.problemIds) {
+        let size = 0;
         for (const item of byProblem.get(problemId)?.items ?? []) {
           if (item.components.selected === 0) continue;
           const ref = c.samples[item.sampleId];
@@ -155,7 +178,18 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
             choiceKey: ref.choiceKey,
           });
           sampleIds.push(item.sampleId);
+          size++;
         }
+        groups.push(size);
+        groupProblems.push(problemId);
+      }
+      let advantageFrom: number[] | null = null;
+      if (control === 'shuffled') {
+        advantageFrom = shuffledAdvantageSources(groups, (g) => env.seed('shuffle', effect.round, role, groupProblems[g]!));
+        const own = samples.map((s) => s.advantage);
+        samples.forEach((s, i) => {
+          s.advantage = own[advantageFrom![i]!]!;
+        });
       }
       const batchId = `${env.runId}/round/${effect.round}/${role}`;
       const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
@@ -169,15 +203,34 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           batchHash,
           size: samples.length,
           sampleIds,
+          control,
+          advantageFrom,
         }),
       );
-      const hyper = { lr: env.config.policies[role].lr };
+      // Frozen: the same step through the same port, at learning rate 0 (no update).
+      const hyper = { lr: control === 'frozen' ? 0 : env.config.policies[role].lr };
       const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
       events.push(
         env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
       );
+      paramsAfter[role] = (await trainer.snapshot()).params;
+      versionsAfter[role] = result.version;
       published.push(await publish(env, role, effect.round));
     }
-    return [...events, ...published];
+    const evaluated = [];
+    if (env.backend.exactBasis) {
+      const figures = (params: Record<Role, string>, versions: Record<Role, number>) => {
+        const problems = env.backend.evaluate(params, work.problemIds, c.whiteBox);
+        const mean = (f: (p: (typeof problems)[number]) => number) => (problems.length ? problems.reduce((s, p) => s + f(p), 0) / problems.length : 0);
+        return { codeVersion: versions.code, testVersion: versions.test, correct: mean((p) => p.correct), validTest: mean((p) => p.validTest), problems };
+      };
+      evaluated.push(env.event('PolicyEvaluated', {
+        round: effect.round,
+        basis: env.backend.exactBasis,
+        sampled: figures(paramsBefore, c.versions),
+        trained: figures(paramsAfter, versionsAfter),
+      }));
+    }
+    return [...events, ...published, ...evaluated];
   },
 };

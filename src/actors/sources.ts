@@ -11,9 +11,9 @@ import type { Problem } from '../core/problem.js';
 import { loadDemo, type DemoProblem } from '../datasets/demo/index.js';
 import { readProblemFile } from '../datasets/problemFile.js';
 import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
-import { CatalogPolicy } from '../policies/catalog/index.js';
+import { CatalogPolicy, exactFigures } from '../policies/catalog/index.js';
 import type { Sandbox } from '../sandbox/api.js';
-import type { LearnerTrainer, PolicyBackend, SamplingPolicy } from './env.js';
+import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 import type { Role } from '../core/roles.js';
 import { canonicalJson } from '../core/canonical-json.js';
 
@@ -25,11 +25,13 @@ export class UnsupportedSourceError extends Error {
 }
 
 // 3: mutants chosen by examples and probes through the sandbox, never by held-out tests.
-// 4: candidate tests state an expected value (a candidate program's output).
+// 5: candidate tests state an expected value (a candidate program's output), and the reference's
+// verdict on every candidate test as stated (validTests).
 const CATALOG_VERSION = 4;
 
 class CatalogBackend implements PolicyBackend {
   readonly name = 'catalog';
+  readonly exactBasis = 'catalog' as const;
   constructor(
     readonly universe: CatalogUniverse,
     readonly config: RunConfig,
@@ -41,6 +43,12 @@ class CatalogBackend implements PolicyBackend {
 
   initialParams(role: Role): string {
     return JSON.stringify(new CatalogPolicy(role, this.universe, this.#options()).toJSON());
+  }
+
+  evaluate(params: Record<Role, string>, problemIds: readonly string[], whiteBox: boolean): PolicyFigures[] {
+    const code = CatalogPolicy.fromJSON(JSON.parse(params.code), this.universe, this.#options());
+    const test = CatalogPolicy.fromJSON(JSON.parse(params.test), this.universe, this.#options());
+    return problemIds.map((problemId) => ({ problemId, ...exactFigures(this.universe, code, test, problemId, whiteBox) }));
   }
 
   sampler(role: Role, params: string, _version: number): SamplingPolicy {

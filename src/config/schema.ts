@@ -151,6 +151,15 @@ export const RunConfig = z
       })
       .strict()
       .default({ testSamples: 'topvar' }),
+    learner: z
+      .object({
+        /** Controls for the demo's evidence: none (train as the method says), frozen (steps are
+         * recorded but apply no update), shuffled (advantages permuted within each GRPO group
+         * with a seeded permutation, so the update carries no signal about which sample was good). */
+        control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+      })
+      .strict()
+      .default({ control: 'none' }),
     executor: z
       .object({
         workers: z.number().int().positive().optional(),

@@ -47,6 +47,18 @@ export const Verdict = z.enum(VERDICTS);
 /** One (program, test) pair of an execution request, with the ids the requester uses for it. */
 export const ExecutionPair = z.strictObject({ programId: Id, programHash: Hash, testId: Id, testHash: Hash });
 
+const Probability = z.number().min(0).max(1);
+/** Exact figures of a (code, test) policy pair over some problems, with their means. */
+export const PolicyFigures = z.strictObject({
+  codeVersion: Count,
+  testVersion: Count,
+  /** Mean over the problems of the probability that the code policy samples a correct program. */
+  correct: Probability,
+  /** Mean over the problems of the probability that a drawn test is valid. */
+  validTest: Probability,
+  problems: z.array(z.strictObject({ problemId: Id, correct: Probability, validTest: Probability })),
+});
+
 const definitions = {
   /** Conductor, once at the start: what is run and how, so a replay can check it has the same config. */
   RunStarted: defineEvent({
@@ -225,6 +237,12 @@ const definitions = {
       batchHash: Hash,
       size: Count,
       sampleIds: z.array(Id),
+      /** Training control: none (the method), frozen (the step applies no update: learning
+       * rate 0), shuffled (advantages permuted within each GRPO group). */
+      control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+      /** Shuffled: sample i trained with the advantage of sample advantageFrom[i] (same group);
+       * null when advantages are the Judge's own. */
+      advantageFrom: z.array(Count).nullable().default(null),
     }),
   }),
   /** Learner: the bridge applied a training step; the policy moved from one version to the next. */
@@ -253,6 +271,18 @@ const definitions = {
       policy: PolicyRef,
       checkpoint: z.string().min(1).nullable(),
       paramsHash: Hash.nullable(),
+    }),
+  }),
+  /** Learner, with each training step: exact figures of the policies, per scheduled problem, for
+   * the versions that drew the round's samples and for the versions the step made. */
+  PolicyEvaluated: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      /** How the figures are known: catalog = the softmax over labelled candidates (exact). */
+      basis: z.enum(['catalog']),
+      sampled: PolicyFigures,
+      trained: PolicyFigures,
     }),
   }),
   /** Judge: the evaluation figures of one problem-round (held-out pass, kill rate, validity). */

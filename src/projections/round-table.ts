@@ -11,8 +11,16 @@ export interface RoundRow {
   problems: number;
   /** Held-out pass rate of the Solver's sampled programs: programs passing every official test. */
   heldOutPass: number;
+  /** Exact probability that the code policy which drew this round's programs samples a correct
+   * program (mean over the round's problems); null when the backend cannot compute it. */
+  exactCorrect: number | null;
   /** Generated tests judged valid against the reference, over all generated tests. */
   validity: number;
+  /** Exact probability that a test drawn from the round's test policy is valid; null as above. */
+  exactValid: number | null;
+  /** The same two figures for the policies this round's training step made. */
+  trainedCorrect: number | null;
+  trainedValid: number | null;
   /** Share of (suite, known-incorrect program) pairs where the suite's valid tests fail the program. */
   killRate: number;
   /** Tests in the Mistake Book, over all problems, at the end of the round. */
@@ -35,6 +43,7 @@ interface Accumulator {
   startedAt: string | null;
   completedAt: string | null;
   mistakeBook: number | null;
+  exact: { correct: number; validTest: number; trainedCorrect: number; trainedValid: number } | null;
 }
 
 export interface RoundTableState {
@@ -58,6 +67,7 @@ const blank = (): Accumulator => ({
   startedAt: null,
   completedAt: null,
   mistakeBook: null,
+  exact: null,
 });
 
 function withRound(state: RoundTableState, round: number, f: (a: Accumulator) => Partial<Accumulator>): RoundTableState {
@@ -91,6 +101,12 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
         testReward: a.testReward + d.rewards.test,
       }));
     }
+    case 'PolicyEvaluated': {
+      const d = event.data as EventData<'PolicyEvaluated'>;
+      return withRound(state, d.round, () => ({
+        exact: { correct: d.sampled.correct, validTest: d.sampled.validTest, trainedCorrect: d.trained.correct, trainedValid: d.trained.validTest },
+      }));
+    }
     case 'MistakeBookUpdated': {
       const d = event.data as EventData<'MistakeBookUpdated'>;
       const book = { ...(state.bookSizes[d.problemId] ?? {}) };
@@ -122,7 +138,11 @@ export function roundRows(state: RoundTableState): RoundRow[] {
       round,
       problems: a.problems,
       heldOutPass: ratio(a.passed, a.programs),
+      exactCorrect: a.exact?.correct ?? null,
       validity: ratio(a.valid, a.tests),
+      exactValid: a.exact?.validTest ?? null,
+      trainedCorrect: a.exact?.trainedCorrect ?? null,
+      trainedValid: a.exact?.trainedValid ?? null,
       killRate: ratio(a.killed, a.targets),
       mistakeBook: a.mistakeBook ?? 0,
       codeReward: ratio(a.codeReward, a.problems),

@@ -18,7 +18,7 @@ function handUniverse(): CatalogUniverse {
     { candidateId: 'bug:a', program: 'print(2)', kind: 'bug', correct: false },
     { candidateId: 'bug:b', program: 'print(3)', kind: 'bug', correct: false },
   ];
-  return { programs: { p: programs }, tests: { p: buildTestCatalog(catalogSource(pairs), { count: 20 }) } };
+  return { programs: { p: programs }, tests: { p: buildTestCatalog(catalogSource(pairs), { count: 20 }) }, validTests: { p: [] } };
 }
 
 const step = (over: Partial<TrainStepRequest> = {}): TrainStepRequest => ({

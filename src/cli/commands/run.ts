@@ -5,16 +5,21 @@ import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
 import { isNatsLocation } from '../../events/open-log.js';
 import { formatTable } from '../table.js';
+import { summarizeSeeds, type Spread, type SummaryRow } from '../seed-summary.js';
+import type { RunConfig } from '../../config/schema.js';
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+const pctOrDash = (x: number | null) => (x === null ? '-' : pct(x));
 
 export function roundTable(rows: readonly RoundRow[]): string {
   return formatTable(
-    ['round', 'held-out pass', 'test validity', 'kill rate', 'mistake book', 'code reward', 'test reward', 'seconds'],
+    ['round', 'held-out pass', 'P(correct)', 'test validity', 'P(valid test)', 'kill rate', 'mistake book', 'code reward', 'test reward', 'seconds'],
     rows.map((r) => [
       String(r.round),
       pct(r.heldOutPass),
+      pctOrDash(r.exactCorrect),
       pct(r.validity),
+      pctOrDash(r.exactValid),
       pct(r.killRate),
       String(r.mistakeBook),
       r.codeReward.toFixed(3),
@@ -22,6 +27,40 @@ export function roundTable(rows: readonly RoundRow[]): string {
       r.seconds === null ? '-' : r.seconds.toFixed(1),
     ]),
   );
+}
+
+/** The exact figures of the policies the last step made (never sampled from). */
+export function trainedLine(rows: readonly RoundRow[]): string {
+  const last = rows.at(-1);
+  if (!last || last.trainedCorrect === null || last.trainedValid === null) return '';
+  return `after the last step: P(correct) ${pct(last.trainedCorrect)}, P(valid test) ${pct(last.trainedValid)}\n`;
+}
+
+const spreadPct = (s: Spread | undefined) => (s ? `${(100 * s.mean).toFixed(1)} [${(100 * s.min).toFixed(1)}, ${(100 * s.max).toFixed(1)}]` : '-');
+const spreadNum = (s: Spread | undefined, digits: number) => (s ? `${s.mean.toFixed(digits)} [${s.min.toFixed(digits)}, ${s.max.toFixed(digits)}]` : '-');
+
+/** Mean [min, max] over seeds, percentages for rates. */
+export function seedTable(rows: readonly SummaryRow[]): string {
+  return formatTable(
+    ['round', 'held-out pass %', 'P(correct) %', 'test validity %', 'P(valid test) %', 'kill rate %', 'mistake book', 'code reward', 'test reward'],
+    rows.map((r) => [
+      String(r.round),
+      spreadPct(r.columns.heldOutPass),
+      spreadPct(r.columns.exactCorrect),
+      spreadPct(r.columns.validity),
+      spreadPct(r.columns.exactValid),
+      spreadPct(r.columns.killRate),
+      spreadNum(r.columns.mistakeBook, 1),
+      spreadNum(r.columns.codeReward, 3),
+      spreadNum(r.columns.testReward, 3),
+    ]),
+  );
+}
+
+function seedTrainedLine(rows: readonly SummaryRow[]): string {
+  const last = rows.at(-1);
+  if (!last?.columns.trainedCorrect || !last.columns.trainedValid) return '';
+  return `after the last step: P(correct) ${spreadPct(last.columns.trainedCorrect)}, P(valid test) ${spreadPct(last.columns.trainedValid)}\n`;
 }
 
 function progressBar(p: RunProgress): string {
@@ -41,30 +80,65 @@ export function registerRun(program: Command): void {
       if (!Number.isInteger(n) || n < 0) throw new UserError(`--seed ${v}: expected a non-negative integer`);
       return n;
     })
+    .option('--seeds <n>', 'run seeds seed..seed+n-1 one after another (each its own run directory) and print mean and spread over them', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new UserError(`--seeds ${v}: expected a positive integer`);
+      return n;
+    })
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
     .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
     .option('--json', 'print the table as JSON lines, one per round')
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; dir?: string; log?: string; json?: boolean }) => {
+    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; json?: boolean }) => {
       if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
       // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
       const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
-      const tty = process.stderr.isTTY && !opts.json;
-      let outcome;
-      try {
-        outcome = await runExperiment({
-          config,
-          dir: opts.dir,
-          ...(opts.log !== undefined ? { log: opts.log } : {}),
-          onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
-        });
-      } finally {
-        if (tty) process.stderr.write('\n');
+      if (opts.seeds !== undefined) {
+        if (opts.dir !== undefined) throw new UserError('--dir names one run directory; with --seeds each seed gets its own under the config\'s dir');
+        await runSeeds(config, opts.seeds, opts.json === true, opts.log);
+        return;
       }
-      if (outcome.isolation !== 'bwrap') process.stderr.write('crucible: warning: programs ran without bubblewrap (rlimits only)\n');
+      const outcome = await runOne(config, opts.dir, opts.json === true, '', opts.log);
       if (opts.json) {
         for (const r of outcome.rows) process.stdout.write(`${JSON.stringify({ runId: outcome.runId, ...r })}\n`);
       } else {
-        process.stdout.write(`run ${outcome.runId} in ${outcome.dir}${outcome.finished ? '' : ' (not finished)'}\n\n${roundTable(outcome.rows)}\n`);
+        process.stdout.write(`run ${outcome.runId} in ${outcome.dir}${outcome.finished ? '' : ' (not finished)'}\n\n${roundTable(outcome.rows)}\n${trainedLine(outcome.rows)}`);
       }
     });
+}
+
+async function runOne(config: RunConfig, dir: string | undefined, json: boolean, label: string, log?: string) {
+  const tty = process.stderr.isTTY && !json;
+  let outcome;
+  try {
+    outcome = await runExperiment({
+      config,
+      dir,
+      ...(log !== undefined ? { log } : {}),
+      onProgress: tty ? (p) => process.stderr.write(`${progressBar(p)}${label}`) : undefined,
+    });
+  } finally {
+    if (tty) process.stderr.write('\n');
+  }
+  if (outcome.isolation !== 'bwrap') process.stderr.write('crucible: warning: programs ran without bubblewrap (rlimits only)\n');
+  return outcome;
+}
+
+/** Seeds one after another (each run is already parallel inside); a seed's run that does not
+ * finish is an error, since a mean over unfinished runs would mislead. */
+async function runSeeds(config: RunConfig, seeds: number, json: boolean, log?: string): Promise<void> {
+  const runs: RoundRow[][] = [];
+  const ids: string[] = [];
+  for (let k = 0; k < seeds; k++) {
+    const seed = config.seed + k;
+    const outcome = await runOne({ ...config, seed }, undefined, json, `  seed ${seed} (${k + 1}/${seeds})`, log);
+    if (!outcome.finished) throw new Error(`seed ${seed}: run ${outcome.runId} did not finish`);
+    runs.push(outcome.rows);
+    ids.push(outcome.runId);
+  }
+  const summary = summarizeSeeds(runs);
+  if (json) {
+    for (const r of summary) process.stdout.write(`${JSON.stringify({ runIds: ids, ...r })}\n`);
+    return;
+  }
+  process.stdout.write(`${config.name}: seeds ${config.seed}..${config.seed + seeds - 1} (runs ${ids.join(', ')})\nmean [min, max] over seeds\n\n${seedTable(summary)}\n${seedTrainedLine(summary)}`);
 }

@@ -2,3 +2,4 @@
 export * from './model.js';
 export * from './softmax.js';
 export * from './suite.js';
+export * from './exact.js';

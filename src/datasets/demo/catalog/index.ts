@@ -6,7 +6,8 @@
 import type { Sandbox } from '../../../sandbox/api.js';
 import type { DemoProblem } from '../index.js';
 import { buildProgramCatalog, type ProgramCandidate, type ProgramCatalogOptions } from './programs.js';
-import { catalogSource } from './source.js';
+import { runRequest } from './probes.js';
+import { catalogSource, type CatalogSource } from './source.js';
 import { buildTestCatalog, type CandidateTest, type TestCatalogOptions } from './tests.js';
 import { stateExpected } from './expected.js';
 
@@ -18,6 +19,20 @@ export * from './source.js';
 export interface CatalogUniverse {
   programs: Record<string, ProgramCandidate[]>;
   tests: Record<string, CandidateTest[]>;
+  /** Per problem, the ids of the candidate tests the reference accepts: the tests the Judge
+   * finds valid. With the test policy's softmax this gives its exact expected validity. */
+  validTests: Record<string, string[]>;
+}
+
+/** Ids of the candidate tests that the reference runs without error (no expected values: the
+ * Judge's oracle run, done once here). A sandbox failure is an error, never a verdict. */
+export async function referenceAccepted(source: CatalogSource, sandbox: Sandbox, tests: readonly CandidateTest[]): Promise<string[]> {
+  const reference = source.problem.solutions[0];
+  if (reference === undefined) throw new Error(`${source.problem.id}: no reference solution`);
+  const results = await sandbox.run(runRequest(source, reference, tests.map((t) => t.test)));
+  const broken = results.find((r) => r.verdict === 'sandbox_error');
+  if (broken) throw new Error(`${source.problem.id}: the sandbox failed while running the reference on candidate tests: ${broken.message ?? 'no detail'}`);
+  return tests.filter((_, i) => results[i]?.verdict === 'accepted').map((t) => t.testId);
 }
 
 /** Candidates of every given demo problem; problems are built concurrently on the sandbox. */
@@ -26,17 +41,20 @@ export async function buildCatalogUniverse(
   sandbox: Sandbox,
   opts: { programs?: ProgramCatalogOptions; tests?: TestCatalogOptions } = {},
 ): Promise<CatalogUniverse> {
-  const universe: CatalogUniverse = { programs: {}, tests: {} };
+  const universe: CatalogUniverse = { programs: {}, tests: {}, validTests: {} };
   const built = await Promise.all(demo.map(async (d) => {
     const source = catalogSource(d);
     const programs = await buildProgramCatalog(source, sandbox, opts.programs);
     // Candidate tests state an expected value, as a test-writing model does (sometimes wrongly).
     const tests = await stateExpected(source, programs, buildTestCatalog(source, opts.tests), sandbox, { seed: opts.tests?.seed });
-    return { id: d.problem.id, programs, tests };
+    // Valid as the Judge counts it: the reference accepts the input and agrees with the stated value.
+    const valid = await referenceAccepted(source, sandbox, tests);
+    return { id: d.problem.id, programs, tests, valid };
   }));
   for (const b of built) {
     universe.programs[b.id] = b.programs;
     universe.tests[b.id] = b.tests;
+    universe.validTests[b.id] = b.valid;
   }
   return universe;
 }
