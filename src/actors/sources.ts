@@ -27,7 +27,7 @@ export class UnsupportedSourceError extends Error {
 // 3: mutants chosen by examples and probes through the sandbox, never by held-out tests.
 // 5: candidate tests state an expected value (a candidate program's output), and the reference's
 // verdict on every candidate test as stated (validTests).
-const CATALOG_VERSION = 4;
+const CATALOG_VERSION = 5;
 
 class CatalogBackend implements PolicyBackend {
   readonly name = 'catalog';

@@ -29,7 +29,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
   if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   return null;
 }

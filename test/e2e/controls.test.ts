@@ -115,6 +115,8 @@ describe('the demo against its controls', () => {
       const log = await openSqliteLog(path.join(o.dir, 'log.db'), { create: false });
       for await (const e of log.read({}, { types: ['TestsJudged'] })) {
         for (const t of (e.data as EventData<'TestsJudged'>).tests) {
+          // A repeat within its suite is the suite's property, not the test's.
+          if (t.reason === 'duplicate') continue;
           expect(validByHash.get(t.testHash), `test ${t.testId}`).toBe(t.valid);
           checked++;
         }

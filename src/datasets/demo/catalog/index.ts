@@ -3,6 +3,7 @@
  * and candidate tests (the test policy's choices), built from the demo data through the
  * sandbox. The catalog policy (src/policies/catalog) is a softmax over it.
  */
+import type { TestCase } from '../../../core/problem.js';
 import type { Sandbox } from '../../../sandbox/api.js';
 import type { DemoProblem } from '../index.js';
 import { buildProgramCatalog, type ProgramCandidate, type ProgramCatalogOptions } from './programs.js';
@@ -24,15 +25,20 @@ export interface CatalogUniverse {
   validTests: Record<string, string[]>;
 }
 
-/** Ids of the candidate tests that the reference runs without error (no expected values: the
- * Judge's oracle run, done once here). A sandbox failure is an error, never a verdict. */
+/** Ids of the candidate tests the Judge counts valid: the test states an expected value (Code-A1
+ * requires one) and the reference runs its input without error (the Judge's oracle run, done
+ * once here on the input alone; a wrong stated value is corrected, not invalid). A sandbox
+ * failure is an error, never a verdict. */
 export async function referenceAccepted(source: CatalogSource, sandbox: Sandbox, tests: readonly CandidateTest[]): Promise<string[]> {
   const reference = source.problem.solutions[0];
   if (reference === undefined) throw new Error(`${source.problem.id}: no reference solution`);
-  const results = await sandbox.run(runRequest(source, reference, tests.map((t) => t.test)));
+  const stated = (t: TestCase) => (t.style === 'stdio' ? t.output !== null : t.style === 'call' ? t.expected !== undefined : true);
+  const inputOnly = (t: TestCase): TestCase => (t.style === 'stdio' ? { ...t, output: null } : t.style === 'call' ? { style: 'call', args: t.args } : t);
+  const results = await sandbox.run({ ...runRequest(source, reference, tests.map((t) => inputOnly(t.test))), role: 'reference' });
   const broken = results.find((r) => r.verdict === 'sandbox_error');
   if (broken) throw new Error(`${source.problem.id}: the sandbox failed while running the reference on candidate tests: ${broken.message ?? 'no detail'}`);
-  return tests.filter((_, i) => results[i]?.verdict === 'accepted').map((t) => t.testId);
+  const ran = new Set(results.filter((r) => r.verdict === 'accepted').map((r) => r.test));
+  return tests.filter((t, i) => ran.has(i) && stated(t.test)).map((t) => t.testId);
 }
 
 /** Candidates of every given demo problem; problems are built concurrently on the sandbox. */
