@@ -25,6 +25,7 @@ import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
+import { planEvents } from './methods/common.js';
 import type { JudgeArgs, MethodJudgement, PlanArgs } from './methods/contract.js';
 
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
@@ -129,17 +130,7 @@ export async function planEvaluation(args: {
     const probeHash = await env.blobs.put(canonicalJson(LOAD_PROBE));
     for (const s of p.solutions) load.push({ programId: s.solutionId, programHash: s.programHash, testId: 'load', testHash: probeHash });
   }
-  const base = { round: p.round, problemId: p.problemId };
-  // One pair is executed once in a run: later requests of this plan, and pairs recorded in
-  // earlier rounds, reuse the verdict instead (decided here, so it is in the log).
-  const planned = new Set<string>();
-  return [
-    env.event('TestsJudged', { ...base, tests: judged }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...args.split(reward, planned) }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...args.split(heldout, planned) }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...args.split(kill, planned) }),
-    env.event('ExecutionRequested', { ...base, requestId: `${p.key}/load`, purpose: 'load', ...args.split(load, planned) }),
-  ];
+  return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill], ['load', load]], args.split);
 }
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;

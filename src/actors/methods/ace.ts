@@ -11,7 +11,7 @@ import { canonicalJson } from '../../core/canonical-json.js';
 import { aceLabels } from '../../rewards/ace.js';
 import type { JudgedTest, MethodJudgement, RewardItem } from './contract.js';
 import { evaluationPairs, mean } from './evaluation.js';
-import { allPairs, judgedEvents, matrixOf, sampledTests, suiteOf } from './common.js';
+import { allPairs, judgedEvents, matrixOf, sampledTests, suiteOf, planEvents } from './common.js';
 
 /** The input of a test without its expected value; null for assert tests, whose input and
  * expectation are one statement. */
@@ -34,14 +34,7 @@ export const ace: MethodJudgement = {
     }
     const usable = judged.filter((t) => t.oracleHash).map((t) => ({ testId: t.testId, testHash: t.oracleHash! }));
     const { heldout, kill } = await evaluationPairs(env, problem, p, usable.map((t) => t.testHash));
-    const base = { round: p.round, problemId: p.problemId };
-    const planned = new Set<string>();
-    return [
-      env.event('TestsJudged', { ...base, tests: judged }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...split(allPairs(p, usable), planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...split(heldout, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...split(kill, planned) }),
-    ];
+    return planEvents(env, p, judged, [['reward', allPairs(p, usable)], ['heldout', heldout], ['kill', kill]], split);
   },
   async judge({ env, problem, round: p, verdicts }) {
     const judged = p.judgedTests ?? [];

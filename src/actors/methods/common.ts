@@ -101,3 +101,21 @@ export async function sampledTests(env: RunEnv, p: ProblemRound): Promise<Sample
   }
   return out;
 }
+
+/** A plan's events: the judged tests, then one execution request per purpose, in order. A pair
+ * is executed once in a run: a later request of the plan, or a pair recorded in an earlier
+ * round, reuses the verdict (`split`, see splitReused), decided here so that it is in the log. */
+export function planEvents(
+  env: RunEnv,
+  p: ProblemRound,
+  judged: JudgedTest[],
+  requests: readonly (readonly ['reward' | 'heldout' | 'kill' | 'load', Pair[]])[],
+  split: (pairs: readonly Pair[], planned: Set<string>) => { pairs: Pair[]; reused: Pair[] },
+): NewEvent[] {
+  const base = { round: p.round, problemId: p.problemId };
+  const planned = new Set<string>();
+  return [
+    env.event('TestsJudged', { ...base, tests: judged }),
+    ...requests.map(([purpose, pairs]) => env.event('ExecutionRequested', { ...base, requestId: `${p.key}/${purpose}`, purpose, ...split(pairs, planned) })),
+  ];
+}

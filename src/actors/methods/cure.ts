@@ -10,7 +10,7 @@ import { cureAdvantages, cureRewards } from '../../rewards/cure.js';
 import { codeA1HasExpected } from '../../rewards/code-a1.js';
 import type { JudgedTest, MethodJudgement, RewardItem } from './contract.js';
 import { evaluationPairs, mean } from './evaluation.js';
-import { GT_SUITE, allPairs, groundTruthTests, judgedEvents, matrixOf, sampledTests, suiteOf } from './common.js';
+import { GT_SUITE, allPairs, groundTruthTests, judgedEvents, matrixOf, sampledTests, suiteOf, planEvents } from './common.js';
 
 async function judgeGenerated(...args: Parameters<typeof sampledTests>): Promise<JudgedTest[]> {
   return (await sampledTests(...args)).map((t): JudgedTest => {
@@ -28,14 +28,7 @@ export const cure: MethodJudgement = {
     const judged = await judgeGenerated(env, p);
     const usable = judged.filter((t) => t.oracleHash).map((t) => ({ testId: t.testId, testHash: t.oracleHash! }));
     const { heldout, kill } = await evaluationPairs(env, problem, p, usable.map((t) => t.testHash));
-    const base = { round: p.round, problemId: p.problemId };
-    const planned = new Set<string>();
-    return [
-      env.event('TestsJudged', { ...base, tests: judged }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...split(allPairs(p, [...gt, ...usable]), planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...split(heldout, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...split(kill, planned) }),
-    ];
+    return planEvents(env, p, judged, [['reward', allPairs(p, [...gt, ...usable])], ['heldout', heldout], ['kill', kill]], split);
   },
   async judge({ env, problem, round: p, verdicts }) {
     const judged = p.judgedTests ?? [];

@@ -15,7 +15,7 @@ import { countOutcomes, passVector, testVector } from '../../rewards/matrix.js';
 import { finalFilter, groupBySignature, lowPassFilter, reduceRedundancy, selectForAugmentation, selectSimilarPrograms } from '../../rewards/evolvecoder.js';
 import type { JudgedTest, MethodJudgement, RewardItem } from './contract.js';
 import { evaluationPairs } from './evaluation.js';
-import { judgedEvents, matrixOf, sampledTests } from './common.js';
+import { judgedEvents, matrixOf, sampledTests, planEvents } from './common.js';
 
 const testIdOf = (hash: string) => `evolved/${hash.slice(0, 16)}`;
 
@@ -33,14 +33,7 @@ export const evolveCoder: MethodJudgement = {
     const measured = [...programs, ...p.solutions.filter((s) => !programs.some((c) => c.programId === s.solutionId)).map((s) => ({ programId: s.solutionId, programHash: s.programHash }))];
     const reward = measured.flatMap((s) => tests.map((h) => ({ programId: s.programId, programHash: s.programHash, testId: testIdOf(h), testHash: h })));
     const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
-    const base = { round: p.round, problemId: p.problemId };
-    const planned = new Set<string>();
-    return [
-      env.event('TestsJudged', { ...base, tests: judged }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...split(reward, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...split(heldout, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...split(kill, planned) }),
-    ];
+    return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill]], split);
   },
   async judge({ env, problem, round: p, verdicts, evolved }) {
     const judged = p.judgedTests ?? [];

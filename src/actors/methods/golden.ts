@@ -8,21 +8,14 @@ import { countOutcomes, passVector } from '../../rewards/matrix.js';
 import { groupAdvantages } from '../../rewards/grpo.js';
 import type { MethodJudgement } from './contract.js';
 import { evaluationPairs } from './evaluation.js';
-import { allPairs, groundTruthTests, judgedEvents, matrixOf, untrainedSuites } from './common.js';
+import { allPairs, groundTruthTests, judgedEvents, matrixOf, untrainedSuites, planEvents } from './common.js';
 
 export const golden: MethodJudgement = {
   oracle: async () => [],
   async plan({ env, problem, round: p, split }) {
     const gt = await groundTruthTests(env, problem);
     const { heldout, kill } = await evaluationPairs(env, problem, p, []);
-    const base = { round: p.round, problemId: p.problemId };
-    const planned = new Set<string>();
-    return [
-      env.event('TestsJudged', { ...base, tests: [] }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...split(allPairs(p, gt), planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...split(heldout, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...split(kill, planned) }),
-    ];
+    return planEvents(env, p, [], [['reward', allPairs(p, gt)], ['heldout', heldout], ['kill', kill]], split);
   },
   async judge({ env, problem, round: p, verdicts }) {
     const gt = await groundTruthTests(env, problem);

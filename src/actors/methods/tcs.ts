@@ -16,7 +16,7 @@ import { tcsStage1Reward, tcsStage2Reward } from '../../rewards/tcs.js';
 import type { Verdict } from '../../core/verdicts.js';
 import type { MethodJudgement, RewardItem } from './contract.js';
 import { evaluationPairs, mean } from './evaluation.js';
-import { allPairs, judgedEvents, matrixOf, suiteOf } from './common.js';
+import { allPairs, judgedEvents, matrixOf, suiteOf, planEvents } from './common.js';
 import { judgeAgainstReference, referenceOracle } from '../judging.js';
 
 export const tcs: MethodJudgement = {
@@ -25,14 +25,7 @@ export const tcs: MethodJudgement = {
     const judged = await judgeAgainstReference(env, p, oracle);
     const usable = judged.filter((t) => t.oracleHash).map((t) => ({ testId: t.testId, testHash: t.oracleHash! }));
     const { heldout, kill } = await evaluationPairs(env, problem, p, usable.map((t) => t.testHash));
-    const base = { round: p.round, problemId: p.problemId };
-    const planned = new Set<string>();
-    return [
-      env.event('TestsJudged', { ...base, tests: judged }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/reward`, purpose: 'reward', ...split(allPairs(p, usable), planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/heldout`, purpose: 'heldout', ...split(heldout, planned) }),
-      env.event('ExecutionRequested', { ...base, requestId: `${p.key}/kill`, purpose: 'kill', ...split(kill, planned) }),
-    ];
+    return planEvents(env, p, judged, [['reward', allPairs(p, usable)], ['heldout', heldout], ['kill', kill]], split);
   },
   async judge({ env, problem, round: p, verdicts, stage }) {
     const cfg = env.config.tcs;
