@@ -17,6 +17,8 @@ export interface Check {
   usedBy: string;
   /** Tests (npm test) need it. */
   forTests: boolean;
+  /** `crucible run` on the demo needs it (the run refuses verdicts without bubblewrap). */
+  forRun?: boolean;
 }
 
 export const SYSTEM_PYTHON = '/usr/bin/python3';
@@ -44,7 +46,7 @@ export function systemChecks(): Check[] {
   const major = Number(process.versions.node.split('.')[0]);
   checks.push({ name: 'node', ok: major >= 20, detail: process.versions.node, debian: 'nodejs', usedBy: 'everything (Node >= 20)', forTests: true });
   const py = existsSync(SYSTEM_PYTHON) ? run(SYSTEM_PYTHON, ['--version']) : { ok: false, out: 'missing' };
-  checks.push({ name: 'python3', ok: py.ok, detail: py.ok ? `${py.out} at ${SYSTEM_PYTHON}` : `${SYSTEM_PYTHON} missing`, debian: 'python3', usedBy: 'the sandbox, the demo catalog, gpu-bridge', forTests: true });
+  checks.push({ name: 'python3', ok: py.ok, detail: py.ok ? `${py.out} at ${SYSTEM_PYTHON}` : `${SYSTEM_PYTHON} missing`, debian: 'python3', usedBy: 'the sandbox, the demo catalog, gpu-bridge', forTests: true, forRun: true });
   const numpy = pythonModule('numpy');
   checks.push({ name: 'numpy', ...numpy, debian: 'python3-numpy', usedBy: 'dataset programs that import numpy (sandbox agreement tests)', forTests: true });
   const torch = pythonModule('torch');
@@ -57,7 +59,7 @@ export function systemChecks(): Check[] {
     bwrapOk = r.ok;
     bwrapDetail = r.ok ? `${bwrap} (namespaces work)` : `${bwrap} installed but refused here: ${r.out.slice(0, 120)}`;
   }
-  checks.push({ name: 'bubblewrap', ok: bwrapOk, detail: bwrapDetail, debian: 'bubblewrap', usedBy: 'sandbox isolation (namespaces, read-only root)', forTests: true });
+  checks.push({ name: 'bubblewrap', ok: bwrapOk, detail: bwrapDetail, debian: 'bubblewrap', usedBy: 'sandbox isolation (namespaces, read-only root)', forTests: true, forRun: true });
   const nats = onPath('nats-server');
   let natsDetail = 'not installed';
   if (nats) {
@@ -81,8 +83,9 @@ export function systemChecks(): Check[] {
 }
 
 /** The apt-get command that installs every missing piece the tests need. */
-export function installCommand(checks: readonly Check[]): string[] | null {
-  const pkgs = [...new Set(checks.filter((c) => !c.ok && c.forTests && c.debian !== 'nodejs').map((c) => c.debian))];
+export function installCommand(checks: readonly Check[], only: 'tests' | 'run' = 'tests'): string[] | null {
+  const wanted = (c: Check) => (only === 'run' ? c.forRun === true : c.forTests);
+  const pkgs = [...new Set(checks.filter((c) => !c.ok && wanted(c) && c.debian !== 'nodejs').map((c) => c.debian))];
   // A bwrap that is installed but refused by the kernel is not fixed by installing it again.
   const missing = pkgs.filter((p) => p !== 'bubblewrap' || !onPath('bwrap'));
   return missing.length > 0 ? ['apt-get', 'install', '-y', '--no-install-recommends', ...missing] : null;

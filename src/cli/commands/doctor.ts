@@ -16,22 +16,35 @@ export function registerDoctor(program: Command): void {
     .command('doctor')
     .description('list the system pieces crucible uses (python, numpy, torch, bubblewrap, nats-server) and how to get what is missing')
     .option('--install', 'install the missing Debian packages the tests need (as root, with apt-get); otherwise print the command and exit 1')
+    .option('--for-run', 'with --install: only what `crucible run` needs (python3, bubblewrap); never fails, prints the command when it cannot install (npm\'s postinstall)')
     .option('--json', 'print the checks as JSON')
-    .action((opts: { install?: boolean; json?: boolean }) => {
+    .action((opts: { install?: boolean; forRun?: boolean; json?: boolean }) => {
       let checks = systemChecks();
       if (opts.install) {
-        const cmd = installCommand(checks);
+        const cmd = installCommand(checks, opts.forRun ? 'run' : 'tests');
         if (cmd) {
           const root = typeof process.getuid === 'function' && process.getuid() === 0;
           const apt = spawnSync('sh', ['-c', 'command -v apt-get'], { encoding: 'utf8' }).status === 0;
           if (!root || !apt) {
-            throw new UserError(`missing system packages for the tests; run as root:\n  apt-get update && ${cmd.join(' ')}`, 1);
+            const hint = `missing system packages for ${opts.forRun ? '`crucible run`' : 'the tests'}; run as root:\n  apt-get update && ${cmd.join(' ')}`;
+            if (opts.forRun) {
+              process.stderr.write(`crucible doctor: ${hint}\n`);
+              return;
+            }
+            throw new UserError(hint, 1);
           }
           process.stderr.write(`crucible doctor: installing ${cmd.slice(4).join(' ')}\n`);
           const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
           const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
           const install = update.status === 0 ? spawnSync(cmd[0]!, [...cmd.slice(1), '-qq'], { stdio: 'inherit', env }) : update;
-          if (install.status !== 0) throw new UserError(`apt-get failed (exit ${install.status}); run it by hand: apt-get update && ${cmd.join(' ')}`, 1);
+          if (install.status !== 0) {
+            const msg = `apt-get failed (exit ${install.status}); run it by hand: apt-get update && ${cmd.join(' ')}`;
+            if (opts.forRun) {
+              process.stderr.write(`crucible doctor: ${msg}\n`);
+              return;
+            }
+            throw new UserError(msg, 1);
+          }
           checks = systemChecks();
         }
       }
@@ -45,6 +58,7 @@ export function registerDoctor(program: Command): void {
           }
         }
       }
+      if (opts.install && opts.forRun) return;
       const missing = checks.filter((c) => !c.ok && c.forTests);
       if (opts.install && missing.length > 0) throw new UserError(`still missing after install:\n${table(missing)}`, 1);
       if (!opts.install && missing.length > 0) process.exitCode = 1;
