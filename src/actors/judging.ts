@@ -4,7 +4,7 @@
  * computed by the pure functions of src/rewards on an execution matrix built here.
  */
 import type { Problem, TestCase } from '../core/problem.js';
-import { TestCase as TestCaseSchema } from '../core/problem.js';
+import { TestCase as TestCaseSchema, withExpectedOutput } from '../core/problem.js';
 import type { EventData } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import {
@@ -44,23 +44,9 @@ export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; test
   return codeA1HasExpected(TestCaseSchema.parse(JSON.parse(await env.blobs.getText(test.testHash))));
 }
 
-/** A call test's output is the JSON of the returned value; a truncated one is unusable. */
-function fromOutput(output: string): unknown {
-  try {
-    return JSON.parse(output) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The test with the reference's output as its expected value. */
+/** The test with the reference's output as its expected value (an assert test states its own). */
 function withOracle(test: TestCase, output: string): TestCase | null {
-  if (test.style === 'stdio') return { ...test, output };
-  if (test.style === 'call') {
-    const expected = fromOutput(output);
-    return expected === undefined ? null : { ...test, expected };
-  }
-  return test;
+  return test.style === 'assert' ? test : withExpectedOutput(test, output);
 }
 
 /** Code-A1 validity of every sampled test from the reference's verdicts, with the GT-corrected

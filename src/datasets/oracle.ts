@@ -5,7 +5,7 @@
  * that judge the reference correct are kept. A test on which the reference fails is dropped; one
  * whose value cannot be recorded faithfully (truncated, not JSON-representable) stays input-only.
  */
-import type { Problem, TestCase } from '../core/problem.js';
+import { withExpectedOutput, type Problem, type TestCase } from '../core/problem.js';
 import type { RunRequest, Sandbox, TestResult } from '../sandbox/api.js';
 
 export type Bucket = 'public' | 'private' | 'generated';
@@ -36,13 +36,8 @@ function describeFailure(r: TestResult): string {
 }
 
 function withExpected(t: TestCase, output: string): TestCase | string {
-  if (t.style === 'stdio') return { ...t, output };
-  if (t.style !== 'call') return 'not an input-only test';
-  try {
-    return { ...t, expected: JSON.parse(output) };
-  } catch {
-    return 'the return value is not JSON (or was truncated)';
-  }
+  if (t.style === 'assert') return 'not an input-only test';
+  return withExpectedOutput(t, output) ?? 'the return value is not JSON (or was truncated)';
 }
 
 // Only the reference runs here: its own pool keeps its outputs out of candidates' servers.

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { parseConfig } from '../../src/config/load.js';
+import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
@@ -17,19 +17,7 @@ import { buildProgram } from '../../src/cli/main.js';
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
 
-function smallConfig(overrides: Record<string, unknown> = {}) {
-  return parseConfig({
-    name: 'small',
-    seed: 3,
-    rounds: 4,
-    dir: root,
-    dataset: { format: 'demo', limit: 3 },
-    sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: false },
-    policies: { code: { lr: 1.0, mutants: 4 }, test: { lr: 1.0, candidates: 24 } },
-    selection: { testSamples: 'all' },
-    ...overrides,
-  });
-}
+const smallConfig = (overrides: Record<string, unknown> = {}) => sharedSmallConfig(root, overrides);
 
 /** Everything but wall-clock time. */
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
+import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
@@ -21,19 +21,7 @@ import { openReport, CHROMIUM } from './browser.js';
 const exec = promisify(execFile);
 let root: string;
 
-function smallConfig(overrides: Record<string, unknown> = {}) {
-  return parseConfig({
-    name: 'small',
-    seed: 3,
-    rounds: 4,
-    dir: root,
-    dataset: { format: 'demo', limit: 3 },
-    sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: false },
-    policies: { code: { lr: 1.0, mutants: 4 }, test: { lr: 1.0, candidates: 24 } },
-    selection: { testSamples: 'all' },
-    ...overrides,
-  });
-}
+const smallConfig = (overrides: Record<string, unknown> = {}) => sharedSmallConfig(root, overrides);
 
 async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

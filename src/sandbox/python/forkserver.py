@@ -957,6 +957,22 @@ class DiscoveryFull(BaseException):
 MAX_DISCOVERED = 1000
 
 
+def exec_test_body(tree, proxied, entry, proxy_for):
+    """Runs a test body with the program's names (and `candidate`) bound to proxies; raises
+    whatever the body raises. Used by call discovery and by judging, so both see one body."""
+    g = test_globals()
+    free = free_names(tree)
+    for n in free:
+        if n in proxied:
+            g[n] = proxy_for(n)
+    if entry and 'candidate' in free:
+        g['candidate'] = proxy_for(entry)
+    exec(compile(tree, '<test>', 'exec'), g)
+    # HumanEval style: the test defines check(candidate) and expects the harness to call it.
+    if entry and _isinstance(g.get('check'), types_function) and 'check' not in free:
+        g['check'](proxy_for(entry))
+
+
 def discover_calls(payload):
     """Runs a test body with every candidate call answered by Unknown: -> the calls it made."""
     calls, seen = [], set()
@@ -980,17 +996,8 @@ def discover_calls(payload):
             return Unknown()
         return proxy
 
-    g = test_globals()
-    free = free_names(tree)
-    for n in free:
-        if n in proxied:
-            g[n] = proxy_for(n)
-    if entry and 'candidate' in free:
-        g['candidate'] = proxy_for(entry)
     try:
-        exec(compile(tree, '<test>', 'exec'), g)
-        if entry and _isinstance(g.get('check'), types_function) and 'check' not in free:
-            g['check'](proxy_for(entry))
+        exec_test_body(tree, proxied, entry, proxy_for)
     except BaseException:  # noqa: BLE001 - discovery keeps what it saw before any failure
         pass
     return {'calls': calls}
@@ -1039,18 +1046,8 @@ def run_judge(payload, memo):
         proxy.__name__ = name
         return proxy
 
-    g = test_globals()
-    free = free_names(tree)
-    for n in free:
-        if n in proxied:
-            g[n] = proxy_for(n)
-    if entry and 'candidate' in free:
-        g['candidate'] = proxy_for(entry)
     try:
-        exec(compile(tree, '<test>', 'exec'), g)
-        # HumanEval style: the test defines check(candidate) and expects the harness to call it.
-        if entry and _isinstance(g.get('check'), types_function) and 'check' not in free:
-            g['check'](proxy_for(entry))
+        exec_test_body(tree, proxied, entry, proxy_for)
     except BaseException as e:  # noqa: BLE001
         if state['stop'] is not None:
             return state['stop']
