@@ -10,7 +10,7 @@ import type { RunConfig } from '../config/schema.js';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
 import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
-import { createSandbox } from '../sandbox/index.js';
+import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { ActorRuntime } from './runtime.js';
 import { RunEnv } from './env.js';
@@ -33,6 +33,17 @@ export class RunMismatchError extends Error {
     super(message);
     this.name = 'RunMismatchError';
   }
+}
+
+/** The run's sandbox: verdicts that train a policy come from an isolated sandbox unless the
+ * config opts out with `executor.isolation: none`. */
+export function sandboxOptions(config: RunConfig): CreateSandboxOptions {
+  return {
+    pythonPath: config.executor.pythonPath,
+    isolation: config.executor.isolation,
+    workers: config.executor.workers,
+    requireIsolation: config.executor.isolation !== 'none',
+  };
 }
 
 export function configHash(config: RunConfig): string {
@@ -97,13 +108,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
   const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
-  const sandbox = opts.sandbox ?? await createSandbox({
-    pythonPath: config.executor.pythonPath,
-    isolation: config.executor.isolation,
-    workers: config.executor.workers,
-    // Verdicts that train a policy must come from an isolated sandbox unless the config opts out.
-    requireIsolation: config.executor.isolation !== 'none',
-  });
+  const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
     const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
     const hash = configHash(config);

@@ -20,3 +20,13 @@ describe('system checks', () => {
     }
   });
 });
+
+describe('a run and isolation', () => {
+  it('requires an isolated sandbox unless the config says executor.isolation: none', async () => {
+    const { parseConfig } = await import('../../src/config/load.js');
+    const { sandboxOptions } = await import('../../src/actors/run.js');
+    expect(sandboxOptions(parseConfig({})).requireIsolation).toBe(true);
+    expect(sandboxOptions(parseConfig({ executor: { isolation: 'bwrap' } })).requireIsolation).toBe(true);
+    expect(sandboxOptions(parseConfig({ executor: { isolation: 'none' } }))).toMatchObject({ isolation: 'none', requireIsolation: false });
+  });
+});
