@@ -1,7 +1,9 @@
 /**
- * The Executor runs (program, test) pairs in the sandbox and records one verdict per pair.
- * It groups a request's pairs by program so that the sandbox runs many tests per program in one
- * call; the tests it receives already carry the oracle outputs the Judge chose.
+ * The Executor runs (program, test) pairs in the sandbox and records, per request and program
+ * hash, one compact ProgramExecuted event. It groups a request's pairs by program so that the
+ * sandbox runs many tests per program in one call; the tests it receives already carry the
+ * oracle outputs the Judge chose. The program's load outcome (did its module body run?) comes
+ * from the failure phases the sandbox reports, so no separate probe runs.
  */
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
@@ -9,9 +11,14 @@ import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import { TestCase } from '../core/problem.js';
+import { sha256Hex } from '../events/blobs.js';
 import type { EventData } from '../events/catalog.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import { compactResults, mergeLoad, pairResultsOf, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
+import { moduleLoadOfResults } from '../rewards/code-a1.js';
 
 type Request = EventData<'ExecutionRequested'>;
+type Pair = Request['pairs'][number];
 
 export interface ExecutorContext {
   requests: (Request & { key: string })[];
@@ -30,32 +37,51 @@ export const executorMachine = setup({
         return { requests: [...context.requests, { ...d, key: d.requestId }] };
       }),
     },
+    // A request's results are one commit: its first result event closes it.
+    ProgramExecuted: {
+      actions: assign(({ context, event }) => ({ requests: withoutKey(context.requests, dataOf(event.envelope, 'ProgramExecuted').requestId) })),
+    },
     ExecutionCompleted: {
-      actions: assign(({ context, event }) => {
-        const id = dataOf(event.envelope, 'ExecutionCompleted').requestId;
-        return { requests: withoutKey(context.requests, id) };
-      }),
+      actions: assign(({ context, event }) => ({ requests: withoutKey(context.requests, dataOf(event.envelope, 'ExecutionCompleted').requestId) })),
     },
   },
 });
 
 export type ExecutorEffect = ExecutorContext['requests'][number];
 
-type Completed = EventData<'ExecutionCompleted'>;
-
-/** Verdicts already recorded, by (program, test): the same pair is never run twice in a run.
- * Rebuilt by folding the log, so a restarted Executor has the same cache. */
+/** Results already recorded, by (program, test), and each program's load outcome: the same
+ * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
+ * the same cache. */
 export class ExecutionCache {
-  readonly #byPair = new Map<string, Completed>();
+  readonly #byPair = new Map<string, PairResult>();
+  readonly #load = new Map<string, ModuleLoad>();
+  /** Pairs of requests whose results are still to come (results name pairs by position). */
+  readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
   static key(programHash: string, testHash: string): string {
     return `${programHash}:${testHash}`;
   }
-  observe(d: Completed): void {
+  observe(envelope: EventEnvelope): void {
+    if (envelope.type === 'ExecutionRequested') {
+      const d = envelope.data as Request;
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: d.pairs, left: d.pairs.length });
+      return;
+    }
+    const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
+    if (envelope.type === 'ProgramExecuted') {
+      const d = envelope.data as EventData<'ProgramExecuted'>;
+      this.#load.set(d.programHash, mergeLoad(this.#load.get(d.programHash), d.load));
+      const wait = this.#awaiting.get(d.requestId);
+      if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(d.requestId);
+    }
     // sandbox_error is the sandbox's failure, not the program's: worth running again.
-    if (d.verdict !== 'sandbox_error') this.#byPair.set(ExecutionCache.key(d.programHash, d.testHash), d);
+    for (const r of results) if (r.verdict !== 'sandbox_error') this.#byPair.set(ExecutionCache.key(r.programHash, r.testHash), r);
   }
-  get(programHash: string, testHash: string): Completed | undefined {
+  get(programHash: string, testHash: string): PairResult | undefined {
     return this.#byPair.get(ExecutionCache.key(programHash, testHash));
+  }
+  /** What is known of the program's module body; unknown when nothing recorded told. */
+  load(programHash: string): ModuleLoad {
+    return this.#load.get(programHash) ?? 'unknown';
   }
 }
 
@@ -69,27 +95,38 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
   index: {
     create: () => new ExecutionCache(),
-    observe(cache, envelope) {
-      if (envelope.type === 'ExecutionCompleted') cache.observe(envelope.data as Completed);
-    },
-    types: ['ExecutionCompleted'],
+    observe: (cache, envelope) => cache.observe(envelope),
+    types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   },
   async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);
-    const results = new Array<Completed | undefined>(request.pairs.length);
+    // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
+    // text, whose outputs become generated tests' expected values; a candidate's output is read
+    // by nothing, and naming it would double the log's size.
+    const reference = problem.solutions[0] === undefined ? null : sha256Hex(problem.solutions[0]);
+    const keepsOutput = (programHash: string) => programHash === reference;
+    const results = new Array<ResultFigures | undefined>(request.pairs.length);
+    // Every pair by its program hash, in request order; the cached ones answered now.
     const byProgram = new Map<string, number[]>();
+    const toRun = new Map<string, number[]>();
     request.pairs.forEach((pair, i) => {
+      const all = byProgram.get(pair.programHash) ?? [];
+      all.push(i);
+      byProgram.set(pair.programHash, all);
       const hit = cache.get(pair.programHash, pair.testHash);
-      if (hit) {
-        results[i] = { ...hit, requestId: request.requestId, programId: pair.programId, testId: pair.testId, cached: true };
+      // A result recorded without its output (the same text run as another problem's
+      // candidate) does not answer a pair whose output is kept.
+      if (hit && !(keepsOutput(pair.programHash) && hit.outputHash === null && (hit.verdict === 'accepted' || hit.verdict === 'wrong_answer'))) {
+        results[i] = { ...hit, cached: true };
         return;
       }
-      const list = byProgram.get(pair.programHash) ?? [];
+      const list = toRun.get(pair.programHash) ?? [];
       list.push(i);
-      byProgram.set(pair.programHash, list);
+      toRun.set(pair.programHash, list);
     });
+    const loads = new Map<string, ModuleLoad>();
     await Promise.all(
-      [...byProgram].map(async ([programHash, indexes]) => {
+      [...toRun].map(async ([programHash, indexes]) => {
         const program = await env.blobs.getText(programHash);
         // A test listed twice for one program (two samples of one candidate) runs once.
         const unique = [...new Set(indexes.map((i) => request.pairs[i]!.testHash))];
@@ -104,22 +141,17 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
           comparison: problem.comparison,
           checker: problem.checker,
         });
+        loads.set(programHash, moduleLoadOfResults(verdicts));
         const byTest = new Map<string, (typeof verdicts)[number]>();
         for (const v of verdicts) byTest.set(unique[v.test]!, v);
         for (const i of indexes) {
-          const pair = request.pairs[i]!;
-          const v = byTest.get(pair.testHash);
+          const v = byTest.get(request.pairs[i]!.testHash);
           if (!v) continue;
           results[i] = {
-            requestId: request.requestId,
-            programId: pair.programId,
-            programHash: pair.programHash,
-            testId: pair.testId,
-            testHash: pair.testHash,
             verdict: v.verdict,
             timeMs: v.timeMs,
             memoryKb: v.memoryKb,
-            outputHash: v.output === undefined ? null : await env.blobs.put(v.output),
+            outputHash: v.output === undefined || !keepsOutput(programHash) ? null : await env.blobs.put(v.output),
             exceptionType: v.exceptionType ?? null,
             isolated: v.isolated,
             cached: false,
@@ -127,9 +159,15 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
         }
       }),
     );
-    return results.map((data, i) => {
-      if (!data) throw new Error(`sandbox returned no result for pair ${i} of ${request.requestId}`);
-      return env.event('ExecutionCompleted', data);
+    return [...byProgram].map(([programHash, indexes]) => {
+      const figures = indexes.map((i) => {
+        const r = results[i];
+        if (!r) throw new Error(`sandbox returned no result for pair ${i} of ${request.requestId}`);
+        return r;
+      });
+      const fresh = loads.get(programHash);
+      const load = fresh === undefined ? cache.load(programHash) : mergeLoad(cache.load(programHash), fresh);
+      return env.event('ProgramExecuted', compactResults(request.requestId, programHash, indexes, figures, load));
     });
   },
 };

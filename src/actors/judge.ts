@@ -20,6 +20,7 @@ import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from
 import { judgementOf } from './methods/index.js';
 import type { EvolvedState } from './methods/contract.js';
 import type { ProblemRound } from './judge-state.js';
+import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
@@ -39,6 +40,14 @@ function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<Pr
   const p = ctx.open[k];
   if (!p) return {};
   return { open: { ...ctx.open, [k]: { ...p, ...f(p) } } };
+}
+
+/** requestId is "<round>/<problemId>/<purpose>"; all results of a request are one commit, so
+ * its first result completes it. */
+function completedRequest(ctx: JudgeContext, requestId: string): Partial<JudgeContext> {
+  const k = requestId.slice(0, requestId.lastIndexOf('/'));
+  if (ctx.open[k]?.completed.includes(requestId) ?? true) return {};
+  return update(ctx, k, (p) => ({ completed: [...p.completed, requestId] }));
 }
 
 export const judgeMachine = setup({
@@ -100,14 +109,11 @@ export const judgeMachine = setup({
         }));
       }),
     },
+    ProgramExecuted: {
+      actions: assign(({ context, event }) => completedRequest(context, dataOf(event.envelope, 'ProgramExecuted').requestId)),
+    },
     ExecutionCompleted: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'ExecutionCompleted');
-        // requestId is "<round>/<problemId>/<purpose>"; all verdicts of a request are one commit.
-        const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
-        if (context.open[k]?.completed.includes(d.requestId) ?? true) return {};
-        return update(context, k, (p) => ({ completed: [...p.completed, d.requestId] }));
-      }),
+      actions: assign(({ context, event }) => completedRequest(context, dataOf(event.envelope, 'ExecutionCompleted').requestId)),
     },
     TestsJudged: {
       actions: assign(({ context, event }) => {
@@ -166,23 +172,27 @@ export function judgePending(snapshot: Snapshot): JudgeEffect[] {
   return effects;
 }
 
-type Completed = EventData<'ExecutionCompleted'>;
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
 
 /** A pair within a problem: plans reuse verdicts of their own problem only, whose earlier
  * rounds are finished, so a reused verdict is always recorded by the time it is judged. */
 const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
+const programKey = (problemId: string, programHash: string) => `${problemId}\u0000${programHash}`;
 
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
- * event costs O(1). A problem-round's own lists are dropped once it is evaluated; recorded
- * verdicts by pair stay, so later plans can reuse them instead of executing a pair again. */
+ * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
+ * recorded verdicts by pair and load outcomes by program stay, so later plans can reuse them
+ * instead of executing a pair again. */
 export class VerdictIndex {
-  readonly #byProblem = new Map<string, Map<string, Completed[]>>();
+  readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
   /** Reused pairs per request, answered from #byPair when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
-  readonly #byPair = new Map<string, Completed>();
+  readonly #byPair = new Map<string, PairResult>();
+  readonly #load = new Map<string, ModuleLoad>();
   /** requestId -> problemId, for keying the pairs of its verdicts. */
   readonly #problemOf = new Map<string, string>();
+  /** Pairs of requests whose results are still to come (results name pairs by position). */
+  readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
 
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ProblemEvaluated') {
@@ -197,19 +207,36 @@ export class VerdictIndex {
       const d = envelope.data as EventData<'ExecutionRequested'>;
       this.#problemOf.set(d.requestId, d.problemId);
       if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: d.reused });
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: d.pairs, left: d.pairs.length });
       return;
     }
-    if (envelope.type !== 'ExecutionCompleted') return;
-    const d = envelope.data as Completed;
-    const k = d.requestId.slice(0, d.requestId.lastIndexOf('/'));
+    const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
+    if (results.length === 0) return;
+    const requestId = results[0]!.requestId;
+    const problemId = this.#problemOf.get(requestId);
+    if (envelope.type === 'ProgramExecuted') {
+      const d = envelope.data as EventData<'ProgramExecuted'>;
+      const wait = this.#awaiting.get(requestId);
+      if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
+      if (problemId !== undefined) {
+        const pk = programKey(problemId, d.programHash);
+        this.#load.set(pk, mergeLoad(this.#load.get(pk), d.load));
+      }
+    }
+    const k = requestId.slice(0, requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);
     if (!requests) this.#byProblem.set(k, (requests = new Map()));
-    const list = requests.get(d.requestId);
-    if (list) list.push(d);
-    else requests.set(d.requestId, [d]);
-    const problemId = this.#problemOf.get(d.requestId);
+    // In request order: a compact result sits at its pair's position.
+    let list = requests.get(requestId);
+    if (!list) requests.set(requestId, (list = []));
+    const at = envelope.type === 'ProgramExecuted' ? (envelope.data as EventData<'ProgramExecuted'>).pairs : null;
+    results.forEach((d, i) => {
+      if (at) list[at[i]!] = d;
+      else list.push(d);
+    });
+    if (problemId === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    if (problemId !== undefined && d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
+    for (const d of results) if (d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
   }
 
   /** Whether the pair has a recorded verdict in this problem. */
@@ -217,13 +244,18 @@ export class VerdictIndex {
     return this.#byPair.has(pairKey(problemId, programHash, testHash));
   }
 
+  /** What the recorded executions of a program in this problem tell of its module body. */
+  load(problemId: string, programHash: string): ModuleLoad {
+    return this.#load.get(programKey(problemId, programHash)) ?? 'unknown';
+  }
+
   /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
-  of(requestId: string): Completed[] {
+  of(requestId: string): PairResult[] {
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     const own = this.#byProblem.get(k)?.get(requestId) ?? [];
+    const out = own.filter((v) => v !== undefined);
     const reused = this.#reused.get(requestId);
-    if (!reused) return own;
-    const out = own.slice();
+    if (!reused) return out;
     for (const p of reused.pairs) {
       const v = this.#byPair.get(pairKey(reused.problemId, p.programHash, p.testHash));
       if (v) out.push({ ...v, requestId, programId: p.programId, testId: p.testId, cached: true });
@@ -255,7 +287,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
-    types: ['ExecutionRequested', 'ExecutionCompleted', 'ProblemEvaluated'],
+    types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
@@ -274,6 +306,6 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
     const evolved = snapshot.context.evolved[p.problemId] ?? null;
-    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage, evolved });
+    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), load: (programHash) => verdicts.load(p.problemId, programHash), stage, evolved });
   },
 };

@@ -14,7 +14,6 @@ import {
   codeA1ProgramValid,
   codeA1Rewards,
   codeA1TopVarSuites,
-  moduleLoadOf,
   type GeneratedTestRecord,
 } from '../rewards/code-a1.js';
 import { type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
@@ -26,17 +25,13 @@ import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
 import { planEvents } from './methods/common.js';
-import type { JudgeArgs, MethodJudgement, PlanArgs } from './methods/contract.js';
+import type { JudgeArgs, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
+import type { ModuleLoad } from '../projections/recorded-verdicts.js';
 
 type Pair = EventData<'ExecutionRequested'>['pairs'][number];
-type Verdicts = EventData<'ExecutionCompleted'>[];
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 
 const HIST_SUITE = 'mistake-book';
-
-/** A test that runs a program's module body and nothing after it: accepted iff the body ran
- * to the end (the release's marker). Stdin/stdout programs have no separate body to probe. */
-export const LOAD_PROBE: TestCase = { style: 'assert', code: 'pass' };
 
 /** Whether a generated test goes to the reference: well-formed and stating an expected value. */
 export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; testHash: string }): Promise<boolean> {
@@ -110,13 +105,7 @@ export async function planEvaluation(args: {
     for (const h of history) reward.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
   }
   const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
-  // The load probe: one per program of the group (call and assert problems).
-  const load: typeof reward = [];
-  if (problem.style !== 'stdio') {
-    const probeHash = await env.blobs.put(canonicalJson(LOAD_PROBE));
-    for (const s of p.solutions) load.push({ programId: s.solutionId, programHash: s.programHash, testId: 'load', testHash: probeHash });
-  }
-  return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill], ['load', load]], args.split);
+  return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill]], args.split);
 }
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
@@ -127,6 +116,8 @@ export async function judgeProblem(args: {
   round: ProblemRound;
   book: MistakeBookState;
   verdicts: (requestId: string) => Verdicts;
+  /** The load outcome of a program (see JudgeArgs.load). */
+  load: (programHash: string) => ModuleLoad;
   /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
    * objective both roles of a single model share, instead of Code-A1's attack reward. */
   shared?: boolean;
@@ -153,11 +144,12 @@ export async function judgeProblem(args: {
     tests,
     verdicts: programs.map((prog) => tests.map((t) => cells.get(cellKey(prog.id, t.id)) ?? null)),
   };
-  // A valid program is one whose module body ran to the end (the load probe).
-  const loadOf = new Map(args.verdicts(`${p.key}/load`).map((v) => [v.programId, v.verdict]));
+  // A valid program is one whose module body ran to the end, as its recorded executions tell
+  // (stdin/stdout programs have no separate body: unknown, judged from their row).
+  const loadOf = (programHash: string): ModuleLoad => (problem.style === 'stdio' ? 'unknown' : args.load(programHash));
   const matrix = parseMatrix({
     ...matrixInput,
-    programs: programs.map((prog, i) => ({ ...prog, valid: codeA1ProgramValid(moduleLoadOf(loadOf.get(prog.id)), matrixInput.verdicts[i]!) })),
+    programs: programs.map((prog, i) => ({ ...prog, valid: codeA1ProgramValid(loadOf(p.solutions[i]!.programHash), matrixInput.verdicts[i]!) })),
   });
 
   const suites = p.suites.map((s) => ({

@@ -7,7 +7,7 @@
  * responses, outputs...): events stay small and payloads are written before the events naming them.
  */
 import { z } from 'zod';
-import { VERDICTS } from '../core/verdicts.js';
+import { VERDICTS, VERDICT_CODE_RUN } from '../core/verdicts.js';
 import { Role } from '../core/roles.js';
 import type { EventEnvelope } from './envelope.js';
 import {
@@ -140,8 +140,8 @@ const definitions = {
       round: Round,
       problemId: Id,
       requestId: Id,
-      /** load: a probe that runs each program's module body and nothing after it (Code-A1's
-       * valid-program marker). */
+      /** load: (older logs only) a probe that ran each program's module body and nothing after
+       * it; ProgramExecuted now records the load outcome. */
       purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill', 'load']),
       /** Pairs to execute. */
       pairs: z.array(ExecutionPair),
@@ -150,7 +150,44 @@ const definitions = {
       reused: z.array(ExecutionPair).default([]),
     }),
   }),
-  /** Executor: one verdict for one (program, test) pair of a request. */
+  /** Executor: the results of one program on its pairs of one request, as compact arrays
+   * (result i is the request's pair `pairs[i]`). All results of a request are one commit. */
+  ProgramExecuted: defineEvent({
+    version: 1,
+    schema: z
+      .strictObject({
+        requestId: Id,
+        programHash: Hash,
+        /** Positions in the request's `pairs` (every pair of this program hash, any program id). */
+        pairs: z.array(Count).min(1),
+        /** One letter per result (see VERDICT_CODES). */
+        verdicts: z.string().regex(VERDICT_CODE_RUN, 'expected one verdict letter (AWRTMOCS) per result'),
+        timeMs: z.array(z.number().nonnegative()),
+        memoryKb: z.array(z.number().nonnegative()),
+        /** Result index -> output blob, only where the sandbox kept an output. */
+        outputs: z.record(z.string().regex(/^\d+$/), Hash),
+        /** Result index -> exception type, only for results that raised. */
+        exceptions: z.record(z.string().regex(/^\d+$/), z.string().min(1)),
+        /** Result indexes copied from an earlier execution of the same program and test. */
+        cached: z.array(Count),
+        /** False when any result ran with rlimits only (no bubblewrap). */
+        isolated: z.boolean(),
+        /** How the program's module body went, as the sandbox's failure phases tell it (Code-A1's
+         * valid-program marker): ran, raised, compile_error, or unknown (nothing told). */
+        load: z.enum(['ran', 'raised', 'compile_error', 'unknown']),
+      })
+      .superRefine((d, ctx) => {
+        const n = d.pairs.length;
+        for (const [field, len] of [['verdicts', d.verdicts.length], ['timeMs', d.timeMs.length], ['memoryKb', d.memoryKb.length]] as const) {
+          if (len !== n) ctx.addIssue({ code: 'custom', path: [field], message: `has ${len} entries for ${n} pairs` });
+        }
+        const indexes = [...Object.keys(d.outputs), ...Object.keys(d.exceptions)].map(Number).concat(d.cached);
+        const bad = indexes.find((i) => i >= n);
+        if (bad !== undefined) ctx.addIssue({ code: 'custom', path: ['pairs'], message: `result index ${bad} is past the ${n} results` });
+      }),
+  }),
+  /** Executor, in logs written before ProgramExecuted (no longer written; still read): one
+   * verdict for one (program, test) pair of a request. */
   ExecutionCompleted: defineEvent({
     version: 1,
     schema: z.strictObject({

@@ -206,6 +206,7 @@ export function reduceAnswerSelection(state: AnswerSelectionState, event: EventE
       return withOpen(state, keyOf(d.round, d.problemId), (o) => ({ ...o, generatedTests: [...o.generatedTests, ...usable] }));
     }
     case 'ExecutionRequested':
+    case 'ProgramExecuted':
     case 'ExecutionCompleted':
       return { ...state, verdicts: observeVerdicts(state.verdicts, event, collected) };
     case 'ProblemEvaluated': {

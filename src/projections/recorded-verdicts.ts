@@ -1,9 +1,10 @@
 /**
  * The verdicts a request stands for, rebuilt from the log: those it executed (its own
- * ExecutionCompleted events) and those it reused (pairs answered from an earlier recorded verdict
- * of the same problem, matched by program hash and test hash). This is the one place that knows
- * how verdicts are recorded; if the log records them another way (say one compact event per
- * program and request), only this module changes.
+ * ProgramExecuted events, one per program hash, whose results name the request's pairs by
+ * position; or, in older logs, one ExecutionCompleted per pair) and those it reused (pairs
+ * answered from an earlier recorded verdict of the same problem, matched by program hash and
+ * test hash). This is the one place that knows how verdicts are recorded: `compactResults` and
+ * `expandResults` turn per-pair results into the compact event and back.
  *
  * Pure and immutable: `observeVerdicts` returns a new state and never touches the old one. The
  * by-pair memory is sharded by the test hash's first two hex digits so an update copies one
@@ -11,7 +12,85 @@
  */
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData } from '../events/catalog.js';
-import type { Verdict } from '../core/verdicts.js';
+import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
+
+type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+type Executed = EventData<'ProgramExecuted'>;
+/** One executed pair with everything recorded about it (the shape older logs stored per event). */
+export type PairResult = EventData<'ExecutionCompleted'>;
+/** What the sandbox tells of one pair, before it is named by a request. */
+export type ResultFigures = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated' | 'cached'>;
+export type ModuleLoad = Executed['load'];
+
+/** The compact record of one program's results in a request: `positions[i]` is the request's
+ * pair of `results[i]`. */
+export function compactResults(requestId: string, programHash: string, positions: readonly number[], results: readonly ResultFigures[], load: ModuleLoad): Executed {
+  if (positions.length !== results.length || positions.length === 0) throw new Error(`compactResults: ${positions.length} positions for ${results.length} results of ${requestId}`);
+  const outputs: Record<string, string> = {};
+  const exceptions: Record<string, string> = {};
+  const cached: number[] = [];
+  let verdicts = '';
+  results.forEach((r, i) => {
+    verdicts += VERDICT_CODES[r.verdict];
+    if (r.outputHash !== null) outputs[i] = r.outputHash;
+    if (r.exceptionType !== null && r.exceptionType !== '') exceptions[i] = r.exceptionType;
+    if (r.cached) cached.push(i);
+  });
+  return {
+    requestId,
+    programHash,
+    pairs: positions.slice(),
+    verdicts,
+    timeMs: results.map((r) => r.timeMs),
+    memoryKb: results.map((r) => r.memoryKb),
+    outputs,
+    exceptions,
+    cached,
+    isolated: results.every((r) => r.isolated),
+    load,
+  };
+}
+
+/** The per-pair results of a compact record, named by its request's pairs. */
+export function expandResults(pairs: readonly Pair[], d: Executed): PairResult[] {
+  return d.pairs.map((at, i) => {
+    const pair = pairs[at];
+    if (!pair) throw new Error(`ProgramExecuted of ${d.requestId} names pair ${at}, but the request has ${pairs.length}`);
+    return {
+      requestId: d.requestId,
+      programId: pair.programId,
+      programHash: pair.programHash,
+      testId: pair.testId,
+      testHash: pair.testHash,
+      verdict: verdictOfCode(d.verdicts[i]!),
+      timeMs: d.timeMs[i]!,
+      memoryKb: d.memoryKb[i]!,
+      outputHash: d.outputs[i] ?? null,
+      exceptionType: d.exceptions[i] ?? null,
+      isolated: d.isolated,
+      cached: d.cached.includes(i),
+    };
+  });
+}
+
+/**
+ * Per-pair results of any execution event: a ProgramExecuted (named by `pairsOf(requestId)`,
+ * the pairs of its ExecutionRequested) or an older ExecutionCompleted; [] for other events and
+ * for a request this log never announced.
+ */
+export function pairResultsOf(event: EventEnvelope, pairsOf: (requestId: string) => readonly Pair[] | undefined): PairResult[] {
+  if (event.type === 'ExecutionCompleted') return [event.data as PairResult];
+  if (event.type !== 'ProgramExecuted') return [];
+  const d = event.data as Executed;
+  const pairs = pairsOf(d.requestId);
+  return pairs ? expandResults(pairs, d) : [];
+}
+
+/** Folds one more load outcome of a program into what is known: an outcome the sandbox told
+ * (ran, raised, compile_error) stands; unknown never replaces one. */
+export function mergeLoad(known: ModuleLoad | undefined, next: ModuleLoad): ModuleLoad {
+  return known === undefined || known === 'unknown' ? next : known;
+}
 
 /** One verdict as its request names it. */
 export interface RequestVerdict {
@@ -24,17 +103,19 @@ export interface RequestVerdict {
   reused: boolean;
 }
 
-type Pair = EventData<'ExecutionRequested'>['pairs'][number];
-
 interface OpenRequest {
   problemId: string;
   reused: Pair[];
-  executed: RequestVerdict[];
+  /** By the pair's position in the request. */
+  executed: (RequestVerdict | null)[];
 }
 
 export interface RecordedVerdicts {
   /** Every request seen: its problem (small: a few requests per problem-round). */
   problemOf: Record<string, string>;
+  /** Requests whose executed results are still to come: their pairs (results name them by
+   * position) and how many results are missing. */
+  awaiting: Record<string, { pairs: Pair[]; left: number }>;
   /** Requests whose verdicts are collected, until `forgetRequests`. */
   open: Record<string, OpenRequest>;
   /** problemId -> shard -> "programHash:testHash" -> the last recorded verdict that is not a
@@ -42,10 +123,10 @@ export interface RecordedVerdicts {
   byPair: Record<string, Record<string, Record<string, Verdict>>>;
 }
 
-export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, open: {}, byPair: {} });
+export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {} });
 
 /** The event types `observeVerdicts` reads. */
-export const VERDICT_EVENT_TYPES = ['ExecutionRequested', 'ExecutionCompleted'] as const;
+export const VERDICT_EVENT_TYPES = ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'] as const;
 
 const shardOf = (testHash: string) => testHash.slice(0, 2);
 const pairKey = (programHash: string, testHash: string) => `${programHash}:${testHash}`;
@@ -62,27 +143,53 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
   if (event.type === 'ExecutionRequested') {
     const d = event.data as EventData<'ExecutionRequested'>;
     const problemOf = { ...state.problemOf, [d.requestId]: d.problemId };
-    if (!collect(d.purpose)) return { ...state, problemOf };
-    return { ...state, problemOf, open: { ...state.open, [d.requestId]: { problemId: d.problemId, reused: d.reused, executed: [] } } };
+    const awaiting = d.pairs.length > 0 ? { ...state.awaiting, [d.requestId]: { pairs: d.pairs, left: d.pairs.length } } : state.awaiting;
+    if (!collect(d.purpose)) return { ...state, problemOf, awaiting };
+    return { ...state, problemOf, awaiting, open: { ...state.open, [d.requestId]: { problemId: d.problemId, reused: d.reused, executed: [] } } };
   }
-  if (event.type !== 'ExecutionCompleted') return state;
-  const d = event.data as EventData<'ExecutionCompleted'>;
-  const problemId = state.problemOf[d.requestId];
+  if (event.type !== 'ExecutionCompleted' && event.type !== 'ProgramExecuted') return state;
+  const requestId = (event.data as { requestId: string }).requestId;
+  const problemId = state.problemOf[requestId];
   // A verdict of a request this log never announced has no problem to be reused in.
   if (problemId === undefined) return state;
+  const results = pairResultsOf(event, (id) => state.awaiting[id]?.pairs);
   let next = state;
-  const req = state.open[d.requestId];
-  if (req) {
-    const v: RequestVerdict = { programId: d.programId, programHash: d.programHash, testId: d.testId, testHash: d.testHash, verdict: d.verdict, reused: false };
-    next = { ...next, open: { ...next.open, [d.requestId]: { ...req, executed: [...req.executed, v] } } };
+  if (event.type === 'ProgramExecuted') {
+    const wait = state.awaiting[requestId];
+    if (wait) {
+      const awaiting = { ...state.awaiting };
+      const left = wait.left - results.length;
+      if (left > 0) awaiting[requestId] = { ...wait, left };
+      else delete awaiting[requestId];
+      next = { ...next, awaiting };
+    }
   }
-  if (d.verdict !== 'sandbox_error') {
-    const problem = next.byPair[problemId] ?? {};
-    const shard = shardOf(d.testHash);
-    next = {
-      ...next,
-      byPair: { ...next.byPair, [problemId]: { ...problem, [shard]: { ...(problem[shard] ?? {}), [pairKey(d.programHash, d.testHash)]: d.verdict } } },
-    };
+  const req = state.open[requestId];
+  if (req) {
+    // Kept in request order: a compact result sits at its pair's position (programs' events
+    // interleave there); older per-pair events came in request order already.
+    const executed = req.executed.slice();
+    const at = event.type === 'ProgramExecuted' ? (event.data as Executed).pairs : null;
+    results.forEach((d, i) => {
+      const v: RequestVerdict = { programId: d.programId, programHash: d.programHash, testId: d.testId, testHash: d.testHash, verdict: d.verdict, reused: false };
+      if (at) executed[at[i]!] = v;
+      else executed.push(v);
+    });
+    next = { ...next, open: { ...next.open, [requestId]: { ...req, executed } } };
+  }
+  const kept = results.filter((d) => d.verdict !== 'sandbox_error');
+  if (kept.length > 0) {
+    const problem = { ...(next.byPair[problemId] ?? {}) };
+    const copied = new Set<string>();
+    for (const d of kept) {
+      const shard = shardOf(d.testHash);
+      if (!copied.has(shard)) {
+        problem[shard] = { ...(problem[shard] ?? {}) };
+        copied.add(shard);
+      }
+      problem[shard]![pairKey(d.programHash, d.testHash)] = d.verdict;
+    }
+    next = { ...next, byPair: { ...next.byPair, [problemId]: problem } };
   }
   return next;
 }
@@ -92,7 +199,8 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
 export function verdictsOf(state: RecordedVerdicts, requestId: string): RequestVerdict[] {
   const req = state.open[requestId];
   if (!req) return [];
-  const out = req.executed.slice();
+  // Positions not (yet) answered are holes, or null once the state went through JSON.
+  const out = req.executed.filter((v): v is RequestVerdict => v !== null && v !== undefined);
   for (const p of req.reused) {
     const verdict = lookup(state, req.problemId, p.programHash, p.testHash);
     if (verdict !== undefined) out.push({ programId: p.programId, programHash: p.programHash, testId: p.testId, testHash: p.testHash, verdict, reused: true });
@@ -106,4 +214,17 @@ export function forgetRequests(state: RecordedVerdicts, requestIds: readonly str
   const open = { ...state.open };
   for (const id of requestIds) delete open[id];
   return { ...state, open };
+}
+
+/** Every per-pair result of a sequence of events in log order (both recorded shapes). */
+export function allPairResults(events: Iterable<EventEnvelope>): PairResult[] {
+  const pairs = new Map<string, Pair[]>();
+  const out: PairResult[] = [];
+  for (const e of events) {
+    if (e.type === 'ExecutionRequested') {
+      const d = e.data as EventData<'ExecutionRequested'>;
+      pairs.set(d.requestId, d.pairs);
+    } else out.push(...pairResultsOf(e, (id) => pairs.get(id)));
+  }
+  return out;
 }

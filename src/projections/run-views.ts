@@ -5,6 +5,7 @@
  */
 import type { EventData } from '../events/catalog.js';
 import { del, put } from './readmodel.js';
+import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
 import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from './answer-selection.js';
@@ -105,20 +106,26 @@ export const rewardsProjection: RowProjection = {
   },
 };
 
-/** The execution matrix as recorded: one verdict per (request, program, test). */
+/** The execution matrix as recorded: one verdict per (request, program, test). Compact
+ * results name their request's pairs by position, so each request's pairs are kept beside. */
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  version: 1,
-  types: ['ExecutionCompleted'],
+  version: 2,
+  types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     executions: {
       columns: { request_id: 'text', program_id: 'text', test_id: 'text', program_hash: 'text', test_hash: 'text', verdict: 'text', cached: 'boolean' },
       key: ['request_id', 'program_id', 'test_id'],
     },
+    execution_requests: { columns: { request_id: 'text', purpose: 'text', pairs: 'json' }, key: ['request_id'] },
   },
-  apply: (e) => {
-    const d = e.data as EventData<'ExecutionCompleted'>;
-    return [
+  apply: (e, view) => {
+    if (e.type === 'ExecutionRequested') {
+      const d = e.data as EventData<'ExecutionRequested'>;
+      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, pairs: d.pairs })];
+    }
+    const results = pairResultsOf(e, (id) => view.get('execution_requests', { request_id: id })?.pairs as EventData<'ExecutionRequested'>['pairs'] | undefined);
+    return results.map((d) =>
       put('executions', {
         request_id: d.requestId,
         program_id: d.programId,
@@ -128,7 +135,7 @@ export const executionsProjection: RowProjection = {
         verdict: d.verdict,
         cached: d.cached,
       }),
-    ];
+    );
   },
 };
 

@@ -64,6 +64,7 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
         break;
       }
       case 'ExecutionRequested':
+      case 'ProgramExecuted':
       case 'ExecutionCompleted':
         verdicts = observeVerdicts(verdicts, e, collect);
         break;

@@ -14,6 +14,7 @@ import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { roundSelections, type AnswerSelectionState, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
 import { collectMatrices, type ProblemMatrix, type ReplayedTest } from './matrix.js';
+import { VERDICT_EVENT_TYPES } from '../projections/recorded-verdicts.js';
 
 export const LOG_FILE = 'log.db';
 export const VIEWS_FILE = 'views.db';
@@ -139,7 +140,7 @@ export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Pr
         count: number;
       }[]
     ).map((r) => ({ problemId: r.problem_id, testKey: r.test_key, testHash: r.test_hash, count: r.count }));
-    const { matrices, replayed } = await collectMatrices(log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', 'ExecutionRequested', 'ExecutionCompleted', 'ProblemEvaluated'] }));
+    const { matrices, replayed } = await collectMatrices(log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] }));
     const top = replayed.slice(0, opts.topTests ?? 10);
     const texts: Record<string, string> = {};
     for (const t of top) {

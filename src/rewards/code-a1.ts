@@ -208,6 +208,19 @@ export function moduleLoadOf(probe: Verdict | null | undefined): ModuleLoad {
   return 'raised';
 }
 
+/** The load of a program from its results on real tests (no probe): a failure the sandbox
+ * places in phase 'load' is a failure of the module body; any other result that is not the
+ * sandbox's own failure got past the body, so the body ran. */
+export function moduleLoadOfResults(results: readonly { verdict: Verdict; phase?: 'load' | 'test' | undefined }[]): ModuleLoad {
+  let ran = false;
+  for (const r of results) {
+    if (r.verdict === 'sandbox_error') continue;
+    if (r.phase === 'load') return r.verdict === 'compile_error' ? 'compile_error' : 'raised';
+    ran = true;
+  }
+  return ran ? 'ran' : 'unknown';
+}
+
 /** Code-A1's "c is a valid program": its module body ran to the end. Without a probe verdict,
  * what the rows can tell: a compile error anywhere means the module never loaded. */
 export function codeA1ProgramValid(load: ModuleLoad, row: readonly (Verdict | null)[]): boolean {

@@ -71,9 +71,8 @@ const requested = (round: number, problemId: string, purpose: 'oracle' | 'reward
     pairs: Array.from({ length: pairs }, (_, i) => ({ programId: `s${i}`, programHash: H('a'), testId: `t${i}`, testHash: H('b') })),
   });
 const completed = (requestId: string) =>
-  ev('ExecutionCompleted', {
-    requestId, programId: 's0', programHash: H('a'), testId: 't0', testHash: H('b'), verdict: 'accepted', timeMs: 1, memoryKb: 1,
-    outputHash: null, exceptionType: null, isolated: true,
+  ev('ProgramExecuted', {
+    requestId, programHash: H('a'), pairs: [0], verdicts: 'A', timeMs: [1], memoryKb: [1], outputs: {}, exceptions: {}, cached: [], isolated: true, load: 'ran',
   });
 const evaluated = (round: number, problemId: string) =>
   ev('ProblemEvaluated', {

@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 const CLI = path.join(REPO, 'bin/crucible.js');
@@ -73,14 +75,14 @@ class LogWatcher {
   }
   /** Request ids with pairs to execute and no verdict yet: the Executor is inside a sandbox call. */
   executing(): string[] {
-    const done = new Set(this.events.filter((e) => e.type === 'ExecutionCompleted').map((e) => e.data.requestId as string));
+    const done = new Set(this.events.filter((e) => e.type === 'ProgramExecuted').map((e) => e.data.requestId as string));
     return this.events
       .filter((e) => e.type === 'ExecutionRequested' && (e.data.pairs as unknown[]).length > 0 && !done.has(e.data.requestId as string))
       .map((e) => e.data.requestId as string);
   }
   /** Problem-rounds whose verdicts are all in and whose judgement is not: the Judge is at work. */
   judging(): string[] {
-    const done = new Set(this.events.filter((e) => e.type === 'ExecutionCompleted').map((e) => e.data.requestId as string));
+    const done = new Set(this.events.filter((e) => e.type === 'ProgramExecuted').map((e) => e.data.requestId as string));
     const complete = (e: Ev) => (e.data.pairs as unknown[]).length === 0 || done.has(e.data.requestId as string);
     const byRound = new Map<string, Ev[]>();
     for (const e of this.events) {
@@ -165,10 +167,15 @@ describe('a run process killed with SIGKILL mid-effect', () => {
 
       // Every (program, test) pair was executed at most once across the kills and restarts.
       const db = new Database(path.join(dir, 'log.db'), { readonly: true });
-      const runs = db.prepare(`SELECT json_extract(data, '$.programHash') || ':' || json_extract(data, '$.testHash') AS pair, count(*) AS n
-        FROM events WHERE type = 'ExecutionCompleted' AND json_extract(data, '$.cached') = 0 AND json_extract(data, '$.verdict') != 'sandbox_error'
-        GROUP BY pair HAVING n > 1`).all();
+      const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as { type: string; data: string }[];
       db.close();
+      const executed = new Map<string, number>();
+      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: JSON.parse(row.data) }) as EventEnvelope))) {
+        if (r.cached || r.verdict === 'sandbox_error') continue;
+        const pair = `${r.programHash}:${r.testHash}`;
+        executed.set(pair, (executed.get(pair) ?? 0) + 1);
+      }
+      const runs = [...executed].filter(([, n]) => n > 1);
       expect(runs).toEqual([]);
     }, 600_000);
   }

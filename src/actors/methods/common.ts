@@ -109,7 +109,7 @@ export function planEvents(
   env: RunEnv,
   p: ProblemRound,
   judged: JudgedTest[],
-  requests: readonly (readonly ['reward' | 'heldout' | 'kill' | 'load', Pair[]])[],
+  requests: readonly (readonly ['reward' | 'heldout' | 'kill', Pair[]])[],
   split: (pairs: readonly Pair[], planned: Set<string>) => { pairs: Pair[]; reused: Pair[] },
 ): NewEvent[] {
   const base = { round: p.round, problemId: p.problemId };

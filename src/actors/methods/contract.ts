@@ -8,11 +8,13 @@ import type { Problem } from '../../core/problem.js';
 import type { EventData } from '../../events/catalog.js';
 import type { NewEvent } from '../../events/envelope.js';
 import type { MistakeBookState } from '../../rewards/mistake-book.js';
+import type { ModuleLoad, PairResult } from '../../projections/recorded-verdicts.js';
 import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 
 export type Pair = EventData<'ExecutionRequested'>['pairs'][number];
-export type Verdicts = EventData<'ExecutionCompleted'>[];
+/** Per-pair results of a request, executed and reused (see recorded-verdicts.ts). */
+export type Verdicts = PairResult[];
 export type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 export type RewardItem = EventData<'RewardsAssigned'>['items'][number];
 
@@ -39,6 +41,9 @@ export interface JudgeArgs {
   round: ProblemRound;
   book: MistakeBookState;
   verdicts: (requestId: string) => Verdicts;
+  /** What the problem's recorded executions tell of a program's module body (Code-A1's
+   * valid-program marker). */
+  load: (programHash: string) => ModuleLoad;
   /** The TCS stage of this round (1 until a switch is recorded). */
   stage: 1 | 2;
   evolved?: EvolvedState | null;

@@ -1,0 +1,136 @@
+/**
+ * Compact execution records (ProgramExecuted) and the per-pair records of older logs
+ * (ExecutionCompleted v1) stand for the same verdicts: the same request answers, the same
+ * executions table after a replay into the run's read models (real SQLite log and read model).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeEvent, type EventData } from '../../src/events/catalog.js';
+import type { EventEnvelope, NewEvent } from '../../src/events/envelope.js';
+import { MalformedEventError } from '../../src/events/errors.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { ProjectionRunner } from '../../src/projections/runner.js';
+import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
+import {
+  allPairResults,
+  compactResults,
+  emptyRecordedVerdicts,
+  expandResults,
+  observeVerdicts,
+  verdictsOf,
+  type PairResult,
+} from '../../src/projections/recorded-verdicts.js';
+
+const H = (c: string) => c.repeat(64);
+const P0 = H('a');
+const P1 = H('b');
+const T = [H('c'), H('d'), H('e')];
+const pair = (programId: string, programHash: string, testId: string, testHash: string) => ({ programId, programHash, testId, testHash });
+
+// Round 1: two programs (s0 = P0, s1 = P1) on three tests, one sandbox error, one cached result; round 2 reuses the recorded verdicts and executes one new pair.
+const reward1 = [pair('1/p/s0', P0, 'g/0', T[0]!), pair('1/p/s1', P1, 'g/0', T[0]!), pair('1/p/s0', P0, 'g/1', T[1]!), pair('1/p/s1', P1, 'g/1', T[1]!), pair('1/p/s0', P0, 'g/2', T[2]!)];
+const figures = (verdict: PairResult['verdict'], extra: Partial<PairResult> = {}) => ({ verdict, timeMs: 1.25, memoryKb: 9000, outputHash: null, exceptionType: null, isolated: true, cached: false, ...extra });
+const results1 = [
+  figures('accepted', { outputHash: H('f') }),
+  figures('runtime_error', { exceptionType: 'ValueError' }),
+  figures('wrong_answer'),
+  figures('accepted', { cached: true }),
+  figures('sandbox_error'),
+];
+const reward2 = [pair('2/p/s0', P1, 'g/2', T[2]!)];
+const reused2 = [pair('2/p/s1', P0, 'g/0', T[0]!), pair('2/p/s0', P1, 'g/1', T[1]!)];
+const results2 = [figures('time_limit')];
+
+const requested = (round: number, pairs: typeof reward1, reused: typeof reward1 = []) =>
+  makeEvent('ExecutionRequested', 'run', { round, problemId: 'p', requestId: `${round}/p/reward`, purpose: 'reward', pairs, reused });
+
+/** The same results as one compact event per program hash (in request order). */
+function compactLog(): NewEvent[][] {
+  const commits: NewEvent[][] = [];
+  for (const [round, pairs, results, reused] of [[1, reward1, results1, []], [2, reward2, results2, reused2]] as const) {
+    const byProgram = new Map<string, number[]>();
+    pairs.forEach((p, i) => byProgram.set(p.programHash, [...(byProgram.get(p.programHash) ?? []), i]));
+    commits.push([requested(round, [...pairs], [...reused])]);
+    commits.push([...byProgram].map(([hash, at]) => makeEvent('ProgramExecuted', 'run', compactResults(`${round}/p/reward`, hash, at, at.map((i) => results[i]!), 'ran'))));
+  }
+  return commits;
+}
+
+/** The same results as an older log wrote them: one ExecutionCompleted v1 per pair. */
+function perPairLog(): NewEvent[][] {
+  const commits: NewEvent[][] = [];
+  for (const [round, pairs, results, reused] of [[1, reward1, results1, []], [2, reward2, results2, reused2]] as const) {
+    commits.push([requested(round, [...pairs], [...reused])]);
+    commits.push(pairs.map((p, i) => makeEvent('ExecutionCompleted', 'run', { requestId: `${round}/p/reward`, ...p, ...results[i]! })));
+  }
+  return commits;
+}
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'crucible-verdicts-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function replay(name: string, commits: NewEvent[][]) {
+  const log = await openSqliteLog(join(dir, `${name}.db`));
+  for (const [i, events] of commits.entries()) await log.append('executor/0', events, { commitId: `${name}-${i}` });
+  const stored: EventEnvelope[] = [];
+  for await (const e of log.read()) stored.push(e);
+  const runner = await ProjectionRunner.replayInto(join(dir, `${name}-rm.db`), { log, projections: RUN_PROJECTIONS });
+  await runner.close();
+  await log.close();
+  const db = new Database(join(dir, `${name}-rm.db`), { readonly: true });
+  const rows = db.prepare('SELECT * FROM executions ORDER BY request_id, program_id, test_id').all();
+  db.close();
+  let state = emptyRecordedVerdicts();
+  for (const e of stored) state = observeVerdicts(state, e, () => true);
+  return { stored, rows, answers: ['1/p/reward', '2/p/reward'].map((id) => verdictsOf(state, id)) };
+}
+
+describe('compact execution records', () => {
+  it('expandResults inverts compactResults', () => {
+    const d = compactResults('1/p/reward', P0, [0, 2, 4], [results1[0]!, results1[2]!, results1[4]!], 'raised');
+    expect(d.verdicts).toBe('AWS');
+    expect(d.outputs).toEqual({ 0: H('f') });
+    const back = expandResults(reward1, makeEvent('ProgramExecuted', 'run', d).data);
+    expect(back).toEqual([0, 2, 4].map((i) => ({ requestId: '1/p/reward', ...reward1[i]!, ...results1[i]! })));
+  });
+
+  it('a compact log and an older per-pair log replay to the same verdicts and executions table', async () => {
+    const compact = await replay('compact', compactLog());
+    const old = await replay('per-pair', perPairLog());
+    expect(compact.stored.filter((e) => e.type === 'ProgramExecuted')).toHaveLength(3);
+    expect(old.stored.filter((e) => e.type === 'ExecutionCompleted')).toHaveLength(6);
+    expect(compact.rows).toEqual(old.rows);
+    expect(compact.rows).toHaveLength(6);
+    expect(compact.answers).toEqual(old.answers);
+    // Round 2: its executed pair, then the reused ones answered from round 1 (not the sandbox error).
+    expect(compact.answers[1]!.map((v) => [v.programId, v.testId, v.verdict, v.reused])).toEqual([
+      ['2/p/s0', 'g/2', 'time_limit', false],
+      ['2/p/s1', 'g/0', 'accepted', true],
+      ['2/p/s0', 'g/1', 'accepted', true],
+    ]);
+    const flat = (events: EventEnvelope[]) => allPairResults(events).map(({ requestId, programId, testId, verdict, exceptionType, outputHash, cached }) => ({ requestId, programId, testId, verdict, exceptionType, outputHash, cached }))
+        .sort((a, b) => `${a.requestId} ${a.programId} ${a.testId}`.localeCompare(`${b.requestId} ${b.programId} ${b.testId}`));
+    // Log order differs (grouped by program), the results do not.
+    expect(flat(compact.stored)).toEqual(flat(old.stored));
+  });
+
+  it('refuses a compact record whose arrays disagree, naming the field', () => {
+    const d: EventData<'ProgramExecuted'> = compactResults('q', P0, [0, 1], [results1[0]!, results1[1]!], 'ran');
+    let err: unknown;
+    try {
+      makeEvent('ProgramExecuted', 'run', { ...d, timeMs: [1], cached: [5] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(MalformedEventError);
+    expect(String((err as Error).message)).toMatch(/timeMs.*1 entries for 2 pairs/);
+    expect(String((err as Error).message)).toMatch(/result index 5/);
+    expect(() => makeEvent('ProgramExecuted', 'run', { ...d, verdicts: 'AX' })).toThrow(/verdict letter/);
+  });
+});
