@@ -2,7 +2,7 @@
  * Event log benchmark: append throughput (one event per commit, batched commits), raw
  * better-sqlite3 inserts into the same table as the baseline of the same run, and a full replay
  * into the trivial event-count projection and into the run's real read models (RUN_PROJECTIONS:
- * the executions table takes a row per verdict, as in a run); then the same events on SQLite and
+ * the executions table takes a row per verdict, 8 per compact ProgramExecuted, as in a run); then the same events on SQLite and
  * JetStream (./log-backends.ts).
  * `node bin/crucible.js bench log [--events N] [--batch B] [--backend-events N] [--nats 1|3|1,3|none]`.
  */
@@ -59,9 +59,12 @@ function parseArgs(args: string[]): Args {
 
 const hex = (s: string) => createHash('sha256').update(s).digest('hex');
 
-/** A realistic mix: mostly execution verdicts, some samples. */
+/** A realistic mix in units of ten events: a sample, an execution request of 64 pairs (8
+ * programs x 8 tests), and the 8 compact ProgramExecuted events answering it. */
 function eventAt(i: number): NewEvent {
-  if (i % 5 === 0) {
+  const unit = Math.floor(i / 10);
+  const k = i % 10;
+  if (k === 0) {
     return makeEvent('SolutionSampled', 'bench', {
       round: i % 7,
       problemId: `p${i % 50}`,
@@ -72,18 +75,24 @@ function eventAt(i: number): NewEvent {
       responseHash: null,
     });
   }
-  return makeEvent('ExecutionCompleted', 'bench', {
-    requestId: `q${i >> 6}`,
-    programId: `s${i % 64}`,
-    programHash: hex(`prog${i % 1000}`),
-    testId: `t${i % 16}`,
-    testHash: hex(`test${i % 16}`),
-    verdict: i % 3 ? 'accepted' : 'wrong_answer',
-    timeMs: 3.5,
-    memoryKb: 9000,
-    outputHash: null,
-    exceptionType: null,
+  const requestId = `${unit % 7}/p${unit % 50}/q${unit}`;
+  if (k === 1) {
+    const pairs = Array.from({ length: 64 }, (_, j) => ({ programId: `s${j >> 3}`, programHash: hex(`prog${(unit * 8 + (j >> 3)) % 1000}`), testId: `t${j & 7}`, testHash: hex(`test${j & 7}`) }));
+    return makeEvent('ExecutionRequested', 'bench', { round: unit % 7, problemId: `p${unit % 50}`, requestId, purpose: 'reward', pairs, reused: [] });
+  }
+  const program = k - 2;
+  return makeEvent('ProgramExecuted', 'bench', {
+    requestId,
+    programHash: hex(`prog${(unit * 8 + program) % 1000}`),
+    pairs: Array.from({ length: 8 }, (_, j) => program * 8 + j),
+    verdicts: Array.from({ length: 8 }, (_, j) => ((i + j) % 3 ? 'A' : 'W')).join(''),
+    timeMs: Array.from({ length: 8 }, (_, j) => 3.5 + j),
+    memoryKb: Array.from({ length: 8 }, () => 9000),
+    outputs: {},
+    exceptions: {},
+    cached: [],
     isolated: true,
+    load: 'ran',
   });
 }
 
@@ -217,7 +226,7 @@ export async function runBench(argv: string[]): Promise<void> {
     line('replay into projection (event-counts)', n, tReplay);
     console.log(`  replay goal >= 100,000 events/s: ${rate(n, tReplay) >= 100_000 ? 'met' : 'MISSED'} (wall)`);
     await runner!.close();
-    // The run's read models: every ExecutionCompleted becomes a row of the executions table.
+    // The run's read models: every result of a ProgramExecuted becomes a row of the executions table.
     let runViews: ProjectionRunner | undefined;
     const tRunViews = await time(async () => {
       runViews = await ProjectionRunner.replayInto(join(dir, 'views.db'), { log: batched, projections: RUN_PROJECTIONS });

@@ -3,8 +3,9 @@
  * loop (sampling, judging, rewards, Mistake Book, training, the SQLite log and read models)
  * runs on the demo set, with a sandbox that answers at once instead of running python. That
  * stand-in is named for what it is (InstantVerdictsForBenchmark) and exists only here.
- * Baseline in the same run: appending the same number of ExecutionCompleted events to a fresh
- * SQLite log in batches, the floor cost of merely recording one verdict per pair. Both sides
+ * Baseline in the same run: appending the run's own execution records (its ExecutionRequested
+ * and ProgramExecuted events, as stored) to a fresh SQLite log in batches, the floor cost of
+ * merely recording the verdicts. Both sides
  * run at the same durability (--synchronous, default full, the run default).
  *
  *   npm run bench -- orchestration [--rounds 8] [--problems 24] [--synchronous full|normal]
@@ -18,6 +19,8 @@ import { parseConfig } from '../src/config/load.js';
 import { runExperiment } from '../src/actors/run.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import type { RunRequest, Sandbox, TestResult } from '../src/sandbox/api.js';
+import type { EventEnvelope, NewEvent } from '../src/events/envelope.js';
+import { allPairResults } from '../src/projections/recorded-verdicts.js';
 
 /** Verdicts from a hash of (program, test): deterministic, and no process is started. */
 class InstantVerdictsForBenchmark implements Sandbox {
@@ -53,21 +56,12 @@ function synchronousFlag(args: string[]): Synchronous {
   return v;
 }
 
-async function rawAppendBaseline(dir: string, pairs: number, synchronous: Synchronous): Promise<number> {
+async function rawAppendBaseline(dir: string, records: NewEvent[], synchronous: Synchronous): Promise<number> {
   const log = await openSqliteLog(path.join(dir, 'baseline.db'), { synchronous });
-  const hash = 'a'.repeat(64);
   const started = performance.now();
-  const batch = 500;
-  for (let at = 0; at < pairs; at += batch) {
-    const events = [];
-    for (let i = at; i < Math.min(pairs, at + batch); i++) {
-      events.push({
-        type: 'ExecutionCompleted',
-        runId: 'baseline',
-        data: { requestId: `r/${at}`, programId: `p${i % 8}`, programHash: hash, testId: `t${i}`, testHash: hash, verdict: 'accepted', timeMs: 0, memoryKb: 0, outputHash: null, exceptionType: null, isolated: false, cached: false },
-      });
-    }
-    await log.append('executor', events, { commitId: `baseline/${at}` });
+  const batch = 64;
+  for (let at = 0; at < records.length; at += batch) {
+    await log.append('executor', records.slice(at, at + batch), { commitId: `baseline/${at}` });
   }
   const seconds = (performance.now() - started) / 1000;
   await log.close();
@@ -101,22 +95,22 @@ export async function runBench(args: string[]): Promise<void> {
     const seconds = (performance.now() - started) / 1000;
 
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
-    let pairs = 0;
-    let cached = 0;
     let events = 0;
+    const stored: EventEnvelope[] = [];
     for await (const e of log.read()) {
       events++;
-      if (e.type === 'ExecutionCompleted') {
-        pairs++;
-        if ((e.data as { cached: boolean }).cached) cached++;
-      }
+      if (e.type === 'ExecutionRequested' || e.type === 'ProgramExecuted') stored.push(e);
     }
     await log.close();
-    const baseline = await rawAppendBaseline(root, pairs, synchronous);
+    const results = allPairResults(stored);
+    const pairs = results.length;
+    const cached = results.filter((r) => r.cached).length;
+    const records = stored.map((e): NewEvent => ({ type: e.type, runId: 'baseline', data: e.data }));
+    const baseline = await rawAppendBaseline(root, records, synchronous);
     const us = (s: number) => ((s * 1e6) / pairs).toFixed(1);
     console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache); synchronous ${synchronous.toUpperCase()} on both sides`);
     console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s)`);
-    console.log(`  baseline, raw batched append of ${pairs} verdict events: ${baseline.toFixed(2)} s = ${us(baseline)} us per pair`);
+    console.log(`  baseline, batched append of the run's ${records.length} execution records (${pairs} results): ${baseline.toFixed(2)} s = ${us(baseline)} us per pair`);
     console.log(`  overhead over recording alone: ${(seconds / baseline).toFixed(1)}x; sandbox calls: ${sandbox.calls}`);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -10,6 +10,7 @@ import {
   codeA1ProgramValid,
   codeA1Rewards,
   moduleLoadOf,
+  moduleLoadOfResults,
 } from '../../src/rewards/code-a1.js';
 import { inferProgramValid, parseMatrix, verdictsFromCodes } from '../../src/rewards/matrix.js';
 import { applyMistakeBookChanges, emptyMistakeBook, topTests, updateMistakeBook } from '../../src/rewards/mistake-book.js';
@@ -29,6 +30,14 @@ describe('Code-A1: a valid program is one whose module body ran to the end', () 
     expect(codeA1ProgramValid(moduleLoadOf('runtime_error'), ['runtime_error', 'runtime_error'])).toBe(false);
     expect(codeA1ProgramValid(moduleLoadOf('accepted'), ['accepted', 'wrong_answer'])).toBe(true);
     expect(codeA1ProgramValid(moduleLoadOf('compile_error'), ['compile_error'])).toBe(false);
+    // Without a probe: the sandbox's failure phase tells whether the module body ran.
+    expect(moduleLoadOfResults([{ verdict: 'runtime_error', phase: 'load' }, { verdict: 'runtime_error', phase: 'load' }])).toBe('raised');
+    expect(moduleLoadOfResults([{ verdict: 'compile_error', phase: 'load' }])).toBe('compile_error');
+    expect(moduleLoadOfResults([{ verdict: 'time_limit', phase: 'load' }])).toBe('raised');
+    expect(moduleLoadOfResults([{ verdict: 'sandbox_error' }, { verdict: 'wrong_answer', phase: 'test' }])).toBe('ran');
+    expect(moduleLoadOfResults([{ verdict: 'accepted' }])).toBe('ran');
+    expect(moduleLoadOfResults([{ verdict: 'sandbox_error' }])).toBe('unknown');
+    expect(moduleLoadOfResults([])).toBe('unknown');
     // Probe not run (a stdio program, whose body is the test) or lost to the sandbox: the rows decide.
     expect(codeA1ProgramValid('unknown', ['runtime_error'])).toBe(true);
     expect(codeA1ProgramValid('unknown', ['compile_error'])).toBe(false);
