@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS events (
   causation_id TEXT,
   correlation_id TEXT,
   at TEXT NOT NULL,
-  data TEXT NOT NULL
+  data TEXT NOT NULL,
+  sum INTEGER
 );
 CREATE INDEX IF NOT EXISTS events_by_stream ON events (stream, position);
 CREATE TABLE IF NOT EXISTS commits (commit_id TEXT PRIMARY KEY, first_position INTEGER NOT NULL, count INTEGER NOT NULL);
@@ -137,9 +138,21 @@ export function openLogFile(path: string, opts: OpenFileOptions): Database.Datab
         put.run('format', String(LOG_FORMAT_VERSION));
       }).immediate();
     }
+    addChecksumColumn(db);
     return db;
   } catch (err) {
     db.close();
     throw err;
   }
+}
+
+/** Logs written before rows carried checksums get the (nullable) column: their rows keep NULL
+ * and are validated in full on every read; rows appended from now on are checked instead.
+ * Code that does not know the column names its columns and leaves it NULL. */
+function addChecksumColumn(db: Database.Database): void {
+  const has = () => (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('events') as string[]).includes('sum');
+  if (has()) return;
+  db.transaction(() => {
+    if (!has()) db.exec('ALTER TABLE events ADD COLUMN sum INTEGER');
+  }).immediate();
 }

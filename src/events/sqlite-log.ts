@@ -1,15 +1,15 @@
 /**
  * The SQLite backend of the EventLog port (better-sqlite3, WAL). One append is one immediate
  * transaction: idempotency check, optimistic concurrency check, then the rows. Hot paths use raw
- * prepared statements only. Stored rows are decoded (upcast and validated) on every read.
+ * prepared statements only. Every row carries a checksum of what was validated on append: a read
+ * trusts a matching row at its type's current version and decodes any other in full.
  */
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from './catalog.js';
-import { decodeStored } from './commit.js';
-import { encodeCommit } from './commit.js';
+import { decodeChecked, encodeCommit, rowChecksum } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
@@ -63,9 +63,10 @@ type Row = [
   correlationId: string | null,
   at: string,
   data: string,
+  sum: number | null,
 ];
 
-const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data';
+const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum';
 
 /** Same-process appends wake subscriptions of every log handle on the same file at once. */
 const listeners = new Map<string, Set<() => void>>();
@@ -128,7 +129,7 @@ export class SqliteEventLog implements EventLog {
     this.#head = db.prepare('SELECT max(position) FROM events').pluck();
     this.#streamHead = db.prepare('SELECT max(position) FROM events WHERE stream = ?').pluck();
     this.#findCommit = db.prepare('SELECT first_position, count FROM commits WHERE commit_id = ?');
-    this.#insertEvent = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.#insertEvent = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#insertCommit = db.prepare('INSERT INTO commits (commit_id, first_position, count) VALUES (?, ?, ?)');
     this.#idExists = db.prepare('SELECT position FROM events WHERE id = ?').pluck();
   }
@@ -163,7 +164,7 @@ export class SqliteEventLog implements EventLog {
           const position = first + i;
           positions[i] = position as Position;
           try {
-            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data);
+            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, rowChecksum(r, args.stream, commitId));
           } catch (err) {
             if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
               throw new DuplicateEventIdError(r.id, { index: i, stream: args.stream, commitId });
@@ -263,8 +264,8 @@ export class SqliteEventLog implements EventLog {
   }
 
   #decode(row: Row): EventEnvelope {
-    const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, data] = row;
-    return decodeStored(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, position as Position, stream, commitId);
+    const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, data, sum] = row;
+    return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId);
   }
 
   async head(): Promise<Position> {

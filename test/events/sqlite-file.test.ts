@@ -136,6 +136,54 @@ describe('stored rows that went bad', () => {
     expect(String(err)).toContain('not valid JSON');
     await log.close();
   });
+
+  it('never trusts a row changed after it was written, even one that would validate', async () => {
+    const file = join(dir, 'changed.db');
+    const log = await openSqliteLog(file);
+    await log.append('s', [1, 2, 3].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })), { commitId: 'c' });
+    const raw = new Database(file);
+    raw.prepare(`UPDATE events SET data = '{"reason":"edited"}' WHERE position = 3`).run();
+    raw.close();
+    const seen: number[] = [];
+    const err = await (async () => {
+      for await (const e of log.read()) seen.push(e.position);
+    })().catch((e: unknown) => e);
+    expect(seen).toEqual([1, 2]);
+    expect(err).toBeInstanceOf(MalformedEventError);
+    expect(err).toMatchObject({ position: 3, type: 'RunFailed' });
+    expect(String(err)).toContain('does not match its checksum');
+    await log.close();
+  });
+
+  it('validates in full the rows of a log written before rows carried checksums', async () => {
+    const file = join(dir, 'before-checksums.db');
+    const log = await openSqliteLog(file);
+    await log.append('s', [1, 2].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })), { commitId: 'c' });
+    await log.close();
+    // The table as older code created it: no checksum column; one row breaks the schema.
+    const raw = new Database(file);
+    raw.exec('ALTER TABLE events DROP COLUMN sum');
+    raw.prepare(`UPDATE events SET data = '{"reason":""}' WHERE position = 2`).run();
+    raw.close();
+    const again = await openSqliteLog(file);
+    await again.append('s', [makeEvent('RunFailed', 'r', { reason: 'x3' })], { commitId: 'd' });
+    const seen: string[] = [];
+    const err = await (async () => {
+      for await (const e of again.read()) seen.push((e.data as { reason: string }).reason);
+    })().catch((e: unknown) => e);
+    expect(seen).toEqual(['x1']);
+    expect(err).toMatchObject({ position: 2, type: 'RunFailed' });
+    expect(String(err)).toContain('reason');
+    // The row appended after the upgrade carries a checksum; the old ones stay without.
+    const check = new Database(file, { readonly: true });
+    expect(check.prepare('SELECT position, sum IS NOT NULL AS summed FROM events ORDER BY position').all()).toEqual([
+      { position: 1, summed: 0 },
+      { position: 2, summed: 0 },
+      { position: 3, summed: 1 },
+    ]);
+    check.close();
+    await again.close();
+  });
 });
 
 describe('several processes on one file', () => {
