@@ -119,20 +119,31 @@ export function rowChecksum(e: StoredEvent, stream: string, commitId: string): n
   return h >>> 0;
 }
 
+const MARK_UNIT = 2 ** 32;
+
+/** What a row stores: its schema's mark (0 when there is none) above its 32-bit checksum. */
+export function storedSum(registry: EventCodec, e: StoredEvent, stream: string, commitId: string): number {
+  return (registry.schemaMark?.(e.type) ?? 0) * MARK_UNIT + rowChecksum(e, stream, commitId);
+}
+
 /**
- * Decodes a stored row that carries a checksum. A row whose checksum matches and whose version
- * is its type's current one was validated when it was appended: its data is parsed and trusted
- * (the hot path of replays). Any other row takes the full path (upcast, validate); a row whose
- * checksum does not match is reported with its position even when it would validate.
+ * Decodes a stored row that carries a checksum. A row whose checksum matches, stored at its
+ * type's current version under the same schema mark as this reader's registry, was validated
+ * against this very schema when it was appended: its data is parsed and trusted (the hot path
+ * of replays). Any other row takes the full path (upcast, validate); a row whose checksum does
+ * not match is reported with its position even when it would validate.
  */
 export function decodeChecked(registry: EventCodec, e: StoredEvent, sum: number | null, position: Position, stream: string, commitId: string): EventEnvelope {
   if (sum === null) return decodeStored(registry, e, position, stream, commitId);
-  if (rowChecksum(e, stream, commitId) !== sum) {
+  if (rowChecksum(e, stream, commitId) !== sum % MARK_UNIT) {
     // The full path first: its error (bad JSON, a bad field) says more than the checksum's.
     decodeStored(registry, e, position, stream, commitId);
     throw new MalformedEventError(e.type, e.v, [{ path: '', message: 'the stored row does not match its checksum (changed after it was written)' }], { position });
   }
-  if (!registry.has(e.type) || registry.currentVersion(e.type) !== e.v) return decodeStored(registry, e, position, stream, commitId);
+  const mark = Math.floor(sum / MARK_UNIT);
+  if (mark === 0 || mark !== registry.schemaMark?.(e.type) || registry.currentVersion(e.type) !== e.v) {
+    return decodeStored(registry, e, position, stream, commitId);
+  }
   let data: unknown;
   try {
     data = JSON.parse(e.data);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 /**
  * The mechanism behind the event catalog: per event type a current version, a zod schema for
  * its `data`, and upcasters that lift stored data of older versions one step at a time
@@ -63,10 +64,14 @@ export interface EventCodec {
   currentVersion(type: string): number;
   encode(type: string, data: unknown, loc: EventLocation): { v: number; data: unknown };
   decode(type: string, v: number, data: unknown, loc: EventLocation): { v: number; data: unknown };
+  /** A mark (1 .. 2^21-1) of the current schema of `type`, so a reader can tell that a stored
+   * row was validated against the very schema it would use; null when none can be made. */
+  schemaMark?(type: string): number | null;
 }
 
 export class EventRegistry<D extends Specs = Specs> implements EventCodec {
   readonly #specs: Map<string, EventTypeSpec>;
+  readonly #marks = new Map<string, number | null>();
 
   constructor(readonly specs: D) {
     // Compiled once here: the fast path matters on replays of hundreds of thousands of events.
@@ -90,6 +95,26 @@ export class EventRegistry<D extends Specs = Specs> implements EventCodec {
     const spec = this.#specs.get(type);
     if (!spec) throw new UnknownEventTypeError(type, undefined, {});
     return spec.version;
+  }
+
+  schemaMark(type: string): number | null {
+    let mark = this.#marks.get(type);
+    if (mark !== undefined) return mark;
+    const spec = this.specs[type as keyof D] as EventTypeSpec | undefined;
+    mark = null;
+    if (spec) {
+      try {
+        // Refinements do not show in the JSON schema: a change to one alone needs a version bump,
+        // as every schema change does.
+        const text = `${type}@${spec.version}:${JSON.stringify(z.toJSONSchema(spec.schema, { unrepresentable: 'any', io: 'input' }))}`;
+        const h = createHash('sha256').update(text).digest();
+        mark = (h.readUInt32BE(0) % 0x1fffff) + 1;
+      } catch {
+        mark = null;
+      }
+    }
+    this.#marks.set(type, mark);
+    return mark;
   }
 
   /** Validates data for an append at the current version. Returns the parsed data (defaults applied). */

@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from './catalog.js';
-import { decodeChecked, encodeCommit, rowChecksum } from './commit.js';
+import { decodeChecked, encodeCommit, storedSum } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
@@ -164,7 +164,7 @@ export class SqliteEventLog implements EventLog {
           const position = first + i;
           positions[i] = position as Position;
           try {
-            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, rowChecksum(r, args.stream, commitId));
+            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, storedSum(this.registry, r, args.stream, commitId));
           } catch (err) {
             if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
               throw new DuplicateEventIdError(r.id, { index: i, stream: args.stream, commitId });
