@@ -3,6 +3,7 @@
  * validate and encode (ids derived from the commit id, size limits checked before anything is
  * sent), then decode (upcast, validate) with the event's position named in any error.
  */
+import { crc32 } from 'node:zlib';
 import { EventEnvelope, NewEvent, eventIdPrefix } from './envelope.js';
 import { CommitTooLargeError, DuplicateEventIdError, EmptyCommitError, MalformedEventError, summarizeIssues } from './errors.js';
 import type { Position, ReadFilter } from './log.js';
@@ -95,28 +96,15 @@ export function encodeCommit(
 }
 
 /**
- * A checksum of a stored row as this code wrote it (every column but the position): FNV-1a,
- * 32 bits, over the fields joined by a separator no field holds. It is not a defence against
- * anyone; it tells a row this code validated on append from one changed since (a disk, a hand
- * edit, another program), so that reads may skip validating the former.
+ * A checksum of a stored row as this code wrote it (every column but the position): CRC-32 (zlib,
+ * native) over the envelope's fields joined by a separator no field holds, then over the data.
+ * It is not a defence against anyone; it tells a row this code validated on append from one
+ * changed since (a disk, a hand edit, another program), so that reads may skip validating the
+ * former.
  */
 export function rowChecksum(e: StoredEvent, stream: string, commitId: string): number {
-  let h = 0x811c9dc5;
-  const mix = (s: string) => {
-    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-    h = Math.imul(h ^ 0x1f, 0x01000193);
-  };
-  mix(e.id);
-  mix(commitId);
-  mix(stream);
-  mix(e.type);
-  mix(String(e.v));
-  mix(e.runId);
-  mix(e.causationId ?? '\u0000');
-  mix(e.correlationId ?? '\u0000');
-  mix(e.at);
-  mix(e.data);
-  return h >>> 0;
+  const envelope = `${e.id}\u001f${commitId}\u001f${stream}\u001f${e.type}\u001f${e.v}\u001f${e.runId}\u001f${e.causationId ?? '\u0000'}\u001f${e.correlationId ?? '\u0000'}\u001f${e.at}`;
+  return crc32(e.data, crc32(envelope));
 }
 
 const MARK_UNIT = 2 ** 32;
