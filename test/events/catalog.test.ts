@@ -14,7 +14,7 @@ describe('catalog', () => {
     expect(EVENT_TYPES).toEqual(
       expect.arrayContaining([
         'RunStarted', 'RunCompleted', 'RunFailed', 'RoundStarted', 'ProblemScheduled', 'SolutionSampled',
-        'TestsSampled', 'ExecutionRequested', 'ExecutionCompleted', 'TestsJudged', 'RewardsAssigned',
+        'TestsSampled', 'ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'TestsJudged', 'RewardsAssigned',
         'MistakeBookUpdated', 'TrainingBatchFormed', 'TrainingStepCompleted', 'TrainingStepFailed',
         'PolicyVersionPublished', 'RoundCompleted', 'EffectRecorded',
       ]),
