@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { UserError } from '../src/cli/errors.js';
-import { makeEvent } from '../src/events/catalog.js';
+import { makeEvent, requestBody } from '../src/events/catalog.js';
 import { eventIdPrefix, type NewEvent } from '../src/events/envelope.js';
 import { ORIGIN, type Position } from '../src/events/log.js';
 import { runBackendsBench } from './log-backends.js';
@@ -78,7 +78,7 @@ function eventAt(i: number): NewEvent {
   const requestId = `${unit % 7}/p${unit % 50}/q${unit}`;
   if (k === 1) {
     const pairs = Array.from({ length: 64 }, (_, j) => ({ programId: `s${j >> 3}`, programHash: hex(`prog${(unit * 8 + (j >> 3)) % 1000}`), testId: `t${j & 7}`, testHash: hex(`test${j & 7}`) }));
-    return makeEvent('ExecutionRequested', 'bench', { round: unit % 7, problemId: `p${unit % 50}`, requestId, purpose: 'reward', pairs, reused: [] });
+    return makeEvent('ExecutionRequested', 'bench', { round: unit % 7, problemId: `p${unit % 50}`, requestId, purpose: 'reward', ...requestBody(pairs) });
   }
   const program = k - 2;
   return makeEvent('ProgramExecuted', 'bench', {

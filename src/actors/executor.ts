@@ -12,13 +12,13 @@ import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
-import type { EventData } from '../events/catalog.js';
+import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { compactResults, mergeLoad, pairResultsOf, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
 
 type Request = EventData<'ExecutionRequested'>;
-type Pair = Request['pairs'][number];
+type Pair = ExecutionPair;
 
 export interface ExecutorContext {
   requests: (Request & { key: string })[];
@@ -33,7 +33,7 @@ export const executorMachine = setup({
     ExecutionRequested: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'ExecutionRequested');
-        if (d.pairs.length === 0) return {};
+        if (requestSize(d) === 0) return {};
         return { requests: [...context.requests, { ...d, key: d.requestId }] };
       }),
     },
@@ -63,7 +63,7 @@ export class ExecutionCache {
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as Request;
-      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: d.pairs, left: d.pairs.length });
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: requestPairs(d), left: requestSize(d) });
       return;
     }
     const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
@@ -100,16 +100,17 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   },
   async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);
+    const pairs = requestPairs(request);
     // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
     // text, whose outputs become generated tests' expected values; a candidate's output is read
     // by nothing, and naming it would double the log's size.
     const reference = problem.solutions[0] === undefined ? null : sha256Hex(problem.solutions[0]);
     const keepsOutput = (programHash: string) => programHash === reference;
-    const results = new Array<ResultFigures | undefined>(request.pairs.length);
+    const results = new Array<ResultFigures | undefined>(pairs.length);
     // Every pair by its program hash, in request order; the cached ones answered now.
     const byProgram = new Map<string, number[]>();
     const toRun = new Map<string, number[]>();
-    request.pairs.forEach((pair, i) => {
+    pairs.forEach((pair, i) => {
       const all = byProgram.get(pair.programHash) ?? [];
       all.push(i);
       byProgram.set(pair.programHash, all);
@@ -129,12 +130,12 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
       [...toRun].map(async ([programHash, indexes]) => {
         const program = await env.blobs.getText(programHash);
         // A test listed twice for one program (two samples of one candidate) runs once.
-        const unique = [...new Set(indexes.map((i) => request.pairs[i]!.testHash))];
+        const unique = [...new Set(indexes.map((i) => pairs[i]!.testHash))];
         const tests = await Promise.all(unique.map((h) => loadTest(env, h)));
         const verdicts = await env.sandbox.run({
           program,
           // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
-          role: indexes.some((i) => request.pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
+          role: indexes.some((i) => pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
           tests,
           entryPoint: problem.entryPoint,
           limits: problem.limits,
@@ -145,7 +146,7 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
         const byTest = new Map<string, (typeof verdicts)[number]>();
         for (const v of verdicts) byTest.set(unique[v.test]!, v);
         for (const i of indexes) {
-          const v = byTest.get(request.pairs[i]!.testHash);
+          const v = byTest.get(pairs[i]!.testHash);
           if (!v) continue;
           results[i] = {
             verdict: v.verdict,

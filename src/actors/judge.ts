@@ -14,7 +14,7 @@ import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
-import type { EventData } from '../events/catalog.js';
+import { requestBody, requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
@@ -105,7 +105,7 @@ export const judgeMachine = setup({
         // An empty request has nothing to wait for: it is complete when issued.
         return update(context, key(d.round, d.problemId), (p) => ({
           issued: [...p.issued, d.requestId],
-          completed: d.pairs.length === 0 ? [...p.completed, d.requestId] : p.completed,
+          completed: requestSize(d) === 0 ? [...p.completed, d.requestId] : p.completed,
         }));
       }),
     },
@@ -172,7 +172,7 @@ export function judgePending(snapshot: Snapshot): JudgeEffect[] {
   return effects;
 }
 
-type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+type Pair = ExecutionPair;
 
 /** A pair within a problem: plans reuse verdicts of their own problem only, whose earlier
  * rounds are finished, so a reused verdict is always recorded by the time it is judged. */
@@ -206,8 +206,8 @@ export class VerdictIndex {
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as EventData<'ExecutionRequested'>;
       this.#problemOf.set(d.requestId, d.problemId);
-      if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: d.reused });
-      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: d.pairs, left: d.pairs.length });
+      if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: reusedPairs(d) });
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: requestPairs(d), left: requestSize(d) });
       return;
     }
     const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
@@ -297,7 +297,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
       const pairs = await method.oracle(env, problem, p);
       // With nothing to execute the request counts as complete at once.
       const split = splitReused(p.problemId, pairs, verdicts, new Set());
-      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', ...split })];
+      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', ...requestBody(split.pairs, split.reused) })];
     }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
     if (effect.kind === 'plan') {

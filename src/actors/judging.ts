@@ -5,7 +5,7 @@
  */
 import type { Problem, TestCase } from '../core/problem.js';
 import { TestCase as TestCaseSchema, withExpectedOutput } from '../core/problem.js';
-import type { EventData } from '../events/catalog.js';
+import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import {
   codeA1CodeSelection,
@@ -28,7 +28,7 @@ import { planEvents } from './methods/common.js';
 import type { JudgeArgs, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
 import type { ModuleLoad } from '../projections/recorded-verdicts.js';
 
-type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+type Pair = ExecutionPair;
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 
 const HIST_SUITE = 'mistake-book';

@@ -47,6 +47,45 @@ export const Verdict = z.enum(VERDICTS);
 /** One (program, test) pair of an execution request, with the ids the requester uses for it. */
 export const ExecutionPair = z.strictObject({ programId: Id, programHash: Hash, testId: Id, testHash: Hash });
 
+export type ExecutionPair = z.infer<typeof ExecutionPair>;
+type RequestBody = { programs: { programId: string; programHash: string }[]; tests: { testId: string; testHash: string }[]; pairs: number[]; reused: number[] };
+
+/** The pair lists of an ExecutionRequested in its stored form: each program and test once. */
+export function requestBody(pairs: readonly ExecutionPair[], reused: readonly ExecutionPair[] = []): RequestBody {
+  const body: RequestBody = { programs: [], tests: [], pairs: [], reused: [] };
+  const programAt = new Map<string, number>();
+  const testAt = new Map<string, number>();
+  const index = (p: ExecutionPair): [number, number] => {
+    const pk = `${p.programId}\u0000${p.programHash}`;
+    let pi = programAt.get(pk);
+    if (pi === undefined) programAt.set(pk, (pi = body.programs.push({ programId: p.programId, programHash: p.programHash }) - 1));
+    const tk = `${p.testId}\u0000${p.testHash}`;
+    let ti = testAt.get(tk);
+    if (ti === undefined) testAt.set(tk, (ti = body.tests.push({ testId: p.testId, testHash: p.testHash }) - 1));
+    return [pi, ti];
+  };
+  for (const p of pairs) body.pairs.push(...index(p));
+  for (const p of reused) body.reused.push(...index(p));
+  return body;
+}
+
+function expand(d: RequestBody, list: readonly number[]): ExecutionPair[] {
+  const out: ExecutionPair[] = new Array(list.length / 2);
+  for (let i = 0; i < out.length; i++) {
+    const p = d.programs[list[2 * i]!]!;
+    const t = d.tests[list[2 * i + 1]!]!;
+    out[i] = { programId: p.programId, programHash: p.programHash, testId: t.testId, testHash: t.testHash };
+  }
+  return out;
+}
+
+/** The pairs an ExecutionRequested asks to execute, in order (results name them by position). */
+export const requestPairs = (d: RequestBody): ExecutionPair[] => expand(d, d.pairs);
+/** The pairs it answers from recorded verdicts. */
+export const reusedPairs = (d: RequestBody): ExecutionPair[] => expand(d, d.reused);
+/** How many pairs it asks to execute. */
+export const requestSize = (d: RequestBody): number => d.pairs.length / 2;
+
 const Probability = z.number().min(0).max(1);
 /** Exact figures of a (code, test) policy pair over some problems, with their means. */
 export const PolicyFigures = z.strictObject({
@@ -133,22 +172,47 @@ const definitions = {
       ),
     }),
   }),
-  /** Judge (or Conductor): these (program, test) pairs must be executed, for this purpose. */
+  /** Judge (or Conductor): these (program, test) pairs must be executed, for this purpose. Each
+   * program and each test is listed once; pairs name them by index (see requestPairs). */
   ExecutionRequested: defineEvent({
-    version: 1,
-    schema: z.strictObject({
-      round: Round,
-      problemId: Id,
-      requestId: Id,
-      /** load: (older logs only) a probe that ran each program's module body and nothing after
-       * it; ProgramExecuted now records the load outcome. */
-      purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill', 'load']),
-      /** Pairs to execute. */
-      pairs: z.array(ExecutionPair),
-      /** Pairs the request needs whose verdict is recorded already (an earlier round) or
-       * requested by an earlier request of the same plan: never executed twice. */
-      reused: z.array(ExecutionPair).default([]),
-    }),
+    version: 2,
+    schema: z
+      .strictObject({
+        round: Round,
+        problemId: Id,
+        requestId: Id,
+        /** load: (older logs only) a probe that ran each program's module body and nothing after
+         * it; ProgramExecuted now records the load outcome. */
+        purpose: z.enum(['oracle', 'reward', 'mistake-book', 'heldout', 'kill', 'load']),
+        programs: z.array(z.strictObject({ programId: Id, programHash: Hash })),
+        tests: z.array(z.strictObject({ testId: Id, testHash: Hash })),
+        /** Pairs to execute, flattened: program index, test index, program index, ... */
+        pairs: z.array(Count),
+        /** Pairs the request needs whose verdict is recorded already (an earlier round) or
+         * requested by an earlier request of the same plan: never executed twice. Same form. */
+        reused: z.array(Count),
+      })
+      .superRefine((d, ctx) => {
+        for (const field of ['pairs', 'reused'] as const) {
+          const list = d[field];
+          if (list.length % 2 !== 0) ctx.addIssue({ code: 'custom', path: [field], message: `has ${list.length} numbers: expected (program, test) index pairs` });
+          for (let i = 0; i < list.length; i++) {
+            const max = i % 2 === 0 ? d.programs.length : d.tests.length;
+            if (list[i]! >= max) {
+              ctx.addIssue({ code: 'custom', path: [field, i], message: `index ${list[i]} is past the ${max} ${i % 2 === 0 ? 'programs' : 'tests'}` });
+              break;
+            }
+          }
+        }
+      }),
+    upcasters: {
+      // v1 listed every pair in full.
+      1: (d) => {
+        if (!isRecord(d) || !Array.isArray(d.pairs)) return d;
+        const { pairs, reused, ...rest } = d;
+        return { ...rest, ...requestBody(pairs as ExecutionPair[], Array.isArray(reused) ? (reused as ExecutionPair[]) : []) };
+      },
+    },
   }),
   /** Executor: the results of one program on its pairs of one request, as compact arrays
    * (result i is the request's pair `pairs[i]`). All results of a request are one commit. */

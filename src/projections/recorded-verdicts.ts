@@ -11,10 +11,10 @@
  * small shard rather than every verdict of the problem.
  */
 import type { EventEnvelope } from '../events/envelope.js';
-import type { EventData } from '../events/catalog.js';
+import { requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
 import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
 
-type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+type Pair = ExecutionPair;
 type Executed = EventData<'ProgramExecuted'>;
 /** One executed pair with everything recorded about it (the shape older logs stored per event). */
 export type PairResult = EventData<'ExecutionCompleted'>;
@@ -143,9 +143,9 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
   if (event.type === 'ExecutionRequested') {
     const d = event.data as EventData<'ExecutionRequested'>;
     const problemOf = { ...state.problemOf, [d.requestId]: d.problemId };
-    const awaiting = d.pairs.length > 0 ? { ...state.awaiting, [d.requestId]: { pairs: d.pairs, left: d.pairs.length } } : state.awaiting;
+    const awaiting = d.pairs.length > 0 ? { ...state.awaiting, [d.requestId]: { pairs: requestPairs(d), left: requestSize(d) } } : state.awaiting;
     if (!collect(d.purpose)) return { ...state, problemOf, awaiting };
-    return { ...state, problemOf, awaiting, open: { ...state.open, [d.requestId]: { problemId: d.problemId, reused: d.reused, executed: [] } } };
+    return { ...state, problemOf, awaiting, open: { ...state.open, [d.requestId]: { problemId: d.problemId, reused: reusedPairs(d), executed: [] } } };
   }
   if (event.type !== 'ExecutionCompleted' && event.type !== 'ProgramExecuted') return state;
   const requestId = (event.data as { requestId: string }).requestId;
@@ -223,7 +223,7 @@ export function allPairResults(events: Iterable<EventEnvelope>): PairResult[] {
   for (const e of events) {
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      pairs.set(d.requestId, d.pairs);
+      pairs.set(d.requestId, requestPairs(d));
     } else out.push(...pairResultsOf(e, (id) => pairs.get(id)));
   }
   return out;

@@ -3,7 +3,7 @@
  * log by `crucible replay`. Each is a pure function of events; `replay --verify` compares their
  * state hashes with the live ones.
  */
-import type { EventData } from '../events/catalog.js';
+import { requestPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
 import { del, put } from './readmodel.js';
 import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
@@ -122,9 +122,9 @@ export const executionsProjection: RowProjection = {
   apply: (e, view) => {
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, pairs: d.pairs })];
+      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, pairs: requestPairs(d) })];
     }
-    const results = pairResultsOf(e, (id) => view.get('execution_requests', { request_id: id })?.pairs as EventData<'ExecutionRequested'>['pairs'] | undefined);
+    const results = pairResultsOf(e, (id) => view.get('execution_requests', { request_id: id })?.pairs as ExecutionPair[] | undefined);
     return results.map((d) =>
       put('executions', {
         request_id: d.requestId,

@@ -6,7 +6,7 @@
 import { asPosition } from '../../src/events/log.js';
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
-import { makeEvent, type EventDataInput, type EventType } from '../../src/events/catalog.js';
+import { makeEvent, type EventDataInput, type EventType, requestBody, requestSize } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { parseConfig } from '../../src/config/load.js';
 import { conductor, conductorMachine, problemsForRound } from '../../src/actors/conductor.js';
@@ -68,7 +68,7 @@ const sampledSuite = (round: number, problemId: string, solutionId: string, suit
 const requested = (round: number, problemId: string, purpose: 'oracle' | 'reward' | 'heldout' | 'kill', pairs = 1) =>
   ev('ExecutionRequested', {
     round, problemId, requestId: `${round}/${problemId}/${purpose}`, purpose,
-    pairs: Array.from({ length: pairs }, (_, i) => ({ programId: `s${i}`, programHash: H('a'), testId: `t${i}`, testHash: H('b') })),
+    ...requestBody(Array.from({ length: pairs }, (_, i) => ({ programId: `s${i}`, programHash: H('a'), testId: `t${i}`, testHash: H('b') }))),
   });
 const completed = (requestId: string) =>
   ev('ProgramExecuted', {
@@ -157,7 +157,7 @@ describe('executor', () => {
     let s = fold(executorMachine, [requested(1, 'p1', 'oracle', 0)]);
     expect(executor.pending(s)).toEqual([]);
     s = fold(executorMachine, [requested(1, 'p1', 'reward', 2), requested(1, 'p1', 'kill', 1)], s);
-    expect(executor.pending(s).map((r) => [r.key, r.pairs.length])).toEqual([['1/p1/reward', 2], ['1/p1/kill', 1]]);
+    expect(executor.pending(s).map((r) => [r.key, requestSize(r)])).toEqual([['1/p1/reward', 2], ['1/p1/kill', 1]]);
     s = fold(executorMachine, [completed('1/p1/reward')], s);
     expect(executor.pending(s).map((r) => r.key)).toEqual(['1/p1/kill']);
   });

@@ -10,7 +10,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { runExperiment } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
-import type { EventData, EventType } from '../../src/events/catalog.js';
+import { requestPairs, requestSize, reusedPairs, type EventData, type EventType } from '../../src/events/catalog.js';
 import { TestCase } from '../../src/core/problem.js';
 import { exportEvolved } from '../../src/cli/commands/evolved.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
@@ -46,7 +46,7 @@ async function run(method: string, overrides: Record<string, unknown> = {}) {
   };
   // Read every blob the tests need before closing.
   for (const e of events) {
-    if (e.type === 'ExecutionRequested') for (const p of (e.data as EventData<'ExecutionRequested'>).pairs) await text(p.testHash);
+    if (e.type === 'ExecutionRequested') for (const p of requestPairs(e.data as EventData<'ExecutionRequested'>)) await text(p.testHash);
   }
   await log.close();
   const of = <T extends Parameters<typeof dataOfType>[1]>(type: T) => dataOfType(events, type);
@@ -66,10 +66,10 @@ describe('each method runs on the same actors and log', () => {
   it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches', async () => {
     const { of, blob, events } = await run('ace');
     const requests = of('ExecutionRequested').filter((r) => r.purpose !== 'heldout');
-    expect(requests.some((r) => r.purpose === 'oracle' && r.pairs.length > 0)).toBe(false);
+    expect(requests.some((r) => r.purpose === 'oracle' && requestSize(r) > 0)).toBe(false);
     let pairs = 0;
     for (const r of requests) {
-      for (const p of [...r.pairs, ...r.reused]) {
+      for (const p of [...requestPairs(r), ...reusedPairs(r)]) {
         pairs++;
         // The Judge runs sampled programs only (the code policy may of course sample a correct one).
         if (r.purpose === 'reward') expect(p.programId).toMatch(/\/s\d+$/);
@@ -98,7 +98,7 @@ describe('each method runs on the same actors and log', () => {
     const requests = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
     for (const r of of('RewardsAssigned').filter((x) => x.role === 'code')) {
       const req = requests.find((q) => q.round === r.round && q.problemId === r.problemId)!;
-      const all = [...req.pairs, ...req.reused];
+      const all = [...requestPairs(req), ...reusedPairs(req)];
       for (const item of r.items) {
         const gt = all.filter((p) => p.programId === item.sampleId && p.testId.startsWith('gt/'));
         const passed = gt.filter((p) => verdicts.get(`${p.programHash}|${p.testHash}`) === 'accepted').length;
@@ -131,7 +131,7 @@ describe('each method runs on the same actors and log', () => {
   it('golden-tests rewards programs from dataset tests only and trains no test policy', async () => {
     const { of } = await run('golden-tests');
     const reward = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
-    expect(reward.flatMap((r) => [...r.pairs, ...r.reused]).every((p) => p.testId.startsWith('gt/'))).toBe(true);
+    expect(reward.flatMap((r) => [...requestPairs(r), ...reusedPairs(r)]).every((p) => p.testId.startsWith('gt/'))).toBe(true);
     expect(of('TrainingBatchFormed').filter((b) => b.role === 'test').every((b) => b.size === 0)).toBe(true);
   }, 60_000);
 
@@ -195,7 +195,7 @@ describe('evolvecoder', () => {
     expect(exported.problems).toBeGreaterThan(0);
     {
       const rl = await run('golden-tests', { name: 'evolvecoder-rl', rounds: 1, dataset: { format: 'demo', path: file } });
-      const gt = rl.of('ExecutionRequested').filter((r) => r.purpose === 'reward').flatMap((r) => [...r.pairs, ...r.reused]);
+      const gt = rl.of('ExecutionRequested').filter((r) => r.purpose === 'reward').flatMap((r) => [...requestPairs(r), ...reusedPairs(r)]);
       const evolvedHashes = new Set(final.flatMap((d) => d.tests));
       expect(gt.some((p) => evolvedHashes.has(p.testHash))).toBe(true);
     }

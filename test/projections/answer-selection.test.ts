@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
-import { makeEvent, type EventDataInput, type EventType } from '../../src/events/catalog.js';
+import { makeEvent, requestBody, type EventDataInput, type EventType } from '../../src/events/catalog.js';
 import {
   emptyAnswerSelection,
   reduceAnswerSelection,
@@ -77,7 +77,7 @@ const judged = (round: number, testIds: [string, string, boolean][]) =>
 const evaluated = (round: number) =>
   ev('ProblemEvaluated', { round, problemId: 'p', heldOut: { programs: 2, passed: 0 }, kill: { targets: 0, suites: 0, killed: 0 }, tests: { sampled: 0, wellFormed: 0, valid: 0 }, mistakeBook: { size: 0 }, rewards: { code: 0, test: 0 } });
 const request = (round: number, purpose: 'reward' | 'heldout', pairs: ReturnType<typeof pair>[], reused: ReturnType<typeof pair>[] = []) =>
-  ev('ExecutionRequested', { round, problemId: 'p', requestId: `${round}/p/${purpose}`, purpose, pairs, reused });
+  ev('ExecutionRequested', { round, problemId: 'p', requestId: `${round}/p/${purpose}`, purpose, ...requestBody(pairs, reused) });
 
 describe('the answer-selection reducer', () => {
   // Programs P0 (sampled as s0 in round 1, s1 in round 2) and P1; generated test G, Mistake Book test B, held-out test O.

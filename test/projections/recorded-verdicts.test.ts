@@ -1,6 +1,6 @@
 /**
  * Compact execution records (ProgramExecuted) and the per-pair records of older logs
- * (ExecutionCompleted v1) stand for the same verdicts: the same request answers, the same
+ * (ExecutionCompleted v1, with ExecutionRequested v1 listing every pair) stand for the same verdicts: the same request answers, the same
  * executions table after a replay into the run's read models (real SQLite log and read model).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeEvent, type EventData } from '../../src/events/catalog.js';
+import { makeEvent, requestBody, requestPairs, reusedPairs, type EventData } from '../../src/events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../../src/events/envelope.js';
 import { MalformedEventError } from '../../src/events/errors.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -45,7 +45,7 @@ const reused2 = [pair('2/p/s1', P0, 'g/0', T[0]!), pair('2/p/s0', P1, 'g/1', T[1
 const results2 = [figures('time_limit')];
 
 const requested = (round: number, pairs: typeof reward1, reused: typeof reward1 = []) =>
-  makeEvent('ExecutionRequested', 'run', { round, problemId: 'p', requestId: `${round}/p/reward`, purpose: 'reward', pairs, reused });
+  makeEvent('ExecutionRequested', 'run', { round, problemId: 'p', requestId: `${round}/p/reward`, purpose: 'reward', ...requestBody(pairs, reused) });
 
 /** The same results as one compact event per program hash (in request order). */
 function compactLog(): NewEvent[][] {
@@ -75,9 +75,27 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function replay(name: string, commits: NewEvent[][]) {
-  const log = await openSqliteLog(join(dir, `${name}.db`));
-  for (const [i, events] of commits.entries()) await log.append('executor/0', events, { commitId: `${name}-${i}` });
+/** Rewrites the log's requests as an older crucible stored them: ExecutionRequested v1 (every
+ * pair in full), rows without checksums. */
+function storeRequestsAsV1(file: string): void {
+  const db = new Database(file);
+  const rows = db.prepare(`SELECT position, data FROM events WHERE type = 'ExecutionRequested'`).all() as { position: number; data: string }[];
+  for (const r of rows) {
+    const { programs: _p, tests: _t, pairs: _pairs, reused: _reused, ...rest } = JSON.parse(r.data) as EventData<'ExecutionRequested'>;
+    const d = JSON.parse(r.data) as EventData<'ExecutionRequested'>;
+    const v1 = { ...rest, pairs: requestPairs(d), reused: reusedPairs(d) };
+    db.prepare('UPDATE events SET v = 1, sum = NULL, data = ? WHERE position = ?').run(JSON.stringify(v1), r.position);
+  }
+  db.close();
+}
+
+async function replay(name: string, commits: NewEvent[][], v1 = false) {
+  const file = join(dir, `${name}.db`);
+  const writer = await openSqliteLog(file);
+  for (const [i, events] of commits.entries()) await writer.append('executor/0', events, { commitId: `${name}-${i}` });
+  await writer.close();
+  if (v1) storeRequestsAsV1(file);
+  const log = await openSqliteLog(file, { create: false });
   const stored: EventEnvelope[] = [];
   for await (const e of log.read()) stored.push(e);
   const runner = await ProjectionRunner.replayInto(join(dir, `${name}-rm.db`), { log, projections: RUN_PROJECTIONS });
@@ -102,9 +120,12 @@ describe('compact execution records', () => {
 
   it('a compact log and an older per-pair log replay to the same verdicts and executions table', async () => {
     const compact = await replay('compact', compactLog());
-    const old = await replay('per-pair', perPairLog());
+    const old = await replay('per-pair', perPairLog(), true);
     expect(compact.stored.filter((e) => e.type === 'ProgramExecuted')).toHaveLength(3);
     expect(old.stored.filter((e) => e.type === 'ExecutionCompleted')).toHaveLength(6);
+    // The v1 requests were upcast on read to the current form.
+    const requests = (events: EventEnvelope[]) => events.filter((e) => e.type === 'ExecutionRequested').map((e) => [e.v, e.data]);
+    expect(requests(old.stored)).toEqual(requests(compact.stored));
     expect(compact.rows).toEqual(old.rows);
     expect(compact.rows).toHaveLength(6);
     expect(compact.answers).toEqual(old.answers);

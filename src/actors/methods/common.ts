@@ -7,6 +7,7 @@ import { parseMatrix, type ExecutionMatrix, type TestStatus } from '../../reward
 import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 import type { JudgedTest, Pair, RewardItem, Verdicts } from './contract.js';
+import { requestBody } from '../../events/catalog.js';
 import { evaluationFigures, mean } from './evaluation.js';
 
 export const GT_SUITE = 'gt';
@@ -116,6 +117,9 @@ export function planEvents(
   const planned = new Set<string>();
   return [
     env.event('TestsJudged', { ...base, tests: judged }),
-    ...requests.map(([purpose, pairs]) => env.event('ExecutionRequested', { ...base, requestId: `${p.key}/${purpose}`, purpose, ...split(pairs, planned) })),
+    ...requests.map(([purpose, pairs]) => {
+      const s = split(pairs, planned);
+      return env.event('ExecutionRequested', { ...base, requestId: `${p.key}/${purpose}`, purpose, ...requestBody(s.pairs, s.reused) });
+    }),
   ];
 }

@@ -5,14 +5,14 @@
  * `config.method` (see ./index.ts).
  */
 import type { Problem } from '../../core/problem.js';
-import type { EventData } from '../../events/catalog.js';
+import type { EventData, ExecutionPair } from '../../events/catalog.js';
 import type { NewEvent } from '../../events/envelope.js';
 import type { MistakeBookState } from '../../rewards/mistake-book.js';
 import type { ModuleLoad, PairResult } from '../../projections/recorded-verdicts.js';
 import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 
-export type Pair = EventData<'ExecutionRequested'>['pairs'][number];
+export type Pair = ExecutionPair;
 /** Per-pair results of a request, executed and reused (see recorded-verdicts.ts). */
 export type Verdicts = PairResult[];
 export type JudgedTest = EventData<'TestsJudged'>['tests'][number];
