@@ -111,16 +111,34 @@ interface OpenRequest {
 }
 
 export interface RecordedVerdicts {
-  /** Every request seen: its problem (small: a few requests per problem-round). */
-  problemOf: Record<string, string>;
+  /** Every request seen: its problem. Per-request maps are sharded by a hash of the request id
+   * (see Sharded) so an update copies one small shard, not every request of the run. */
+  problemOf: Sharded<string>;
   /** Requests whose executed results are still to come: their pairs (results name them by
    * position) and how many results are missing. */
-  awaiting: Record<string, { pairs: Pair[]; left: number }>;
+  awaiting: Sharded<{ pairs: Pair[]; left: number }>;
   /** Requests whose verdicts are collected, until `forgetRequests`. */
-  open: Record<string, OpenRequest>;
+  open: Sharded<OpenRequest>;
   /** problemId -> shard -> "programHash:testHash" -> the last recorded verdict that is not a
    * sandbox error (a sandbox error is the sandbox's failure: such a pair is executed again). */
   byPair: Record<string, Record<string, Record<string, Verdict>>>;
+}
+
+/** shard -> requestId -> value. */
+export type Sharded<V> = Record<string, Record<string, V>>;
+
+function shardOfId(id: string): string {
+  let h = 0;
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) & 0xff;
+  return h.toString(16);
+}
+const getIn = <V>(m: Sharded<V>, id: string): V | undefined => m[shardOfId(id)]?.[id];
+function setIn<V>(m: Sharded<V>, id: string, value: V | undefined): Sharded<V> {
+  const k = shardOfId(id);
+  const shard = { ...(m[k] ?? {}) };
+  if (value === undefined) delete shard[id];
+  else shard[id] = value;
+  return { ...m, [k]: shard };
 }
 
 export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {} });
@@ -142,29 +160,26 @@ function lookup(state: RecordedVerdicts, problemId: string, programHash: string,
 export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, collect: (purpose: string) => boolean): RecordedVerdicts {
   if (event.type === 'ExecutionRequested') {
     const d = event.data as EventData<'ExecutionRequested'>;
-    const problemOf = { ...state.problemOf, [d.requestId]: d.problemId };
-    const awaiting = d.pairs.length > 0 ? { ...state.awaiting, [d.requestId]: { pairs: requestPairs(d), left: requestSize(d) } } : state.awaiting;
+    const problemOf = setIn(state.problemOf, d.requestId, d.problemId);
+    const awaiting = d.pairs.length > 0 ? setIn(state.awaiting, d.requestId, { pairs: requestPairs(d), left: requestSize(d) }) : state.awaiting;
     if (!collect(d.purpose)) return { ...state, problemOf, awaiting };
-    return { ...state, problemOf, awaiting, open: { ...state.open, [d.requestId]: { problemId: d.problemId, reused: reusedPairs(d), executed: [] } } };
+    return { ...state, problemOf, awaiting, open: setIn(state.open, d.requestId, { problemId: d.problemId, reused: reusedPairs(d), executed: [] }) };
   }
   if (event.type !== 'ExecutionCompleted' && event.type !== 'ProgramExecuted') return state;
   const requestId = (event.data as { requestId: string }).requestId;
-  const problemId = state.problemOf[requestId];
+  const problemId = getIn(state.problemOf, requestId);
   // A verdict of a request this log never announced has no problem to be reused in.
   if (problemId === undefined) return state;
-  const results = pairResultsOf(event, (id) => state.awaiting[id]?.pairs);
+  const results = pairResultsOf(event, (id) => getIn(state.awaiting, id)?.pairs);
   let next = state;
   if (event.type === 'ProgramExecuted') {
-    const wait = state.awaiting[requestId];
+    const wait = getIn(state.awaiting, requestId);
     if (wait) {
-      const awaiting = { ...state.awaiting };
       const left = wait.left - results.length;
-      if (left > 0) awaiting[requestId] = { ...wait, left };
-      else delete awaiting[requestId];
-      next = { ...next, awaiting };
+      next = { ...next, awaiting: setIn(state.awaiting, requestId, left > 0 ? { ...wait, left } : undefined) };
     }
   }
-  const req = state.open[requestId];
+  const req = getIn(state.open, requestId);
   if (req) {
     // Kept in request order: a compact result sits at its pair's position (programs' events
     // interleave there); older per-pair events came in request order already.
@@ -175,7 +190,7 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
       if (at) executed[at[i]!] = v;
       else executed.push(v);
     });
-    next = { ...next, open: { ...next.open, [requestId]: { ...req, executed } } };
+    next = { ...next, open: setIn(next.open, requestId, { ...req, executed }) };
   }
   const kept = results.filter((d) => d.verdict !== 'sandbox_error');
   if (kept.length > 0) {
@@ -197,7 +212,7 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
 /** The verdicts of a collected request: those it executed, then those it reused (a reused pair
  * whose verdict is not recorded is left out, as the Judge leaves it out). */
 export function verdictsOf(state: RecordedVerdicts, requestId: string): RequestVerdict[] {
-  const req = state.open[requestId];
+  const req = getIn(state.open, requestId);
   if (!req) return [];
   // Positions not (yet) answered are holes, or null once the state went through JSON.
   const out = req.executed.filter((v): v is RequestVerdict => v !== null && v !== undefined);
@@ -210,10 +225,9 @@ export function verdictsOf(state: RecordedVerdicts, requestId: string): RequestV
 
 /** Drops the per-request lists once they are read (the by-pair memory stays). */
 export function forgetRequests(state: RecordedVerdicts, requestIds: readonly string[]): RecordedVerdicts {
-  if (!requestIds.some((id) => id in state.open)) return state;
-  const open = { ...state.open };
-  for (const id of requestIds) delete open[id];
-  return { ...state, open };
+  let open = state.open;
+  for (const id of requestIds) if (getIn(open, id) !== undefined) open = setIn(open, id, undefined);
+  return open === state.open ? state : { ...state, open };
 }
 
 /** Every per-pair result of a sequence of events in log order (both recorded shapes). */
