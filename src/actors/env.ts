@@ -12,6 +12,7 @@ import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
 import { deriveSeed } from '../core/rng.js';
+import type { RuntimeView } from './runtime.js';
 
 
 export interface SamplingPolicy {
@@ -70,11 +71,13 @@ export class RunEnv {
     this.#problems = new Map(opts.problems.map((p) => [p.id, p]));
   }
 
-  /** Fed every event by the runtime: where each policy version's parameters are. */
-  readonly view = (envelope: EventEnvelope): void => {
-    if (envelope.type !== 'PolicyVersionPublished') return;
-    const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
-    if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
+  /** Fed by the runtime: where each policy version's parameters are. */
+  readonly view: RuntimeView = {
+    types: ['PolicyVersionPublished'],
+    observe: (envelope: EventEnvelope): void => {
+      const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
+      if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
+    },
   };
 
   event<T extends EventType>(type: T, data: EventDataInput<T>): NewEvent {

@@ -57,6 +57,15 @@ export class ExecutionCache {
   get(programHash: string, testHash: string): Completed | undefined {
     return this.#byPair.get(ExecutionCache.key(programHash, testHash));
   }
+  /** For actor snapshots: the recorded verdicts, and a cache holding them. */
+  serialize(): unknown {
+    return [...this.#byPair.values()];
+  }
+  static restore(data: unknown): ExecutionCache {
+    const cache = new ExecutionCache();
+    for (const d of data as Completed[]) cache.observe(d);
+    return cache;
+  }
 }
 
 async function loadTest(env: RunEnv, hash: string): Promise<TestCase> {
@@ -73,6 +82,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
       if (envelope.type === 'ExecutionCompleted') cache.observe(envelope.data as Completed);
     },
     types: ['ExecutionCompleted'],
+    serialize: (cache) => cache.serialize(),
+    restore: (data) => ExecutionCache.restore(data),
   },
   async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);

@@ -212,6 +212,25 @@ export class VerdictIndex {
     if (problemId !== undefined && d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
   }
 
+  /** For actor snapshots: the index as JSON data, and an index from that data. */
+  serialize(): unknown {
+    return {
+      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests]]),
+      reused: [...this.#reused],
+      byPair: [...this.#byPair],
+      problemOf: [...this.#problemOf],
+    };
+  }
+  static restore(data: unknown): VerdictIndex {
+    const d = data as { byProblem: [string, [string, Completed[]][]][]; reused: [string, { problemId: string; pairs: Pair[] }][]; byPair: [string, Completed][]; problemOf: [string, string][] };
+    const index = new VerdictIndex();
+    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests));
+    for (const [k, v] of d.reused) index.#reused.set(k, v);
+    for (const [k, v] of d.byPair) index.#byPair.set(k, v);
+    for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
+    return index;
+  }
+
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
     return this.#byPair.has(pairKey(problemId, programHash, testHash));
@@ -256,6 +275,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ExecutionCompleted', 'ProblemEvaluated'],
+    serialize: (verdicts) => verdicts.serialize(),
+    restore: (data) => VerdictIndex.restore(data),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
