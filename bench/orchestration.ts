@@ -20,7 +20,7 @@ import { openSqliteLog } from '../src/events/sqlite-log.js';
 import type { RunRequest, Sandbox, TestResult } from '../src/sandbox/api.js';
 
 /** Verdicts from a hash of (program, test): deterministic, and no process is started. */
-class InstantVerdictsForBenchmark implements Sandbox {
+export class InstantVerdictsForBenchmark implements Sandbox {
   readonly isolation = 'rlimits' as const;
   calls = 0;
   async run(req: RunRequest): Promise<TestResult[]> {
