@@ -18,7 +18,7 @@
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position } from '../events/log.js';
-import { SnapshotBody, SnapshotRefusedError, snapshotVersion, type SnapshotRef, type SnapshotTable } from './snapshots.js';
+import { SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -198,9 +198,6 @@ export class ActorRuntime<Env> {
   #folded = 0;
   /** Events folded by the dispatcher when the last snapshots were taken. */
   #snapshotAt = 0;
-  /** Snapshots whose blobs are put and not yet named in the table: named once the next append
-   * has made the blobs durable (the SQLite blob store writes them in that transaction). */
-  #unnamed: SnapshotRef[] = [];
 
   readonly #views: readonly RuntimeView[];
   readonly #snapshots: SnapshotOptions | undefined;
@@ -246,7 +243,7 @@ export class ActorRuntime<Env> {
       }
     }
     const begun = [];
-    for (const actor of this.#actors.values()) if (actor.snapshot === null) begun.push(await this.#begin(actor, head));
+    for (const actor of this.#actors.values()) if (actor.snapshot === null) begun.push(this.#begin(actor, head));
     if (begun.length > 0) await this.#foldInto(begun, head);
     this.#position = head;
   }
@@ -267,7 +264,7 @@ export class ActorRuntime<Env> {
   async restart(name: string): Promise<void> {
     const actor = this.#require(name);
     actor.snapshot = null;
-    await this.#foldInto([await this.#begin(actor, this.#position)], this.#position);
+    await this.#foldInto([this.#begin(actor, this.#position)], this.#position);
   }
 
   /** The actor's state as a snapshot stores it: xstate's persisted snapshot and the serialized
@@ -280,7 +277,7 @@ export class ActorRuntime<Env> {
   }
 
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
-  async #begin(actor: LiveActor<Env>, upTo: Position): Promise<Begun<Env>> {
+  #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
     const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> => ({
       actor,
@@ -288,11 +285,12 @@ export class ActorRuntime<Env> {
       index: actor.def.index?.create(),
       report: { actor: name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
     });
-    const ref = this.#snapshots?.table.latest(name) ?? null;
-    if (ref === null || !actor.snapshottable) return fresh('none');
+    const stored = this.#snapshots?.table.latest(name) ?? null;
+    if (stored === null || !actor.snapshottable) return fresh('none');
+    const { ref } = stored;
     if (ref.version !== actor.version) return fresh('ignored');
     try {
-      const { snapshot, index } = await this.#restore(actor, ref, upTo);
+      const { snapshot, index } = this.#restore(actor, stored, upTo);
       return { actor, snapshot, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 } };
     } catch (err) {
       if (!(err instanceof SnapshotRefusedError)) throw err;
@@ -300,27 +298,24 @@ export class ActorRuntime<Env> {
     }
   }
 
-  async #restore(actor: LiveActor<Env>, ref: SnapshotRef, upTo: Position) {
+  #restore(actor: LiveActor<Env>, { ref, body: bytes }: StoredSnapshot, upTo: Position) {
     const refuse = (reason: string) => new SnapshotRefusedError(actor.def.name, ref, reason);
-    if (ref.position > upTo) throw refuse(`it is at a position past the log's (${upTo})`);
-    let text: string;
-    try {
-      text = await this.#log.blobs.getText(ref.blob);
-    } catch (err) {
-      throw refuse(`its blob cannot be read (${(err as Error).message})`);
-    }
+    if (ref.position > upTo) throw refuse(`it is at a position past the log's head (${upTo})`);
+    // A flipped byte must not pass as the state of an actor.
+    if (sha256Hex(bytes) !== ref.hash) throw refuse('its body is corrupt: it no longer hashes to the sha256 recorded with it');
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
     let raw: unknown;
     try {
       raw = JSON.parse(text);
     } catch {
-      throw refuse('its blob is not JSON');
+      throw refuse('its body is not JSON');
     }
     const parsed = SnapshotBody.safeParse(raw);
-    if (!parsed.success) throw refuse(`its blob is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
+    if (!parsed.success) throw refuse(`its body is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
     const body = parsed.data;
     if (body.runId !== this.#runId) throw refuse(`it belongs to run ${body.runId}`);
     if (body.actor !== actor.def.name) throw refuse(`it holds the state of actor ${body.actor}`);
-    if (body.position !== ref.position || body.version !== ref.version) throw refuse('its blob disagrees with the checkpoint table');
+    if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
     try {
       const snapshot = actor.def.machine.restoreSnapshot(body.machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
       const index = actor.def.index ? actor.def.index.restore!(body.index) : undefined;
@@ -358,13 +353,8 @@ export class ActorRuntime<Env> {
   async run(hooks: RuntimeHooks = {}): Promise<boolean> {
     for (;;) {
       const folded = await this.#foldNewEvents();
-      if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) await this.#takeSnapshots();
+      if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) this.#takeSnapshots();
       const ran = await this.#runPendingEffects();
-      // The step's append wrote the snapshots' blobs: they can be named now.
-      if (ran && this.#unnamed.length > 0) {
-        this.#snapshots!.table.save(this.#unnamed);
-        this.#unnamed = [];
-      }
       await hooks.onStep?.(this.#position);
       if (hooks.shouldStop?.()) return false;
       if (!folded && !ran && !(await hooks.onIdle?.())) return true;
@@ -407,17 +397,18 @@ export class ActorRuntime<Env> {
     return any;
   }
 
-  /** Puts a snapshot of every live, snapshottable actor at the dispatcher's position. */
-  async #takeSnapshots(): Promise<void> {
+  /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
+  #takeSnapshots(): void {
     const position = this.#position;
-    const refs: SnapshotRef[] = [];
+    const taken: StoredSnapshot[] = [];
     for (const actor of this.#actors.values()) {
       const state = actor.snapshottable ? this.persistedStateOf(actor.def.name) : null;
       if (state === null) continue;
       const body: SnapshotBody = { format: 1, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
-      refs.push({ actor: actor.def.name, position, blob: await this.#log.blobs.put(JSON.stringify(body)), version: actor.version });
+      const bytes = Buffer.from(JSON.stringify(body));
+      taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes });
     }
-    this.#unnamed = refs;
+    this.#snapshots!.table.save(taken);
     this.#snapshotAt = this.#folded;
   }
 

@@ -1,12 +1,13 @@
 /**
  * Actor snapshots: an actor's machine state and side index as they stood at one log position,
- * stored as a blob in the log's blob store and named in a checkpoint table beside the run
- * (`snapshots.db`), so that a restarted actor folds only the events after that position.
+ * stored as a blob with its sha256 in a checkpoint table beside the run (`snapshots.db`, one row
+ * per actor, replaced by the next snapshot), so that a restarted actor folds only the events
+ * after that position.
  *
  * A snapshot is a cache of a fold, never a source of truth: the log holds no trace of it (a run
- * writes the same events with or without snapshots), and one that is missing, corrupt, of
- * another run or written by another code version is refused, the reason reported, and the actor
- * refolded from the start of the log.
+ * writes the same events with or without snapshots, and the log's blob store does not grow with
+ * them), and one that is corrupt, of another run or written by another code version is refused
+ * or ignored, the reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
@@ -21,8 +22,8 @@ export interface SnapshotRef {
   actor: string;
   /** The log position the snapshot was folded up to (inclusive). */
   position: Position;
-  /** sha256 of the body in the blob store. */
-  blob: string;
+  /** sha256 of the body, checked before the body is trusted. */
+  hash: string;
   /** The code version that wrote it (see `ActorRuntime`): another version's snapshot is ignored. */
   version: string;
 }
@@ -42,11 +43,17 @@ export const SnapshotBody = z
   .strict();
 export type SnapshotBody = z.infer<typeof SnapshotBody>;
 
-/** Where the latest snapshot of each actor is named. */
+export interface StoredSnapshot {
+  ref: SnapshotRef;
+  /** The body's JSON text as stored (see SnapshotBody). */
+  body: Uint8Array;
+}
+
+/** Where the latest snapshot of each actor is kept. */
 export interface SnapshotTable {
-  latest(actor: string): SnapshotRef | null;
-  /** Replaces the named actors' entries, all at once. */
-  save(refs: readonly SnapshotRef[]): void;
+  latest(actor: string): StoredSnapshot | null;
+  /** Replaces the named actors' snapshots, all at once. */
+  save(snapshots: readonly StoredSnapshot[]): void;
   close(): void;
 }
 
@@ -57,7 +64,7 @@ export class SnapshotRefusedError extends Error {
     readonly ref: SnapshotRef,
     readonly reason: string,
   ) {
-    super(`snapshot of actor ${actor} at position ${ref.position} (blob ${ref.blob.slice(0, 12)}) refused: ${reason}; ${actor} refolds the log from the start`);
+    super(`snapshot of actor ${actor} at position ${ref.position} (sha256 ${ref.hash.slice(0, 12)}) refused: ${reason}; ${actor} refolds the log from the start`);
     this.name = 'SnapshotRefusedError';
   }
 }
@@ -69,7 +76,15 @@ export function snapshotVersion(codeVersion: string, actorVersion: number, shape
   return `${SNAPSHOT_FORMAT}/${codeVersion}/${actorVersion}/${digest}`;
 }
 
-const Row = z.object({ actor: z.string(), position: z.number().int().nonnegative(), blob: z.string().regex(/^[0-9a-f]{64}$/), version: z.string() });
+const Row = z.object({
+  actor: z.string(),
+  position: z.number().int().nonnegative(),
+  hash: z.string().regex(/^[0-9a-f]{64}$/),
+  version: z.string(),
+  body: z.instanceof(Uint8Array),
+});
+
+export const sha256Hex = (bytes: Uint8Array | string) => createHash('sha256').update(bytes).digest('hex');
 
 /** The checkpoint table in its own SQLite file, one row per (run, actor). */
 export class SqliteSnapshotTable implements SnapshotTable {
@@ -83,26 +98,29 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#db.pragma('journal_mode = WAL');
     this.#db.pragma('synchronous = FULL');
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (
-      run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, blob TEXT NOT NULL, version TEXT NOT NULL,
+      run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,
       PRIMARY KEY (run_id, actor))`);
     this.#runId = runId;
-    this.#select = this.#db.prepare('SELECT actor, position, blob, version FROM actor_snapshots WHERE run_id = ? AND actor = ?');
+    this.#select = this.#db.prepare('SELECT actor, position, hash, version, body FROM actor_snapshots WHERE run_id = ? AND actor = ?');
     this.#upsert = this.#db.prepare(
-      'INSERT INTO actor_snapshots (run_id, actor, position, blob, version) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, actor) DO UPDATE SET position = excluded.position, blob = excluded.blob, version = excluded.version',
+      `INSERT INTO actor_snapshots (run_id, actor, position, version, hash, body) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (run_id, actor) DO UPDATE SET position = excluded.position, version = excluded.version, hash = excluded.hash, body = excluded.body`,
     );
   }
 
-  latest(actor: string): SnapshotRef | null {
+  latest(actor: string): StoredSnapshot | null {
     const row = this.#select.get(this.#runId, actor);
     if (row === undefined) return null;
     // A row this code cannot read is no snapshot: the actor folds from the start.
     const parsed = Row.safeParse(row);
-    return parsed.success ? { ...parsed.data, position: parsed.data.position as Position } : null;
+    if (!parsed.success) return null;
+    const { body, ...ref } = parsed.data;
+    return { ref: { ...ref, position: ref.position as Position }, body };
   }
 
-  save(refs: readonly SnapshotRef[]): void {
+  save(snapshots: readonly StoredSnapshot[]): void {
     this.#db.transaction(() => {
-      for (const r of refs) this.#upsert.run(this.#runId, r.actor, r.position, r.blob, r.version);
+      for (const { ref, body } of snapshots) this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
     })();
   }
 

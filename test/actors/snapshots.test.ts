@@ -6,6 +6,7 @@
  * with an error naming it and the actor refolds from the start; another code version's
  * snapshot is ignored.
  */
+import { createHash } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -43,11 +44,11 @@ async function eventsOf(dir: string) {
   return out;
 }
 
-interface SnapshotRow { actor: string; position: number; blob: string; version: string }
+interface SnapshotRow { actor: string; position: number; hash: string; version: string }
 
 function snapshotRows(dir: string): Map<string, SnapshotRow> {
   const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
-  const rows = db.prepare('SELECT actor, position, blob, version FROM actor_snapshots').all() as SnapshotRow[];
+  const rows = db.prepare('SELECT actor, position, hash, version FROM actor_snapshots').all() as SnapshotRow[];
   db.close();
   return new Map(rows.map((r) => [r.actor, r]));
 }
@@ -138,12 +139,13 @@ describe('actor snapshots', () => {
   it('a corrupt snapshot is refused with an error naming it, and another version\'s is ignored: both refold from the start', async () => {
     const dir = copyOfStopped('corrupt');
     const rows = snapshotRows(dir);
-    const judgeBlob = rows.get('judge')!.blob;
-    const logDb = new Database(path.join(dir, 'log.db'));
-    const flipped = logDb.prepare("UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE hash = ?").run(judgeBlob);
-    logDb.close();
-    expect(flipped.changes).toBe(1);
+    const judgeHash = rows.get('judge')!.hash;
     const snapDb = new Database(path.join(dir, 'snapshots.db'));
+    // One flipped letter inside the Judge's state: still JSON, still a snapshot, wrong content.
+    const flipped = snapDb.prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE actor = 'judge'").run();
+    expect(flipped.changes).toBe(1);
+    const body = snapDb.prepare("SELECT body FROM actor_snapshots WHERE actor = 'judge'").pluck().get() as Buffer;
+    expect(createHash('sha256').update(body).digest('hex')).not.toBe(judgeHash);
     snapDb.prepare("UPDATE actor_snapshots SET version = '1/0.0.1/1/000000000000' WHERE actor = 'executor'").run();
     snapDb.close();
 
@@ -152,7 +154,7 @@ describe('actor snapshots', () => {
     const byActor = new Map(reports.map((r) => [r.actor, r]));
     const judged = byActor.get('judge')!;
     expect(judged.snapshot).toBe('refused');
-    expect(judged.refused?.message).toMatch(new RegExp(`snapshot of actor judge at position ${rows.get('judge')!.position} \\(blob ${judgeBlob.slice(0, 12)}\\) refused: its blob cannot be read \\(blob ${judgeBlob} is corrupt`));
+    expect(judged.refused?.message).toMatch(new RegExp(`^snapshot of actor judge at position ${rows.get('judge')!.position} \\(sha256 ${judgeHash.slice(0, 12)}\\) refused: its body is corrupt`));
     expect(judged.refused?.message).toMatch(/judge refolds the log from the start/);
     expect(judged.from).toBe(0);
     expect(judged.eventsFolded).toBe(countFolded(dir, judge, 0).count - countFolded(dir, judge, judged.to).count);
