@@ -35,6 +35,8 @@ export class InstantVerdictsForBenchmark implements Sandbox {
   async close(): Promise<void> {}
 }
 
+const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
+
 function flag(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(`--${name}`);
   if (i < 0) return fallback;
@@ -97,8 +99,10 @@ export async function runBench(args: string[]): Promise<void> {
 
     const sandbox = new InstantVerdictsForBenchmark();
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     const outcome = await runExperiment({ config, cacheDir, sandbox });
     const seconds = (performance.now() - started) / 1000;
+    const cpu = cpuSeconds(process.cpuUsage(cpuBefore));
 
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     let pairs = 0;
@@ -112,11 +116,14 @@ export async function runBench(args: string[]): Promise<void> {
       }
     }
     await log.close();
+    const baselineCpuBefore = process.cpuUsage();
     const baseline = await rawAppendBaseline(root, pairs, synchronous);
+    const baselineCpu = cpuSeconds(process.cpuUsage(baselineCpuBefore));
     const us = (s: number) => ((s * 1e6) / pairs).toFixed(1);
     console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache); synchronous ${synchronous.toUpperCase()} on both sides`);
-    console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s)`);
-    console.log(`  baseline, raw batched append of ${pairs} verdict events: ${baseline.toFixed(2)} s = ${us(baseline)} us per pair`);
+    // CPU time beside wall time: on a shared machine the wall clock also counts waiting for a core.
+    console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s); CPU ${us(cpu)} us per pair`);
+    console.log(`  baseline, raw batched append of ${pairs} verdict events: ${baseline.toFixed(2)} s = ${us(baseline)} us per pair; CPU ${us(baselineCpu)} us per pair`);
     console.log(`  overhead over recording alone: ${(seconds / baseline).toFixed(1)}x; sandbox calls: ${sandbox.calls}`);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -76,6 +76,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   name: 'executor',
   machine: executorMachine,
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
+  // All verdicts of a request are one commit; the machine reads only the request id.
+  foldOncePerCommit: ['ExecutionCompleted'],
   index: {
     create: () => new ExecutionCache(),
     observe(cache, envelope) {

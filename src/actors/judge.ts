@@ -271,6 +271,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   name: 'judge',
   machine: judgeMachine,
   pending: judgePending,
+  // All verdicts of a request are one commit; the machine reads only the request id.
+  foldOncePerCommit: ['ExecutionCompleted'],
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

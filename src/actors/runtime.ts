@@ -63,6 +63,11 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
   /** Bump when the meaning of its machine context or its index's serialized form changes, so
    * that snapshots written before are ignored (default 1). */
   readonly snapshotVersion?: number;
+  /** Event types whose transition depends only on their commit, not on which event of it (all
+   * verdicts of one request are one commit and complete it together): the machine folds the
+   * first of each commit and skips the rest, which would change nothing; the side index still
+   * observes every one. */
+  readonly foldOncePerCommit?: readonly string[];
 }
 
 // The runtime stores actors of different machine types side by side.
@@ -83,13 +88,24 @@ interface LiveActor<Env> {
   version: string;
   /** Whether it can be snapshotted (its index, if any, serializes). */
   snapshottable: boolean;
+  /** Event types its machine handles (the others only feed its index). */
+  machineTypes: ReadonlySet<string>;
+  once: ReadonlySet<string>;
+  /** Commit and type of the last event folded of a `once` type. */
+  lastOnce: string;
 }
 
 type Node = { id: string; events: string[]; states: Record<string, Node> };
 
 /** The event types an actor folds: those its machine handles and those its index reads. */
 export function eventTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
-  const types = new Set<string>(def.index?.types ?? []);
+  const types = machineTypesOf(def);
+  for (const t of def.index?.types ?? []) types.add(t);
+  return types;
+}
+
+function machineTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
+  const types = new Set<string>();
   const visit = (node: Node) => {
     for (const t of node.events) types.add(t);
     for (const child of Object.values(node.states)) visit(child);
@@ -220,6 +236,9 @@ export class ActorRuntime<Env> {
         scope: inertScope(def.machine),
         version: snapshotVersion(codeVersion, def.snapshotVersion ?? 1, shapeOf(def as never)),
         snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined),
+        machineTypes: machineTypesOf(def as never),
+        once: new Set(def.foldOncePerCommit ?? []),
+        lastOnce: '',
       });
     }
   }
@@ -279,6 +298,7 @@ export class ActorRuntime<Env> {
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
   #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
+    actor.lastOnce = '';
     const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> => ({
       actor,
       snapshot: initialTransition(actor.def.machine)[0],
@@ -374,6 +394,12 @@ export class ActorRuntime<Env> {
   #fold(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown, envelope: EventEnvelope) {
     const def = actor.def;
     def.index?.observe(index, envelope);
+    if (!actor.machineTypes.has(envelope.type)) return snapshot;
+    if (actor.once.has(envelope.type)) {
+      const k = `${envelope.type}\u0000${envelope.commitId}`;
+      if (k === actor.lastOnce) return snapshot;
+      actor.lastOnce = k;
+    }
     const event: LogEvent = { type: envelope.type, envelope };
     const next = def.machine.transition(snapshot, event, actor.scope) as SnapshotFrom<AnyStateMachine>;
     if (next.status === 'error') {
