@@ -4,7 +4,7 @@
  */
 import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
-import { makeEvent, type EventDataInput, type EventType } from '../events/catalog.js';
+import type { EventDataInput, EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { Problem } from '../core/problem.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -80,8 +80,10 @@ export class RunEnv {
     },
   };
 
+  /** An event of this run, typed here and validated once, when the runtime appends it (the
+   * error then names the actor, the effect's commit and the field). */
   event<T extends EventType>(type: T, data: EventDataInput<T>): NewEvent {
-    return makeEvent(type, this.runId, data);
+    return { type, runId: this.runId, data };
   }
 
   problem(id: string): Problem {

@@ -38,9 +38,16 @@ export interface LearnerContext {
   /** Latest published version per role (-1: none yet). */
   versions: Record<Role, number>;
   trainedRounds: number[];
-  samples: Record<string, SampleRef>;
+  /** Samples by problem, then by sample id: an event copies one problem's few samples, not
+   * every sample of the round. */
+  samples: Record<string, Record<string, SampleRef>>;
   rounds: Record<string, RoundWork>;
 }
+
+const withSample = (samples: LearnerContext['samples'], ref: SampleRef): LearnerContext['samples'] => ({
+  ...samples,
+  [ref.problemId]: { ...samples[ref.problemId], [ref.sampleId]: ref },
+});
 
 export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
@@ -61,7 +68,7 @@ export const learnerMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
         const ref: SampleRef = { sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId };
-        return { samples: { ...context.samples, [d.solutionId]: ref } };
+        return { samples: withSample(context.samples, ref) };
       }),
     },
     TestsSampled: {
@@ -69,7 +76,7 @@ export const learnerMachine = setup({
         const d = dataOf(event.envelope, 'TestsSampled');
         const contextKey = d.sampling.contextKey ?? d.problemId;
         const ref: SampleRef = { sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId };
-        return { samples: { ...context.samples, [d.suiteId]: ref } };
+        return { samples: withSample(context.samples, ref) };
       }),
     },
     RewardsAssigned: {
@@ -89,7 +96,14 @@ export const learnerMachine = setup({
         // Both roles of a round are published in one commit, test last: the round is trained.
         const { [d.round]: done, ...rounds } = context.rounds;
         const samples = { ...context.samples };
-        for (const role of ['code', 'test'] as const) for (const r of done?.rewards[role] ?? []) for (const i of r.items) delete samples[i.sampleId];
+        for (const role of ['code', 'test'] as const) {
+          for (const r of done?.rewards[role] ?? []) {
+            const kept = { ...samples[r.problemId] };
+            for (const i of r.items) delete kept[i.sampleId];
+            if (Object.keys(kept).length > 0) samples[r.problemId] = kept;
+            else delete samples[r.problemId];
+          }
+        }
         return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
       }),
     },
@@ -168,7 +182,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
         let size = 0;
         for (const item of byProblem.get(problemId)?.items ?? []) {
           if (item.components.selected === 0) continue;
-          const ref = c.samples[item.sampleId];
+          const ref = c.samples[problemId]?.[item.sampleId];
           if (!ref) throw new Error(`reward for unknown sample ${item.sampleId}`);
           samples.push({
             prompt: env.problem(problemId).statement,
