@@ -90,6 +90,9 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);
     const results = new Array<Completed | undefined>(request.pairs.length);
+    // Each distinct test is read and parsed once per request, not once per program running it.
+    const tests = new Map<string, Promise<TestCase>>();
+    const testOf = (hash: string) => tests.get(hash) ?? tests.set(hash, loadTest(env, hash)).get(hash)!;
     const byProgram = new Map<string, number[]>();
     request.pairs.forEach((pair, i) => {
       const hit = cache.get(pair.programHash, pair.testHash);
@@ -106,12 +109,11 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
         const program = await env.blobs.getText(programHash);
         // A test listed twice for one program (two samples of one candidate) runs once.
         const unique = [...new Set(indexes.map((i) => request.pairs[i]!.testHash))];
-        const tests = await Promise.all(unique.map((h) => loadTest(env, h)));
         const verdicts = await env.sandbox.run({
           program,
           // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
           role: indexes.some((i) => request.pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
-          tests,
+          tests: await Promise.all(unique.map(testOf)),
           entryPoint: problem.entryPoint,
           limits: problem.limits,
           comparison: problem.comparison,
