@@ -17,7 +17,7 @@
  */
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position } from '../events/log.js';
+import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import { SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 
 export interface Effect {
@@ -351,11 +351,13 @@ export class ActorRuntime<Env> {
     if (after < to) {
       const types = new Set<string>();
       for (const b of begun) for (const t of b.actor.types) types.add(t);
-      for await (const envelope of this.#log.read({ after, to }, { runId: this.#runId, types: [...types] })) {
-        for (const b of begun) {
-          if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
-          b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
-          b.report.eventsFolded++;
+      for await (const page of this.#pages({ after, to }, { runId: this.#runId, types: [...types] })) {
+        for (const envelope of page) {
+          for (const b of begun) {
+            if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
+            b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
+            b.report.eventsFolded++;
+          }
         }
       }
     }
@@ -411,16 +413,27 @@ export class ActorRuntime<Env> {
   async #foldNewEvents(): Promise<boolean> {
     let any = false;
     const live = [...this.#actors.values()];
-    for await (const envelope of this.#log.read({ after: this.#position }, { runId: this.#runId })) {
-      for (const view of this.#views) if (view.types.includes(envelope.type)) view.observe(envelope);
-      for (const actor of live) {
-        if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, actor.index, envelope);
+    for await (const page of this.#pages({ after: this.#position }, { runId: this.#runId })) {
+      for (const envelope of page) {
+        for (const view of this.#views) if (view.types.includes(envelope.type)) view.observe(envelope);
+        for (const actor of live) {
+          if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, actor.index, envelope);
+        }
+        this.#position = envelope.position;
+        this.#folded++;
+        any = true;
       }
-      this.#position = envelope.position;
-      this.#folded++;
-      any = true;
     }
     return any;
+  }
+
+  /** Events a page at a time where the log offers it: one await per page, not per event. */
+  async *#pages(range: ReadRange, filter: ReadFilter): AsyncIterable<readonly EventEnvelope[]> {
+    if (this.#log.readPages) {
+      yield* this.#log.readPages(range, filter);
+      return;
+    }
+    for await (const envelope of this.#log.read(range, filter)) yield [envelope];
   }
 
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
