@@ -18,7 +18,7 @@
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
-import { SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -443,7 +443,7 @@ export class ActorRuntime<Env> {
     for (const actor of this.#actors.values()) {
       const state = actor.snapshottable ? this.persistedStateOf(actor.def.name) : null;
       if (state === null) continue;
-      const body: SnapshotBody = { format: 1, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
+      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
       const bytes = Buffer.from(JSON.stringify(body));
       taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes });
     }
