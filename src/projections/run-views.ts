@@ -11,8 +11,8 @@ import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, ro
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
-  version: 2,
-  types: ['RoundStarted', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
+  version: 3,
+  types: ['RunStarted', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
   initial: emptyRoundTable,
   reduce: reduceRoundTable,
   tables: {
@@ -22,14 +22,14 @@ export const roundTableProjection: ReducerProjection<RoundTableState> = {
         problems: 'integer',
         held_out_pass: 'real',
         exact_correct: 'real?',
-        validity: 'real',
+        validity: 'real?',
         exact_valid: 'real?',
         trained_correct: 'real?',
         trained_valid: 'real?',
-        kill_rate: 'real',
-        mistake_book: 'integer',
+        kill_rate: 'real?',
+        mistake_book: 'integer?',
         code_reward: 'real',
-        test_reward: 'real',
+        test_reward: 'real?',
         seconds: 'real?',
       },
       key: ['round'],
@@ -152,7 +152,7 @@ export const policyVersionsProjection: RowProjection = {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
-  version: 1,
+  version: 2,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,
@@ -174,7 +174,7 @@ export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> 
       key: ['round', 'problem_id'],
     },
     answer_selection_rounds: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real' },
+      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
       key: ['round'],
     },
   },
