@@ -35,6 +35,9 @@ interface RoundWork {
 export interface LearnerContext {
   started: boolean;
   whiteBox: boolean;
+  /** TCS trains test-policy samples of earlier rounds again (its rolling buffer): their
+   * references are kept after their round is trained. */
+  keepTestSamples: boolean;
   /** Latest published version per role (-1: none yet). */
   versions: Record<Role, number>;
   trainedRounds: number[];
@@ -46,10 +49,13 @@ export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
 }).createMachine({
   id: 'learner',
-  context: { started: false, whiteBox: true, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
+  context: { started: false, whiteBox: true, keepTestSamples: false, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
   on: {
     RunStarted: {
-      actions: assign(({ event }) => ({ started: true, whiteBox: configOf(event.envelope).sampling.whiteBox })),
+      actions: assign(({ event }) => {
+        const config = configOf(event.envelope);
+        return { started: true, whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs' };
+      }),
     },
     RoundStarted: {
       actions: assign(({ context, event }) => {
@@ -89,7 +95,10 @@ export const learnerMachine = setup({
         // Both roles of a round are published in one commit, test last: the round is trained.
         const { [d.round]: done, ...rounds } = context.rounds;
         const samples = { ...context.samples };
-        for (const role of ['code', 'test'] as const) for (const r of done?.rewards[role] ?? []) for (const i of r.items) delete samples[i.sampleId];
+        for (const role of ['code', 'test'] as const) {
+          if (role === 'test' && context.keepTestSamples) continue;
+          for (const r of done?.rewards[role] ?? []) for (const i of r.items) delete samples[i.sampleId];
+        }
         return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
       }),
     },

@@ -109,14 +109,18 @@ export const RunConfig = z
             z.object({ kind: z.literal('validity'), threshold: z.number().min(0).max(1), minRounds: z.number().int().nonnegative().default(0) }).strict(),
           ])
           .default({ kind: 'validity', threshold: 0.8, minRounds: 0 }),
-        /** Most tests per problem in the policy-aligned buffer (the current round's tests). */
+        /** Most tests per problem in the rolling buffer of test-policy samples (whole suites,
+         * oldest dropped first; the current round's are always kept). */
         bufferSize: z.number().int().positive().default(256),
+        /** Policy-aligned: keep samples written by test-policy versions >= current - maxStaleness
+         * (null: any version). */
+        maxStaleness: z.number().int().nonnegative().nullable().default(1),
         validityWeight: z.number().nonnegative().default(0.5),
         counterexampleWeight: z.number().nonnegative().default(0.5),
         counterexample: z.enum(['any', 'fraction']).default('any'),
       })
       .strict()
-      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, maxStaleness: 1, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
     /** EvolveCoder: the released pipeline's selections and final filter. */
     evolvecoder: z
       .object({

@@ -79,12 +79,13 @@ export const mistakeBookProjection: RowProjection = {
 /** Every reward with its advantage and components, per sample. */
 export const rewardsProjection: RowProjection = {
   name: 'rewards',
-  version: 1,
+  version: 2,
   types: ['RewardsAssigned'],
   tables: {
     rewards: {
       columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
-      key: ['sample_id', 'role'],
+      // A sample can be rewarded again in a later round (TCS's buffer): one row per round.
+      key: ['sample_id', 'role', 'round'],
       indexes: [['round', 'problem_id']],
     },
   },
