@@ -63,9 +63,15 @@ export const RunConfig = z
       .strict()
       .default({ problemsPerRound: 8, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: true }),
     policies: z
-      .object({ code: PolicyConfig.default(PolicyConfig.parse({})), test: PolicyConfig.default(PolicyConfig.parse({})) })
+      .object({
+        /** One policy for both roles (CURE, ACE): one parameter set, one version stream, published
+         * under one name; false: a policy per role (Code-A1's separation). */
+        shared: z.boolean().default(false),
+        code: PolicyConfig.default(PolicyConfig.parse({})),
+        test: PolicyConfig.default(PolicyConfig.parse({})),
+      })
       .strict()
-      .default({ code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
+      .default({ shared: false, code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
     rewards: z
       .object({
         /** Code-A1's weight of validity against attack in the test reward. */

@@ -52,6 +52,29 @@ async function run(method: string, overrides: Record<string, unknown> = {}) {
   return { out, events, of, blob: (h: string) => blobs.get(h)! };
 }
 
+const SHARED = { policies: { shared: true, code: { lr: 1.0, mutants: 3 }, test: { lr: 1.0, candidates: 16 } } };
+
+/** One policy for both roles: one name, one version stream, both roles sampling the same version. */
+function expectOneVersionStream(of: Awaited<ReturnType<typeof run>>['of'], events: EventEnvelope[]) {
+  const started = events.find((e) => e.type === 'RunStarted')!.data as EventData<'RunStarted'>;
+  expect((started.config as { policies: { shared: boolean } }).policies.shared).toBe(true);
+  const published = of('PolicyVersionPublished');
+  expect(new Set(published.map((p) => p.policy.name))).toEqual(new Set(['catalog-shared']));
+  const rounds = [...new Set(published.map((p) => p.round))];
+  expect(rounds).toEqual([0, 1, 2]);
+  for (const round of rounds) {
+    const [code, test] = (['code', 'test'] as const).map((role) => published.find((p) => p.round === round && p.policy.role === role)!);
+    // One checkpoint, one version: a step of each role per round, so round r publishes 2r.
+    expect([code!.policy.version, test!.policy.version]).toEqual([2 * round, 2 * round]);
+    expect(code!.checkpoint).toBe(test!.checkpoint);
+  }
+  const steps = of('TrainingStepCompleted').map((s) => [s.round, s.role, s.fromVersion, s.toVersion]);
+  expect(steps).toEqual([[1, 'code', 0, 1], [1, 'test', 1, 2], [2, 'code', 2, 3], [2, 'test', 3, 4]]);
+  for (const s of of('ProblemScheduled')) expect(s.codeVersion).toBe(s.testVersion);
+  const sampled = [...of('SolutionSampled').map((s) => [s.round, s.policy.name, s.policy.version]), ...of('TestsSampled').map((s) => [s.round, s.policy.name, s.policy.version])];
+  expect(new Set(sampled.map(String))).toEqual(new Set([`1,catalog-shared,0`, `2,catalog-shared,2`]));
+}
+
 function dataOfType<T extends EventType>(events: EventEnvelope[], type: T): EventData<T>[] {
   return events.filter((e) => e.type === type).map((e) => e.data as EventData<T>);
 }
@@ -62,8 +85,9 @@ beforeAll(() => {
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe('each method runs on the same actors and log', () => {
-  it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches', async () => {
-    const { of, blob, events } = await run('ace');
+  it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches of one shared policy', async () => {
+    const { of, blob, events } = await run('ace', SHARED);
+    expectOneVersionStream(of, events);
     const requests = of('ExecutionRequested').filter((r) => r.purpose !== 'heldout');
     expect(requests.some((r) => r.purpose === 'oracle' && r.pairs.length > 0)).toBe(false);
     let pairs = 0;
@@ -89,8 +113,9 @@ describe('each method runs on the same actors and log', () => {
     expect(algorithms.length).toBe(4);
   }, 60_000);
 
-  it('cure rewards equal the hand-computed values from the recorded verdicts', async () => {
-    const { of, events } = await run('cure');
+  it('cure rewards equal the hand-computed values from the recorded verdicts; both roles sample one version stream', async () => {
+    const { of, events } = await run('cure', SHARED);
+    expectOneVersionStream(of, events);
     // Reused pairs carry no verdict of their own: look every pair up among the executed ones.
     const verdicts = new Map<string, string>();
     for (const e of events) {
