@@ -164,7 +164,7 @@ export function scoreCandidates(args: {
     if (!s) continue;
     // The dataset's own tests (CURE's and the golden baseline's ground truth) select nothing:
     // selection is by generated and Mistake Book tests only.
-    if (args.generatedTests.has(v.testId)) bump(s.generated, v);
+    if (isGenerated(args.generatedTests, v.testId)) bump(s.generated, v);
     else if (v.testId.startsWith(MISTAKE_BOOK_PREFIX)) bump(s.book, v);
   }
   for (const v of args.heldOut) {
@@ -194,6 +194,13 @@ export const ANSWER_SELECTION_TYPES = ['SolutionSampled', 'TestsJudged', ...VERD
 const keyOf = (round: number, problemId: string) => `${round}/${problemId}`;
 /** Test ids of replayed Mistake Book tests in a reward request. */
 export const MISTAKE_BOOK_PREFIX = 'mistake-book/';
+/** Test ids of EvolveCoder's evolving test set (generated tests of earlier rounds included). */
+export const EVOLVED_PREFIX = 'evolved/';
+
+/** A generated test: usable in the round's TestsJudged, or one of EvolveCoder's evolved tests. */
+export function isGenerated(judged: ReadonlySet<string>, testId: string): boolean {
+  return judged.has(testId) || testId.startsWith(EVOLVED_PREFIX);
+}
 const collected = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
 function withOpen(state: AnswerSelectionState, key: string, f: (o: OpenRound) => OpenRound): AnswerSelectionState {

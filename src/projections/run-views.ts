@@ -153,7 +153,7 @@ export const policyVersionsProjection: RowProjection = {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
-  version: 2,
+  version: 3,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,

@@ -8,7 +8,7 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData } from '../events/catalog.js';
 import type { Verdict } from '../core/verdicts.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, verdictsOf } from '../projections/recorded-verdicts.js';
-import { MISTAKE_BOOK_PREFIX } from '../projections/answer-selection.js';
+import { MISTAKE_BOOK_PREFIX, isGenerated } from '../projections/answer-selection.js';
 
 /** dataset: the problem's own tests a method rewards with (CURE's ground truth, the golden baseline). */
 export type TestKind = 'generated' | 'book' | 'dataset' | 'heldout';
@@ -84,7 +84,7 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
           for (const v of verdictsOf(verdicts, id)) {
             const p = row.get(v.programId);
             if (p === undefined) continue;
-            const kind: TestKind = i === 1 ? 'heldout' : o.generated.has(v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
+            const kind: TestKind = i === 1 ? 'heldout' : isGenerated(o.generated, v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
             if (!testCol.has(v.testId)) {
               testCol.set(v.testId, tests.length);
               tests.push({ testId: v.testId, kind });

@@ -73,10 +73,12 @@ describe('selectors', () => {
         { programId: 's0', programHash: H('a'), testId: 'suite/0', testHash: H('c'), verdict: 'accepted', reused: false },
         { programId: 's0', programHash: H('a'), testId: 'gt/0', testHash: H('d'), verdict: 'accepted', reused: false },
         { programId: 's0', programHash: H('a'), testId: 'mistake-book/k', testHash: H('e'), verdict: 'wrong_answer', reused: false },
+        // EvolveCoder's evolved tests are generated tests too.
+        { programId: 's0', programHash: H('a'), testId: 'evolved/0123456789abcdef', testHash: H('f'), verdict: 'wrong_answer', reused: false },
       ],
       heldOut: [],
     });
-    expect([scores[0]!.generated, scores[0]!.book]).toEqual([{ passed: 1, run: 1 }, { passed: 0, run: 1 }]);
+    expect([scores[0]!.generated, scores[0]!.book]).toEqual([{ passed: 1, run: 2 }, { passed: 0, run: 1 }]);
   });
 });
 
