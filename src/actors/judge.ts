@@ -19,6 +19,8 @@ import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
 import type { EvolvedState } from './methods/contract.js';
+import { tcsBufferAfter } from './methods/tcs.js';
+import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
@@ -31,6 +33,10 @@ export interface JudgeContext {
   evolved: Record<string, EvolvedState>;
   /** TCS: the stage of each round, as the Conductor decided it. */
   stages: Record<number, 1 | 2>;
+  /** TCS: each problem's rolling buffer of test-policy samples, folded from TestsJudged. */
+  tcsBuffers: Record<string, TcsBufferedSuite[]>;
+  /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
+  tcs: { bufferSize: number; maxStaleness: number | null } | null;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -45,10 +51,14 @@ export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {} },
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null },
   on: {
     RunStarted: {
-      actions: assign(({ event }) => ({ suitesPerProgram: configOf(event.envelope).sampling.suitesPerProgram })),
+      actions: assign(({ event }) => {
+        const config = configOf(event.envelope);
+        const tcs = config.method === 'tcs' ? { bufferSize: config.tcs.bufferSize, maxStaleness: config.tcs.maxStaleness } : null;
+        return { suitesPerProgram: config.sampling.suitesPerProgram, tcs };
+      }),
     },
     ProblemScheduled: {
       actions: assign(({ context, event }) => {
@@ -59,6 +69,7 @@ export const judgeMachine = setup({
           round: d.round,
           problemId: d.problemId,
           groupSize: d.groupSize,
+          testVersion: d.testVersion,
           solutions: [],
           suites: [],
           phase: 'sampling',
@@ -112,7 +123,12 @@ export const judgeMachine = setup({
     TestsJudged: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'TestsJudged');
-        return update(context, key(d.round, d.problemId), () => ({ judgedTests: d.tests, phase: 'executing' }));
+        const k = key(d.round, d.problemId);
+        const open = update(context, k, () => ({ judgedTests: d.tests, phase: 'executing' }));
+        const p = context.open[k];
+        if (!context.tcs || !p) return open;
+        const buffer = tcsBufferAfter(context.tcsBuffers[d.problemId] ?? [], p, d.tests, context.tcs);
+        return { ...open, tcsBuffers: { ...context.tcsBuffers, [d.problemId]: buffer } };
       }),
     },
     MistakeBookUpdated: {
@@ -293,10 +309,12 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
     if (effect.kind === 'plan') {
       const evolved = snapshot.context.evolved[p.problemId] ?? null;
-      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
+      const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
+      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, tcsBuffer, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
     const evolved = snapshot.context.evolved[p.problemId] ?? null;
-    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage, evolved });
+    const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
+    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), stage, evolved, tcsBuffer });
   },
 };

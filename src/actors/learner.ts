@@ -7,7 +7,7 @@
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
-import type { RunEnv } from './env.js';
+import type { LearnerTrainer, RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
@@ -35,6 +35,11 @@ interface RoundWork {
 export interface LearnerContext {
   started: boolean;
   whiteBox: boolean;
+  /** TCS trains test-policy samples of earlier rounds again (its rolling buffer): their
+   * references are kept after their round is trained. */
+  keepTestSamples: boolean;
+  /** One policy for both roles (config policies.shared): one trainer, one version stream. */
+  shared: boolean;
   /** Latest published version per role (-1: none yet). */
   versions: Record<Role, number>;
   trainedRounds: number[];
@@ -53,10 +58,13 @@ export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
 }).createMachine({
   id: 'learner',
-  context: { started: false, whiteBox: true, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
+  context: { started: false, whiteBox: true, keepTestSamples: false, shared: false, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
   on: {
     RunStarted: {
-      actions: assign(({ event }) => ({ started: true, whiteBox: configOf(event.envelope).sampling.whiteBox })),
+      actions: assign(({ event }) => {
+        const config = configOf(event.envelope);
+        return { started: true, whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
+      }),
     },
     RoundStarted: {
       actions: assign(({ context, event }) => {
@@ -97,6 +105,7 @@ export const learnerMachine = setup({
         const { [d.round]: done, ...rounds } = context.rounds;
         const samples = { ...context.samples };
         for (const role of ['code', 'test'] as const) {
+          if (role === 'test' && context.keepTestSamples) continue;
           for (const r of done?.rewards[role] ?? []) {
             const kept = { ...samples[r.problemId] };
             for (const i of r.items) delete kept[i.sampleId];
@@ -127,8 +136,8 @@ export function learnerPending(snapshot: Snapshot): LearnerEffect[] {
   return effects.sort((a, b) => (a.kind === 'train' && b.kind === 'train' ? a.round - b.round : 0)).slice(0, 1);
 }
 
-async function publish(env: RunEnv, role: Role, round: number) {
-  const trainer = await env.trainer(role);
+async function publish(env: RunEnv, role: Role, round: number, from?: LearnerTrainer) {
+  const trainer = from ?? (await env.trainer(role));
   const snap = await trainer.snapshot();
   const paramsHash = await env.blobs.put(snap.params);
   return env.event('PolicyVersionPublished', {
@@ -169,9 +178,14 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
     const paramsBefore = {} as Record<Role, string>;
     const paramsAfter = {} as Record<Role, string>;
     const versionsAfter = { ...c.versions };
+    // Shared: both roles are at one version; the code step makes the next, the test step the one
+    // after, on one trainer (kept in the code role's slot), and both roles publish its result.
+    let sharedAt = c.versions.code;
+    let sharedTrainer: LearnerTrainer | null = null;
     for (const role of ['code', 'test'] as const) {
-      const trainer = await env.trainer(role, c.versions[role]);
-      paramsBefore[role] = (await trainer.snapshot()).params;
+      const trainer = c.shared ? await env.trainer('code', sharedAt) : await env.trainer(role, c.versions[role]);
+      // Shared: the test step starts after the code step, but the round was drawn from sharedAt.
+      paramsBefore[role] = c.shared && role === 'test' ? paramsBefore.code : (await trainer.snapshot()).params;
       const samples: TrainSample[] = [];
       const sampleIds: string[] = [];
       const groups: number[] = [];
@@ -207,7 +221,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       }
       const batchId = `${env.runId}/round/${effect.round}/${role}`;
       const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
-      const fromVersion = c.versions[role];
+      const fromVersion = c.shared ? sharedAt : c.versions[role];
       events.push(
         env.event('TrainingBatchFormed', {
           round: effect.round,
@@ -229,7 +243,18 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       );
       paramsAfter[role] = (await trainer.snapshot()).params;
       versionsAfter[role] = result.version;
-      published.push(await publish(env, role, effect.round));
+      if (c.shared) {
+        sharedAt = result.version;
+        sharedTrainer = trainer;
+      } else published.push(await publish(env, role, effect.round));
+    }
+    if (sharedTrainer) {
+      const params = (await sharedTrainer.snapshot()).params;
+      for (const role of ['code', 'test'] as const) {
+        paramsAfter[role] = params;
+        versionsAfter[role] = sharedAt;
+        published.push(await publish(env, role, effect.round, sharedTrainer));
+      }
     }
     const evaluated = [];
     if (env.backend.exactBasis) {

@@ -63,9 +63,15 @@ export const RunConfig = z
       .strict()
       .default({ problemsPerRound: 8, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: true }),
     policies: z
-      .object({ code: PolicyConfig.default(PolicyConfig.parse({})), test: PolicyConfig.default(PolicyConfig.parse({})) })
+      .object({
+        /** One policy for both roles (CURE, ACE): one parameter set, one version stream, published
+         * under one name; false: a policy per role (Code-A1's separation). */
+        shared: z.boolean().default(false),
+        code: PolicyConfig.default(PolicyConfig.parse({})),
+        test: PolicyConfig.default(PolicyConfig.parse({})),
+      })
       .strict()
-      .default({ code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
+      .default({ shared: false, code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
     rewards: z
       .object({
         /** Code-A1's weight of validity against attack in the test reward. */
@@ -109,14 +115,18 @@ export const RunConfig = z
             z.object({ kind: z.literal('validity'), threshold: z.number().min(0).max(1), minRounds: z.number().int().nonnegative().default(0) }).strict(),
           ])
           .default({ kind: 'validity', threshold: 0.8, minRounds: 0 }),
-        /** Most tests per problem in the policy-aligned buffer (the current round's tests). */
+        /** Most tests per problem in the rolling buffer of test-policy samples (whole suites,
+         * oldest dropped first; the current round's are always kept). */
         bufferSize: z.number().int().positive().default(256),
+        /** Policy-aligned: keep samples written by test-policy versions >= current - maxStaleness
+         * (null: any version). */
+        maxStaleness: z.number().int().nonnegative().nullable().default(1),
         validityWeight: z.number().nonnegative().default(0.5),
         counterexampleWeight: z.number().nonnegative().default(0.5),
         counterexample: z.enum(['any', 'fraction']).default('any'),
       })
       .strict()
-      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, maxStaleness: 1, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
     /** EvolveCoder: the released pipeline's selections and final filter. */
     evolvecoder: z
       .object({
