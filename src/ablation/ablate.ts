@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { RunConfig } from '../config/schema.js';
 import { Problem } from '../core/problem.js';
 import { canonicalJson } from '../core/canonical-json.js';
@@ -25,6 +26,10 @@ import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
 export const ABLATION_VERSION = 1;
+
+/** The read models a variant can change. The executions and the policy versions are the run's
+ * own (a variant passes those events through untouched), so they are not projected again. */
+export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'executions' && p.name !== 'policy-versions');
 
 export interface AblationRequest {
   log: EventLog;
@@ -50,6 +55,9 @@ export interface AblationResult {
   variants: VariantOutcome[];
   /** Events read from the log (0 when every variant was answered from its file). */
   eventsRead: number;
+  /** Wall time of the two phases: one read of the log re-judged by every variant, then each
+   * variant's projection into its file. */
+  timings: { judgeMs: number; projectMs: number };
 }
 
 async function runStarted(log: EventLog, runId: string | undefined): Promise<EventEnvelope> {
@@ -60,16 +68,16 @@ async function runStarted(log: EventLog, runId: string | undefined): Promise<Eve
 /** Where a variant's read models are kept: one file per projection versions, settings and stop. */
 export function variantFile(dir: string, runId: string, variant: Variant, to: Position): string {
   const key = createHash('sha256')
-    .update(canonicalJson({ ablation: ABLATION_VERSION, projections: RUN_PROJECTIONS.map((p) => [p.name, p.version]), runId, settings: variant.settingsHash, to }))
+    .update(canonicalJson({ ablation: ABLATION_VERSION, projections: VARIANT_PROJECTIONS.map((p) => [p.name, p.version]), runId, settings: variant.settingsHash, to }))
     .digest('hex');
   return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
 }
 
 async function readStored(log: EventLog, runId: string, file: string): Promise<{ rows: RoundRow[]; hashes: Record<string, string> }> {
-  const runner = await ProjectionRunner.open({ log, readModel: file, projections: RUN_PROJECTIONS, runId });
+  const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
   try {
     const hashes: Record<string, string> = {};
-    for (const p of RUN_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
+    for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
     return { rows: roundRows(runner.state<RoundTableState>('round-table')), hashes };
   } finally {
     await runner.close();
@@ -82,10 +90,10 @@ async function project(judge: VariantJudge, runId: string, blobs: OverlayBlobSto
   const tmp = `${file}.tmp-${process.pid}`;
   rmSync(tmp, { force: true });
   const log = new VariantLog(`variant:${judge.variant.name}`, judge.events, blobs);
-  const runner = await ProjectionRunner.replayInto(tmp, { log, projections: RUN_PROJECTIONS, runId });
+  const runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId });
   try {
     const hashes: Record<string, string> = {};
-    for (const p of RUN_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
+    for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
     const rows = roundRows(runner.state<RoundTableState>('round-table'));
     await runner.close();
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
@@ -131,7 +139,9 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   }
 
   let eventsRead = 0;
+  const timings = { judgeMs: 0, projectMs: 0 };
   if (pending.length > 0) {
+    const judgeStart = performance.now();
     const blobs = new OverlayBlobStore(req.log.blobs);
     const problems = new Map<string, Problem>();
     for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await blobs.getText(ref.problemHash))));
@@ -172,10 +182,13 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
         }
       }
     }
+    timings.judgeMs = performance.now() - judgeStart;
+    const projectStart = performance.now();
     for (const judge of judges) {
       const { file } = pending.find((x) => x.variant === judge.variant)!;
       outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file, fromStore: false, ...(await project(judge, runId, blobs, file)) });
     }
+    timings.projectMs = performance.now() - projectStart;
   }
   return {
     runId,
@@ -184,6 +197,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     recorded: roundRows(table),
     variants: variants.map((v) => outcomes.get(v.name)!),
     eventsRead,
+    timings,
   };
 }
 

@@ -14,11 +14,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
-import { asPosition, type EventLog } from '../../src/events/log.js';
+import type { EventLog } from '../../src/events/log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
-import { ablate, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
+import { ablate, positionAfterRound, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
 import { parseVariantSpec } from '../../src/ablation/variant.js';
 import { VariantRefusedError } from '../../src/ablation/errors.js';
 
@@ -151,7 +151,7 @@ describe('crucible ablate', () => {
     expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
     expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
     // Another stop position is another file.
-    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: asPosition((await log.head()) - 1) });
+    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
     expect(answered(early.variants[0]).fromStore).toBe(false);
     expect(answered(early.variants[0]).file).not.toBe(answered(first.variants[1]).file);
   });
