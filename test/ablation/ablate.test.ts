@@ -146,6 +146,31 @@ describe('crucible ablate', () => {
     expect(nobook.rows.some((r, i) => r.codeReward !== outcome.rows[i]!.codeReward || r.testReward !== outcome.rows[i]!.testReward)).toBe(true);
   });
 
+  it('method=self-play rewards each suite with its program code reward; rewards.std changes advantages only', async () => {
+    const more = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('sp:method=self-play'), spec('pop:rewards.std=population')] });
+    const recordedCode = rewardsOf(path.join(outcome.dir, 'views.db'), 'code');
+    const target = new Map<string, string>();
+    for await (const e of log.read({}, { types: ['TestsSampled'] })) {
+      const d = e.data as EventData<'TestsSampled'>;
+      target.set(d.suiteId, d.targetSolutionId!);
+    }
+    const sp = rewardsOf(answered(more.variants[0]).file, 'test');
+    expect(sp.size).toBeGreaterThan(0);
+    for (const [suite, r] of sp) expect(r.reward).toBe(recordedCode.get(target.get(suite)!)!.reward);
+    const readAdvantages = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return db.prepare("SELECT sample_id, reward, advantage FROM rewards WHERE role = 'code' ORDER BY sample_id").all() as { sample_id: string; reward: number; advantage: number }[];
+      } finally {
+        db.close();
+      }
+    };
+    const recorded = readAdvantages(path.join(outcome.dir, 'views.db'));
+    const pop = readAdvantages(answered(more.variants[1]).file);
+    expect(pop.map((r) => r.reward)).toEqual(recorded.map((r) => r.reward));
+    expect(pop.some((r, i) => Math.abs(r.advantage - recorded[i]!.advantage) > 1e-9)).toBe(true);
+  });
+
   it('a second call is answered from the variant files without reading the log', async () => {
     const files = first.variants.map((v) => answered(v).file);
     const before = files.map((f) => statSync(f).mtimeMs);
