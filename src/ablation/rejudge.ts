@@ -201,7 +201,7 @@ export class VariantJudge {
       const asked: EventEnvelope = {
         id: probe,
         type: 'ExecutionRequested',
-        v: 1,
+        v: catalog.currentVersion('ExecutionRequested'),
         runId: this.#env.runId,
         stream: JUDGE_STREAM,
         position: asPosition(1),
@@ -220,7 +220,7 @@ export class VariantJudge {
       throw new VariantRefusedError(
         this.variant.name,
         settings.length > 0 ? settings.join(', ') : null,
-        `needs ${missing.length} verdict(s) the run never recorded (round ${p.round}, problem ${p.problemId}: e.g. program ${first.programId} on ${first.testId}); ` +
+        `needs ${missing.length} verdict(s) the run never recorded (round ${p.round}, problem ${p.problemId}: e.g. program ${first.programId} on ${first.testId.startsWith(HIST_SUITE) ? 'Mistake Book test' : 'test'} ${first.testHash.slice(0, 12)}); ` +
           'a variant answers only from recorded executions (executing new ones, --execute, is not built)',
       );
     }

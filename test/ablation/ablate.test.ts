@@ -203,6 +203,25 @@ describe('crucible ablate', () => {
     expect(range.setting).toBe('rewards.alpha');
   });
 
+  it('refuses, mid-way and alone, a variant whose Mistake Book replays tests on programs that never ran them', async () => {
+    // Black-box: a program runs only the replayed tests, so a larger replay asks for pairs the run never executed.
+    const config = smallConfig(root, { name: 'blackbox' });
+    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
+    const bbLog = await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false });
+    try {
+      const result = await ablate({ log: bbLog, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
+      const [wide, narrow] = result.variants;
+      expect(wide?.status).toBe('refused');
+      if (wide?.status !== 'refused') return;
+      expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
+      expect(wide.reason).toMatch(/^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions/);
+      // The other variant of the same read is answered.
+      expect(narrow?.status).toBe('answered');
+    } finally {
+      await bbLog.close();
+    }
+  }, 300_000);
+
   it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {
     const out = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'a0:rewards.alpha=0', '--round', '2'], { cwd: repo });
     const lines = out.stdout.split('\n');
