@@ -6,7 +6,9 @@
  * with the same variant is answered from that file without reading the log.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { RunConfig } from '../config/schema.js';
@@ -16,20 +18,17 @@ import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
-import { RUN_PROJECTIONS, roundTableProjection } from '../projections/run-views.js';
-import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
+import { roundTableProjection } from '../projections/run-views.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
-import { OverlayBlobStore, VariantLog } from './variant-log.js';
+import { OverlayBlobStore } from './variant-log.js';
+import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
 import { JUDGE_STREAM, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
 export const ABLATION_VERSION = 1;
-
-/** The read models a variant can change. The executions and the policy versions are the run's
- * own (a variant passes those events through untouched), so they are not projected again. */
-export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'executions' && p.name !== 'policy-versions');
 
 export interface AblationRequest {
   log: EventLog;
@@ -40,6 +39,9 @@ export interface AblationRequest {
   runId?: string;
   /** Stop after this log position (default: the head). */
   to?: Position;
+  /** Threads projecting several variants at once (default 1: this thread). Measured on 2 cores
+   * (`npm run bench -- ablate`), threads lose: each one loads the projection code through tsx. */
+  threads?: number;
 }
 
 export type VariantOutcome =
@@ -73,36 +75,28 @@ export function variantFile(dir: string, runId: string, variant: Variant, to: Po
   return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
 }
 
-async function readStored(log: EventLog, runId: string, file: string): Promise<{ rows: RoundRow[]; hashes: Record<string, string> }> {
+async function readStored(log: EventLog, runId: string, file: string): Promise<Projected> {
   const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
   try {
-    const hashes: Record<string, string> = {};
-    for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
-    return { rows: roundRows(runner.state<RoundTableState>('round-table')), hashes };
+    return await summarize(runner);
   } finally {
     await runner.close();
   }
 }
 
-/** Projects a variant's events into a new file (written under a temporary name, then renamed:
- * a stored file is always complete). */
-async function project(judge: VariantJudge, runId: string, blobs: OverlayBlobStore, file: string): Promise<{ rows: RoundRow[]; hashes: Record<string, string> }> {
-  const tmp = `${file}.tmp-${process.pid}`;
-  rmSync(tmp, { force: true });
-  const log = new VariantLog(`variant:${judge.variant.name}`, judge.events, blobs);
-  const runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId });
+/** Projects the variants: on piscina threads when there are several (each projection is
+ * independent SQLite work), else in this thread, which avoids starting a thread for one. */
+async function projectAll(jobs: ProjectionJob[], threads: number): Promise<Projected[]> {
+  if (jobs.length < 2 || threads < 2) {
+    const out: Projected[] = [];
+    for (const job of jobs) out.push(await projectVariant(job));
+    return out;
+  }
+  const pool = new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
   try {
-    const hashes: Record<string, string> = {};
-    for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
-    const rows = roundRows(runner.state<RoundTableState>('round-table'));
-    await runner.close();
-    for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
-    renameSync(tmp, file);
-    return { rows, hashes };
-  } catch (err) {
-    await runner.close();
-    rmSync(tmp, { force: true });
-    throw err;
+    return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
+  } finally {
+    await pool.destroy();
   }
 }
 
@@ -184,10 +178,11 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     }
     timings.judgeMs = performance.now() - judgeStart;
     const projectStart = performance.now();
-    for (const judge of judges) {
-      const { file } = pending.find((x) => x.variant === judge.variant)!;
-      outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file, fromStore: false, ...(await project(judge, runId, blobs, file)) });
-    }
+    const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events }));
+    const projected = await projectAll(jobs, req.threads ?? 1);
+    judges.forEach((judge, i) => {
+      outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file: jobs[i]!.file, fromStore: false, ...projected[i]! });
+    });
     timings.projectMs = performance.now() - projectStart;
   }
   return {

@@ -179,6 +179,9 @@ describe('crucible ablate', () => {
     expect(again.variants.map((v) => answered(v).fromStore)).toEqual([true, true, true, true]);
     expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
     expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
+    // Projected on two threads: the same read models.
+    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2 });
+    expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
     // Another stop position is another file.
     const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
     expect(answered(early.variants[0]).fromStore).toBe(false);

@@ -67,8 +67,9 @@ export function registerAblate(program: Command): void {
     .option('--round <k>', 'stop after round k', nonNegative('--round'))
     .option('--until <position>', 'stop after this log position', nonNegative('--until'))
     .option('--execute', 'run the executions a variant needs that the log lacks (not built: such a variant is refused)')
+    .option('--threads <n>', 'project several variants on this many threads (default 1: measured slower on 2 cores)', nonNegative('--threads'))
     .option('--json', 'print JSON')
-    .action(async (dir: string, opts: { variant: VariantSpec[]; round?: number; until?: number; execute?: boolean; json?: boolean }) => {
+    .action(async (dir: string, opts: { variant: VariantSpec[]; round?: number; until?: number; threads?: number; execute?: boolean; json?: boolean }) => {
       if (opts.execute) {
         throw new UserError('--execute is not built yet: a variant is answered from the recorded executions only, and one that needs others is refused');
       }
@@ -87,7 +88,7 @@ export function registerAblate(program: Command): void {
         let to: Position | undefined;
         if (opts.round !== undefined) to = await positionAfterRound(log, runId, opts.round);
         else if (opts.until !== undefined) to = asPosition(opts.until);
-        const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}) });
+        const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}), ...(opts.threads !== undefined ? { threads: opts.threads } : {}) });
         const refused = result.variants.filter((v) => v.status === 'refused');
         if (opts.json) {
           process.stdout.write(
