@@ -24,7 +24,7 @@ import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_T
 import { AblationError, VariantRefusedError } from './errors.js';
 import { OverlayBlobStore } from './variant-log.js';
 import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
-import { JUDGE_STREAM, VariantJudge } from './rejudge.js';
+import { JUDGE_STREAM, RecordedAnswers, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
@@ -141,6 +141,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await blobs.getText(ref.problemHash))));
     let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs));
     let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
+    let answers = new RecordedAnswers(verdicts);
     const requestsOf = new Map<string, string[]>();
     const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
     const pages = req.log.readPages ? req.log.readPages({ to }, { runId }) : (async function* () {
@@ -152,6 +153,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
         eventsRead++;
         if (verdictTypes.has(e.type)) {
           verdicts = observeVerdicts(verdicts, e, () => true);
+          answers = new RecordedAnswers(verdicts);
           if (e.type === 'ExecutionRequested') {
             const r = e.data as EventData<'ExecutionRequested'>;
             const k = `${r.round}/${r.problemId}`;
@@ -160,7 +162,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
         }
         for (const judge of judges) {
           try {
-            await judge.step(e, verdicts);
+            await judge.step(e, answers);
           } catch (err) {
             if (!(err instanceof VariantRefusedError)) throw err;
             outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
@@ -172,6 +174,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
           const r = e.data as EventData<'ProblemEvaluated'>;
           const k = `${r.round}/${r.problemId}`;
           verdicts = forgetRequests(verdicts, requestsOf.get(k) ?? []);
+          answers = new RecordedAnswers(verdicts);
           requestsOf.delete(k);
         }
       }

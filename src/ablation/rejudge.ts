@@ -87,6 +87,26 @@ function asCompleted(requestId: string, v: RequestVerdict): Verdicts[number] {
   };
 }
 
+/** The recorded verdicts as every variant reads them at one point of the log: each request's
+ * list is built once and shared (read-only) by the variants that ask for it. */
+export class RecordedAnswers {
+  readonly state: RecordedVerdicts;
+  readonly #memo = new Map<string, Verdicts>();
+
+  constructor(state: RecordedVerdicts) {
+    this.state = state;
+  }
+
+  of(requestId: string): Verdicts {
+    let out = this.#memo.get(requestId);
+    if (!out) {
+      out = Object.freeze(verdictsOf(this.state, requestId).map((v) => asCompleted(requestId, v))) as Verdicts;
+      this.#memo.set(requestId, out);
+    }
+    return out;
+  }
+}
+
 export class VariantJudge {
   readonly variant: Variant;
   /** The variant's events, positions renumbered from 1. */
@@ -107,7 +127,7 @@ export class VariantJudge {
   }
 
   /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it. */
-  async step(e: EventEnvelope, verdicts: RecordedVerdicts): Promise<void> {
+  async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
     if (e.stream !== JUDGE_STREAM) return this.#emit(e);
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
@@ -189,11 +209,11 @@ export class VariantJudge {
   }
 
   /** Verdicts of a request as the variant needs them, from the recorded ones. */
-  #verdicts(requestId: string, p: ProblemRound, state: RecordedVerdicts): Verdicts {
-    const recorded = verdictsOf(state, requestId);
+  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
     const want = this.#replanned.get(requestId);
-    if (!want) return recorded.map((v) => asCompleted(requestId, v));
-    const byKey = new Map(recorded.map((v) => [pairKey(v), v]));
+    if (!want) return answers.of(requestId);
+    const state = answers.state;
+    const byKey = new Map<string, RequestVerdict>(verdictsOf(state, requestId).map((v) => [pairKey(v), v]));
     const lacking = want.filter((x) => !byKey.has(pairKey(x)));
     if (lacking.length > 0) {
       // Pairs recorded by other requests of the problem: asked for as one more request reusing them.
@@ -227,7 +247,7 @@ export class VariantJudge {
     return want.map((x) => asCompleted(requestId, byKey.get(pairKey(x))!));
   }
 
-  async #judge(key: string, state: RecordedVerdicts): Promise<NewEvent[]> {
+  async #judge(key: string, answers: RecordedAnswers): Promise<NewEvent[]> {
     const p = this.#open(key);
     const ctx = this.#snapshot.context;
     const problem = this.#problems.get(p.problemId);
@@ -237,7 +257,7 @@ export class VariantJudge {
       problem,
       round: p,
       book: ctx.mistakeBooks[p.problemId] ?? emptyMistakeBook(),
-      verdicts: (requestId) => this.#verdicts(requestId, p, state),
+      verdicts: (requestId) => this.#verdicts(requestId, p, answers),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
     });
