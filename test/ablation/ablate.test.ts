@@ -16,6 +16,7 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
 import type { EventData } from '../../src/events/catalog.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { ablate, positionAfterRound, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
@@ -117,6 +118,9 @@ describe('crucible ablate', () => {
       expect(r.reward).toBeCloseTo((a0.get(r.sample_id)!.reward + a1.get(r.sample_id)!.reward) / 2, 12);
       if (valid === 1) expect(a0.get(r.sample_id)!.reward).not.toBeCloseTo(a1.get(r.sample_id)!.reward, 6);
     }
+    // What the policies and the clock did is the recorded run's in every variant.
+    const fixed = (rows: RoundRow[]) => rows.map((r) => [r.round, r.exactCorrect, r.exactValid, r.trainedCorrect, r.trainedValid, r.seconds]);
+    for (const v of first.variants) expect(fixed(answered(v).rows)).toEqual(fixed(outcome.rows));
     // Alpha weighs only the test reward: every code reward is the recorded one.
     const a0Code = rewardsOf(answered(first.variants.find((v) => v.name === 'a0')).file, 'code');
     for (const [id, r] of recordedCode) expect(a0Code.get(id)!.reward).toBe(r.reward);
