@@ -5,6 +5,7 @@ import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, IncompatibleStreamError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
+import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -28,6 +29,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
+  if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
