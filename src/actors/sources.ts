@@ -16,6 +16,7 @@ import type { Sandbox } from '../sandbox/api.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 import type { Role } from '../core/roles.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { ServedBackend } from './served-backend.js';
 
 export class UnsupportedSourceError extends Error {
   constructor(message: string) {
@@ -114,5 +115,6 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  return { problems, backend: new CatalogBackend(universe, config) };
+  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems) : new CatalogBackend(universe, config);
+  return { problems, backend };
 }

@@ -1,0 +1,69 @@
+/**
+ * Policies served by an OpenAI-compatible server. Sampling goes to the server (one client per
+ * role, shared by every version, so its concurrency limit holds across them). The run does not
+ * train a served model yet: the trainer takes only frozen steps (learning rate 0, checked by
+ * the config and again here), which move the version and change no weight, and its parameters
+ * name the server and model rather than hold weights.
+ */
+import type { Problem } from '../core/problem.js';
+import type { Role } from '../core/roles.js';
+import type { RunConfig } from '../config/schema.js';
+import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
+import { PolicyInputError, VersionError } from '../policies/port.js';
+import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
+
+interface ServedParams {
+  backend: 'openai';
+  baseUrl: string;
+  model: string;
+  version: number;
+}
+
+export class ServedBackend implements PolicyBackend {
+  readonly name = 'openai';
+  readonly exactBasis = null;
+  readonly #clients: Record<Role, OpenAIClient>;
+  readonly #problems: ReadonlyMap<string, Problem>;
+
+  constructor(
+    readonly config: RunConfig,
+    problems: readonly Problem[],
+  ) {
+    const client = (role: Role) => {
+      const o = config.policies[role].openai;
+      if (!o) throw new PolicyInputError(`policies.${role}.openai is missing`);
+      return new OpenAIClient(o);
+    };
+    this.#clients = { code: client('code'), test: client('test') };
+    this.#problems = new Map(problems.map((p) => [p.id, p]));
+  }
+
+  initialParams(role: Role): string {
+    const o = this.#clients[role].options;
+    return JSON.stringify({ backend: 'openai', baseUrl: o.baseUrl, model: o.model, version: 0 } satisfies ServedParams);
+  }
+
+  evaluate(): PolicyFigures[] {
+    throw new PolicyInputError('a served policy has no exact figures (only sampled ones)');
+  }
+
+  sampler(role: Role, _params: string, _version: number): SamplingPolicy {
+    return new OpenAIPolicy({ client: this.#clients[role], role, method: this.config.method, problems: this.#problems, suiteSize: this.config.sampling.suiteSize });
+  }
+
+  trainer(role: Role, params: string, version: number): LearnerTrainer {
+    const state = JSON.parse(params) as ServedParams;
+    state.version = version;
+    const name = `openai:${state.model}`;
+    return {
+      name,
+      async trainStep(req) {
+        if (req.expectedVersion !== state.version) throw new VersionError(role, req.expectedVersion, state.version);
+        if (req.hyper.lr !== 0) throw new PolicyInputError(`batch ${req.batchId}: a served ${role} policy takes only frozen steps (lr 0), got lr ${req.hyper.lr}`);
+        state.version += 1;
+        return { version: state.version, metrics: { samples: req.samples.length, applied: 0 } };
+      },
+      snapshot: async () => ({ version: state.version, params: JSON.stringify(state) }),
+    };
+  }
+}
