@@ -13,7 +13,7 @@ import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { ActorRuntime } from './runtime.js';
-import { RunEnv } from './env.js';
+import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
 import { solver } from './solver.js';
 import { adversary } from './adversary.js';
@@ -108,9 +108,11 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
   const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
+  let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
@@ -163,6 +165,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     return { runId, dir, finished: done, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
   } finally {
     await views?.close();
+    await backendToClose?.close?.();
     if (!opts.sandbox) await sandbox.close();
     await log.close();
   }

@@ -1,11 +1,15 @@
 /**
  * Policies served by an OpenAI-compatible server. Sampling goes to the server (one client per
- * role, shared by every version, so its concurrency limit holds across them). The run does not
- * train a served model yet: the trainer takes only frozen steps (learning rate 0, checked by
- * the config and again here), which move the version and change no weight, and its parameters
- * name the server and model rather than hold weights.
+ * role, shared by every version, so its concurrency limit holds across them). Training goes
+ * through a gpu-bridge process when `learner.bridge` is set (one bridge policy per role,
+ * versions published as checkpoints and loaded into the server). Without a bridge the trainer
+ * takes only frozen steps (learning rate 0, checked by the config and again here), which move
+ * the version and change no weight, and its parameters name the server and model.
  */
+import path from 'node:path';
 import type { Problem } from '../core/problem.js';
+import { BridgeClient } from '../bridge/index.js';
+import { BridgeTrainer, type ServedReload } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
@@ -25,9 +29,13 @@ export class ServedBackend implements PolicyBackend {
   readonly #clients: Record<Role, OpenAIClient>;
   readonly #problems: ReadonlyMap<string, Problem>;
 
+  #bridge: Promise<BridgeClient> | null = null;
+
   constructor(
     readonly config: RunConfig,
     problems: readonly Problem[],
+    /** The run's directory: default home of checkpoints and batch files. */
+    readonly runDir: string,
   ) {
     const client = (role: Role) => {
       const o = config.policies[role].openai;
@@ -38,7 +46,19 @@ export class ServedBackend implements PolicyBackend {
     this.#problems = new Map(problems.map((p) => [p.id, p]));
   }
 
+  /** One bridge process for both roles, started on first use. */
+  #client(): Promise<BridgeClient> {
+    const b = this.config.learner.bridge!;
+    this.#bridge ??= BridgeClient.start({ python: b.python, timeoutMs: 600_000 }).then((r) => r.client);
+    return this.#bridge;
+  }
+
+  async close(): Promise<void> {
+    if (this.#bridge) await (await this.#bridge.catch(() => null))?.shutdown();
+  }
+
   initialParams(role: Role): string {
+    if (this.config.learner.bridge) return JSON.stringify({ backend: 'bridge', version: 0, checkpoint: null });
     const o = this.#clients[role].options;
     return JSON.stringify({ backend: 'openai', baseUrl: o.baseUrl, model: o.model, version: 0 } satisfies ServedParams);
   }
@@ -52,6 +72,19 @@ export class ServedBackend implements PolicyBackend {
   }
 
   trainer(role: Role, params: string, version: number): LearnerTrainer {
+    const bridge = this.config.learner.bridge;
+    if (bridge) {
+      const checkpoints = bridge.checkpoints ?? path.join(this.runDir, 'checkpoints');
+      let reload: ServedReload | null = null;
+      if (bridge.reload) {
+        const token = process.env[bridge.reload.adminTokenEnv];
+        if (!token) throw new PolicyInputError(`learner.bridge.reload: environment variable ${bridge.reload.adminTokenEnv} (the server's admin token) is not set`);
+        reload = { serverUrl: this.#clients[role].options.baseUrl.replace(/\/v1\/?$/, ''), token };
+      }
+      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.join(this.runDir, 'batches', role), reload }, params);
+      if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
+      return trainer;
+    }
     const state = JSON.parse(params) as ServedParams;
     state.version = version;
     const name = `openai:${state.model}`;

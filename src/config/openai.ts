@@ -38,3 +38,26 @@ export const OpenAIPolicyOptions = z
   .strict();
 export type OpenAIPolicyOptions = z.infer<typeof OpenAIPolicyOptions>;
 export type OpenAIPolicyOptionsInput = z.input<typeof OpenAIPolicyOptions>;
+
+/** Training served policies through a gpu-bridge process (`python3 -m gpu_bridge --stdio`):
+ * one bridge policy per role, checkpoints published per version and loaded into the server. */
+export const BridgeTrainerOptions = z
+  .object({
+    backend: z.enum(['toy', 'hf']).default('toy'),
+    /** hf: model path or id; toy: absent (random weights from `seed` and `config`). */
+    model: z.string().min(1).optional(),
+    /** toy: the model shape (d_model, n_layers, ...); hf: extra config. Must match the server's. */
+    config: z.record(z.string(), z.unknown()).optional(),
+    seed: z.number().int().nonnegative().default(0),
+    device: z.string().default('auto'),
+    python: z.string().default('/usr/bin/python3'),
+    /** Where versions are published, one folder per role; default <run dir>/checkpoints. */
+    checkpoints: z.string().min(1).optional(),
+    microBatchSize: z.number().int().positive().optional(),
+    /** After each publish, load the version into the model server (gpu-bridge serve's
+     * /admin/load_version), with the admin token read from this environment variable. */
+    reload: z.object({ adminTokenEnv: z.string().min(1) }).strict().optional(),
+    retry: RetryOptions.default(RetryOptions.parse({})),
+  })
+  .strict();
+export type BridgeTrainerOptions = z.infer<typeof BridgeTrainerOptions>;

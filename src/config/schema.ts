@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { OpenAIPolicyOptions } from './openai.js';
+import { BridgeTrainerOptions, OpenAIPolicyOptions } from './openai.js';
 
 /**
  * The run config: one YAML file per run, validated here. Every section is strict, so a
@@ -160,6 +160,8 @@ export const RunConfig = z
          * recorded but apply no update), shuffled (advantages permuted within each GRPO group
          * with a seeded permutation, so the update carries no signal about which sample was good). */
         control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+        /** Served (openai) policies: train them through a gpu-bridge process. */
+        bridge: BridgeTrainerOptions.optional(),
       })
       .strict()
       .default({ control: 'none' }),
@@ -188,10 +190,13 @@ export const RunConfig = z
     if (c.policies.code.backend !== c.policies.test.backend) {
       ctx.addIssue({ code: 'custom', path: ['policies', 'test', 'backend'], message: `both policies use one backend for now (code is ${c.policies.code.backend}, test is ${c.policies.test.backend})` });
     }
-    // A served model is trained through gpu-bridge, which a run cannot drive yet: only the
-    // frozen control (steps recorded, nothing applied) is honest about what happens to it.
-    if (c.policies.code.backend === 'openai' && c.learner.control !== 'frozen') {
-      ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are not trained by a run yet; set learner.control: frozen' });
+    // A served model is trained through gpu-bridge; without one, only the frozen control
+    // (steps recorded, nothing applied) is honest about what happens to it.
+    if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
+    }
+    if (c.learner.bridge && c.policies.code.backend !== 'openai') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'bridge'], message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}` });
     }
   });
 

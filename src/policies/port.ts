@@ -93,6 +93,9 @@ export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
 export interface TrainStepResult {
   version: number;
   metrics: Record<string, number>;
+  /** Tries of this step that failed before it applied (nothing was applied by them); recorded
+   * as TrainingStepFailed. Absent when the trainer cannot fail that way. */
+  failures?: { error: string; retryable: boolean }[];
 }
 
 export interface TrainerPort {

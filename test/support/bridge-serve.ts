@@ -18,13 +18,14 @@ export interface BridgeServe {
   close(): Promise<void>;
 }
 
-export async function startBridgeServe(opts: { seed?: number; config?: Record<string, number> } = {}): Promise<BridgeServe> {
+/** `adminToken`: enables /admin/load_version (weight sync) with this bearer token. */
+export async function startBridgeServe(opts: { seed?: number; config?: Record<string, number>; adminToken?: string } = {}): Promise<BridgeServe> {
   const model = 'toy-policy';
   const args = ['-m', 'gpu_bridge', 'serve', '--backend', 'toy', '--port', '0', '--device', 'cpu', '--seed', String(opts.seed ?? 0), '--served-model-name', model];
   if (opts.config) args.push('--config', JSON.stringify(opts.config));
   const child: ChildProcess = spawn(DEFAULT_PYTHON, args, {
     cwd: GPU_BRIDGE_DIR,
-    env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR, OMP_NUM_THREADS: '1' },
+    env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR, OMP_NUM_THREADS: '1', ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
