@@ -46,11 +46,12 @@ export class ServedBackend implements PolicyBackend {
     this.#problems = new Map(problems.map((p) => [p.id, p]));
   }
 
-  /** One bridge process for both roles, started on first use. */
-  #client(): Promise<BridgeClient> {
+  /** One bridge process for both roles, started on first use, and again after one died. */
+  async #client(): Promise<BridgeClient> {
     const b = this.config.learner.bridge!;
-    this.#bridge ??= BridgeClient.start({ python: b.python, timeoutMs: 600_000 }).then((r) => r.client);
-    return this.#bridge;
+    const held = await this.#bridge?.catch(() => null);
+    if (!held || !held.alive) this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000 }).then((r) => r.client);
+    return this.#bridge!;
   }
 
   async close(): Promise<void> {

@@ -9,7 +9,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { BridgeTrainerOptions } from '../config/openai.js';
-import { BridgeClient, BridgeError, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
+import { BridgeClient, BridgeDeadError, BridgeError, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
 import type { Role } from '../core/roles.js';
 import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
 
@@ -28,6 +28,7 @@ export interface ServedReload {
 }
 
 export interface BridgeTrainerInit {
+  /** The bridge to use; after one died, a new one. */
   client: () => Promise<BridgeClient>;
   role: Role;
   options: BridgeTrainerOptions;
@@ -67,6 +68,8 @@ export class BridgeTrainer {
     const status = await client.status();
     const held = status.policies[this.init.role] as PolicyInfo | undefined;
     if (!held || held.version !== this.#params.version) {
+      // Past version 0 only a published checkpoint holds the weights of this version.
+      if (this.#params.version > 0 && !this.#params.checkpoint) throw new PolicyInputError(`the ${this.init.role} policy at version ${this.#params.version} has no published checkpoint to load into the bridge`);
       const model = this.#params.checkpoint?.path ?? o.model;
       await client.loadPolicy({
         policy: this.init.role,
@@ -84,7 +87,7 @@ export class BridgeTrainer {
   async trainStep(req: TrainStepRequest): Promise<TrainStepResult> {
     if (req.role !== this.init.role) throw new PolicyInputError(`this is the ${this.init.role} trainer; batch ${req.batchId} is for ${req.role}`);
     if (req.expectedVersion !== this.#params.version) throw new VersionError(this.init.role, req.expectedVersion, this.#params.version);
-    const client = await this.init.client();
+    let client = await this.init.client();
     await this.#ensureLoaded(client);
     const rows = batchRows(req);
     const batch = await writeBatch(path.join(this.init.batchDir, `${req.batchId.replace(/[^\w.-]+/g, '_')}.jsonl`), req.algorithm, rows.rows);
@@ -111,6 +114,13 @@ export class BridgeTrainer {
         failures.push({ error: e.message, retryable: e.retryable });
         if (!retrying) throw e;
         await sleep(Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)));
+        if (e instanceof BridgeDeadError) {
+          // A new bridge (the client factory starts one) holds nothing: load this version's
+          // checkpoint again, then the same batch id applies the step exactly once.
+          client = await this.init.client();
+          this.#loaded = false;
+          await this.#ensureLoaded(client);
+        }
       }
     }
   }
