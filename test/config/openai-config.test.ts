@@ -33,3 +33,14 @@ describe('policies.*.backend: openai', () => {
     expect(() => parseConfig(raw)).toThrow(message);
   });
 });
+
+describe('configs/served-toy.yaml', () => {
+  it('loads: both roles served over openai, trained through a toy gpu-bridge that reloads the servers', async () => {
+    const { loadConfigFile } = await import('../../src/config/load.js');
+    const c = loadConfigFile('configs/served-toy.yaml');
+    expect(c.policies.code.openai?.baseUrl).toBe('http://127.0.0.1:8001/v1');
+    expect(c.policies.test.openai?.baseUrl).toBe('http://127.0.0.1:8002/v1');
+    expect(c.learner.bridge).toMatchObject({ backend: 'toy', reload: { adminTokenEnv: 'GPU_BRIDGE_ADMIN_TOKEN' } });
+    expect(c.learner.control).toBe('none');
+  });
+});
