@@ -9,7 +9,7 @@
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
 import { BridgeClient } from '../bridge/index.js';
-import { BridgeTrainer, type ServedReload } from '../policies/bridge-trainer.js';
+import { BridgeParams, BridgeTrainer, reloadServed, type ServedReload } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
@@ -68,20 +68,46 @@ export class ServedBackend implements PolicyBackend {
     throw new PolicyInputError('a served policy has no exact figures (only sampled ones)');
   }
 
-  sampler(role: Role, _params: string, _version: number): SamplingPolicy {
-    return new OpenAIPolicy({ client: this.#clients[role], role, method: this.config.method, problems: this.#problems, suiteSize: this.config.sampling.suiteSize });
+  sampler(role: Role, params: string, version: number): SamplingPolicy {
+    const policy = new OpenAIPolicy({ client: this.#clients[role], role, method: this.config.method, problems: this.#problems, suiteSize: this.config.sampling.suiteSize });
+    const reload = this.#reload(role);
+    if (!reload) return policy;
+    // The server may hold other weights (started fresh, or a resumed run): load the named
+    // version's checkpoint before its first sample, and check the server says it serves it.
+    const parsed = BridgeParams.safeParse(JSON.parse(params));
+    if (!parsed.success || !parsed.data.checkpoint) throw new PolicyInputError(`the ${role} policy at version ${version} has no published checkpoint to serve`);
+    const cp = parsed.data.checkpoint;
+    let synced: Promise<void> | null = null;
+    return {
+      name: policy.name,
+      temperature: policy.temperature,
+      async generate(req) {
+        synced ??= reloadServed(reload, cp.path, cp.sha256);
+        await synced;
+        const gens = await policy.generate(req);
+        for (const g of gens) {
+          const fp = g.record?.served.fingerprint;
+          if (fp !== undefined && fp !== null && fp !== `v${version}`) throw new VersionError(role, version, Number(fp.replace(/^v/, '')));
+        }
+        return gens;
+      },
+    };
+  }
+
+  /** Where and how to load a version into the role's server, when configured. */
+  #reload(role: Role): ServedReload | null {
+    const bridge = this.config.learner.bridge;
+    if (!bridge?.reload) return null;
+    const token = process.env[bridge.reload.adminTokenEnv];
+    if (!token) throw new PolicyInputError(`learner.bridge.reload: environment variable ${bridge.reload.adminTokenEnv} (the server's admin token) is not set`);
+    return { serverUrl: this.#clients[role].options.baseUrl.replace(/\/v1\/?$/, ''), token };
   }
 
   trainer(role: Role, params: string, version: number): LearnerTrainer {
     const bridge = this.config.learner.bridge;
     if (bridge) {
       const checkpoints = bridge.checkpoints ?? path.join(this.runDir, 'checkpoints');
-      let reload: ServedReload | null = null;
-      if (bridge.reload) {
-        const token = process.env[bridge.reload.adminTokenEnv];
-        if (!token) throw new PolicyInputError(`learner.bridge.reload: environment variable ${bridge.reload.adminTokenEnv} (the server's admin token) is not set`);
-        reload = { serverUrl: this.#clients[role].options.baseUrl.replace(/\/v1\/?$/, ''), token };
-      }
+      const reload = this.#reload(role);
       const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.join(this.runDir, 'batches', role), reload }, params);
       if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
       return trainer;

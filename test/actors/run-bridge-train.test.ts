@@ -14,6 +14,9 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { ServedBackend } from '../../src/actors/served-backend.js';
+import { loadDemoProblems } from '../../src/datasets/demo/index.js';
+import type { RunConfig } from '../../src/config/schema.js';
 
 const missing = torchMissing();
 const TOKEN_ENV = 'CRUCIBLE_TEST_SERVE_ADMIN_TOKEN';
@@ -21,6 +24,7 @@ const token = 'serve-admin-token-for-tests';
 let root: string;
 const servers: BridgeServe[] = [];
 let outcome: RunOutcome;
+let runConfig: RunConfig;
 let events: EventEnvelope[];
 const blobs = new Map<string, string>();
 
@@ -41,6 +45,7 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
       policies: { code: { backend: 'openai', lr: 0.001, openai: openai(code!) }, test: { backend: 'openai', lr: 0.001, openai: openai(test!) } },
       learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: TOKEN_ENV } } },
     });
+    runConfig = config;
     outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     events = [];
@@ -97,4 +102,17 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
       expect(rows.map((r) => r.prompt)).toEqual(b.sampleIds.map((id) => prompts.get(id)));
     }
   });
+
+  it('a server started again with other weights is loaded with the named version before it samples', async () => {
+    const fresh = await startBridgeServe({ seed: 9, adminToken: token });
+    servers.push(fresh);
+    const openai = { ...runConfig.policies.code.openai!, baseUrl: fresh.baseUrl };
+    const backend = new ServedBackend({ ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } }, loadDemoProblems(), outcome.dir);
+    const last = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[]).filter((p) => p.policy.role === 'code').at(-1)!;
+    const policy = backend.sampler('code', blobs.get(last.checkpoint)!, last.policy.version);
+    const problem = loadDemoProblems()[0]!;
+    const [g] = await policy.generate({ role: 'code', version: last.policy.version, seed: 1, n: 1, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+    expect(g!.record!.served.fingerprint).toBe(`v${last.policy.version}`);
+    await backend.close();
+  }, 120_000);
 });
