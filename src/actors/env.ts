@@ -48,6 +48,8 @@ export interface PolicyBackend {
   evaluate(params: Record<Role, string>, problemIds: readonly string[], whiteBox: boolean): PolicyFigures[];
   sampler(role: Role, params: string, version: number): SamplingPolicy;
   trainer(role: Role, params: string, version: number): LearnerTrainer;
+  /** Release what the backend started (a trainer process), at the end of the run. */
+  close?(): Promise<void>;
 }
 
 export class RunEnv {

@@ -22,6 +22,8 @@ interface SampleRef {
   problemId: string;
   /** Program or suite blob; the response text trained on. */
   responseHash: string;
+  /** Model samples: the exact prompt sent (else the problem statement is the prompt). */
+  promptHash?: string;
   contextKey: string;
   choiceKey: string | null;
 }
@@ -85,6 +87,17 @@ export const learnerMachine = setup({
         const contextKey = d.sampling.contextKey ?? d.problemId;
         const ref: SampleRef = { sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId };
         return { samples: withSample(context.samples, ref) };
+      }),
+    },
+    // A model sample trains on what the model saw and wrote: the rendered prompt (with the
+    // program, white-box) and the raw answer, not the program or tests read from it.
+    ModelSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ModelSampled');
+        // The event names the sample, not its problem: find the problem that holds it.
+        const ref = Object.values(context.samples).find((bySample) => d.sampleId in bySample)?.[d.sampleId];
+        if (!ref) return {};
+        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash }) };
       }),
     },
     RewardsAssigned: {
@@ -199,7 +212,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           const ref = c.samples[problemId]?.[item.sampleId];
           if (!ref) throw new Error(`reward for unknown sample ${item.sampleId}`);
           samples.push({
-            prompt: env.problem(problemId).statement,
+            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,
@@ -238,6 +251,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       // Frozen: the same step through the same port, at learning rate 0 (no update).
       const hyper = { lr: control === 'frozen' ? 0 : env.config.policies[role].lr };
       const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
+      for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
       events.push(
         env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
       );

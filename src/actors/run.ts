@@ -14,7 +14,7 @@ import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
 import { SqliteSnapshotTable } from './snapshots.js';
-import { RunEnv } from './env.js';
+import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
 import { solver } from './solver.js';
 import { adversary } from './adversary.js';
@@ -119,9 +119,11 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
   let snapshots: SqliteSnapshotTable | null = null;
+  let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
@@ -180,6 +182,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   } finally {
     snapshots?.close();
     await views?.close();
+    await backendToClose?.close?.();
     if (!opts.sandbox) await sandbox.close();
     await log.close();
   }

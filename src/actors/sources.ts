@@ -16,6 +16,7 @@ import type { Sandbox } from '../sandbox/api.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 import type { Role } from '../core/roles.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { ServedBackend } from './served-backend.js';
 
 export class UnsupportedSourceError extends Error {
   constructor(message: string) {
@@ -102,7 +103,8 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
 
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox): Promise<PreparedRun> {
+/** `runDir`: where a served backend keeps its checkpoints and batch files. */
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -132,5 +134,6 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  return { problems, backend: new CatalogBackend(universe, config) };
+  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir) : new CatalogBackend(universe, config);
+  return { problems, backend };
 }

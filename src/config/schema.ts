@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BridgeTrainerOptions, OpenAIPolicyOptions } from './openai.js';
 
 /**
  * The run config: one YAML file per run, validated here. Every section is strict, so a
@@ -7,8 +8,10 @@ import { z } from 'zod';
 
 const PolicyConfig = z
   .object({
-    /** catalog: the offline softmax policy over a problem's candidate programs/tests. */
-    backend: z.enum(['catalog']).default('catalog'),
+    /** catalog: the offline softmax policy over a problem's candidate programs/tests.
+     * openai: a model served by an OpenAI-compatible server (settings under `openai`). */
+    backend: z.enum(['catalog', 'openai']).default('catalog'),
+    openai: OpenAIPolicyOptions.optional(),
     /** Learning rate of the catalog trainer's softmax policy gradient. */
     lr: z.number().positive().default(0.5),
     /** Catalog code policy: AST mutants of the reference added to each problem's candidates. */
@@ -167,6 +170,8 @@ export const RunConfig = z
          * recorded but apply no update), shuffled (advantages permuted within each GRPO group
          * with a seeded permutation, so the update carries no signal about which sample was good). */
         control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+        /** Served (openai) policies: train them through a gpu-bridge process. */
+        bridge: BridgeTrainerOptions.optional(),
       })
       .strict()
       .default({ control: 'none' }),
@@ -181,7 +186,29 @@ export const RunConfig = z
       .strict()
       .default({ isolation: 'auto', pythonPath: '/usr/bin/python3' }),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    for (const role of ['code', 'test'] as const) {
+      const p = c.policies[role];
+      if (p.backend === 'openai' && !p.openai) {
+        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: 'backend openai needs an openai section (baseUrl, model, ...)' });
+      }
+      if (p.backend !== 'openai' && p.openai) {
+        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: `an openai section is only read with backend openai (this policy is ${p.backend})` });
+      }
+    }
+    if (c.policies.code.backend !== c.policies.test.backend) {
+      ctx.addIssue({ code: 'custom', path: ['policies', 'test', 'backend'], message: `both policies use one backend for now (code is ${c.policies.code.backend}, test is ${c.policies.test.backend})` });
+    }
+    // A served model is trained through gpu-bridge; without one, only the frozen control
+    // (steps recorded, nothing applied) is honest about what happens to it.
+    if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
+    }
+    if (c.learner.bridge && c.policies.code.backend !== 'openai') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'bridge'], message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}` });
+    }
+  });
 
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;
