@@ -3,6 +3,7 @@
  *
  *   cli -> actors -> (policies, rewards, sandbox, projections, datasets, bridge, config) -> events -> core
  *   cli -> report -> (projections, events, core)
+ *   cli -> ablation -> (actors, projections, rewards, config, events, core)
  *
  * Within the middle layer only the edges listed in `middle-layer-siblings` are allowed. A wrong
  * import fails with the rule's name.
@@ -67,6 +68,20 @@ module.exports = {
       severity: 'error',
       from: { path: outside('report', 'cli') },
       to: { path: layer('report') },
+    },
+    {
+      name: 'ablation-below-cli',
+      comment: 'Ablation re-runs the Judge over a recorded log: only the CLI (and nothing it re-runs) imports it.',
+      severity: 'error',
+      from: { path: outside('ablation', 'cli') },
+      to: { path: layer('ablation') },
+    },
+    {
+      name: 'ablation-reads-the-log',
+      comment: 'A variant re-judges recorded executions: it never reaches the sandbox, the policies or the bridge (those stay with the actors).',
+      severity: 'error',
+      from: { path: layer('ablation') },
+      to: { path: '^src/(sandbox|policies|bridge|datasets|report)/(?!api\\.ts$)' },
     },
     {
       name: 'middle-layer-siblings',

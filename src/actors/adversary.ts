@@ -9,6 +9,7 @@ import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
+import { modelSampleEvents } from './model-samples.js';
 import { parseTestLines } from './test-text.js';
 import { nonprintableRatio } from '../rewards/code-a1.js';
 
@@ -83,7 +84,10 @@ export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect
     let prompt = problem.statement;
     if (job.whiteBox) {
       if (job.candidateId !== null) context.target = job.candidateId;
-      prompt += `\n\n# Program under test\n${await env.blobs.getText(job.programHash)}`;
+      const program = await env.blobs.getText(job.programHash);
+      // Model backends render their own white-box prompt around the program.
+      context.program = program;
+      prompt += `\n\n# Program under test\n${program}`;
     }
     const generations = await policy.generate({
       role: 'test',
@@ -96,6 +100,7 @@ export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect
     for (const g of generations) {
       const suiteId = `${job.solutionId}/t${g.index}`;
       const responseHash = await env.blobs.put(g.text);
+      const policyRef = { role: 'test' as const, name: policy.name, version: job.version };
       const tests = [];
       for (const [i, parsed] of parseTestLines(g.text, problem.style).entries()) {
         const testHash = await env.blobs.put(parsed.canonical);
@@ -107,12 +112,14 @@ export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect
           problemId: job.problemId,
           suiteId,
           targetSolutionId: job.solutionId,
-          policy: { role: 'test', name: policy.name, version: job.version },
+          policy: policyRef,
           sampling: { seed, index: g.index, temperature: policy.temperature, candidateId: g.choiceKey, contextKey: g.contextKey },
           responseHash,
-          nonprintableRatio: nonprintableRatio(g.text),
+          // Code-A1's penalty looks at what the model wrote, not at the tests read from it.
+          nonprintableRatio: nonprintableRatio(g.record?.response ?? g.text),
           tests,
         }),
+        ...(await modelSampleEvents(env, g, suiteId, policyRef)),
       );
     }
     return events;

@@ -4,7 +4,7 @@
  */
 import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
-import { makeEvent, type EventDataInput, type EventType } from '../events/catalog.js';
+import type { EventDataInput, EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { Problem } from '../core/problem.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -12,6 +12,7 @@ import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
 import { deriveSeed } from '../core/rng.js';
+import type { RuntimeView } from './runtime.js';
 
 
 export interface SamplingPolicy {
@@ -47,6 +48,8 @@ export interface PolicyBackend {
   evaluate(params: Record<Role, string>, problemIds: readonly string[], whiteBox: boolean): PolicyFigures[];
   sampler(role: Role, params: string, version: number): SamplingPolicy;
   trainer(role: Role, params: string, version: number): LearnerTrainer;
+  /** Release what the backend started (a trainer process), at the end of the run. */
+  close?(): Promise<void>;
 }
 
 export class RunEnv {
@@ -70,15 +73,19 @@ export class RunEnv {
     this.#problems = new Map(opts.problems.map((p) => [p.id, p]));
   }
 
-  /** Fed every event by the runtime: where each policy version's parameters are. */
-  readonly view = (envelope: EventEnvelope): void => {
-    if (envelope.type !== 'PolicyVersionPublished') return;
-    const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
-    if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
+  /** Fed by the runtime: where each policy version's parameters are. */
+  readonly view: RuntimeView = {
+    types: ['PolicyVersionPublished'],
+    observe: (envelope: EventEnvelope): void => {
+      const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
+      if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
+    },
   };
 
+  /** An event of this run, typed here and validated once, when the runtime appends it (the
+   * error then names the actor, the effect's commit and the field). */
   event<T extends EventType>(type: T, data: EventDataInput<T>): NewEvent {
-    return makeEvent(type, this.runId, data);
+    return { type, runId: this.runId, data };
   }
 
   problem(id: string): Problem {

@@ -83,6 +83,19 @@ export class ExecutionCache {
   load(programHash: string): ModuleLoad {
     return this.#load.get(programHash) ?? 'unknown';
   }
+  /** For actor snapshots: the recorded results, load outcomes and open requests, and a cache
+   * holding them. */
+  serialize(): unknown {
+    return { byPair: [...this.#byPair], load: [...this.#load], awaiting: [...this.#awaiting] };
+  }
+  static restore(data: unknown): ExecutionCache {
+    const d = data as { byPair: [string, PairResult][]; load: [string, ModuleLoad][]; awaiting: [string, { pairs: Pair[]; left: number }][] };
+    const cache = new ExecutionCache();
+    for (const [k, v] of d.byPair) cache.#byPair.set(k, v);
+    for (const [k, v] of d.load) cache.#load.set(k, v);
+    for (const [k, v] of d.awaiting) cache.#awaiting.set(k, v);
+    return cache;
+  }
 }
 
 async function loadTest(env: RunEnv, hash: string): Promise<TestCase> {
@@ -93,10 +106,16 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   name: 'executor',
   machine: executorMachine,
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
+  // All verdicts of a request are one commit; the machine reads only the request id.
+  foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
+  // 2: the index holds compact results and load outcomes.
+  snapshotVersion: 2,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
+    serialize: (cache) => cache.serialize(),
+    restore: (data) => ExecutionCache.restore(data),
   },
   async run(request, env, _snapshot, cache) {
     const problem = env.problem(request.problemId);
@@ -108,6 +127,9 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     const keepsOutput = (programHash: string) => programHash === reference;
     const results = new Array<ResultFigures | undefined>(pairs.length);
     // Every pair by its program hash, in request order; the cached ones answered now.
+    // Each distinct test is read and parsed once per request, not once per program running it.
+    const testsByHash = new Map<string, Promise<TestCase>>();
+    const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
     const byProgram = new Map<string, number[]>();
     const toRun = new Map<string, number[]>();
     pairs.forEach((pair, i) => {
@@ -131,12 +153,11 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
         const program = await env.blobs.getText(programHash);
         // A test listed twice for one program (two samples of one candidate) runs once.
         const unique = [...new Set(indexes.map((i) => pairs[i]!.testHash))];
-        const tests = await Promise.all(unique.map((h) => loadTest(env, h)));
         const verdicts = await env.sandbox.run({
           program,
           // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
           role: indexes.some((i) => pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
-          tests,
+          tests: await Promise.all(unique.map(testOf)),
           entryPoint: problem.entryPoint,
           limits: problem.limits,
           comparison: problem.comparison,

@@ -22,6 +22,8 @@ export interface ProblemRound {
   round: number;
   problemId: string;
   groupSize: number;
+  /** The test-policy version the round's suites were sampled from (ProblemScheduled). */
+  testVersion: number;
   solutions: SolutionRef[];
   suites: SuiteRef[];
   phase: JudgePhase;

@@ -19,6 +19,8 @@ import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
 import type { EvolvedState } from './methods/contract.js';
+import { tcsBufferAfter } from './methods/tcs.js';
+import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
 import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
@@ -32,6 +34,10 @@ export interface JudgeContext {
   evolved: Record<string, EvolvedState>;
   /** TCS: the stage of each round, as the Conductor decided it. */
   stages: Record<number, 1 | 2>;
+  /** TCS: each problem's rolling buffer of test-policy samples, folded from TestsJudged. */
+  tcsBuffers: Record<string, TcsBufferedSuite[]>;
+  /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
+  tcs: { bufferSize: number; maxStaleness: number | null } | null;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -54,10 +60,14 @@ export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {} },
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null },
   on: {
     RunStarted: {
-      actions: assign(({ event }) => ({ suitesPerProgram: configOf(event.envelope).sampling.suitesPerProgram })),
+      actions: assign(({ event }) => {
+        const config = configOf(event.envelope);
+        const tcs = config.method === 'tcs' ? { bufferSize: config.tcs.bufferSize, maxStaleness: config.tcs.maxStaleness } : null;
+        return { suitesPerProgram: config.sampling.suitesPerProgram, tcs };
+      }),
     },
     ProblemScheduled: {
       actions: assign(({ context, event }) => {
@@ -68,6 +78,7 @@ export const judgeMachine = setup({
           round: d.round,
           problemId: d.problemId,
           groupSize: d.groupSize,
+          testVersion: d.testVersion,
           solutions: [],
           suites: [],
           phase: 'sampling',
@@ -118,7 +129,12 @@ export const judgeMachine = setup({
     TestsJudged: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'TestsJudged');
-        return update(context, key(d.round, d.problemId), () => ({ judgedTests: d.tests, phase: 'executing' }));
+        const k = key(d.round, d.problemId);
+        const open = update(context, k, () => ({ judgedTests: d.tests, phase: 'executing' }));
+        const p = context.open[k];
+        if (!context.tcs || !p) return open;
+        const buffer = tcsBufferAfter(context.tcsBuffers[d.problemId] ?? [], p, d.tests, context.tcs);
+        return { ...open, tcsBuffers: { ...context.tcsBuffers, [d.problemId]: buffer } };
       }),
     },
     MistakeBookUpdated: {
@@ -239,6 +255,36 @@ export class VerdictIndex {
     for (const d of results) if (d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
   }
 
+  /** For actor snapshots: the index as JSON data, and an index from that data. */
+  serialize(): unknown {
+    return {
+      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests]]),
+      reused: [...this.#reused],
+      byPair: [...this.#byPair],
+      load: [...this.#load],
+      problemOf: [...this.#problemOf],
+      awaiting: [...this.#awaiting],
+    };
+  }
+  static restore(data: unknown): VerdictIndex {
+    const d = data as {
+      byProblem: [string, [string, PairResult[]][]][];
+      reused: [string, { problemId: string; pairs: Pair[] }][];
+      byPair: [string, PairResult][];
+      load: [string, ModuleLoad][];
+      problemOf: [string, string][];
+      awaiting: [string, { pairs: Pair[]; left: number }][];
+    };
+    const index = new VerdictIndex();
+    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests));
+    for (const [k, v] of d.reused) index.#reused.set(k, v);
+    for (const [k, v] of d.byPair) index.#byPair.set(k, v);
+    for (const [k, v] of d.load) index.#load.set(k, v);
+    for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
+    for (const [k, v] of d.awaiting) index.#awaiting.set(k, v);
+    return index;
+  }
+
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
     return this.#byPair.has(pairKey(problemId, programHash, testHash));
@@ -284,10 +330,16 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   name: 'judge',
   machine: judgeMachine,
   pending: judgePending,
+  // All verdicts of a request are one commit; the machine reads only the request id.
+  foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
+  // 2: the index holds compact results and load outcomes.
+  snapshotVersion: 2,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
+    serialize: (verdicts) => verdicts.serialize(),
+    restore: (data) => VerdictIndex.restore(data),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
@@ -302,10 +354,12 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
     if (effect.kind === 'plan') {
       const evolved = snapshot.context.evolved[p.problemId] ?? null;
-      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
+      const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
+      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, tcsBuffer, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
     const evolved = snapshot.context.evolved[p.problemId] ?? null;
-    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), load: (programHash) => verdicts.load(p.problemId, programHash), stage, evolved });
+    const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
+    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), load: (programHash) => verdicts.load(p.problemId, programHash), stage, evolved, tcsBuffer });
   },
 };

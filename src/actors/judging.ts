@@ -10,6 +10,7 @@ import type { NewEvent } from '../events/envelope.js';
 import {
   codeA1CodeSelection,
   codeA1HasExpected,
+  codeA1InvalidCount,
   codeA1JudgeTests,
   codeA1ProgramValid,
   codeA1Rewards,
@@ -155,7 +156,7 @@ export async function judgeProblem(args: {
   const suites = p.suites.map((s) => ({
     id: s.suiteId,
     program: s.targetSolutionId ?? p.solutions[0]!.solutionId,
-    invalidCount: judged.filter((t) => suiteOf(t.testId) === s.suiteId && statusOf(t) !== 'valid' && statusOf(t) !== 'unknown').length,
+    invalidCount: codeA1InvalidCount(judged.filter((t) => suiteOf(t.testId) === s.suiteId)),
     nonprintableRatio: s.nonprintableRatio,
   }));
   const result = codeA1Rewards({ matrix, suites }, { alpha: cfg.rewards.alpha, suiteCap: cfg.sampling.suiteSize, histCap: cfg.mistakeBook.replay || 8, histSuite: HIST_SUITE });

@@ -7,7 +7,7 @@
 import { assign, setup } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
-import type { RunEnv } from './env.js';
+import type { LearnerTrainer, RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import type { EventData } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
@@ -22,6 +22,8 @@ interface SampleRef {
   problemId: string;
   /** Program or suite blob; the response text trained on. */
   responseHash: string;
+  /** Model samples: the exact prompt sent (else the problem statement is the prompt). */
+  promptHash?: string;
   contextKey: string;
   choiceKey: string | null;
 }
@@ -35,21 +37,36 @@ interface RoundWork {
 export interface LearnerContext {
   started: boolean;
   whiteBox: boolean;
+  /** TCS trains test-policy samples of earlier rounds again (its rolling buffer): their
+   * references are kept after their round is trained. */
+  keepTestSamples: boolean;
+  /** One policy for both roles (config policies.shared): one trainer, one version stream. */
+  shared: boolean;
   /** Latest published version per role (-1: none yet). */
   versions: Record<Role, number>;
   trainedRounds: number[];
-  samples: Record<string, SampleRef>;
+  /** Samples by problem, then by sample id: an event copies one problem's few samples, not
+   * every sample of the round. */
+  samples: Record<string, Record<string, SampleRef>>;
   rounds: Record<string, RoundWork>;
 }
+
+const withSample = (samples: LearnerContext['samples'], ref: SampleRef): LearnerContext['samples'] => ({
+  ...samples,
+  [ref.problemId]: { ...samples[ref.problemId], [ref.sampleId]: ref },
+});
 
 export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
 }).createMachine({
   id: 'learner',
-  context: { started: false, whiteBox: true, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
+  context: { started: false, whiteBox: true, keepTestSamples: false, shared: false, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
   on: {
     RunStarted: {
-      actions: assign(({ event }) => ({ started: true, whiteBox: configOf(event.envelope).sampling.whiteBox })),
+      actions: assign(({ event }) => {
+        const config = configOf(event.envelope);
+        return { started: true, whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
+      }),
     },
     RoundStarted: {
       actions: assign(({ context, event }) => {
@@ -61,7 +78,7 @@ export const learnerMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
         const ref: SampleRef = { sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId };
-        return { samples: { ...context.samples, [d.solutionId]: ref } };
+        return { samples: withSample(context.samples, ref) };
       }),
     },
     TestsSampled: {
@@ -69,7 +86,18 @@ export const learnerMachine = setup({
         const d = dataOf(event.envelope, 'TestsSampled');
         const contextKey = d.sampling.contextKey ?? d.problemId;
         const ref: SampleRef = { sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId };
-        return { samples: { ...context.samples, [d.suiteId]: ref } };
+        return { samples: withSample(context.samples, ref) };
+      }),
+    },
+    // A model sample trains on what the model saw and wrote: the rendered prompt (with the
+    // program, white-box) and the raw answer, not the program or tests read from it.
+    ModelSampled: {
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ModelSampled');
+        // The event names the sample, not its problem: find the problem that holds it.
+        const ref = Object.values(context.samples).find((bySample) => d.sampleId in bySample)?.[d.sampleId];
+        if (!ref) return {};
+        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash }) };
       }),
     },
     RewardsAssigned: {
@@ -89,7 +117,15 @@ export const learnerMachine = setup({
         // Both roles of a round are published in one commit, test last: the round is trained.
         const { [d.round]: done, ...rounds } = context.rounds;
         const samples = { ...context.samples };
-        for (const role of ['code', 'test'] as const) for (const r of done?.rewards[role] ?? []) for (const i of r.items) delete samples[i.sampleId];
+        for (const role of ['code', 'test'] as const) {
+          if (role === 'test' && context.keepTestSamples) continue;
+          for (const r of done?.rewards[role] ?? []) {
+            const kept = { ...samples[r.problemId] };
+            for (const i of r.items) delete kept[i.sampleId];
+            if (Object.keys(kept).length > 0) samples[r.problemId] = kept;
+            else delete samples[r.problemId];
+          }
+        }
         return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
       }),
     },
@@ -113,8 +149,8 @@ export function learnerPending(snapshot: Snapshot): LearnerEffect[] {
   return effects.sort((a, b) => (a.kind === 'train' && b.kind === 'train' ? a.round - b.round : 0)).slice(0, 1);
 }
 
-async function publish(env: RunEnv, role: Role, round: number) {
-  const trainer = await env.trainer(role);
+async function publish(env: RunEnv, role: Role, round: number, from?: LearnerTrainer) {
+  const trainer = from ?? (await env.trainer(role));
   const snap = await trainer.snapshot();
   const paramsHash = await env.blobs.put(snap.params);
   return env.event('PolicyVersionPublished', {
@@ -155,9 +191,14 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
     const paramsBefore = {} as Record<Role, string>;
     const paramsAfter = {} as Record<Role, string>;
     const versionsAfter = { ...c.versions };
+    // Shared: both roles are at one version; the code step makes the next, the test step the one
+    // after, on one trainer (kept in the code role's slot), and both roles publish its result.
+    let sharedAt = c.versions.code;
+    let sharedTrainer: LearnerTrainer | null = null;
     for (const role of ['code', 'test'] as const) {
-      const trainer = await env.trainer(role, c.versions[role]);
-      paramsBefore[role] = (await trainer.snapshot()).params;
+      const trainer = c.shared ? await env.trainer('code', sharedAt) : await env.trainer(role, c.versions[role]);
+      // Shared: the test step starts after the code step, but the round was drawn from sharedAt.
+      paramsBefore[role] = c.shared && role === 'test' ? paramsBefore.code : (await trainer.snapshot()).params;
       const samples: TrainSample[] = [];
       const sampleIds: string[] = [];
       const groups: number[] = [];
@@ -168,10 +209,10 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
         let size = 0;
         for (const item of byProblem.get(problemId)?.items ?? []) {
           if (item.components.selected === 0) continue;
-          const ref = c.samples[item.sampleId];
+          const ref = c.samples[problemId]?.[item.sampleId];
           if (!ref) throw new Error(`reward for unknown sample ${item.sampleId}`);
           samples.push({
-            prompt: env.problem(problemId).statement,
+            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,
@@ -193,7 +234,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       }
       const batchId = `${env.runId}/round/${effect.round}/${role}`;
       const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
-      const fromVersion = c.versions[role];
+      const fromVersion = c.shared ? sharedAt : c.versions[role];
       events.push(
         env.event('TrainingBatchFormed', {
           round: effect.round,
@@ -210,12 +251,24 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       // Frozen: the same step through the same port, at learning rate 0 (no update).
       const hyper = { lr: control === 'frozen' ? 0 : env.config.policies[role].lr };
       const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
+      for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
       events.push(
         env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
       );
       paramsAfter[role] = (await trainer.snapshot()).params;
       versionsAfter[role] = result.version;
-      published.push(await publish(env, role, effect.round));
+      if (c.shared) {
+        sharedAt = result.version;
+        sharedTrainer = trainer;
+      } else published.push(await publish(env, role, effect.round));
+    }
+    if (sharedTrainer) {
+      const params = (await sharedTrainer.snapshot()).params;
+      for (const role of ['code', 'test'] as const) {
+        paramsAfter[role] = params;
+        versionsAfter[role] = sharedAt;
+        published.push(await publish(env, role, effect.round, sharedTrainer));
+      }
     }
     const evaluated = [];
     if (env.backend.exactBasis) {

@@ -12,8 +12,9 @@ import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
-import { ActorRuntime } from './runtime.js';
-import { RunEnv } from './env.js';
+import { ActorRuntime, type RestartReport } from './runtime.js';
+import { SqliteSnapshotTable } from './snapshots.js';
+import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
 import { solver } from './solver.js';
 import { adversary } from './adversary.js';
@@ -77,6 +78,11 @@ export interface RunOptions {
   /** For restart tests: called after each dispatcher step, and when idle (return true to go on). */
   onStep?(runtime: ActorRuntime<RunEnv>, p: RunProgress): void | Promise<void>;
   onIdle?(runtime: ActorRuntime<RunEnv>): boolean | Promise<boolean>;
+  /** Actor snapshots every this many folded events (default DEFAULT_SNAPSHOT_EVERY); 0: none
+   * taken (existing ones are still used on a restart). */
+  snapshotEvery?: number;
+  /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
+  onRestart?(report: RestartReport): void;
 }
 
 export interface RunOutcome {
@@ -91,6 +97,10 @@ export const ACTOR_NAMES = ['conductor', 'solver', 'adversary', 'executor', 'jud
 
 export const LOG_FILE = 'log.db';
 export const VIEWS_FILE = 'views.db';
+/** The checkpoint table naming each actor's latest snapshot (see snapshots.ts). */
+export const SNAPSHOTS_FILE = 'snapshots.db';
+/** Events folded between actor snapshots: a restart folds at most about this many per actor. */
+export const DEFAULT_SNAPSHOT_EVERY = 20_000;
 /** In a run directory whose log lives elsewhere (JetStream): where it is. */
 export const LOG_POINTER_FILE = 'log.json';
 
@@ -108,9 +118,12 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
   const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
   let views: ProjectionRunner | null = null;
+  let snapshots: SqliteSnapshotTable | null = null;
+  let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox);
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
@@ -134,7 +147,12 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       );
     }
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
-    const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, [env.view]);
+    snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
+    const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
+      views: [env.view],
+      snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
+      ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
+    });
     await runtime.start();
     // The live read models: brought up to date at every round's end and at the end of the run.
     views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
@@ -162,7 +180,9 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     await views.catchUp();
     return { runId, dir, finished: done, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
   } finally {
+    snapshots?.close();
     await views?.close();
+    await backendToClose?.close?.();
     if (!opts.sandbox) await sandbox.close();
     await log.close();
   }

@@ -8,11 +8,17 @@
  * effect. Because the outputs go through the log before they are folded, an actor's state is a
  * projection of the log: a restarted actor refolds the log, runs no effect while doing so, and
  * picks up exactly the work that was not finished. Effects of one step run concurrently but are
- * appended in a fixed actor/effect order, so one process with one seed writes one log.
+ * appended in a fixed actor/effect order, so one process with one seed writes one log; where the
+ * log can (SQLite), the outputs of one step are appended in one transaction, one sync for all.
+ *
+ * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
+ * events, and a (re)started actor begins from its latest usable snapshot and folds only what
+ * came after it.
  */
-import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import { ORIGIN, type EventLog, type Position } from '../events/log.js';
+import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
+import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -39,6 +45,10 @@ export interface SideIndex<I> {
   observe(index: I, envelope: EventEnvelope): void;
   /** Event types it needs besides those the machine handles. */
   readonly types: readonly string[];
+  /** For snapshots: the index as JSON data, and an index from that data. An actor whose index
+   * lacks them is never snapshotted (it refolds from the start). */
+  serialize?(index: I): unknown;
+  restore?(data: unknown): I;
 }
 
 export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, Env, I = undefined> {
@@ -50,6 +60,14 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
   /** Does the work and returns the events to append (all in one commit). */
   run(effect: E, env: Env, snapshot: SnapshotFrom<M>, index: I): Promise<NewEvent[]>;
   readonly index?: SideIndex<I>;
+  /** Bump when the meaning of its machine context or its index's serialized form changes, so
+   * that snapshots written before are ignored (default 1). */
+  readonly snapshotVersion?: number;
+  /** Event types whose transition depends only on their commit, not on which event of it (all
+   * verdicts of one request are one commit and complete it together): the machine folds the
+   * first of each commit and skips the rest, which would change nothing; the side index still
+   * observes every one. */
+  readonly foldOncePerCommit?: readonly string[];
 }
 
 // The runtime stores actors of different machine types side by side.
@@ -62,17 +80,100 @@ interface LiveActor<Env> {
   index: unknown;
   /** Event types this actor folds: a transition costs microseconds, most events concern few actors. */
   types: ReadonlySet<string>;
+  /** One inert actor scope per machine, reused by every transition: xstate's `transition()`
+   * builds a new actor for each call, which cost more than the transitions themselves. The
+   * machines are pure (assign only), so nothing is ever executed through it. */
+  scope: AnyActorScope;
+  /** Version of its snapshots (see snapshotVersion). */
+  version: string;
+  /** Whether it can be snapshotted (its index, if any, serializes). */
+  snapshottable: boolean;
+  /** Event types its machine handles (the others only feed its index). */
+  machineTypes: ReadonlySet<string>;
+  once: ReadonlySet<string>;
+  /** Commit and type of the last event folded of a `once` type. */
+  lastOnce: string;
 }
 
-function typesOf(def: ActorDefinition<AnyStateMachine, Effect, unknown, unknown>): Set<string> {
-  const types = new Set<string>(def.index?.types ?? []);
-  type Node = { events: string[]; states: Record<string, Node> };
+type Node = { id: string; events: string[]; states: Record<string, Node> };
+
+/** The event types an actor folds: those its machine handles and those its index reads. */
+export function eventTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
+  const types = machineTypesOf(def);
+  for (const t of def.index?.types ?? []) types.add(t);
+  return types;
+}
+
+function machineTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
+  const types = new Set<string>();
   const visit = (node: Node) => {
     for (const t of node.events) types.add(t);
     for (const child of Object.values(node.states)) visit(child);
   };
   visit(def.machine.root as unknown as Node);
   return types;
+}
+
+/** State ids and event types: what a snapshot of this machine must agree with. */
+function shapeOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): string[] {
+  const out = [`actor ${def.name}`, ...[...eventTypesOf(def)].sort()];
+  const visit = (node: Node) => {
+    out.push(`state ${node.id}`);
+    for (const child of Object.values(node.states)) visit(child);
+  };
+  visit(def.machine.root as unknown as Node);
+  return out;
+}
+
+function inertScope(machine: AnyStateMachine): AnyActorScope {
+  const self = createActor(machine);
+  return {
+    self,
+    id: '',
+    sessionId: '',
+    system: self.system,
+    logger: () => {},
+    defer: () => {},
+    stopChild: () => {},
+    emit: () => {},
+    actionExecutor: () => {},
+  } as unknown as AnyActorScope;
+}
+
+/** Process-wide read models fed by the dispatcher (e.g. where each policy version is). */
+export interface RuntimeView {
+  readonly types: readonly string[];
+  observe(envelope: EventEnvelope): void;
+}
+
+export interface SnapshotOptions {
+  table: SnapshotTable;
+  /** Take a snapshot of every live actor after this many events folded since the last one;
+   * 0: take none (existing ones are still used). */
+  every: number;
+  /** The code's version, part of every snapshot's version. */
+  codeVersion: string;
+}
+
+/** How an actor was (re)built: from a snapshot or from the start, and how much it folded. */
+export interface RestartReport {
+  actor: string;
+  /** 'used': from `from`; 'none': no snapshot; 'ignored': another code version's;
+   * 'refused': unusable (see `refused`). In the last three it folds from the start. */
+  snapshot: 'used' | 'none' | 'ignored' | 'refused';
+  refused?: SnapshotRefusedError;
+  /** Folding began after this position (ORIGIN: the start) and ended at `to`. */
+  from: Position;
+  to: Position;
+  /** Events folded into the actor by this restart. */
+  eventsFolded: number;
+}
+
+export interface RuntimeOptions {
+  views?: readonly RuntimeView[];
+  snapshots?: SnapshotOptions;
+  /** Called once per actor (re)built by start() or restart(). */
+  onRestart?(report: RestartReport): void;
 }
 
 export interface RuntimeHooks {
@@ -95,6 +196,13 @@ export class ActorFailedError extends Error {
   }
 }
 
+interface Begun<Env> {
+  actor: LiveActor<Env>;
+  snapshot: SnapshotFrom<AnyStateMachine>;
+  index: unknown;
+  report: RestartReport;
+}
+
 export class ActorRuntime<Env> {
   readonly #log: EventLog;
   readonly #runId: string;
@@ -102,18 +210,37 @@ export class ActorRuntime<Env> {
   readonly #actors = new Map<string, LiveActor<Env>>();
   /** Position of the last event folded into the live actors. */
   #position: Position = ORIGIN;
-  /** Events folded so far (progress reports; positions are not counts). */
+  /** Events folded by this process's dispatcher (progress reports; positions are not counts). */
   #folded = 0;
+  /** Events folded by the dispatcher when the last snapshots were taken. */
+  #snapshotAt = 0;
 
-  readonly #views: readonly ((envelope: EventEnvelope) => void)[];
+  readonly #views: readonly RuntimeView[];
+  readonly #snapshots: SnapshotOptions | undefined;
+  readonly #onRestart: ((report: RestartReport) => void) | undefined;
 
-  /** `views` are process-wide read models (e.g. where each policy version is), fed every event. */
-  constructor(log: EventLog, runId: string, env: Env, actors: readonly AnyActor<Env>[], views: readonly ((envelope: EventEnvelope) => void)[] = []) {
-    this.#views = views;
+  constructor(log: EventLog, runId: string, env: Env, actors: readonly AnyActor<Env>[], options: RuntimeOptions = {}) {
+    this.#views = options.views ?? [];
+    this.#snapshots = options.snapshots;
+    this.#onRestart = options.onRestart;
     this.#log = log;
     this.#runId = runId;
     this.#env = env;
-    for (const def of actors) this.#actors.set(def.name, { def, snapshot: null, index: undefined, types: typesOf(def as never) });
+    const codeVersion = options.snapshots?.codeVersion ?? '';
+    for (const def of actors) {
+      this.#actors.set(def.name, {
+        def,
+        snapshot: null,
+        index: undefined,
+        types: eventTypesOf(def as never),
+        scope: inertScope(def.machine),
+        version: snapshotVersion(codeVersion, def.snapshotVersion ?? 1, shapeOf(def as never)),
+        snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined),
+        machineTypes: machineTypesOf(def as never),
+        once: new Set(def.foldOncePerCommit ?? []),
+        lastOnce: '',
+      });
+    }
   }
 
   get position(): Position {
@@ -125,12 +252,19 @@ export class ActorRuntime<Env> {
     return this.#folded;
   }
 
-  /** Folds the log into every actor that has no state yet, running no effect. */
+  /** Brings every actor that has no state yet up to the log's head, each from its latest usable
+   * snapshot or from the start, in one read; feeds the views from the start. Runs no effect. */
   async start(): Promise<void> {
-    for (const name of this.#actors.keys()) {
-      const actor = this.#actors.get(name)!;
-      if (actor.snapshot === null) await this.restart(name);
+    const head = await this.#log.head();
+    if (head !== ORIGIN) {
+      for (const view of this.#views) {
+        for await (const envelope of this.#log.read({ to: head }, { runId: this.#runId, types: [...view.types] })) view.observe(envelope);
+      }
     }
+    const begun = [];
+    for (const actor of this.#actors.values()) if (actor.snapshot === null) begun.push(this.#begin(actor, head));
+    if (begun.length > 0) await this.#foldInto(begun, head);
+    this.#position = head;
   }
 
   /** Drops an actor's state, as if its process died. Its work waits until it is restarted. */
@@ -144,17 +278,94 @@ export class ActorRuntime<Env> {
     return this.#require(name).snapshot !== null;
   }
 
-  /** Rebuilds an actor from the log up to the dispatcher's position (replay: no effects). */
+  /** Rebuilds an actor up to the dispatcher's position, from its latest usable snapshot or from
+   * the start (replay: no effects). */
   async restart(name: string): Promise<void> {
     const actor = this.#require(name);
-    actor.index = actor.def.index?.create();
-    let snapshot = initialTransition(actor.def.machine)[0];
-    if (this.#position !== ORIGIN) {
-      for await (const envelope of this.#log.read({ to: this.#position }, { runId: this.#runId, types: [...actor.types] })) {
-        snapshot = this.#fold(actor, snapshot, envelope);
+    actor.snapshot = null;
+    await this.#foldInto([this.#begin(actor, this.#position)], this.#position);
+  }
+
+  /** The actor's state as a snapshot stores it: xstate's persisted snapshot and the serialized
+   * index (null when it keeps none). Null when the actor is not alive. */
+  persistedStateOf(name: string): { machine: unknown; index: unknown } | null {
+    const actor = this.#require(name);
+    if (actor.snapshot === null) return null;
+    const index = actor.def.index?.serialize ? actor.def.index.serialize(actor.index) : null;
+    return { machine: actor.def.machine.getPersistedSnapshot(actor.snapshot), index };
+  }
+
+  /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
+  #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
+    const name = actor.def.name;
+    actor.lastOnce = '';
+    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> => ({
+      actor,
+      snapshot: initialTransition(actor.def.machine)[0],
+      index: actor.def.index?.create(),
+      report: { actor: name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
+    });
+    const stored = this.#snapshots?.table.latest(name) ?? null;
+    if (stored === null || !actor.snapshottable) return fresh('none');
+    const { ref } = stored;
+    if (ref.version !== actor.version) return fresh('ignored');
+    try {
+      const { snapshot, index } = this.#restore(actor, stored, upTo);
+      return { actor, snapshot, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 } };
+    } catch (err) {
+      if (!(err instanceof SnapshotRefusedError)) throw err;
+      return fresh('refused', err);
+    }
+  }
+
+  #restore(actor: LiveActor<Env>, { ref, body: bytes }: StoredSnapshot, upTo: Position) {
+    const refuse = (reason: string) => new SnapshotRefusedError(actor.def.name, ref, reason);
+    if (ref.position > upTo) throw refuse(`it is at a position past the log's head (${upTo})`);
+    // A flipped byte must not pass as the state of an actor.
+    if (sha256Hex(bytes) !== ref.hash) throw refuse('its body is corrupt: it no longer hashes to the sha256 recorded with it');
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      throw refuse('its body is not JSON');
+    }
+    const parsed = SnapshotBody.safeParse(raw);
+    if (!parsed.success) throw refuse(`its body is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
+    const body = parsed.data;
+    if (body.runId !== this.#runId) throw refuse(`it belongs to run ${body.runId}`);
+    if (body.actor !== actor.def.name) throw refuse(`it holds the state of actor ${body.actor}`);
+    if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
+    try {
+      const snapshot = actor.def.machine.restoreSnapshot(body.machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
+      const index = actor.def.index ? actor.def.index.restore!(body.index) : undefined;
+      return { snapshot, index };
+    } catch (err) {
+      throw refuse(`its state does not restore (${(err as Error).message})`);
+    }
+  }
+
+  /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live. */
+  async #foldInto(begun: Begun<Env>[], to: Position): Promise<void> {
+    const after = begun.reduce<Position>((min, b) => (b.report.from < min ? b.report.from : min), to);
+    if (after < to) {
+      const types = new Set<string>();
+      for (const b of begun) for (const t of b.actor.types) types.add(t);
+      for await (const page of this.#pages({ after, to }, { runId: this.#runId, types: [...types] })) {
+        for (const envelope of page) {
+          for (const b of begun) {
+            if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
+            b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
+            b.report.eventsFolded++;
+          }
+        }
       }
     }
-    actor.snapshot = snapshot;
+    for (const b of begun) {
+      b.actor.snapshot = b.snapshot;
+      b.actor.index = b.index;
+      this.#onRestart?.(b.report);
+    }
   }
 
   /**
@@ -164,6 +375,7 @@ export class ActorRuntime<Env> {
   async run(hooks: RuntimeHooks = {}): Promise<boolean> {
     for (;;) {
       const folded = await this.#foldNewEvents();
+      if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) this.#takeSnapshots();
       const ran = await this.#runPendingEffects();
       await hooks.onStep?.(this.#position);
       if (hooks.shouldStop?.()) return false;
@@ -181,11 +393,17 @@ export class ActorRuntime<Env> {
     return actor;
   }
 
-  #fold(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, envelope: EventEnvelope) {
+  #fold(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown, envelope: EventEnvelope) {
     const def = actor.def;
-    def.index?.observe(actor.index, envelope);
+    def.index?.observe(index, envelope);
+    if (!actor.machineTypes.has(envelope.type)) return snapshot;
+    if (actor.once.has(envelope.type)) {
+      const k = `${envelope.type}\u0000${envelope.commitId}`;
+      if (k === actor.lastOnce) return snapshot;
+      actor.lastOnce = k;
+    }
     const event: LogEvent = { type: envelope.type, envelope };
-    const [next] = transition(def.machine, snapshot, event);
+    const next = def.machine.transition(snapshot, event, actor.scope) as SnapshotFrom<AnyStateMachine>;
     if (next.status === 'error') {
       throw new ActorFailedError(def.name, `fold of ${envelope.type} at ${envelope.position}`, next.error);
     }
@@ -194,16 +412,43 @@ export class ActorRuntime<Env> {
 
   async #foldNewEvents(): Promise<boolean> {
     let any = false;
-    for await (const envelope of this.#log.read({ after: this.#position }, { runId: this.#runId })) {
-      for (const view of this.#views) view(envelope);
-      for (const actor of this.#actors.values()) {
-        if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, envelope);
+    const live = [...this.#actors.values()];
+    for await (const page of this.#pages({ after: this.#position }, { runId: this.#runId })) {
+      for (const envelope of page) {
+        for (const view of this.#views) if (view.types.includes(envelope.type)) view.observe(envelope);
+        for (const actor of live) {
+          if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, actor.index, envelope);
+        }
+        this.#position = envelope.position;
+        this.#folded++;
+        any = true;
       }
-      this.#position = envelope.position;
-      this.#folded++;
-      any = true;
     }
     return any;
+  }
+
+  /** Events a page at a time where the log offers it: one await per page, not per event. */
+  async *#pages(range: ReadRange, filter: ReadFilter): AsyncIterable<readonly EventEnvelope[]> {
+    if (this.#log.readPages) {
+      yield* this.#log.readPages(range, filter);
+      return;
+    }
+    for await (const envelope of this.#log.read(range, filter)) yield [envelope];
+  }
+
+  /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
+  #takeSnapshots(): void {
+    const position = this.#position;
+    const taken: StoredSnapshot[] = [];
+    for (const actor of this.#actors.values()) {
+      const state = actor.snapshottable ? this.persistedStateOf(actor.def.name) : null;
+      if (state === null) continue;
+      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
+      const bytes = Buffer.from(JSON.stringify(body));
+      taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes });
+    }
+    this.#snapshots!.table.save(taken);
+    this.#snapshotAt = this.#folded;
   }
 
   async #runPendingEffects(): Promise<boolean> {
@@ -219,16 +464,24 @@ export class ActorRuntime<Env> {
       work.map(({ actor, effect, snapshot }) => actor.def.run(effect, this.#env, snapshot, actor.index)),
     );
     // Appended in the order the work was listed, whatever order it finished in.
-    let wroteAny = false;
+    const commits: CommitRequest[] = [];
     for (let i = 0; i < work.length; i++) {
       const { actor, effect } = work[i]!;
       const outcome = outputs[i]!;
       if (outcome.status === 'rejected') throw new ActorFailedError(actor.def.name, effect.key, outcome.reason);
       if (outcome.value.length === 0) throw new ActorFailedError(actor.def.name, effect.key, new Error('effect produced no event'));
-      const events = outcome.value.map((e) => ({ ...e, runId: e.runId ?? this.#runId }));
-      const result = await this.#log.append(actor.def.name, events, { commitId: `${this.#runId}/${actor.def.name}/${effect.key}` });
-      if (!result.duplicate) wroteAny = true;
+      const events = outcome.value.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
+      commits.push({ stream: actor.def.name, events, options: { commitId: `${this.#runId}/${actor.def.name}/${effect.key}` } });
     }
+    // One transaction for the step where the log offers it: each commit stays all-or-nothing
+    // and every one is durable before anything acts on it, as with one append each.
+    let results: AppendResult[];
+    if (this.#log.appendCommits && commits.length > 1) results = await this.#log.appendCommits(commits);
+    else {
+      results = [];
+      for (const c of commits) results.push(await this.#log.append(c.stream, c.events, c.options));
+    }
+    const wroteAny = results.some((r) => !r.duplicate);
     // Every output was already in the log yet the work is still pending: the actor's machine
     // does not recognise its own outputs, and looping would never end.
     if (!wroteAny) throw new ActorFailedError(work[0]!.actor.def.name, work[0]!.effect.key, new Error('effect stays pending after its output was recorded'));

@@ -7,6 +7,7 @@ import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
+import { modelSampleEvents } from './model-samples.js';
 
 interface Job {
   key: string;
@@ -66,16 +67,20 @@ export const solver: ActorDefinition<typeof solverMachine, SolverEffect, RunEnv>
     const events = [];
     for (const g of generations) {
       const programHash = await env.blobs.put(g.text);
+      const solutionId = `${job.round}/${job.problemId}/s${g.index}`;
+      const policyRef = { role: 'code' as const, name: policy.name, version: job.version };
       events.push(
         env.event('SolutionSampled', {
           round: job.round,
           problemId: job.problemId,
-          solutionId: `${job.round}/${job.problemId}/s${g.index}`,
+          solutionId,
           programHash,
-          policy: { role: 'code', name: policy.name, version: job.version },
+          policy: policyRef,
           sampling: { seed, index: g.index, temperature: policy.temperature, candidateId: g.choiceKey, contextKey: g.contextKey },
-          responseHash: null,
+          // A model's raw answer, when the program was read out of one.
+          responseHash: g.record ? await env.blobs.put(g.record.response) : null,
         }),
+        ...(await modelSampleEvents(env, g, solutionId, policyRef)),
       );
     }
     return events;

@@ -11,11 +11,12 @@ import type { Problem } from '../core/problem.js';
 import { loadDemo, type DemoProblem } from '../datasets/demo/index.js';
 import { readProblemFile } from '../datasets/problemFile.js';
 import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
-import { CatalogPolicy, exactFigures } from '../policies/catalog/index.js';
+import { CatalogPolicy, SharedCatalogPolicy, exactFigures } from '../policies/catalog/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 import type { Role } from '../core/roles.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { ServedBackend } from './served-backend.js';
 
 export class UnsupportedSourceError extends Error {
   constructor(message: string) {
@@ -41,26 +42,44 @@ class CatalogBackend implements PolicyBackend {
     return { suiteSize: this.config.sampling.suiteSize, keepVersions: 2 };
   }
 
+  get #shared(): boolean {
+    return this.config.policies.shared;
+  }
+
+  /** One name for the shared policy (both roles publish under it), one per role otherwise. */
+  #name(role: Role): string {
+    return this.#shared ? 'catalog-shared' : `catalog-${role}`;
+  }
+
+  #policy(role: Role, params: string): CatalogPolicy | SharedCatalogPolicy {
+    return this.#shared ? SharedCatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options()) : CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
+  }
+
   initialParams(role: Role): string {
+    if (this.#shared) return JSON.stringify(new SharedCatalogPolicy(this.universe, this.#options()).toJSON());
     return JSON.stringify(new CatalogPolicy(role, this.universe, this.#options()).toJSON());
   }
 
   evaluate(params: Record<Role, string>, problemIds: readonly string[], whiteBox: boolean): PolicyFigures[] {
-    const code = CatalogPolicy.fromJSON(JSON.parse(params.code), this.universe, this.#options());
-    const test = CatalogPolicy.fromJSON(JSON.parse(params.test), this.universe, this.#options());
+    const of = (role: Role) => {
+      const p = this.#policy(role, params[role]);
+      return p instanceof SharedCatalogPolicy ? p.role(role) : p;
+    };
+    const code = of('code');
+    const test = of('test');
     return problemIds.map((problemId) => ({ problemId, ...exactFigures(this.universe, code, test, problemId, whiteBox) }));
   }
 
   sampler(role: Role, params: string, _version: number): SamplingPolicy {
-    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
+    const policy = this.#policy(role, params);
     // A softmax over logits: no temperature is applied, so none is recorded.
-    return { name: `catalog-${role}`, temperature: null, generate: (r) => policy.generate(r) };
+    return { name: this.#name(role), temperature: null, generate: (r) => policy.generate(r) };
   }
 
   trainer(role: Role, params: string, _version: number): LearnerTrainer {
-    const policy = CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
+    const policy = this.#policy(role, params);
     return {
-      name: `catalog-${role}`,
+      name: this.#name(role),
       trainStep: (r) => policy.trainStep(r),
       snapshot: async () => ({ version: policy.version, params: JSON.stringify(policy.toJSON()) }),
     };
@@ -84,7 +103,8 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
 
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox): Promise<PreparedRun> {
+/** `runDir`: where a served backend keeps its checkpoints and batch files. */
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -114,5 +134,6 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  return { problems, backend: new CatalogBackend(universe, config) };
+  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir) : new CatalogBackend(universe, config);
+  return { problems, backend };
 }

@@ -2,3 +2,4 @@ export * from './errors.js';
 export * from './protocol.js';
 export * from './client.js';
 export * from './batch.js';
+export * from './serve-process.js';

@@ -5,6 +5,9 @@ import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, IncompatibleStreamError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
+import { AblationError, VariantRefusedError } from '../ablation/errors.js';
+import { ModelRequestError } from '../policies/openai/errors.js';
+import { BridgeError } from '../bridge/errors.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -28,8 +31,12 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
+  if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
+  // A model server or trainer that stayed unreachable: what is recorded stays, and running the
+  // same command again resumes the run.
+  if (err instanceof ModelRequestError || err instanceof BridgeError) return { message: `${err.message}\n(the run is resumable: run the same command again)`, exitCode: EXIT_FAILED };
   return null;
 }

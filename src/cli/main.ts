@@ -10,6 +10,7 @@ import { registerReport } from './commands/report.js';
 import { registerEvolved } from './commands/evolved.js';
 import { registerNats } from './commands/nats.js';
 import { registerLog } from './commands/log.js';
+import { registerAblate } from './commands/ablate.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerEvolved(program);
   registerNats(program);
   registerLog(program);
+  registerAblate(program);
   return program;
 }
 

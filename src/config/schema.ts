@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BridgeTrainerOptions, OpenAIPolicyOptions } from './openai.js';
 
 /**
  * The run config: one YAML file per run, validated here. Every section is strict, so a
@@ -7,8 +8,10 @@ import { z } from 'zod';
 
 const PolicyConfig = z
   .object({
-    /** catalog: the offline softmax policy over a problem's candidate programs/tests. */
-    backend: z.enum(['catalog']).default('catalog'),
+    /** catalog: the offline softmax policy over a problem's candidate programs/tests.
+     * openai: a model served by an OpenAI-compatible server (settings under `openai`). */
+    backend: z.enum(['catalog', 'openai']).default('catalog'),
+    openai: OpenAIPolicyOptions.optional(),
     /** Learning rate of the catalog trainer's softmax policy gradient. */
     lr: z.number().positive().default(0.5),
     /** Catalog code policy: AST mutants of the reference added to each problem's candidates. */
@@ -63,9 +66,15 @@ export const RunConfig = z
       .strict()
       .default({ problemsPerRound: 8, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: true }),
     policies: z
-      .object({ code: PolicyConfig.default(PolicyConfig.parse({})), test: PolicyConfig.default(PolicyConfig.parse({})) })
+      .object({
+        /** One policy for both roles (CURE, ACE): one parameter set, one version stream, published
+         * under one name; false: a policy per role (Code-A1's separation). */
+        shared: z.boolean().default(false),
+        code: PolicyConfig.default(PolicyConfig.parse({})),
+        test: PolicyConfig.default(PolicyConfig.parse({})),
+      })
       .strict()
-      .default({ code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
+      .default({ shared: false, code: PolicyConfig.parse({}), test: PolicyConfig.parse({}) }),
     rewards: z
       .object({
         /** Code-A1's weight of validity against attack in the test reward. */
@@ -109,14 +118,18 @@ export const RunConfig = z
             z.object({ kind: z.literal('validity'), threshold: z.number().min(0).max(1), minRounds: z.number().int().nonnegative().default(0) }).strict(),
           ])
           .default({ kind: 'validity', threshold: 0.8, minRounds: 0 }),
-        /** Most tests per problem in the policy-aligned buffer (the current round's tests). */
+        /** Most tests per problem in the rolling buffer of test-policy samples (whole suites,
+         * oldest dropped first; the current round's are always kept). */
         bufferSize: z.number().int().positive().default(256),
+        /** Policy-aligned: keep samples written by test-policy versions >= current - maxStaleness
+         * (null: any version). */
+        maxStaleness: z.number().int().nonnegative().nullable().default(1),
         validityWeight: z.number().nonnegative().default(0.5),
         counterexampleWeight: z.number().nonnegative().default(0.5),
         counterexample: z.enum(['any', 'fraction']).default('any'),
       })
       .strict()
-      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, maxStaleness: 1, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
     /** EvolveCoder: the released pipeline's selections and final filter. */
     evolvecoder: z
       .object({
@@ -157,6 +170,8 @@ export const RunConfig = z
          * recorded but apply no update), shuffled (advantages permuted within each GRPO group
          * with a seeded permutation, so the update carries no signal about which sample was good). */
         control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+        /** Served (openai) policies: train them through a gpu-bridge process. */
+        bridge: BridgeTrainerOptions.optional(),
       })
       .strict()
       .default({ control: 'none' }),
@@ -171,7 +186,29 @@ export const RunConfig = z
       .strict()
       .default({ isolation: 'auto', pythonPath: '/usr/bin/python3' }),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    for (const role of ['code', 'test'] as const) {
+      const p = c.policies[role];
+      if (p.backend === 'openai' && !p.openai) {
+        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: 'backend openai needs an openai section (baseUrl, model, ...)' });
+      }
+      if (p.backend !== 'openai' && p.openai) {
+        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: `an openai section is only read with backend openai (this policy is ${p.backend})` });
+      }
+    }
+    if (c.policies.code.backend !== c.policies.test.backend) {
+      ctx.addIssue({ code: 'custom', path: ['policies', 'test', 'backend'], message: `both policies use one backend for now (code is ${c.policies.code.backend}, test is ${c.policies.test.backend})` });
+    }
+    // A served model is trained through gpu-bridge; without one, only the frozen control
+    // (steps recorded, nothing applied) is honest about what happens to it.
+    if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
+    }
+    if (c.learner.bridge && c.policies.code.backend !== 'openai') {
+      ctx.addIssue({ code: 'custom', path: ['learner', 'bridge'], message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}` });
+    }
+  });
 
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;

@@ -172,6 +172,50 @@ const definitions = {
       ),
     }),
   }),
+  /** Solver or Adversary, with a sample drawn from a model server: how it was drawn and read.
+   * The prompt, the raw answer and the tokens are blobs; `sampleId` is the solution or suite id. */
+  ModelSampled: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      sampleId: Id,
+      role: Role,
+      policy: PolicyRef,
+      requestId: Id,
+      index: Count,
+      /** The prompt template and its version; promptHash is the exact text sent. */
+      template: z.strictObject({ id: Id, version: z.int().positive() }),
+      promptHash: Hash,
+      responseHash: Hash,
+      /** JSON {tokenIds, tokenLogprobs} as the server returned them; null when it returned neither. */
+      tokensHash: Hash.nullable(),
+      /** The request body as sent, less the prompt. */
+      params: z.record(z.string(), z.unknown()),
+      seed: z.int(),
+      served: z.strictObject({ model: z.string().nullable(), fingerprint: z.string().nullable() }),
+      finishReason: z.string().nullable(),
+      parse: z.strictObject({
+        status: z.enum(['ok', 'partial', 'invalid']),
+        form: Id,
+        found: Count,
+        usable: Count,
+        detail: z.string().nullable(),
+      }),
+    }),
+  }),
+  /** Solver or Adversary: one try of a request to a model server failed (recorded before the retry). */
+  ModelRequestFailed: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      requestId: Id,
+      role: Role,
+      attempt: z.int().positive(),
+      kind: Id,
+      message: z.string(),
+      status: z.int().nullable(),
+      retrying: z.boolean(),
+      delayMs: Count,
+    }),
+  }),
   /** Judge (or Conductor): these (program, test) pairs must be executed, for this purpose. Each
    * program and each test is listed once; pairs name them by index (see requestPairs). */
   ExecutionRequested: defineEvent({

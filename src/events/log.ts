@@ -116,11 +116,21 @@ export const DEFAULT_MAX_COMMIT_BYTES = 1024 * 1024 - 4096;
 /** Events of one commit share its position space on JetStream (see jetstream-log.ts). */
 export const MAX_COMMIT_EVENTS = 65_535;
 
+/** One commit of an `appendCommits` call. */
+export interface CommitRequest {
+  stream: string;
+  events: readonly NewEvent[];
+  options: AppendOptions;
+}
+
 export interface EventLog {
   readonly capabilities: LogCapabilities;
   /** Where the log lives, for messages and for reopening: a file path or a nats:// URL. */
   readonly location: string;
   append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
+  /** Optional: several commits, each exactly as `append` would write it, in the order given and
+   * durable together (one transaction, one sync on SQLite). A failing commit writes none of them. */
+  appendCommits?(commits: readonly CommitRequest[]): Promise<AppendResult[]>;
   read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope>;
   /** Optional: the same events as `read`, a page (array) at a time; bulk replays use it when present. */
   readPages?(range?: ReadRange, filter?: ReadFilter): AsyncIterable<readonly EventEnvelope[]>;

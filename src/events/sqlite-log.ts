@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from './catalog.js';
-import { decodeChecked, encodeCommit, storedSum } from './commit.js';
+import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
@@ -19,6 +19,7 @@ import {
   ORIGIN,
   type AppendOptions,
   type AppendResult,
+  type CommitRequest,
   type EventLog,
   type LogCapabilities,
   type Position,
@@ -135,49 +136,60 @@ export class SqliteEventLog implements EventLog {
   }
 
   async append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    this.#assertOpen();
-    const args = parseAppendArgs(stream, options);
-    const { commitId, expectedPosition } = args.options;
-    // Validate and encode everything before the transaction: one bad event writes nothing.
-    const commit = encodeCommit(this.registry, args.stream, events, commitId, this.capabilities);
-    const rows = commit.events;
+    return (await this.appendCommits([{ stream, events, options }]))[0]!;
+  }
 
-    const result = this.#db
-      .transaction((): AppendResult => {
+  /** Commits in one immediate transaction: a dispatcher that records several effects' outputs
+   * at once pays one sync instead of one per commit. */
+  async appendCommits(commits: readonly CommitRequest[]): Promise<AppendResult[]> {
+    this.#assertOpen();
+    // Validate and encode everything before the transaction: one bad event writes nothing.
+    const encoded = commits.map(({ stream, events, options }) => {
+      const args = parseAppendArgs(stream, options);
+      return { args, commit: encodeCommit(this.registry, args.stream, events, args.options.commitId, this.capabilities) };
+    });
+    const results = this.#db
+      .transaction((): AppendResult[] => {
         // Blobs the events may name land in the same transaction (see SqliteBlobStore).
         this.blobs.writePending();
-        const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
-        if (earlier) {
-          return {
-            positions: Array.from({ length: earlier.count }, (_, i) => (earlier.first_position + i) as Position),
-            duplicate: true,
-          };
-        }
-        if (expectedPosition !== undefined) {
-          const actual = (this.#streamHead.get(args.stream) as number | null) ?? 0;
-          if (actual !== expectedPosition) throw new ConcurrencyError(args.stream, expectedPosition, actual);
-        }
-        const first = ((this.#head.get() as number | null) ?? 0) + 1;
-        const positions: Position[] = new Array(rows.length);
-        for (let i = 0; i < rows.length; i++) {
-          const r = rows[i]!;
-          const position = first + i;
-          positions[i] = position as Position;
-          try {
-            this.#insertEvent.run(position, r.id, commitId, args.stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, storedSum(this.registry, r, args.stream, commitId));
-          } catch (err) {
-            if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
-              throw new DuplicateEventIdError(r.id, { index: i, stream: args.stream, commitId });
-            }
-            throw err;
-          }
-        }
-        this.#insertCommit.run(commitId, first, rows.length);
-        return { positions, duplicate: false };
+        return encoded.map(({ args, commit }) => this.#write(args.stream, args.options, commit.events));
       })
       .immediate();
-    if (!result.duplicate) for (const wake of listeners.get(this.#key) ?? []) wake();
-    return result;
+    if (results.some((r) => !r.duplicate)) for (const wake of listeners.get(this.#key) ?? []) wake();
+    return results;
+  }
+
+  /** One commit's rows, inside the caller's transaction. */
+  #write(stream: string, options: AppendOptions, rows: readonly StoredEvent[]): AppendResult {
+    const { commitId, expectedPosition } = options;
+    const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
+    if (earlier) {
+      return {
+        positions: Array.from({ length: earlier.count }, (_, i) => (earlier.first_position + i) as Position),
+        duplicate: true,
+      };
+    }
+    if (expectedPosition !== undefined) {
+      const actual = (this.#streamHead.get(stream) as number | null) ?? 0;
+      if (actual !== expectedPosition) throw new ConcurrencyError(stream, expectedPosition, actual);
+    }
+    const first = ((this.#head.get() as number | null) ?? 0) + 1;
+    const positions: Position[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const r = rows[i]!;
+      const position = first + i;
+      positions[i] = position as Position;
+      try {
+        this.#insertEvent.run(position, r.id, commitId, stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, storedSum(this.registry, r, stream, commitId));
+      } catch (err) {
+        if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
+          throw new DuplicateEventIdError(r.id, { index: i, stream, commitId });
+        }
+        throw err;
+      }
+    }
+    this.#insertCommit.run(commitId, first, rows.length);
+    return { positions, duplicate: false };
   }
 
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {

@@ -32,6 +32,38 @@ export interface Generation {
   contextKey: string | null;
   /** Log-probability of the whole generation under the sampling policy, when known. */
   logprob: number | null;
+  /** Model backends: how the sample was drawn and read, to be recorded beside it. Catalog: absent. */
+  record?: SampleRecord;
+}
+
+/** A failed try of a request to a model server (recorded; the request was retried or given up). */
+export interface RequestFailureRecord {
+  attempt: number;
+  kind: string;
+  message: string;
+  status: number | null;
+  retrying: boolean;
+  delayMs: number;
+}
+
+/** What a model backend knows about one sample: the exact prompt (and its template), the raw
+ * answer, the sampling parameters as sent, the tokens, and how the answer was read. */
+export interface SampleRecord {
+  requestId: string;
+  template: { id: string; version: number };
+  prompt: string;
+  response: string;
+  /** The request body as sent, less the prompt. */
+  params: Record<string, unknown>;
+  seed: number;
+  served: { model: string | null; fingerprint: string | null };
+  finishReason: string | null;
+  tokenIds: number[] | null;
+  tokenLogprobs: number[] | null;
+  parse: { status: 'ok' | 'partial' | 'invalid'; form: string; found: number; usable: number; detail: string | null };
+  /** Failed tries of the request before it answered; on the request's first sample only, so
+   * each failure is recorded once. */
+  failures: RequestFailureRecord[];
 }
 
 export interface PolicyPort {
@@ -61,6 +93,9 @@ export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
 export interface TrainStepResult {
   version: number;
   metrics: Record<string, number>;
+  /** Tries of this step that failed before it applied (nothing was applied by them); recorded
+   * as TrainingStepFailed. Absent when the trainer cannot fail that way. */
+  failures?: { error: string; retryable: boolean }[];
 }
 
 export interface TrainerPort {

@@ -111,9 +111,11 @@ export function selectForProblem(round: number, problemId: string, scores: reado
 export interface RoundSelection {
   round: number;
   problems: number;
-  /** Share of problems whose pick passes held-out, per selector; random is the mean expected value. */
-  generated: number;
-  withBook: number;
+  /** Share of problems whose pick passes held-out, per selector; random is the mean expected
+   * value. A selector's figure is null when no candidate of the round ran a test it reads (a
+   * method without generated tests): there was nothing to select by. */
+  generated: number | null;
+  withBook: number | null;
   random: number;
   oracle: number;
 }
@@ -127,13 +129,14 @@ export function roundSelections(problems: readonly ProblemSelection[]): RoundSel
     else byRound.set(p.round, [p]);
   }
   const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+  const ran = (ps: ProblemSelection[], by: Selector) => ps.some((p) => p.scores.some((c) => tallyOf(c, by).run > 0));
   return [...byRound.entries()]
     .sort(([a], [b]) => a - b)
     .map(([round, ps]) => ({
       round,
       problems: ps.length,
-      generated: mean(ps.map((p) => (p.generatedPass ? 1 : 0))),
-      withBook: mean(ps.map((p) => (p.withBookPass ? 1 : 0))),
+      generated: ran(ps, 'generated') ? mean(ps.map((p) => (p.generatedPass ? 1 : 0))) : null,
+      withBook: ran(ps, 'with-book') ? mean(ps.map((p) => (p.withBookPass ? 1 : 0))) : null,
       random: mean(ps.map((p) => p.randomPass)),
       oracle: mean(ps.map((p) => (p.oraclePass ? 1 : 0))),
     }));
@@ -159,7 +162,10 @@ export function scoreCandidates(args: {
     const s = scores.get(v.programId);
     // The reference's replay of Mistake Book tests is not a candidate's.
     if (!s) continue;
-    bump(args.generatedTests.has(v.testId) ? s.generated : s.book, v);
+    // The dataset's own tests (CURE's and the golden baseline's ground truth) select nothing:
+    // selection is by generated and Mistake Book tests only.
+    if (isGenerated(args.generatedTests, v.testId)) bump(s.generated, v);
+    else if (v.testId.startsWith(MISTAKE_BOOK_PREFIX)) bump(s.book, v);
   }
   for (const v of args.heldOut) {
     const s = scores.get(v.programId);
@@ -186,6 +192,15 @@ export const emptyAnswerSelection = (): AnswerSelectionState => ({ verdicts: emp
 export const ANSWER_SELECTION_TYPES = ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] as const;
 
 const keyOf = (round: number, problemId: string) => `${round}/${problemId}`;
+/** Test ids of replayed Mistake Book tests in a reward request. */
+export const MISTAKE_BOOK_PREFIX = 'mistake-book/';
+/** Test ids of EvolveCoder's evolving test set (generated tests of earlier rounds included). */
+export const EVOLVED_PREFIX = 'evolved/';
+
+/** A generated test: usable in the round's TestsJudged, or one of EvolveCoder's evolved tests. */
+export function isGenerated(judged: ReadonlySet<string>, testId: string): boolean {
+  return judged.has(testId) || testId.startsWith(EVOLVED_PREFIX);
+}
 const collected = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
 function withOpen(state: AnswerSelectionState, key: string, f: (o: OpenRound) => OpenRound): AnswerSelectionState {

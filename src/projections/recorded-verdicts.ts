@@ -122,6 +122,8 @@ export interface RecordedVerdicts {
   /** problemId -> shard -> "programHash:testHash" -> the last recorded verdict that is not a
    * sandbox error (a sandbox error is the sandbox's failure: such a pair is executed again). */
   byPair: Record<string, Record<string, Record<string, Verdict>>>;
+  /** problemId -> programHash -> what the recorded executions tell of the program's module body. */
+  loads: Record<string, Record<string, ModuleLoad>>;
 }
 
 /** shard -> requestId -> value. */
@@ -141,7 +143,7 @@ function setIn<V>(m: Sharded<V>, id: string, value: V | undefined): Sharded<V> {
   return { ...m, [k]: shard };
 }
 
-export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {} });
+export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {}, loads: {} });
 
 /** The event types `observeVerdicts` reads. */
 export const VERDICT_EVENT_TYPES = ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'] as const;
@@ -178,6 +180,10 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
       const left = wait.left - results.length;
       next = { ...next, awaiting: setIn(state.awaiting, requestId, left > 0 ? { ...wait, left } : undefined) };
     }
+    const d = event.data as Executed;
+    const known = next.loads[problemId]?.[d.programHash];
+    const load = mergeLoad(known, d.load);
+    if (load !== known) next = { ...next, loads: { ...next.loads, [problemId]: { ...(next.loads[problemId] ?? {}), [d.programHash]: load } } };
   }
   const req = getIn(state.open, requestId);
   if (req) {
@@ -221,6 +227,12 @@ export function verdictsOf(state: RecordedVerdicts, requestId: string): RequestV
     if (verdict !== undefined) out.push({ programId: p.programId, programHash: p.programHash, testId: p.testId, testHash: p.testHash, verdict, reused: true });
   }
   return out;
+}
+
+/** What the recorded executions of a program in a problem tell of its module body (as the
+ * Judge's index answers it). */
+export function loadOf(state: RecordedVerdicts, problemId: string, programHash: string): ModuleLoad {
+  return state.loads[problemId]?.[programHash] ?? 'unknown';
 }
 
 /** Drops the per-request lists once they are read (the by-pair memory stays). */

@@ -14,19 +14,23 @@ export interface RoundRow {
   /** Exact probability that the code policy which drew this round's programs samples a correct
    * program (mean over the round's problems); null when the backend cannot compute it. */
   exactCorrect: number | null;
-  /** Generated tests judged valid against the reference, over all generated tests. */
-  validity: number;
+  /** Generated tests judged valid against the reference, over all generated tests; null when
+   * the round judged no generated test (the golden-tests baseline): the figure does not exist. */
+  validity: number | null;
   /** Exact probability that a test drawn from the round's test policy is valid; null as above. */
   exactValid: number | null;
   /** The same two figures for the policies this round's training step made. */
   trainedCorrect: number | null;
   trainedValid: number | null;
-  /** Share of (suite, known-incorrect program) pairs where the suite's valid tests fail the program. */
-  killRate: number;
-  /** Tests in the Mistake Book, over all problems, at the end of the round. */
-  mistakeBook: number;
+  /** Share of (suite, known-incorrect program) pairs where the suite's valid tests fail the
+   * program; null without judged generated tests or known-incorrect programs. */
+  killRate: number | null;
+  /** Tests in the Mistake Book, over all problems, at the end of the round; null for a run that
+   * keeps no Mistake Book. */
+  mistakeBook: number | null;
   codeReward: number;
-  testReward: number;
+  /** Mean test reward; null when no generated test was judged (no test-policy reward exists). */
+  testReward: number | null;
   seconds: number | null;
 }
 
@@ -35,6 +39,8 @@ interface Accumulator {
   programs: number;
   passed: number;
   tests: number;
+  /** Generated tests the Judge judged (TestsJudged): 0 when the method judges none. */
+  judged: number;
   valid: number;
   targets: number;
   killed: number;
@@ -48,17 +54,20 @@ interface Accumulator {
 
 export interface RoundTableState {
   rounds: Record<number, Accumulator>;
+  /** Whether the run keeps a Mistake Book (from RunStarted). */
+  keepsBook: boolean;
   /** Current Mistake Book size per problem. */
   bookSizes: Record<string, Record<string, number>>;
 }
 
-export const emptyRoundTable = (): RoundTableState => ({ rounds: {}, bookSizes: {} });
+export const emptyRoundTable = (): RoundTableState => ({ rounds: {}, keepsBook: false, bookSizes: {} });
 
 const blank = (): Accumulator => ({
   problems: 0,
   programs: 0,
   passed: 0,
   tests: 0,
+  judged: 0,
   valid: 0,
   targets: 0,
   killed: 0,
@@ -75,6 +84,13 @@ function withRound(state: RoundTableState, round: number, f: (a: Accumulator) =>
   return { ...state, rounds: { ...state.rounds, [round]: { ...acc, ...f(acc) } } };
 }
 
+/** The methods whose Judge keeps a Mistake Book (Code-A1's loop), when the config enables it. */
+const BOOK_METHODS: readonly string[] = ['code-a1', 'self-play'];
+function keepsMistakeBook(method: string, config: unknown): boolean {
+  const book = (config as { mistakeBook?: { enabled?: boolean } }).mistakeBook;
+  return BOOK_METHODS.includes(method) && book?.enabled !== false;
+}
+
 function bookTotal(sizes: RoundTableState['bookSizes']): number {
   let n = 0;
   for (const book of Object.values(sizes)) n += Object.keys(book).length;
@@ -83,6 +99,14 @@ function bookTotal(sizes: RoundTableState['bookSizes']): number {
 
 export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): RoundTableState {
   switch (event.type) {
+    case 'RunStarted': {
+      const d = event.data as EventData<'RunStarted'>;
+      return { ...state, keepsBook: keepsMistakeBook(d.method, d.config) };
+    }
+    case 'TestsJudged': {
+      const d = event.data as EventData<'TestsJudged'>;
+      return withRound(state, d.round, (a) => ({ judged: a.judged + d.tests.length }));
+    }
     case 'RoundStarted': {
       const d = event.data as EventData<'RoundStarted'>;
       return withRound(state, d.round, () => ({ startedAt: event.at }));
@@ -127,6 +151,8 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
 }
 
 const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
+/** A figure over generated tests: null when none was judged, or the denominator is empty. */
+const ofJudged = (a: Accumulator, num: number, den: number) => (a.judged === 0 || den === 0 ? null : num / den);
 
 /** The finished rows, in round order (a round appears once it is completed). */
 export function roundRows(state: RoundTableState): RoundRow[] {
@@ -139,14 +165,14 @@ export function roundRows(state: RoundTableState): RoundRow[] {
       problems: a.problems,
       heldOutPass: ratio(a.passed, a.programs),
       exactCorrect: a.exact?.correct ?? null,
-      validity: ratio(a.valid, a.tests),
+      validity: ofJudged(a, a.valid, a.tests),
       exactValid: a.exact?.validTest ?? null,
       trainedCorrect: a.exact?.trainedCorrect ?? null,
       trainedValid: a.exact?.trainedValid ?? null,
-      killRate: ratio(a.killed, a.targets),
-      mistakeBook: a.mistakeBook ?? 0,
+      killRate: ofJudged(a, a.killed, a.targets),
+      mistakeBook: state.keepsBook ? (a.mistakeBook ?? 0) : null,
       codeReward: ratio(a.codeReward, a.problems),
-      testReward: ratio(a.testReward, a.problems),
+      testReward: ofJudged(a, a.testReward, a.problems),
       seconds: a.startedAt && a.completedAt ? (Date.parse(a.completedAt) - Date.parse(a.startedAt)) / 1000 : null,
     }));
 }

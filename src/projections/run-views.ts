@@ -12,8 +12,8 @@ import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, ro
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
-  version: 2,
-  types: ['RoundStarted', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
+  version: 3,
+  types: ['RunStarted', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
   initial: emptyRoundTable,
   reduce: reduceRoundTable,
   tables: {
@@ -23,14 +23,14 @@ export const roundTableProjection: ReducerProjection<RoundTableState> = {
         problems: 'integer',
         held_out_pass: 'real',
         exact_correct: 'real?',
-        validity: 'real',
+        validity: 'real?',
         exact_valid: 'real?',
         trained_correct: 'real?',
         trained_valid: 'real?',
-        kill_rate: 'real',
-        mistake_book: 'integer',
+        kill_rate: 'real?',
+        mistake_book: 'integer?',
         code_reward: 'real',
-        test_reward: 'real',
+        test_reward: 'real?',
         seconds: 'real?',
       },
       key: ['round'],
@@ -80,12 +80,13 @@ export const mistakeBookProjection: RowProjection = {
 /** Every reward with its advantage and components, per sample. */
 export const rewardsProjection: RowProjection = {
   name: 'rewards',
-  version: 1,
+  version: 2,
   types: ['RewardsAssigned'],
   tables: {
     rewards: {
       columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
-      key: ['sample_id', 'role'],
+      // A sample can be rewarded again in a later round (TCS's buffer): one row per round.
+      key: ['sample_id', 'role', 'round'],
       indexes: [['round', 'problem_id']],
     },
   },
@@ -159,7 +160,7 @@ export const policyVersionsProjection: RowProjection = {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
-  version: 2,
+  version: 4,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,
@@ -181,7 +182,7 @@ export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> 
       key: ['round', 'problem_id'],
     },
     answer_selection_rounds: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real' },
+      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
       key: ['round'],
     },
   },

@@ -1,7 +1,9 @@
 /**
  * Round tables of several runs side by side: per metric, one value per run and round, and each
  * run's difference from the first (the baseline). Pure; `crucible compare` prints it and the
- * HTML report shows it.
+ * HTML report shows it. A figure a run does not have (validity, kill rate, test reward and
+ * best-of-N of a method without generated tests; the Mistake Book of a method without one) is
+ * null, printed as a dash, and gives no difference.
  */
 import type { RoundRow } from '../projections/round-table.js';
 import type { RoundSelection } from '../projections/answer-selection.js';
@@ -24,7 +26,8 @@ export const METRICS: readonly Metric[] = [
   { key: 'codeReward', label: 'code reward', kind: 'reward', of: (r) => r?.codeReward ?? null },
   { key: 'testReward', label: 'test reward', kind: 'reward', of: (r) => r?.testReward ?? null },
   { key: 'bestOfN', label: 'best-of-N (generated tests)', kind: 'share', of: (_r, s) => s?.generated ?? null },
-  { key: 'bestOfNBook', label: 'best-of-N (with Mistake Book)', kind: 'share', of: (_r, s) => s?.withBook ?? null },
+  // A run without a Mistake Book has no such selector (its figure would repeat best-of-N).
+  { key: 'bestOfNBook', label: 'best-of-N (with Mistake Book)', kind: 'share', of: (r, s) => (r?.mistakeBook === null ? null : (s?.withBook ?? null)) },
   { key: 'randomPick', label: 'random pick', kind: 'share', of: (_r, s) => s?.random ?? null },
   { key: 'oracle', label: 'oracle best', kind: 'share', of: (_r, s) => s?.oracle ?? null },
 ];

@@ -26,7 +26,7 @@ export function chartJsSource(): string {
 }
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+const pct = (x: number | null) => (x === null ? '-' : `${(100 * x).toFixed(1)}%`);
 
 export interface Histogram {
   /** Bin edges, bins + 1 of them. */
@@ -60,7 +60,7 @@ function roundTableHtml(rows: readonly RoundRow[], selection: readonly RoundSele
   const head = ['round', 'held-out pass', 'test validity', 'kill rate', 'mistake book', 'code reward', 'test reward', 'best-of-N', 'best-of-N + book', 'random pick', 'oracle'];
   const body = rows.map((r) => {
     const s = selection.find((x) => x.round === r.round);
-    const cells = [String(r.round), pct(r.heldOutPass), pct(r.validity), pct(r.killRate), String(r.mistakeBook), r.codeReward.toFixed(3), r.testReward.toFixed(3)];
+    const cells = [String(r.round), pct(r.heldOutPass), pct(r.validity), pct(r.killRate), r.mistakeBook === null ? '-' : String(r.mistakeBook), r.codeReward.toFixed(3), r.testReward === null ? '-' : r.testReward.toFixed(3)];
     cells.push(...(s ? [pct(s.generated), pct(s.withBook), pct(s.random), pct(s.oracle)] : ['-', '-', '-', '-']));
     return `<tr>${cells.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`;
   });
@@ -95,7 +95,7 @@ function replayedHtml(run: RunDetail): string {
 
 function kinds(m: ProblemMatrix): string {
   const n = (k: string) => m.tests.filter((t) => t.kind === k).length;
-  return `${n('generated')} generated, ${n('book')} Mistake Book, ${n('heldout')} held-out`;
+  return `${n('generated')} generated, ${n('book')} Mistake Book, ${n('dataset')} dataset, ${n('heldout')} held-out`;
 }
 
 /** What the page script draws from. */

@@ -8,8 +8,10 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData } from '../events/catalog.js';
 import type { Verdict } from '../core/verdicts.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, verdictsOf } from '../projections/recorded-verdicts.js';
+import { MISTAKE_BOOK_PREFIX, isGenerated } from '../projections/answer-selection.js';
 
-export type TestKind = 'generated' | 'book' | 'heldout';
+/** dataset: the problem's own tests a method rewards with (CURE's ground truth, the golden baseline). */
+export type TestKind = 'generated' | 'book' | 'dataset' | 'heldout';
 
 export interface ProblemMatrix {
   problemId: string;
@@ -83,7 +85,7 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
           for (const v of verdictsOf(verdicts, id)) {
             const p = row.get(v.programId);
             if (p === undefined) continue;
-            const kind: TestKind = i === 1 ? 'heldout' : o.generated.has(v.testId) ? 'generated' : 'book';
+            const kind: TestKind = i === 1 ? 'heldout' : isGenerated(o.generated, v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
             if (!testCol.has(v.testId)) {
               testCol.set(v.testId, tests.length);
               tests.push({ testId: v.testId, kind });
@@ -100,8 +102,8 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
           }
         }
         verdicts = forgetRequests(verdicts, ids);
-        // Columns: generated tests, then Mistake Book, then held-out, each in first-seen order.
-        const order: TestKind[] = ['generated', 'book', 'heldout'];
+        // Columns: generated tests, then Mistake Book, dataset, held-out, each in first-seen order.
+        const order: TestKind[] = ['generated', 'book', 'dataset', 'heldout'];
         const sorted = tests.map((t, i) => ({ t, i })).sort((a, b) => order.indexOf(a.t.kind) - order.indexOf(b.t.kind) || a.i - b.i);
         const colOf = new Map(sorted.map(({ t }, j) => [t.testId, j]));
         const cells: (Verdict | null)[][] = programs.map(() => sorted.map(() => null));

@@ -128,7 +128,9 @@ export interface SuiteValidation {
   total: number;
   /** Usable tests: valid + corrected (|valid_t|). */
   validCount: number;
-  /** invalid_t: malformed + GT raised + duplicates + corrected (counted invalid, still used). */
+  /** invalid_t: GT raised + duplicates + corrected (counted invalid, still used). Malformed
+   * statements are dropped silently, as the release drops asserts it cannot parse inside the
+   * code fence. */
   invalidCount: number;
   /** Tests whose GT run hit a sandbox error: counted neither way. */
   unknownCount: number;
@@ -136,7 +138,7 @@ export interface SuiteValidation {
 
 /**
  * Code-A1 test validation, in the released order: a statement not of the form
- * `assert <call> == <expr>` is invalid and dropped; one that makes GT raise is invalid and
+ * `assert <call> == <expr>` is dropped without counting in invalid_t; one that makes GT raise is invalid and
  * dropped; one whose GT-corrected statement repeats an earlier one is invalid and dropped
  * (counted once); otherwise it is used with GT's output as the oracle, and also counted invalid
  * when its stated expected value differs from GT's.
@@ -151,8 +153,8 @@ export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidatio
   for (const item of parsed) {
     const form = parseAssertCall(item.text);
     if (form === null) {
+      // Dropped silently: not a test, so not in invalid_t (the release's extractor skips it).
       tests.push({ id: item.id, status: 'invalid', reason: 'malformed' });
-      invalidCount++;
       continue;
     }
     const gt = item.gt;
@@ -300,6 +302,17 @@ export function codeA1JudgeTests(tests: readonly GeneratedTestRecord[]): JudgedG
     keys.add(t.correctedKey);
     return t.reference === 'accepted' ? { id: t.id, status: 'valid', reason: 'ok' } : { id: t.id, status: 'corrected', reason: 'expected-mismatch' };
   });
+}
+
+/**
+ * invalid_t of one suite from its judged tests: tests without an expected value, tests the
+ * reference raises or times out on, duplicates, and corrected tests (counted invalid, still
+ * used). A line that is not a test at all (`malformed`) is not counted: the release drops asserts
+ * it cannot parse inside the code fence silently. Unknown tests (the reference's run was lost
+ * to a sandbox error) count neither way.
+ */
+export function codeA1InvalidCount(judged: readonly { status: TestStatus; reason: string }[]): number {
+  return judged.filter((t) => (t.status === 'invalid' || t.status === 'corrected') && t.reason !== 'malformed').length;
 }
 
 // ---------------------------------------------------------------------------------------------

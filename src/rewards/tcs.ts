@@ -2,7 +2,7 @@
  * TCS (Test Cases Scaling): a two-stage RL schedule for a test generator. TCS publishes only an
  * abstract; this is our reading of it (METHODS.md) and everything is configurable.
  *
- * - A policy-aligned rolling buffer: recent generated tests, each tagged with the policy version
+ * - A policy-aligned rolling buffer (the Judge keeps whole samples: rollTcsBuffer below): recent generated tests, each tagged with the policy version
  *   that wrote it; entries older than `maxStaleness` versions are dropped, then the oldest
  *   beyond `size`.
  * - Stage 1 reward: validity against the reference (the reference accepts the test's expected
@@ -118,4 +118,54 @@ export function nextTcsStage(state: TcsStageState, validityRate: number, options
   const rule = o.switchRule;
   const switchNow = rule.kind === 'rounds' ? rounds >= rule.afterRounds : rounds >= rule.minRounds && validityRate >= rule.threshold;
   return switchNow ? { stage: 2, roundsInStage: 0 } : { stage: 1, roundsInStage: rounds };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The buffer the Judge keeps: whole test-policy samples (suites), across rounds
+
+/** One judged test of a buffered suite. `consistent`: 1 when the reference accepts it as stated,
+ * 0 when it does not (malformed, no expected value, wrong value, the reference raises), null
+ * when unknown (a sandbox error). `testHash`: the GT-corrected test that runs, null when the
+ * test is not usable. */
+export interface TcsBufferedTest {
+  testId: string;
+  testHash: string | null;
+  consistent: 0 | 1 | null;
+}
+
+/** A test-policy sample in the buffer, with the policy version that wrote it. */
+export interface TcsBufferedSuite {
+  suiteId: string;
+  round: number;
+  policyVersion: number;
+  tests: TcsBufferedTest[];
+}
+
+/**
+ * The buffer of one problem after a round: the round's suites appended, then the suites written
+ * by policy versions older than `currentPolicyVersion - maxStaleness` dropped (policy-aligned),
+ * then the oldest suites dropped while the buffer holds more than `bufferSize` tests. The
+ * round's own suites are always kept: they are on-policy.
+ */
+export function rollTcsBuffer(
+  buffer: readonly TcsBufferedSuite[],
+  round: readonly TcsBufferedSuite[],
+  currentPolicyVersion: number,
+  options: TcsOptionsInput = {},
+): TcsBufferedSuite[] {
+  const o = parseWith(TcsOptions, options, 'TCS options');
+  const fresh = new Set(round.map((s) => s.suiteId));
+  let older = buffer.filter((s) => !fresh.has(s.suiteId));
+  if (o.maxStaleness !== null) older = older.filter((s) => s.policyVersion >= currentPolicyVersion - o.maxStaleness!);
+  let size = round.reduce((n, s) => n + s.tests.length, 0) + older.reduce((n, s) => n + s.tests.length, 0);
+  // Oldest first: drop from the front until the size fits.
+  let from = 0;
+  while (from < older.length && size > o.bufferSize) size -= older[from++]!.tests.length;
+  return [...older.slice(from), ...round];
+}
+
+/** Stage 2: the buffered suites at the Solver's current failure modes (holding a usable,
+ * reference-consistent test that some current program fails). */
+export function suitesAtFailureModes(buffer: readonly TcsBufferedSuite[], failing: ReadonlySet<string>): TcsBufferedSuite[] {
+  return buffer.filter((s) => s.tests.some((t) => t.testHash !== null && t.consistent === 1 && failing.has(t.testId)));
 }

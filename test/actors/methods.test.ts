@@ -53,6 +53,29 @@ async function run(method: string, overrides: Record<string, unknown> = {}) {
   return { out, events, of, blob: (h: string) => blobs.get(h)! };
 }
 
+const SHARED = { policies: { shared: true, code: { lr: 1.0, mutants: 3 }, test: { lr: 1.0, candidates: 16 } } };
+
+/** One policy for both roles: one name, one version stream, both roles sampling the same version. */
+function expectOneVersionStream(of: Awaited<ReturnType<typeof run>>['of'], events: EventEnvelope[]) {
+  const started = events.find((e) => e.type === 'RunStarted')!.data as EventData<'RunStarted'>;
+  expect((started.config as { policies: { shared: boolean } }).policies.shared).toBe(true);
+  const published = of('PolicyVersionPublished');
+  expect(new Set(published.map((p) => p.policy.name))).toEqual(new Set(['catalog-shared']));
+  const rounds = [...new Set(published.map((p) => p.round))];
+  expect(rounds).toEqual([0, 1, 2]);
+  for (const round of rounds) {
+    const [code, test] = (['code', 'test'] as const).map((role) => published.find((p) => p.round === round && p.policy.role === role)!);
+    // One checkpoint, one version: a step of each role per round, so round r publishes 2r.
+    expect([code!.policy.version, test!.policy.version]).toEqual([2 * round, 2 * round]);
+    expect(code!.checkpoint).toBe(test!.checkpoint);
+  }
+  const steps = of('TrainingStepCompleted').map((s) => [s.round, s.role, s.fromVersion, s.toVersion]);
+  expect(steps).toEqual([[1, 'code', 0, 1], [1, 'test', 1, 2], [2, 'code', 2, 3], [2, 'test', 3, 4]]);
+  for (const s of of('ProblemScheduled')) expect(s.codeVersion).toBe(s.testVersion);
+  const sampled = [...of('SolutionSampled').map((s) => [s.round, s.policy.name, s.policy.version]), ...of('TestsSampled').map((s) => [s.round, s.policy.name, s.policy.version])];
+  expect(new Set(sampled.map(String))).toEqual(new Set([`1,catalog-shared,0`, `2,catalog-shared,2`]));
+}
+
 function dataOfType<T extends EventType>(events: EventEnvelope[], type: T): EventData<T>[] {
   return events.filter((e) => e.type === type).map((e) => e.data as EventData<T>);
 }
@@ -63,8 +86,9 @@ beforeAll(() => {
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe('each method runs on the same actors and log', () => {
-  it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches', async () => {
-    const { of, blob, events } = await run('ace');
+  it('ace never runs a reference program nor a test with an expected value; SFT and KTO batches of one shared policy', async () => {
+    const { of, blob, events } = await run('ace', SHARED);
+    expectOneVersionStream(of, events);
     const requests = of('ExecutionRequested').filter((r) => r.purpose !== 'heldout');
     expect(requests.some((r) => r.purpose === 'oracle' && requestSize(r) > 0)).toBe(false);
     let pairs = 0;
@@ -90,8 +114,9 @@ describe('each method runs on the same actors and log', () => {
     expect(algorithms.length).toBe(4);
   }, 60_000);
 
-  it('cure rewards equal the hand-computed values from the recorded verdicts', async () => {
-    const { of, events } = await run('cure');
+  it('cure rewards equal the hand-computed values from the recorded verdicts; both roles sample one version stream', async () => {
+    const { of, events } = await run('cure', SHARED);
+    expectOneVersionStream(of, events);
     // Reused pairs carry no verdict of their own: look every pair up among the executed ones.
     const verdicts = new Map<string, string>();
     for (const d of allPairResults(events)) verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
@@ -115,17 +140,48 @@ describe('each method runs on the same actors and log', () => {
     }
   }, 90_000);
 
-  it('tcs decides a stage every round, switches by its rule, and trains only the test policy', async () => {
-    const { of } = await run('tcs', { tcs: { switchRule: { kind: 'rounds', afterRounds: 1 } } });
+  it('tcs decides a stage every round, switches by its rule, trains only the test policy from its rolling buffer', async () => {
+    const { of } = await run('tcs', { rounds: 3, tcs: { switchRule: { kind: 'rounds', afterRounds: 1 }, bufferSize: 256, maxStaleness: 1 } });
     expect(of('StageDecided').map((s) => [s.round, s.stage, s.switched])).toEqual([
       [1, 1, false],
       [2, 2, true],
+      [3, 2, false],
     ]);
-    const fns = of('RewardsAssigned').filter((r) => r.role === 'test').map((r) => [r.round, r.rewardFn]);
-    expect(new Set(fns.map(String))).toEqual(new Set(['1,tcs/v1/stage1', '2,tcs/v1/stage2']));
+    const tests = of('RewardsAssigned').filter((r) => r.role === 'test');
+    expect(new Set(tests.map((r) => `${r.round},${r.rewardFn}`))).toEqual(new Set(['1,tcs/v2/stage1', '2,tcs/v2/stage2', '3,tcs/v2/stage2']));
+    const testVersion = new Map(of('ProblemScheduled').map((s) => [`${s.round}/${s.problemId}`, s.testVersion]));
+    const requests = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
+    let older = 0;
+    for (const r of tests) {
+      const current = testVersion.get(`${r.round}/${r.problemId}`)!;
+      for (const i of r.items) {
+        // Policy-aligned: every buffered sample was written by a version >= current - 1.
+        expect(i.components.policyVersion!).toBeGreaterThanOrEqual(current - 1);
+        expect(i.components.fromRound!).toBeLessThanOrEqual(r.round);
+        if (i.components.fromRound! < r.round) {
+          older++;
+          // An earlier round's sample is judged against the current Solver: its tests ran on this round's programs.
+          const req = requests.find((q) => q.round === r.round && q.problemId === r.problemId)!;
+          if (i.components.failureModes! > 0) expect([...requestPairs(req), ...reusedPairs(req)].some((p) => p.testId.startsWith(`${i.sampleId}/`) && p.programId.startsWith(`${r.round}/`))).toBe(true);
+        }
+        // Stage 2 trains exactly the samples at the Solver's current failure modes; stage 1 all.
+        if (r.round >= 2) expect(i.components.selected).toBe(i.components.failureModes! > 0 ? 1 : 0);
+        else expect(i.components.selected).toBe(1);
+      }
+    }
+    expect(older).toBeGreaterThan(0);
     const batches = of('TrainingBatchFormed');
     expect(batches.filter((b) => b.role === 'code').every((b) => b.size === 0)).toBe(true);
     expect(batches.filter((b) => b.role === 'test').some((b) => b.size > 0)).toBe(true);
+    // A later round's batch trains samples of an earlier round again (the Learner kept them).
+    expect(batches.some((b) => b.role === 'test' && b.sampleIds.some((id) => Number(id.split('/')[0]) < b.round))).toBe(true);
+  }, 90_000);
+
+  it('tcs buffer: with maxStaleness 0 only the current policy\'s samples stay', async () => {
+    const { of } = await run('tcs', { name: 'tcs-fresh', tcs: { switchRule: { kind: 'rounds', afterRounds: 1 }, maxStaleness: 0 } });
+    const items = of('RewardsAssigned').filter((r) => r.role === 'test').flatMap((r) => r.items.map((i) => [r.round, i.components.fromRound]));
+    expect(items.length).toBeGreaterThan(0);
+    expect(items.every(([round, from]) => round === from)).toBe(true);
   }, 60_000);
 
   it('golden-tests rewards programs from dataset tests only and trains no test policy', async () => {

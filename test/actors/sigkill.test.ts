@@ -106,7 +106,8 @@ class LogWatcher {
  * that work, or null when the run finished first. */
 function killWhen(config: string, dir: string, when: (w: LogWatcher) => string[]): Promise<{ caught: string[]; watcher: LogWatcher } | null> {
   const watcher = new LogWatcher(path.join(dir, 'log.db'));
-  const child: ChildProcess = spawn(process.execPath, [CLI, 'run', config, '--dir', dir, '--json'], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+  // Snapshots often, so that restarts begin from them as well as from the start of the log.
+  const child: ChildProcess = spawn(process.execPath, [CLI, 'run', config, '--dir', dir, '--json', '--snapshot-every', '50'], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
   return new Promise((resolve, reject) => {
     let settled = false;
     const timer = setInterval(() => {

@@ -9,6 +9,7 @@ import {
   emptyAnswerSelection,
   reduceAnswerSelection,
   roundSelections,
+  scoreCandidates,
   selectAnswer,
   selectForProblem,
   type AnswerSelectionState,
@@ -56,6 +57,28 @@ describe('selectors', () => {
     const a = selectForProblem(1, 'a', [cand('x', 0, [1, 1], [0, 0], true), cand('y', 1, [0, 1], [0, 0], false)]);
     const b = selectForProblem(1, 'b', [cand('x', 0, [1, 1], [0, 0], false), cand('y', 1, [0, 1], [0, 0], false), cand('z', 2, [0, 1], [0, 0], false), cand('w', 3, [0, 1], [0, 0], true)]);
     expect(roundSelections([a, b])).toEqual([{ round: 1, problems: 2, generated: 0.5, withBook: 0.5, random: (1 / 2 + 1 / 4) / 2, oracle: 1 }]);
+  });
+
+  it('a selector with no test to read has no figure (null), not 0', () => {
+    // The golden-tests baseline: no generated or Mistake Book test ran in the round.
+    const g = selectForProblem(1, 'a', [cand('x', 0, [0, 0], [0, 0], true), cand('y', 1, [0, 0], [0, 0], false)]);
+    expect(roundSelections([g])).toEqual([{ round: 1, problems: 1, generated: null, withBook: null, random: 0.5, oracle: 1 }]);
+  });
+
+  it("the dataset's own tests (CURE's ground truth) count neither as generated nor as Mistake Book tests", () => {
+    const scores = scoreCandidates({
+      candidates: [{ solutionId: 's0', programHash: H('a'), index: 0 }],
+      generatedTests: new Set(['suite/0']),
+      reward: [
+        { programId: 's0', programHash: H('a'), testId: 'suite/0', testHash: H('c'), verdict: 'accepted', reused: false },
+        { programId: 's0', programHash: H('a'), testId: 'gt/0', testHash: H('d'), verdict: 'accepted', reused: false },
+        { programId: 's0', programHash: H('a'), testId: 'mistake-book/k', testHash: H('e'), verdict: 'wrong_answer', reused: false },
+        // EvolveCoder's evolved tests are generated tests too.
+        { programId: 's0', programHash: H('a'), testId: 'evolved/0123456789abcdef', testHash: H('f'), verdict: 'wrong_answer', reused: false },
+      ],
+      heldOut: [],
+    });
+    expect([scores[0]!.generated, scores[0]!.book]).toEqual([{ passed: 1, run: 2 }, { passed: 0, run: 1 }]);
   });
 });
 

@@ -92,7 +92,7 @@ describe('answer selection on a recorded run', () => {
       });
     }
     // The oracle bounds every selector.
-    for (const s of detail.selection) expect(Math.max(s.generated, s.withBook, s.random)).toBeLessThanOrEqual(s.oracle);
+    for (const s of detail.selection) expect(Math.max(s.generated ?? 0, s.withBook ?? 0, s.random)).toBeLessThanOrEqual(s.oracle);
   });
 
   it('is kept live and verified by replay like every read model', async () => {

@@ -26,7 +26,7 @@ describe('nonprintableRatio', () => {
 });
 
 describe('validateSuite (Code-A1 test validation)', () => {
-  it('drops malformed, GT-raising and duplicate tests, keeps corrected ones, sets sandbox errors aside', () => {
+  it('drops malformed (uncounted), GT-raising and duplicate tests, keeps corrected ones, sets sandbox errors aside', () => {
     const v = validateSuite([
       { id: 'a', text: 'assert add(1, 2) == 3', gt: { kind: 'returned', repr: '3', matchesStated: true } },
       // Same GT-corrected statement as a once whitespace is normalized: a duplicate.
@@ -46,8 +46,9 @@ describe('validateSuite (Code-A1 test validation)', () => {
       ['f', 'unknown', 'gt_sandbox_error'],
       ['g', 'invalid', 'malformed'],
     ]);
-    // |valid| = a, d; invalid = b, c, d (counted though used), e, g; unknown = f.
-    expect([v.total, v.validCount, v.invalidCount, v.unknownCount]).toEqual([7, 2, 5, 1]);
+    // |valid| = a, d; invalid = b, d (counted though used), e; unknown = f. The malformed c and g
+    // are dropped without counting in invalid_t (the release skips asserts it cannot parse).
+    expect([v.total, v.validCount, v.invalidCount, v.unknownCount]).toEqual([7, 2, 3, 1]);
     // The oracle is GT's output: d's key carries 4, not the stated 5.
     expect(v.tests[3]!.key).toBe('assert add(2,2)==4');
     expect(v.tests[3]!.oracleRepr).toBe('4');

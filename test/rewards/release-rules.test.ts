@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   codeA1CodeSelection,
   codeA1HasExpected,
+  codeA1InvalidCount,
   codeA1JudgeTests,
   codeA1ProgramValid,
   codeA1Rewards,
@@ -94,6 +95,38 @@ describe('Code-A1 test judgement', () => {
       ['f', 'invalid', 'malformed'],
       ['g', 'unknown', 'reference-sandbox-error'],
     ]);
+  });
+});
+
+describe('Code-A1 invalid_t: malformed lines are dropped silently, the rest count', () => {
+  // One suite of 8 lines: 4 malformed (not tests at all), 1 without an expected value, 1 the
+  // reference raises on, 1 corrected (stated value wrong, still used), 1 valid.
+  const judged = codeA1JudgeTests([
+    ...[0, 1, 2, 3].map((i) => ({ id: `m${i}`, suite: 's', wellFormed: false, hasExpected: false, reference: null, correctedKey: null })),
+    { id: 'n', suite: 's', wellFormed: true, hasExpected: false, reference: null, correctedKey: null },
+    { id: 'r', suite: 's', wellFormed: true, hasExpected: true, reference: 'runtime_error', correctedKey: null },
+    { id: 'c', suite: 's', wellFormed: true, hasExpected: true, reference: 'wrong_answer', correctedKey: 'k-c' },
+    { id: 'v', suite: 's', wellFormed: true, hasExpected: true, reference: 'accepted', correctedKey: 'k-v' },
+  ]);
+
+  it('counts no-expected, reference-raises and corrected, not malformed', () => {
+    expect(codeA1InvalidCount(judged.map((t) => ({ status: t.status, reason: t.reason })))).toBe(3);
+  });
+
+  it('valid_ratio on a hand-made matrix: min(2/8, 1 - 3/8), not 1 - 7/8', () => {
+    // p0 passes the valid test and fails the corrected one; the two usable tests are c and v.
+    const m = parseMatrix({
+      programs: [{ id: 'p0', valid: true }],
+      tests: [{ id: 'c', suite: 's', status: 'corrected' }, { id: 'v', suite: 's', status: 'valid' }],
+      verdicts: verdictsFromCodes(['WA']),
+    });
+    const r = codeA1Rewards({ matrix: m, suites: [{ id: 's', program: 'p0', invalidCount: codeA1InvalidCount(judged), nonprintableRatio: 0 }] });
+    const s = r.programs[0]!.suites[0]!;
+    expect(s.validRatio).toBe(2 / 8);
+    // attack = gen_fail = 1/8; R_test = 0.5 * 2/8 + 0.5 * 1/8.
+    expect(s.rTest).toBeCloseTo(0.5 * (2 / 8) + 0.5 * (1 / 8), 12);
+    // Had the 4 malformed lines counted, valid_ratio would be min(2/8, 1 - 7/8) = 1/8.
+    expect(s.validRatio).not.toBe(1 / 8);
   });
 });
 

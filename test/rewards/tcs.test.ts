@@ -3,6 +3,8 @@ import {
   initialTcsStage,
   nextTcsStage,
   pushBuffer,
+  rollTcsBuffer,
+  suitesAtFailureModes,
   restrictToFailureModes,
   tcsStage1Reward,
   tcsStage2Reward,
@@ -60,5 +62,23 @@ describe('TCS', () => {
     v = nextTcsStage(v, 0.8, byValidity);
     expect(v.stage).toBe(2);
     expect(() => nextTcsStage(v, 1.5)).toThrow(/validityRate/);
+  });
+
+  it('suite buffer: policy-aligned, oldest dropped beyond size, the round kept whole', () => {
+    const suite = (id: string, round: number, v: number, n: number) => ({
+      suiteId: id, round, policyVersion: v,
+      tests: Array.from({ length: n }, (_, i) => ({ testId: `${id}/${i}`, testHash: `h${id}${i}`, consistent: 1 as const })),
+    });
+    const old = [suite('a', 1, 0, 2), suite('b', 2, 1, 2), suite('c', 3, 2, 2)];
+    // Version 3 now, maxStaleness 1: versions >= 2 stay, so a (v0) and b (v1) go, c (v2) stays.
+    expect(rollTcsBuffer(old, [suite('d', 4, 3, 2)], 3, { maxStaleness: 1 }).map((s) => s.suiteId)).toEqual(['c', 'd']);
+    // Any version, 5 tests at most: the oldest go first; the round's own suites are never dropped.
+    expect(rollTcsBuffer(old, [suite('d', 4, 3, 2)], 3, { maxStaleness: null, bufferSize: 5 }).map((s) => s.suiteId)).toEqual(['c', 'd']);
+    expect(rollTcsBuffer(old, [suite('d', 4, 3, 6)], 3, { maxStaleness: null, bufferSize: 5 }).map((s) => s.suiteId)).toEqual(['d']);
+    // A suite already buffered is replaced by the round's version of it, not kept twice.
+    expect(rollTcsBuffer(old, [suite('c', 3, 2, 2)], 2, { maxStaleness: null }).map((s) => s.suiteId)).toEqual(['a', 'b', 'c']);
+    // Stage 2: only suites holding a consistent test that a current program fails.
+    const withBad = [...old, { suiteId: 'e', round: 3, policyVersion: 2, tests: [{ testId: 'e/0', testHash: 'he0', consistent: 0 as const }] }];
+    expect(suitesAtFailureModes(withBad, new Set(['b/1', 'e/0'])).map((s) => s.suiteId)).toEqual(['b']);
   });
 });

@@ -9,6 +9,7 @@ import type { EventData, ExecutionPair } from '../../events/catalog.js';
 import type { NewEvent } from '../../events/envelope.js';
 import type { MistakeBookState } from '../../rewards/mistake-book.js';
 import type { ModuleLoad, PairResult } from '../../projections/recorded-verdicts.js';
+import type { TcsBufferedSuite } from '../../rewards/tcs.js';
 import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 
@@ -31,6 +32,8 @@ export interface PlanArgs {
   oracle: Verdicts;
   book: MistakeBookState;
   evolved?: EvolvedState | null;
+  /** TCS: the problem's buffer as it stood before this round (the round is not in it yet). */
+  tcsBuffer?: readonly TcsBufferedSuite[];
   /** Leaves out of a request the pairs already recorded or planned (a pair runs once a run). */
   split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }
@@ -47,6 +50,8 @@ export interface JudgeArgs {
   /** The TCS stage of this round (1 until a switch is recorded). */
   stage: 1 | 2;
   evolved?: EvolvedState | null;
+  /** TCS: the problem's buffer after this round's TestsJudged (the round's suites included). */
+  tcsBuffer?: readonly TcsBufferedSuite[];
 }
 
 export interface MethodJudgement {

@@ -6,7 +6,7 @@ import { compareRuns, formatValue, runLabel } from '../../report/compare.js';
 import { UserError } from '../errors.js';
 import { formatTable } from '../table.js';
 
-const pct = (x: number | undefined) => (x === undefined ? '-' : `${(100 * x).toFixed(1)}%`);
+const pct = (x: number | null | undefined) => (x === undefined || x === null ? '-' : `${(100 * x).toFixed(1)}%`);
 
 /** A run summary for printing (the resolved config stays out: it is in the log). */
 function headline(s: RunSummary) {
@@ -71,7 +71,7 @@ export function registerRuns(program: Command): void {
             pct(r.last?.heldOutPass),
             pct(r.last?.validity),
             pct(r.last?.killRate),
-            r.last ? String(r.last.mistakeBook) : '-',
+            r.last && r.last.mistakeBook !== null ? String(r.last.mistakeBook) : '-',
             pct(r.lastSelection?.generated),
           ]),
         )}\n`,

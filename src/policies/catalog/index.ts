@@ -3,3 +3,4 @@ export * from './model.js';
 export * from './softmax.js';
 export * from './suite.js';
 export * from './exact.js';
+export * from './shared.js';

@@ -1,0 +1,208 @@
+/**
+ * `crucible ablate`: re-judges a recorded run under variant settings. The log is read and decoded
+ * once and every variant folds the same events (fan-out, not one reader per variant); each
+ * variant's events are projected by the run's own projections into its own SQLite file, keyed by
+ * the projection versions, the variant's settings hash and the stop position, so a second call
+ * with the same variant is answered from that file without reading the log.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { RunConfig } from '../config/schema.js';
+import { Problem } from '../core/problem.js';
+import { canonicalJson } from '../core/canonical-json.js';
+import type { EventData } from '../events/catalog.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import type { EventLog, Position } from '../events/log.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { roundTableProjection } from '../projections/run-views.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
+import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
+import { AblationError, VariantRefusedError } from './errors.js';
+import { OverlayBlobStore } from './variant-log.js';
+import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
+import { JUDGE_STREAM, RecordedAnswers, VariantJudge } from './rejudge.js';
+import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
+
+/** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
+export const ABLATION_VERSION = 1;
+
+export interface AblationRequest {
+  log: EventLog;
+  /** Where variant read models are kept (one SQLite file per variant and stop position). */
+  dir: string;
+  variants: readonly VariantSpec[];
+  /** The run in the log; default the first RunStarted's. */
+  runId?: string;
+  /** Stop after this log position (default: the head). */
+  to?: Position;
+  /** Threads projecting several variants at once (default 1: this thread). Measured on 2 cores
+   * (`npm run bench -- ablate`), threads lose: each one loads the projection code through tsx. */
+  threads?: number;
+}
+
+export type VariantOutcome =
+  | { name: string; status: 'answered'; variant: Variant; file: string; fromStore: boolean; rows: RoundRow[]; hashes: Record<string, string> }
+  | { name: string; status: 'refused'; variant: Variant; setting: string | null; reason: string };
+
+export interface AblationResult {
+  runId: string;
+  method: string;
+  position: Position;
+  /** The recorded run's round table up to `position`. */
+  recorded: RoundRow[];
+  variants: VariantOutcome[];
+  /** Events read from the log (0 when every variant was answered from its file). */
+  eventsRead: number;
+  /** Wall time of the two phases: one read of the log re-judged by every variant, then each
+   * variant's projection into its file. */
+  timings: { judgeMs: number; projectMs: number };
+}
+
+async function runStarted(log: EventLog, runId: string | undefined): Promise<EventEnvelope> {
+  for await (const e of log.read({ limit: 1 }, runId ? { runId, types: ['RunStarted'] } : { types: ['RunStarted'] })) return e;
+  throw new AblationError(`${log.location}: no RunStarted event${runId ? ` for run ${runId}` : ''}: not a crucible run`);
+}
+
+/** Where a variant's read models are kept: one file per projection versions, settings and stop. */
+export function variantFile(dir: string, runId: string, variant: Variant, to: Position): string {
+  const key = createHash('sha256')
+    .update(canonicalJson({ ablation: ABLATION_VERSION, projections: VARIANT_PROJECTIONS.map((p) => [p.name, p.version]), runId, settings: variant.settingsHash, to }))
+    .digest('hex');
+  return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
+}
+
+async function readStored(log: EventLog, runId: string, file: string): Promise<Projected> {
+  const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
+  try {
+    return await summarize(runner);
+  } finally {
+    await runner.close();
+  }
+}
+
+/** Projects the variants: on piscina threads when there are several (each projection is
+ * independent SQLite work), else in this thread, which avoids starting a thread for one. */
+async function projectAll(jobs: ProjectionJob[], threads: number): Promise<Projected[]> {
+  if (jobs.length < 2 || threads < 2) {
+    const out: Projected[] = [];
+    for (const job of jobs) out.push(await projectVariant(job));
+    return out;
+  }
+  const pool = new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
+  try {
+    return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
+  } finally {
+    await pool.destroy();
+  }
+}
+
+export async function ablate(req: AblationRequest): Promise<AblationResult> {
+  const started = await runStarted(req.log, req.runId);
+  const runId = started.runId;
+  const d = started.data as EventData<'RunStarted'>;
+  const recordedConfig = RunConfig.parse(d.config);
+  if (recordedConfig.method === 'evolvecoder') {
+    throw new AblationError(
+      "an EvolveCoder run's judgement chooses the tests later rounds execute (TestsEvolved): re-judging it under other settings would need executions the log lacks",
+    );
+  }
+  const names = new Set<string>();
+  const variants = req.variants.map((spec) => {
+    if (names.has(spec.name)) throw new VariantRefusedError(spec.name, null, 'two variants have this name');
+    names.add(spec.name);
+    return resolveVariant(spec, recordedConfig);
+  });
+  const head = await req.log.head();
+  const to = req.to !== undefined && req.to < head ? req.to : head;
+
+  // The recorded round table: a narrow read (a few events per round).
+  let table = emptyRoundTable();
+  for await (const e of req.log.read({ to }, { runId, types: roundTableProjection.types! })) table = reduceRoundTable(table, e);
+
+  mkdirSync(req.dir, { recursive: true });
+  const outcomes = new Map<string, VariantOutcome>();
+  const pending: { variant: Variant; file: string }[] = [];
+  for (const variant of variants) {
+    const file = variantFile(req.dir, runId, variant, to);
+    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file)) });
+    else pending.push({ variant, file });
+  }
+
+  let eventsRead = 0;
+  const timings = { judgeMs: 0, projectMs: 0 };
+  if (pending.length > 0) {
+    const judgeStart = performance.now();
+    const blobs = new OverlayBlobStore(req.log.blobs);
+    const problems = new Map<string, Problem>();
+    for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await blobs.getText(ref.problemHash))));
+    let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs));
+    let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
+    let answers = new RecordedAnswers(verdicts);
+    const requestsOf = new Map<string, string[]>();
+    const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
+    const pages = req.log.readPages ? req.log.readPages({ to }, { runId }) : (async function* () {
+      for await (const e of req.log.read({ to }, { runId })) yield [e];
+    })();
+    // One read of the log; each event is folded once into the recorded verdicts and handed to every variant.
+    for await (const page of pages) {
+      for (const e of page) {
+        eventsRead++;
+        if (verdictTypes.has(e.type)) {
+          verdicts = observeVerdicts(verdicts, e, () => true);
+          answers = new RecordedAnswers(verdicts);
+          if (e.type === 'ExecutionRequested') {
+            const r = e.data as EventData<'ExecutionRequested'>;
+            const k = `${r.round}/${r.problemId}`;
+            requestsOf.set(k, [...(requestsOf.get(k) ?? []), r.requestId]);
+          }
+        }
+        for (const judge of judges) {
+          try {
+            await judge.step(e, answers);
+          } catch (err) {
+            if (!(err instanceof VariantRefusedError)) throw err;
+            outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
+            judges = judges.filter((j) => j !== judge);
+          }
+        }
+        if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) {
+          // Every variant has judged this problem-round: its per-request lists can go.
+          const r = e.data as EventData<'ProblemEvaluated'>;
+          const k = `${r.round}/${r.problemId}`;
+          verdicts = forgetRequests(verdicts, requestsOf.get(k) ?? []);
+          answers = new RecordedAnswers(verdicts);
+          requestsOf.delete(k);
+        }
+      }
+    }
+    timings.judgeMs = performance.now() - judgeStart;
+    const projectStart = performance.now();
+    const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events }));
+    const projected = await projectAll(jobs, req.threads ?? 1);
+    judges.forEach((judge, i) => {
+      outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file: jobs[i]!.file, fromStore: false, ...projected[i]! });
+    });
+    timings.projectMs = performance.now() - projectStart;
+  }
+  return {
+    runId,
+    method: recordedConfig.method,
+    position: to,
+    recorded: roundRows(table),
+    variants: variants.map((v) => outcomes.get(v.name)!),
+    eventsRead,
+    timings,
+  };
+}
+
+/** The log position just after round `round` completed. */
+export async function positionAfterRound(log: EventLog, runId: string | undefined, round: number): Promise<Position> {
+  for await (const e of log.read({}, runId ? { runId, types: ['RoundCompleted'] } : { types: ['RoundCompleted'] })) {
+    if ((e.data as EventData<'RoundCompleted'>).round === round) return e.position;
+  }
+  throw new AblationError(`round ${round} was not completed in this run`);
+}

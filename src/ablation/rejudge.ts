@@ -1,0 +1,266 @@
+/**
+ * One variant's re-judgement of a recorded log. The recorded events go through in order; the
+ * Judge's own decisions are made again under the variant's config:
+ *  - what the other actors wrote (schedules, samples, executions, training) passes unchanged: the
+ *    log fixes it;
+ *  - the test verdicts (TestsJudged) and the held-out, kill and load requests pass unchanged: no
+ *    setting a variant may change reaches them;
+ *  - the reward request of the Code-A1 family is planned again from the variant's own Mistake
+ *    Book (which tests it replays);
+ *  - the judgement (rewards, advantages, TOPVAR, Mistake Book changes, evaluation) is computed
+ *    again by the run's own method module (src/actors/methods), every verdict it asks for
+ *    answered from the recorded verdicts (read only through src/projections/recorded-verdicts).
+ * A verdict the log does not hold refuses the variant, naming the settings that asked for it.
+ */
+import { initialTransition, transition, type SnapshotFrom } from 'xstate';
+import { judgeMachine } from '../actors/judge.js';
+import { judgementOf } from '../actors/methods/index.js';
+import type { Pair, Verdicts } from '../actors/methods/contract.js';
+import { RunEnv, type PolicyBackend } from '../actors/env.js';
+import type { ProblemRound } from '../actors/judge-state.js';
+import type { Problem } from '../core/problem.js';
+import type { Sandbox } from '../sandbox/api.js';
+import { catalog, requestBody, requestPairs, reusedPairs, type EventData } from '../events/catalog.js';
+import type { EventEnvelope, NewEvent } from '../events/envelope.js';
+import { sha256Hex, type BlobStore } from '../events/blobs.js';
+import { asPosition } from '../events/log.js';
+import { loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
+import { emptyMistakeBook, topTests } from '../rewards/mistake-book.js';
+import { AblationError, VariantRefusedError } from './errors.js';
+import { BOOK_SETTINGS, type Variant } from './variant.js';
+
+/** The stream the Judge writes to (runtime.ts appends each actor's outputs under its name). */
+export const JUDGE_STREAM = 'judge';
+const HIST_SUITE = 'mistake-book/';
+/** Events of the Judge's judgement commit; the first of a problem-round triggers the variant's. */
+const JUDGEMENT_TYPES = new Set(['RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated']);
+/** What the Judge's machine folds (executions are answered from recorded verdicts instead). */
+const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
+
+const refuseWork = (what: string) => new AblationError(`a variant re-judges recorded executions: ${what} is never called`);
+
+/** A variant runs no program: the sandbox it is given refuses. */
+const NO_SANDBOX: Sandbox = {
+  isolation: 'rlimits',
+  run: () => Promise.reject(refuseWork('the sandbox')),
+  close: async () => {},
+};
+
+/** A variant samples and trains nothing: the policy backend it is given refuses. */
+const NO_POLICIES: PolicyBackend = {
+  name: 'none',
+  exactBasis: null,
+  initialParams: () => {
+    throw refuseWork('a policy');
+  },
+  evaluate: () => {
+    throw refuseWork('a policy');
+  },
+  sampler: () => {
+    throw refuseWork('a policy');
+  },
+  trainer: () => {
+    throw refuseWork('a trainer');
+  },
+};
+
+const pairKey = (p: { programId: string; testId: string; testHash: string }) => `${p.programId}\u0000${p.testId}\u0000${p.testHash}`;
+const roundKey = (d: { round: number; problemId: string }) => `${d.round}/${d.problemId}`;
+
+/** A recorded verdict in the shape the method modules read. Only the verdict and the pair are
+ * read by a judgement step (the oracle's output, `outputHash`, is read when tests are judged,
+ * which a variant does not redo). */
+function asCompleted(requestId: string, v: RequestVerdict): Verdicts[number] {
+  return {
+    requestId,
+    programId: v.programId,
+    programHash: v.programHash,
+    testId: v.testId,
+    testHash: v.testHash,
+    verdict: v.verdict,
+    timeMs: 0,
+    memoryKb: 0,
+    outputHash: null,
+    exceptionType: null,
+    isolated: true,
+    cached: v.reused,
+  };
+}
+
+/** The recorded verdicts as every variant reads them at one point of the log: each request's
+ * list is built once and shared (read-only) by the variants that ask for it. */
+export class RecordedAnswers {
+  readonly state: RecordedVerdicts;
+  readonly #memo = new Map<string, Verdicts>();
+
+  constructor(state: RecordedVerdicts) {
+    this.state = state;
+  }
+
+  of(requestId: string): Verdicts {
+    let out = this.#memo.get(requestId);
+    if (!out) {
+      out = Object.freeze(verdictsOf(this.state, requestId).map((v) => asCompleted(requestId, v))) as Verdicts;
+      this.#memo.set(requestId, out);
+    }
+    return out;
+  }
+}
+
+export class VariantJudge {
+  readonly variant: Variant;
+  /** The variant's events, positions renumbered from 1. */
+  readonly events: EventEnvelope[] = [];
+  readonly #env: RunEnv;
+  readonly #problems: ReadonlyMap<string, Problem>;
+  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  readonly #judged = new Set<string>();
+  /** Requests whose pairs the variant planned again: requestId -> the pairs it needs. */
+  readonly #replanned = new Map<string, Pair[]>();
+  readonly #rederivesBook: boolean;
+
+  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore) {
+    this.variant = variant;
+    this.#problems = problems;
+    this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
+    this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
+  }
+
+  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it. */
+  async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
+    if (e.stream !== JUDGE_STREAM) return this.#emit(e);
+    if (e.type === 'ExecutionRequested') {
+      const d = e.data as EventData<'ExecutionRequested'>;
+      return this.#emit(d.purpose === 'reward' && this.#rederivesBook ? this.#replanReward(e, d) : e);
+    }
+    if (!JUDGEMENT_TYPES.has(e.type)) return this.#emit(e);
+    const key = roundKey(e.data as { round: number; problemId: string });
+    if (this.#judged.has(key)) return;
+    this.#judged.add(key);
+    const outputs = await this.#judge(key, verdicts);
+    outputs.forEach((ne, i) => this.#emit(this.#envelope(ne, e, i)));
+  }
+
+  #emit(e: EventEnvelope): void {
+    const out = { ...e, position: asPosition(this.events.length + 1) };
+    this.events.push(out);
+    if (MACHINE_TYPES.has(e.type)) {
+      const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: out });
+      if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
+      this.#snapshot = next;
+    }
+  }
+
+  #envelope(ne: NewEvent, cause: EventEnvelope, i: number): EventEnvelope {
+    return {
+      id: `${cause.id}/${this.variant.name}/${i}`,
+      type: ne.type,
+      v: catalog.currentVersion(ne.type),
+      runId: cause.runId,
+      stream: JUDGE_STREAM,
+      position: cause.position,
+      commitId: cause.commitId,
+      causationId: ne.causationId ?? null,
+      correlationId: ne.correlationId ?? null,
+      at: cause.at,
+      data: ne.data,
+    };
+  }
+
+  #open(key: string): ProblemRound {
+    const p = this.#snapshot.context.open[key];
+    if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
+    return p;
+  }
+
+  /** The reward request as the variant's Mistake Book plans it: the recorded generated-test pairs,
+   * then the variant's replayed tests per program (and the reference on them for the blacklist),
+   * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
+  #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
+    const p = this.#open(roundKey(d));
+    const cfg = this.variant.config.mistakeBook;
+    const book = this.#snapshot.context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
+    const history = cfg.enabled ? topTests(book, cfg.replay) : [];
+    const recorded = [...requestPairs(d), ...reusedPairs(d)];
+    const generated = recorded.filter((x) => !x.testId.startsWith(HIST_SUITE));
+    const want: Pair[] = [];
+    for (const s of p.solutions) {
+      want.push(...generated.filter((x) => x.programId === s.solutionId));
+      for (const h of history) want.push({ programId: s.solutionId, programHash: s.programHash, testId: `${HIST_SUITE}${h.testKey}`, testHash: h.testHash });
+    }
+    const solutionIds = new Set(p.solutions.map((s) => s.solutionId));
+    want.push(...generated.filter((x) => !solutionIds.has(x.programId)));
+    if (history.length > 0 && cfg.blacklist) {
+      const reference = this.#problems.get(d.problemId)?.solutions[0];
+      if (reference === undefined) throw new AblationError(`problem ${d.problemId} has no reference program: the Mistake Book blacklist needs one`);
+      const referenceHash = sha256Hex(reference);
+      for (const h of history) want.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}${h.testKey}`, testHash: h.testHash });
+    }
+    const same = want.length === recorded.length && (() => {
+      const keys = new Set(recorded.map(pairKey));
+      return want.every((x) => keys.has(pairKey(x)));
+    })();
+    if (same) return e;
+    this.#replanned.set(d.requestId, want);
+    // Pairs this request executed in the run stay its own; the others are answered from earlier records.
+    const executed = new Set(requestPairs(d).map(pairKey));
+    const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(want.filter((x) => executed.has(pairKey(x))), want.filter((x) => !executed.has(pairKey(x)))) }, {}).data;
+    return { ...e, id: `${e.id}/${this.variant.name}`, data };
+  }
+
+  /** Verdicts of a request as the variant needs them, from the recorded ones. */
+  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
+    const want = this.#replanned.get(requestId);
+    if (!want) return answers.of(requestId);
+    const state = answers.state;
+    const byKey = new Map<string, RequestVerdict>(verdictsOf(state, requestId).map((v) => [pairKey(v), v]));
+    const lacking = want.filter((x) => !byKey.has(pairKey(x)));
+    if (lacking.length > 0) {
+      // Pairs recorded by other requests of the problem: asked for as one more request reusing them.
+      const probe = `${requestId}/variant`;
+      const asked: EventEnvelope = {
+        id: probe,
+        type: 'ExecutionRequested',
+        v: catalog.currentVersion('ExecutionRequested'),
+        runId: this.#env.runId,
+        stream: JUDGE_STREAM,
+        position: asPosition(1),
+        commitId: probe,
+        causationId: null,
+        correlationId: null,
+        at: new Date(0).toISOString(),
+        data: { round: p.round, problemId: p.problemId, requestId: probe, purpose: 'reward', ...requestBody([], lacking) },
+      };
+      for (const v of verdictsOf(observeVerdicts(state, asked, () => true), probe)) byKey.set(pairKey(v), v);
+    }
+    const missing = want.filter((x) => !byKey.has(pairKey(x)));
+    if (missing.length > 0) {
+      const settings = this.variant.overrides.map((o) => o.key).filter((k) => BOOK_SETTINGS.includes(k));
+      const first = missing[0]!;
+      throw new VariantRefusedError(
+        this.variant.name,
+        settings.length > 0 ? settings.join(', ') : null,
+        `needs ${missing.length} verdict(s) the run never recorded (round ${p.round}, problem ${p.problemId}: e.g. program ${first.programId} on ${first.testId.startsWith(HIST_SUITE) ? 'Mistake Book test' : 'test'} ${first.testHash.slice(0, 12)}); ` +
+          'a variant answers only from recorded executions (executing new ones, --execute, is not built)',
+      );
+    }
+    return want.map((x) => asCompleted(requestId, byKey.get(pairKey(x))!));
+  }
+
+  async #judge(key: string, answers: RecordedAnswers): Promise<NewEvent[]> {
+    const p = this.#open(key);
+    const ctx = this.#snapshot.context;
+    const problem = this.#problems.get(p.problemId);
+    if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
+    return judgementOf(this.variant.config.method).judge({
+      env: this.#env,
+      problem,
+      round: p,
+      book: ctx.mistakeBooks[p.problemId] ?? emptyMistakeBook(),
+      verdicts: (requestId) => this.#verdicts(requestId, p, answers),
+      load: (programHash) => loadOf(answers.state, p.problemId, programHash),
+      stage: ctx.stages[p.round] ?? 1,
+      evolved: ctx.evolved[p.problemId] ?? null,
+    });
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * A variant's events as a read-only EventLog, so the run's own projections (ProjectionRunner,
+ * RUN_PROJECTIONS) build its read models unchanged. Blobs are read from the recorded run; what a
+ * variant's judgement puts is kept in memory, never written into the original run.
+ */
+import type { EventEnvelope } from '../events/envelope.js';
+import { MemoryBlobStore, type BlobStore } from '../events/blobs.js';
+import { ORIGIN, asPosition, type EventLog, type LogCapabilities, type Position, type ReadFilter, type ReadRange, type Subscription } from '../events/log.js';
+import type { WorkQueue } from '../events/work-queue.js';
+import { AblationError } from './errors.js';
+
+/** Reads from the recorded store; puts go to memory (a variant never writes into the run it re-judges). */
+export class OverlayBlobStore implements BlobStore {
+  readonly #base: BlobStore;
+  readonly #own = new MemoryBlobStore();
+
+  constructor(base: BlobStore) {
+    this.#base = base;
+  }
+
+  put(content: Uint8Array | string): Promise<string> {
+    return this.#own.put(content);
+  }
+
+  async get(hash: string): Promise<Uint8Array> {
+    return (await this.#own.has(hash)) ? this.#own.get(hash) : this.#base.get(hash);
+  }
+
+  async getText(hash: string): Promise<string> {
+    return (await this.#own.has(hash)) ? this.#own.getText(hash) : this.#base.getText(hash);
+  }
+
+  async has(hash: string): Promise<boolean> {
+    return (await this.#own.has(hash)) || this.#base.has(hash);
+  }
+
+  async *list(): AsyncIterable<string> {
+    yield* this.#base.list();
+    yield* this.#own.list();
+  }
+}
+
+const readOnly = (what: string) => new AblationError(`a variant's log is read-only: ${what} is not available`);
+
+export class VariantLog implements EventLog {
+  readonly capabilities: LogCapabilities = {
+    dedupWindowMs: Infinity,
+    maxCommitBytes: 0,
+    maxCommitEvents: 0,
+    multiProcess: false,
+    durable: false,
+    sharedWorkQueues: false,
+    refusesReusedEventIds: true,
+  };
+  readonly location: string;
+  readonly blobs: BlobStore;
+  /** In position order, positions strictly increasing. */
+  readonly #events: readonly EventEnvelope[];
+
+  constructor(location: string, events: readonly EventEnvelope[], blobs: BlobStore) {
+    this.location = location;
+    this.#events = events;
+    this.blobs = blobs;
+  }
+
+  append(): never {
+    throw readOnly('append');
+  }
+
+  async *read(range: ReadRange = {}, filter: ReadFilter = {}): AsyncIterable<EventEnvelope> {
+    for await (const page of this.readPages(range, filter)) yield* page;
+  }
+
+  async *readPages(range: ReadRange = {}, filter: ReadFilter = {}): AsyncIterable<readonly EventEnvelope[]> {
+    const after = range.after ?? ORIGIN;
+    const to = range.to ?? Infinity;
+    const types = filter.types ? new Set(filter.types) : null;
+    const streams = filter.streams ? new Set(filter.streams) : null;
+    const out: EventEnvelope[] = [];
+    for (const e of this.#events) {
+      if (e.position <= after) continue;
+      if (e.position > to) break;
+      if (filter.runId !== undefined && e.runId !== filter.runId) continue;
+      if (types && !types.has(e.type)) continue;
+      if (streams && !streams.has(e.stream)) continue;
+      if (filter.streamPrefix !== undefined && !e.stream.startsWith(filter.streamPrefix)) continue;
+      out.push(e);
+      if (range.limit !== undefined && out.length >= range.limit) break;
+    }
+    yield out;
+  }
+
+  async head(): Promise<Position> {
+    return this.#events.at(-1)?.position ?? ORIGIN;
+  }
+
+  async streamHead(stream: string): Promise<Position> {
+    for (let i = this.#events.length - 1; i >= 0; i--) if (this.#events[i]!.stream === stream) return asPosition(this.#events[i]!.position);
+    return ORIGIN;
+  }
+
+  subscribe(): Subscription {
+    throw readOnly('subscribe');
+  }
+
+  workQueue(): Promise<WorkQueue> {
+    throw readOnly('a work queue');
+  }
+
+  async close(): Promise<void> {}
+}

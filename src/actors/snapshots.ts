@@ -1,0 +1,130 @@
+/**
+ * Actor snapshots: an actor's machine state and side index as they stood at one log position,
+ * stored as a blob with its sha256 in a checkpoint table beside the run (`snapshots.db`, one row
+ * per actor, replaced by the next snapshot), so that a restarted actor folds only the events
+ * after that position.
+ *
+ * A snapshot is a cache of a fold, never a source of truth: the log holds no trace of it (a run
+ * writes the same events with or without snapshots, and the log's blob store does not grow with
+ * them), and one that is corrupt, of another run or written by another code version is refused
+ * or ignored, the reason reported, and the actor refolded from the start of the log.
+ */
+import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { z } from 'zod';
+import type { Position } from '../events/log.js';
+
+/** Bump when the body below changes shape. */
+export const SNAPSHOT_FORMAT = 1;
+
+/** What the checkpoint table says about an actor's latest snapshot. */
+export interface SnapshotRef {
+  actor: string;
+  /** The log position the snapshot was folded up to (inclusive). */
+  position: Position;
+  /** sha256 of the body, checked before the body is trusted. */
+  hash: string;
+  /** The code version that wrote it (see `ActorRuntime`): another version's snapshot is ignored. */
+  version: string;
+}
+
+/** The blob's content. `machine` is xstate's persisted snapshot, `index` the side index's
+ * serialized form (null when the actor keeps none). */
+export const SnapshotBody = z
+  .object({
+    format: z.literal(SNAPSHOT_FORMAT),
+    runId: z.string().min(1),
+    actor: z.string().min(1),
+    version: z.string().min(1),
+    position: z.number().int().nonnegative(),
+    machine: z.record(z.string(), z.unknown()),
+    index: z.unknown(),
+  })
+  .strict();
+export type SnapshotBody = z.infer<typeof SnapshotBody>;
+
+export interface StoredSnapshot {
+  ref: SnapshotRef;
+  /** The body's JSON text as stored (see SnapshotBody). */
+  body: Uint8Array;
+}
+
+/** Where the latest snapshot of each actor is kept. */
+export interface SnapshotTable {
+  latest(actor: string): StoredSnapshot | null;
+  /** Replaces the named actors' snapshots, all at once. */
+  save(snapshots: readonly StoredSnapshot[]): void;
+  close(): void;
+}
+
+/** A snapshot that cannot be used: the actor is refolded from the start instead. */
+export class SnapshotRefusedError extends Error {
+  constructor(
+    readonly actor: string,
+    readonly ref: SnapshotRef,
+    readonly reason: string,
+  ) {
+    super(`snapshot of actor ${actor} at position ${ref.position} (sha256 ${ref.hash.slice(0, 12)}) refused: ${reason}; ${actor} refolds the log from the start`);
+    this.name = 'SnapshotRefusedError';
+  }
+}
+
+/** A version string for an actor's snapshots: the snapshot format, the code's version, the
+ * actor's own snapshot version, and the shape of its machine (state ids, event types). */
+export function snapshotVersion(codeVersion: string, actorVersion: number, shape: readonly string[]): string {
+  const digest = createHash('sha256').update(shape.join('\n')).digest('hex').slice(0, 12);
+  return `${SNAPSHOT_FORMAT}/${codeVersion}/${actorVersion}/${digest}`;
+}
+
+const Row = z.object({
+  actor: z.string(),
+  position: z.number().int().nonnegative(),
+  hash: z.string().regex(/^[0-9a-f]{64}$/),
+  version: z.string(),
+  body: z.instanceof(Uint8Array),
+});
+
+export const sha256Hex = (bytes: Uint8Array | string) => createHash('sha256').update(bytes).digest('hex');
+
+/** The checkpoint table in its own SQLite file, one row per (run, actor). */
+export class SqliteSnapshotTable implements SnapshotTable {
+  readonly #db: Database.Database;
+  readonly #runId: string;
+  readonly #select: Database.Statement;
+  readonly #upsert: Database.Statement;
+
+  constructor(file: string, runId: string) {
+    this.#db = new Database(file);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.pragma('synchronous = FULL');
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (
+      run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,
+      PRIMARY KEY (run_id, actor))`);
+    this.#runId = runId;
+    this.#select = this.#db.prepare('SELECT actor, position, hash, version, body FROM actor_snapshots WHERE run_id = ? AND actor = ?');
+    this.#upsert = this.#db.prepare(
+      `INSERT INTO actor_snapshots (run_id, actor, position, version, hash, body) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (run_id, actor) DO UPDATE SET position = excluded.position, version = excluded.version, hash = excluded.hash, body = excluded.body`,
+    );
+  }
+
+  latest(actor: string): StoredSnapshot | null {
+    const row = this.#select.get(this.#runId, actor);
+    if (row === undefined) return null;
+    // A row this code cannot read is no snapshot: the actor folds from the start.
+    const parsed = Row.safeParse(row);
+    if (!parsed.success) return null;
+    const { body, ...ref } = parsed.data;
+    return { ref: { ...ref, position: ref.position as Position }, body };
+  }
+
+  save(snapshots: readonly StoredSnapshot[]): void {
+    this.#db.transaction(() => {
+      for (const { ref, body } of snapshots) this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
+    })();
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}

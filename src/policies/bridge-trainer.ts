@@ -1,0 +1,171 @@
+/**
+ * The trainer port over a gpu-bridge process, for policies served by a model server: a step is
+ * a JSONL batch file (with its sha256) handed to `train_step` by reference under the batch id,
+ * so a retry after a failure can never apply it twice; every failed try is returned for the log
+ * (TrainingStepFailed) and retried with the same batch id. A snapshot publishes the version as
+ * a checkpoint directory (path and hash, which PolicyVersionPublished names) and, when asked,
+ * loads it into the model server, so the next samples come from the weights just trained.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import type { BridgeTrainerOptions } from '../config/openai.js';
+import { BridgeClient, BridgeDeadError, BridgeError, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
+import type { Role } from '../core/roles.js';
+import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
+
+/** What a trainer's parameters are: a published checkpoint (or none yet, version 0 fresh). */
+export const BridgeParams = z.strictObject({
+  backend: z.literal('bridge'),
+  version: z.number().int().nonnegative(),
+  checkpoint: z.strictObject({ path: z.string(), sha256: z.string() }).nullable(),
+});
+export type BridgeParams = z.infer<typeof BridgeParams>;
+
+export interface ServedReload {
+  /** The server's root URL (without /v1). */
+  serverUrl: string;
+  token: string;
+}
+
+export interface BridgeTrainerInit {
+  /** The bridge to use; after one died, a new one. */
+  client: () => Promise<BridgeClient>;
+  role: Role;
+  options: BridgeTrainerOptions;
+  /** Checkpoint root of this role's versions. */
+  root: string;
+  /** Where batch files are written. */
+  batchDir: string;
+  reload: ServedReload | null;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class BridgeTrainer {
+  readonly name: string;
+  #params: BridgeParams;
+  #loaded = false;
+  #reloaded: string | null = null;
+
+  constructor(
+    readonly init: BridgeTrainerInit,
+    params: string,
+  ) {
+    const parsed = BridgeParams.safeParse(JSON.parse(params));
+    if (!parsed.success) throw new PolicyInputError(`${init.role} trainer parameters are not a bridge checkpoint reference: ${parsed.error.message}`);
+    this.#params = parsed.data;
+    this.name = `bridge:${init.role}`;
+  }
+
+  get version(): number {
+    return this.#params.version;
+  }
+
+  /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
+  async #ensureLoaded(client: BridgeClient): Promise<void> {
+    if (this.#loaded) return;
+    const o = this.init.options;
+    const status = await client.status();
+    const held = status.policies[this.init.role] as PolicyInfo | undefined;
+    if (!held || held.version !== this.#params.version) {
+      // Past version 0 only a published checkpoint holds the weights of this version.
+      if (this.#params.version > 0 && !this.#params.checkpoint) throw new PolicyInputError(`the ${this.init.role} policy at version ${this.#params.version} has no published checkpoint to load into the bridge`);
+      const model = this.#params.checkpoint?.path ?? o.model;
+      await client.loadPolicy({
+        policy: this.init.role,
+        backend: o.backend,
+        ...(model ? { model } : {}),
+        ...(o.config ? { config: o.config } : {}),
+        seed: o.seed,
+        version: this.#params.version,
+        device: o.device,
+      }, { timeoutMs: 600_000 });
+    }
+    this.#loaded = true;
+  }
+
+  async trainStep(req: TrainStepRequest): Promise<TrainStepResult> {
+    if (req.role !== this.init.role) throw new PolicyInputError(`this is the ${this.init.role} trainer; batch ${req.batchId} is for ${req.role}`);
+    if (req.expectedVersion !== this.#params.version) throw new VersionError(this.init.role, req.expectedVersion, this.#params.version);
+    let client = await this.init.client();
+    await this.#ensureLoaded(client);
+    const rows = batchRows(req);
+    const batch = await writeBatch(path.join(this.init.batchDir, `${req.batchId.replace(/[^\w.-]+/g, '_')}.jsonl`), req.algorithm, rows.rows);
+    const { attempts, baseDelayMs, maxDelayMs } = this.init.options.retry;
+    const failures: { error: string; retryable: boolean }[] = [];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const r = await client.trainStep({
+          policy: this.init.role,
+          batch_id: req.batchId,
+          expected_version: req.expectedVersion,
+          algorithm: req.algorithm,
+          batch,
+          ...(this.init.options.microBatchSize ? { micro_batch_size: this.init.options.microBatchSize } : {}),
+          hyper: { lr: req.hyper.lr ?? 0 },
+        }, { timeoutMs: 600_000 });
+        this.#params = { backend: 'bridge', version: r.version, checkpoint: null };
+        const metrics: Record<string, number> = { rows: rows.rows.length, placeholder: rows.placeholder ? 1 : 0, duplicate: r.duplicate ? 1 : 0 };
+        for (const [k, v] of Object.entries(r)) if (typeof v === 'number' && Number.isFinite(v)) metrics[k] = v;
+        return { version: r.version, metrics, failures };
+      } catch (e) {
+        if (!(e instanceof BridgeError)) throw e;
+        const retrying = e.retryable && attempt < attempts;
+        failures.push({ error: e.message, retryable: e.retryable });
+        if (!retrying) throw e;
+        await sleep(Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)));
+        if (e instanceof BridgeDeadError) {
+          // A new bridge (the client factory starts one) holds nothing: load this version's
+          // checkpoint again, then the same batch id applies the step exactly once.
+          client = await this.init.client();
+          this.#loaded = false;
+          await this.#ensureLoaded(client);
+        }
+      }
+    }
+  }
+
+  /** Publishes the current version (idempotent) and loads it into the server when asked. */
+  async snapshot(): Promise<{ version: number; params: string }> {
+    const client = await this.init.client();
+    await this.#ensureLoaded(client);
+    if (!this.#params.checkpoint) {
+      const p = await client.publish({ policy: this.init.role, root: this.init.root, version: this.#params.version }, { idem: `${this.init.root}/${this.#params.version}`, timeoutMs: 600_000 });
+      this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256 } };
+    }
+    const cp = this.#params.checkpoint!;
+    if (this.init.reload && this.#reloaded !== cp.sha256) {
+      await reloadServed(this.init.reload, cp.path, cp.sha256);
+      this.#reloaded = cp.sha256;
+    }
+    return { version: this.#params.version, params: JSON.stringify(this.#params) };
+  }
+}
+
+/** The batch's rows for the bridge. Rows with an empty answer cannot be trained on (no token);
+ * a GRPO batch left with none gets one zero-advantage row, a step that moves the version and
+ * no weight, reported as `placeholder`. */
+export function batchRows(req: TrainStepRequest): { rows: unknown[]; placeholder: boolean } {
+  const usable = req.samples.filter((s) => s.response.length > 0 && s.prompt.length > 0);
+  const algorithm: Algorithm = req.algorithm;
+  const rows = usable.map((s) => {
+    const text = { prompt: s.prompt, completion: s.response, eos: true };
+    if (algorithm === 'grpo') return { ...text, advantage: s.advantage };
+    if (algorithm === 'kto') return { ...text, label: s.advantage > 0 };
+    return text;
+  });
+  if (rows.length > 0) return { rows, placeholder: false };
+  if (algorithm !== 'grpo') throw new PolicyInputError(`batch ${req.batchId}: no sample with text to train on (${algorithm} needs at least one)`);
+  return { rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true };
+}
+
+/** gpu-bridge serve's weight sync: only a stable, hash-verified checkpoint loads. */
+export async function reloadServed(reload: ServedReload, checkpoint: string, sha256: string): Promise<void> {
+  const res = await fetch(`${reload.serverUrl.replace(/\/+$/, '')}/admin/load_version`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${reload.token}` },
+    body: JSON.stringify({ path: checkpoint, sha256 }),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new PolicyInputError(`${reload.serverUrl}: loading ${checkpoint} into the server failed: HTTP ${res.status} ${text.slice(0, 300)}`);
+}

@@ -1,0 +1,242 @@
+/**
+ * `crucible ablate` on a real small run (real SQLite log, real sandbox, real python): a variant
+ * with the recorded settings rebuilds the live read models exactly; alpha=0 and alpha=1 move the
+ * test rewards as Code-A1's formula says; mistakeBook.enabled=false removes every replay from the
+ * rewards; refusals name the setting and why; a second call is answered from the variant's file.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { smallConfig } from '../support/small-config.js';
+import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import type { EventLog } from '../../src/events/log.js';
+import type { EventData } from '../../src/events/catalog.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
+import { ProjectionRunner } from '../../src/projections/runner.js';
+import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
+import { ablate, positionAfterRound, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
+import { parseVariantSpec } from '../../src/ablation/variant.js';
+import { VariantRefusedError } from '../../src/ablation/errors.js';
+
+const run = promisify(execFile);
+const repo = path.resolve(__dirname, '../..');
+
+let root: string;
+let outcome: RunOutcome;
+let log: EventLog;
+let first: AblationResult;
+
+const spec = (s: string) => parseVariantSpec(s);
+const answered = (v: VariantOutcome | undefined) => {
+  if (!v || v.status !== 'answered') throw new Error(`variant not answered: ${JSON.stringify(v)}`);
+  return v;
+};
+
+interface RewardRow {
+  sample_id: string;
+  role: string;
+  round: number;
+  problem_id: string;
+  reward: number;
+  components: Record<string, number>;
+}
+
+function rewardsOf(file: string, role: 'code' | 'test'): Map<string, RewardRow> {
+  const db = new Database(file, { readonly: true });
+  try {
+    const rows = db.prepare('SELECT sample_id, role, round, problem_id, reward, components FROM rewards WHERE role = ?').all(role) as (Omit<RewardRow, 'components'> & { components: string })[];
+    return new Map(rows.map((r) => [r.sample_id, { ...r, components: JSON.parse(r.components) as Record<string, number> }]));
+  } finally {
+    db.close();
+  }
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-ablate-'));
+  // White-box with TOPVAR: each suite has one target program, whose validity the test reward reads.
+  const config = smallConfig(root, {
+    sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true },
+    selection: { testSamples: 'topvar' },
+  });
+  outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
+  log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
+  first = await ablate({
+    log,
+    dir: path.join(root, 'ablations'),
+    variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')],
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await log?.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('crucible ablate', () => {
+  it('a variant with the recorded settings reproduces the live read models state hashes exactly', async () => {
+    expect(outcome.finished).toBe(true);
+    const same = answered(first.variants.find((v) => v.name === 'same'));
+    const live = await ProjectionRunner.open({ log, readModel: path.join(outcome.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: outcome.runId });
+    try {
+      // Every read model a variant can change (executions and policy versions pass through untouched).
+      expect(Object.keys(same.hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
+      for (const name of Object.keys(same.hashes)) expect({ [name]: same.hashes[name] }).toEqual({ [name]: await live.stateHash(name) });
+    } finally {
+      await live.close();
+    }
+    // The comparison can fail: a variant that changes the rewards has another rewards hash.
+    expect(answered(first.variants.find((v) => v.name === 'a0')).hashes.rewards).not.toBe(same.hashes.rewards);
+    expect(same.rows).toEqual(outcome.rows);
+    expect(first.recorded).toEqual(outcome.rows);
+  });
+
+  it('alpha=0 and alpha=1 give each suite -nonprintable + [valid program] * attack, and * valid ratio', async () => {
+    const recorded = rewardsOf(path.join(outcome.dir, 'views.db'), 'test');
+    const recordedCode = rewardsOf(path.join(outcome.dir, 'views.db'), 'code');
+    const a0 = rewardsOf(answered(first.variants.find((v) => v.name === 'a0')).file, 'test');
+    const a1 = rewardsOf(answered(first.variants.find((v) => v.name === 'a1')).file, 'test');
+    // Each suite's target program, from the log.
+    const target = new Map<string, string>();
+    for await (const e of log.read({}, { types: ['TestsSampled'] })) {
+      const d = e.data as EventData<'TestsSampled'>;
+      target.set(d.suiteId, d.targetSolutionId!);
+    }
+    // Suites where attack and valid ratio differ, so that alpha matters: check a few by hand.
+    const suites = [...recorded.values()].filter((r) => Math.abs(r.components.attack! - r.components.validRatio!) > 0.1).slice(0, 6);
+    expect(suites.length).toBeGreaterThan(2);
+    for (const r of suites) {
+      const c = r.components;
+      const valid = recordedCode.get(target.get(r.sample_id)!)!.components.programValid!;
+      expect(a0.get(r.sample_id)!.reward).toBeCloseTo(-c.nonprintableRatio! + valid * c.attack!, 12);
+      expect(a1.get(r.sample_id)!.reward).toBeCloseTo(-c.nonprintableRatio! + valid * c.validRatio!, 12);
+      // The recorded alpha (0.5) lies half way between.
+      expect(r.reward).toBeCloseTo((a0.get(r.sample_id)!.reward + a1.get(r.sample_id)!.reward) / 2, 12);
+      if (valid === 1) expect(a0.get(r.sample_id)!.reward).not.toBeCloseTo(a1.get(r.sample_id)!.reward, 6);
+    }
+    // What the policies and the clock did is the recorded run's in every variant.
+    const fixed = (rows: RoundRow[]) => rows.map((r) => [r.round, r.exactCorrect, r.exactValid, r.trainedCorrect, r.trainedValid, r.seconds]);
+    for (const v of first.variants) expect(fixed(answered(v).rows)).toEqual(fixed(outcome.rows));
+    // Alpha weighs only the test reward: every code reward is the recorded one.
+    const a0Code = rewardsOf(answered(first.variants.find((v) => v.name === 'a0')).file, 'code');
+    for (const [id, r] of recordedCode) expect(a0Code.get(id)!.reward).toBe(r.reward);
+  });
+
+  it('mistakeBook.enabled=false removes every Mistake Book replay from the rewards', () => {
+    const recorded = [...rewardsOf(path.join(outcome.dir, 'views.db'), 'test').values()];
+    // The recorded run did replay Mistake Book tests (else this test could not fail).
+    expect(recorded.some((r) => r.components.histPass! + r.components.histFail! === 1)).toBe(true);
+    const nobook = answered(first.variants.find((v) => v.name === 'nobook'));
+    const tests = [...rewardsOf(nobook.file, 'test').values()];
+    expect(tests.length).toBe(recorded.length);
+    for (const r of tests) {
+      expect([r.components.histPass, r.components.histFail]).toEqual([0, 0]);
+      expect(r.components.pass).toBe(r.components.genPass);
+    }
+    for (const r of rewardsOf(nobook.file, 'code').values()) expect(r.components.histPass).toBe(0);
+    const db = new Database(nobook.file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT count(*) AS n FROM mistake_book').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+    expect(nobook.rows.every((r) => r.mistakeBook === 0)).toBe(true);
+    // Round 1 has no book yet: its figures are the recorded ones; later rounds differ.
+    expect(nobook.rows[0]).toEqual({ ...outcome.rows[0], mistakeBook: 0 });
+    expect(nobook.rows.some((r, i) => r.codeReward !== outcome.rows[i]!.codeReward || r.testReward !== outcome.rows[i]!.testReward)).toBe(true);
+  });
+
+  it('method=self-play rewards each suite with its program code reward; rewards.std changes advantages only', async () => {
+    const more = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('sp:method=self-play'), spec('pop:rewards.std=population')] });
+    const recordedCode = rewardsOf(path.join(outcome.dir, 'views.db'), 'code');
+    const target = new Map<string, string>();
+    for await (const e of log.read({}, { types: ['TestsSampled'] })) {
+      const d = e.data as EventData<'TestsSampled'>;
+      target.set(d.suiteId, d.targetSolutionId!);
+    }
+    const sp = rewardsOf(answered(more.variants[0]).file, 'test');
+    expect(sp.size).toBeGreaterThan(0);
+    for (const [suite, r] of sp) expect(r.reward).toBe(recordedCode.get(target.get(suite)!)!.reward);
+    const readAdvantages = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return db.prepare("SELECT sample_id, reward, advantage FROM rewards WHERE role = 'code' ORDER BY sample_id").all() as { sample_id: string; reward: number; advantage: number }[];
+      } finally {
+        db.close();
+      }
+    };
+    const recorded = readAdvantages(path.join(outcome.dir, 'views.db'));
+    const pop = readAdvantages(answered(more.variants[1]).file);
+    expect(pop.map((r) => r.reward)).toEqual(recorded.map((r) => r.reward));
+    expect(pop.some((r, i) => Math.abs(r.advantage - recorded[i]!.advantage) > 1e-9)).toBe(true);
+  });
+
+  it('a second call is answered from the variant files without reading the log', async () => {
+    const files = first.variants.map((v) => answered(v).file);
+    const before = files.map((f) => statSync(f).mtimeMs);
+    const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')] });
+    expect(again.eventsRead).toBe(0);
+    expect(again.variants.map((v) => answered(v).fromStore)).toEqual([true, true, true, true]);
+    expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
+    expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
+    // Projected on two threads: the same read models.
+    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2 });
+    expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
+    // Another stop position is another file.
+    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
+    expect(answered(early.variants[0]).fromStore).toBe(false);
+    expect(answered(early.variants[0]).file).not.toBe(answered(first.variants[1]).file);
+  });
+
+  it('refuses a variant the log cannot answer, naming the setting and why', async () => {
+    const refusal = async (s: string) => {
+      const err = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec(s)] }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(VariantRefusedError);
+      return err as VariantRefusedError;
+    };
+    const sampling = await refusal('g4:sampling.groupSize=4');
+    expect(sampling.setting).toBe('sampling.groupSize');
+    expect(sampling.message).toMatch(/^variant g4: sampling\.groupSize: cannot be answered from the log: sampling happens before the Judge/);
+    expect((await refusal('s:seed=9')).reason).toMatch(/the seed drew the recorded samples/);
+    expect((await refusal('l:policies.code.lr=2')).reason).toMatch(/the policies drew the recorded samples/);
+    expect((await refusal('t:tcs.bufferSize=4')).reason).toBe('has no effect on the judgement of a code-a1 run');
+    expect((await refusal('c:method=cure')).reason).toMatch(/cure judges other executions than code-a1/);
+    expect((await refusal('typo:rewards.alpah=0.3')).setting).toBe('rewards.alpah');
+    const range = await refusal('big:rewards.alpha=2');
+    expect(range.setting).toBe('rewards.alpha');
+  });
+
+  it('refuses, mid-way and alone, a variant whose Mistake Book replays tests on programs that never ran them', async () => {
+    // Black-box: a program runs only the replayed tests, so a larger replay asks for pairs the run never executed.
+    const config = smallConfig(root, { name: 'blackbox' });
+    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
+    const bbLog = await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false });
+    try {
+      const result = await ablate({ log: bbLog, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
+      const [wide, narrow] = result.variants;
+      expect(wide?.status).toBe('refused');
+      if (wide?.status !== 'refused') return;
+      expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
+      expect(wide.reason).toMatch(/^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions/);
+      // The other variant of the same read is answered.
+      expect(narrow?.status).toBe('answered');
+    } finally {
+      await bbLog.close();
+    }
+  }, 300_000);
+
+  it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {
+    const out = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'a0:rewards.alpha=0', '--round', '2'], { cwd: repo });
+    const lines = out.stdout.split('\n');
+    expect(lines.some((l) => /^\s+1\s+recorded\s/.test(l))).toBe(true);
+    expect(lines.some((l) => /^\s+2\s+a0\s/.test(l))).toBe(true);
+    expect(lines.some((l) => /^\s+3\s/.test(l))).toBe(false);
+    const refused = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'w:sampling.whiteBox=false'], { cwd: repo }).catch((e: { code: number; stderr: string }) => e);
+    expect((refused as { code: number }).code).toBe(2);
+    expect((refused as { stderr: string }).stderr).toMatch(/variant w: sampling\.whiteBox: cannot be answered from the log/);
+  }, 60_000);
+});

@@ -1,0 +1,118 @@
+/**
+ * The real-model loop on CPU: two gpu-bridge `serve` processes (code and test policies, toy
+ * model) sampled through the openai backend, trained by a gpu-bridge process (GRPO steps on JSONL
+ * batches by reference), each version published as a checkpoint and loaded into its server
+ * before the next round samples. The toy model's answers are noise; the path is what is tested.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { smallConfig } from '../support/small-config.js';
+import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
+import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import { ServedBackend } from '../../src/actors/served-backend.js';
+import { loadDemoProblems } from '../../src/datasets/demo/index.js';
+import type { RunConfig } from '../../src/config/schema.js';
+
+const missing = torchMissing();
+const TOKEN_ENV = 'CRUCIBLE_TEST_SERVE_ADMIN_TOKEN';
+const token = 'serve-admin-token-for-tests';
+let root: string;
+const servers: BridgeServe[] = [];
+let outcome: RunOutcome;
+let runConfig: RunConfig;
+let events: EventEnvelope[];
+const blobs = new Map<string, string>();
+
+describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served by gpu-bridge serve${missing ? ` [skipped: ${missing}]` : ''}`, () => {
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bridge-train-'));
+    process.env[TOKEN_ENV] = token;
+    const [code, test] = await Promise.all([startBridgeServe({ seed: 5, adminToken: token }), startBridgeServe({ seed: 6, adminToken: token })]);
+    servers.push(code!, test!);
+    const base = smallConfig(root);
+    const openai = (s: BridgeServe) => ({ baseUrl: s.baseUrl, model: s.model, maxTokens: 24, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } });
+    const config = parseConfig({
+      ...base,
+      rounds: 2,
+      dataset: { format: 'demo', limit: 2 },
+      sampling: { problemsPerRound: 2, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
+      selection: { testSamples: 'all' },
+      policies: { code: { backend: 'openai', lr: 0.001, openai: openai(code!) }, test: { backend: 'openai', lr: 0.001, openai: openai(test!) } },
+      learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: TOKEN_ENV } } },
+    });
+    runConfig = config;
+    outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
+    const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
+    events = [];
+    for await (const e of log.read()) {
+      events.push(e);
+      const d = e.data as Record<string, unknown>;
+      for (const k of ['promptHash', 'batchHash', 'checkpoint']) if (typeof d[k] === 'string') blobs.set(d[k] as string, await log.blobs.getText(d[k] as string));
+    }
+    await log.close();
+  }, 600_000);
+
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    delete process.env[TOKEN_ENV];
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  const data = (t: string) => events.filter((e) => e.type === t).map((e) => e.data as Record<string, unknown>);
+
+  it('completes both rounds with one applied step per role and round, versions 0 -> 1 -> 2', () => {
+    expect(outcome.finished).toBe(true);
+    const steps = data('TrainingStepCompleted') as { role: string; fromVersion: number; toVersion: number; metrics: Record<string, number> }[];
+    expect(steps.map((s) => `${s.role}:${s.fromVersion}->${s.toVersion}`)).toEqual(['code:0->1', 'test:0->1', 'code:1->2', 'test:1->2']);
+    for (const s of steps) {
+      expect(Number.isFinite(s.metrics.loss)).toBe(true);
+      expect(s.metrics.rows).toBeGreaterThan(0);
+      expect(s.metrics.duplicate).toBe(0);
+    }
+    expect(data('TrainingStepFailed')).toEqual([]);
+  });
+
+  it('names each version by its published checkpoint: a stable directory whose manifest hash is recorded', () => {
+    const published = data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[];
+    expect(published.map((p) => `${p.policy.role}:${p.policy.version}`)).toEqual(['code:0', 'test:0', 'code:1', 'test:1', 'code:2', 'test:2']);
+    for (const p of published) {
+      const params = JSON.parse(blobs.get(p.checkpoint)!) as { version: number; checkpoint: { path: string; sha256: string } };
+      expect(params.version).toBe(p.policy.version);
+      expect(params.checkpoint.path).toBe(path.join(outcome.dir, 'checkpoints', p.policy.role, `v${String(p.policy.version).padStart(6, '0')}`));
+      expect(readFileSync(path.join(params.checkpoint.path, 'STABLE'), 'utf8').trim()).toBe(params.checkpoint.sha256);
+    }
+  });
+
+  it('every sample comes from the version it names: the server was reloaded after each publish', () => {
+    const sampled = data('ModelSampled') as { policy: { version: number }; served: { fingerprint: string } }[];
+    expect(sampled.length).toBe(2 * (2 * 2 + 2 * 2));
+    for (const s of sampled) expect(s.served.fingerprint).toBe(`v${s.policy.version}`);
+    expect(new Set(sampled.map((s) => s.policy.version))).toEqual(new Set([0, 1]));
+  });
+
+  it('trains each sample on the exact prompt it was sampled from', () => {
+    const prompts = new Map((data('ModelSampled') as { sampleId: string; promptHash: string }[]).map((s) => [s.sampleId, blobs.get(s.promptHash)!]));
+    for (const b of data('TrainingBatchFormed') as { batchHash: string; sampleIds: string[] }[]) {
+      const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string });
+      expect(rows.map((r) => r.prompt)).toEqual(b.sampleIds.map((id) => prompts.get(id)));
+    }
+  });
+
+  it('a server started again with other weights is loaded with the named version before it samples', async () => {
+    const fresh = await startBridgeServe({ seed: 9, adminToken: token });
+    servers.push(fresh);
+    const openai = { ...runConfig.policies.code.openai!, baseUrl: fresh.baseUrl };
+    const backend = new ServedBackend({ ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } }, loadDemoProblems(), outcome.dir);
+    const last = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[]).filter((p) => p.policy.role === 'code').at(-1)!;
+    const policy = backend.sampler('code', blobs.get(last.checkpoint)!, last.policy.version);
+    const problem = loadDemoProblems()[0]!;
+    const [g] = await policy.generate({ role: 'code', version: last.policy.version, seed: 1, n: 1, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+    expect(g!.record!.served.fingerprint).toBe(`v${last.policy.version}`);
+    await backend.close();
+  }, 120_000);
+});

@@ -1,0 +1,169 @@
+/**
+ * Actor snapshots on a real run (SQLite log, real sandbox, real python): a run stopped mid-way
+ * and resumed starts every actor from its latest snapshot and folds only the events after it,
+ * ending with the same tables and the same log as an uninterrupted run; a restart from a
+ * snapshot and one from position 0 give identical actor state; a corrupt snapshot is refused
+ * with an error naming it and the actor refolds from the start; another code version's
+ * snapshot is ignored.
+ */
+import { createHash } from 'node:crypto';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
+import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
+import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
+import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { conductor } from '../../src/actors/conductor.js';
+import { solver } from '../../src/actors/solver.js';
+import { adversary } from '../../src/actors/adversary.js';
+import { executor } from '../../src/actors/executor.js';
+import { judge } from '../../src/actors/judge.js';
+import { learner } from '../../src/actors/learner.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
+
+const ACTORS = [conductor, solver, adversary, executor, judge, learner];
+let root: string;
+const cacheDir = () => path.join(root, 'cache');
+const config = () => sharedSmallConfig(root);
+const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
+
+async function eventsOf(dir: string) {
+  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+  const out: unknown[] = [];
+  for await (const e of log.read()) {
+    const data = { ...(e.data as Record<string, unknown>) };
+    delete data.timeMs;
+    delete data.memoryKb;
+    out.push({ type: e.type, stream: e.stream, id: e.id, data });
+  }
+  await log.close();
+  return out;
+}
+
+interface SnapshotRow { actor: string; position: number; hash: string; version: string }
+
+function snapshotRows(dir: string): Map<string, SnapshotRow> {
+  const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
+  const rows = db.prepare('SELECT actor, position, hash, version FROM actor_snapshots').all() as SnapshotRow[];
+  db.close();
+  return new Map(rows.map((r) => [r.actor, r]));
+}
+
+/** Events an actor folds in (after, to], counted in the log file itself. */
+function countFolded(dir: string, actor: (typeof ACTORS)[number], after: number): { count: number; head: number } {
+  const db = new Database(path.join(dir, 'log.db'), { readonly: true });
+  const types = [...eventTypesOf(actor as never)];
+  const head = (db.prepare('SELECT max(position) FROM events').pluck().get() as number) ?? 0;
+  const count = db.prepare(`SELECT count(*) FROM events WHERE position > ? AND type IN (${types.map(() => '?').join(', ')})`).pluck().get(after, ...types) as number;
+  db.close();
+  return { count, head };
+}
+
+let baseline: RunOutcome;
+/** A run stopped in round 2 with snapshots every 40 folded events, copied before each test resumes it. */
+let stoppedDir: string;
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-snapshots-'));
+  baseline = await runExperiment({ config: config(), dir: path.join(root, 'baseline'), cacheDir: cacheDir(), snapshotEvery: 0 });
+  stoppedDir = path.join(root, 'stopped');
+  const stopped = await runExperiment({ config: config(), dir: stoppedDir, cacheDir: cacheDir(), snapshotEvery: 40, stopWhen: (p) => p.round >= 2 && p.events > 0 });
+  expect(stopped.finished).toBe(false);
+}, 300_000);
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function copyOfStopped(name: string): string {
+  const dir = path.join(root, name);
+  cpSync(stoppedDir, dir, { recursive: true });
+  return dir;
+}
+
+describe('actor snapshots', () => {
+  it('a resumed run starts each actor from its snapshot, folds only what came after, and ends as an uninterrupted run', async () => {
+    const dir = copyOfStopped('resume');
+    const rows = snapshotRows(dir);
+    expect([...rows.keys()].sort()).toEqual(ACTORS.map((a) => a.name).sort());
+    const expected = new Map(ACTORS.map((a) => [a.name, countFolded(dir, a, rows.get(a.name)!.position)]));
+    const reports: RestartReport[] = [];
+    const resumed = await runExperiment({ config: config(), dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
+
+    expect(reports.map((r) => r.actor).sort()).toEqual(ACTORS.map((a) => a.name).sort());
+    for (const r of reports) {
+      const row = rows.get(r.actor)!;
+      const { count, head } = expected.get(r.actor)!;
+      expect(r.snapshot, r.actor).toBe('used');
+      expect(r.from, r.actor).toBe(row.position);
+      expect(r.to, r.actor).toBe(head);
+      // Exactly the events of its types after the snapshot: none before it is folded again.
+      expect(r.eventsFolded, r.actor).toBe(count);
+    }
+    const judgeAll = countFolded(dir, judge, 0).count;
+    expect(reports.find((r) => r.actor === 'judge')!.eventsFolded).toBeLessThan(judgeAll);
+
+    expect(resumed.finished).toBe(true);
+    expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+    // Snapshots live beside the log, never in it.
+    expect(await eventsOf(dir)).toEqual(await eventsOf(baseline.dir));
+  }, 300_000);
+
+  it('a restart from a snapshot and a restart from position 0 give identical actor state', async () => {
+    const dir = copyOfStopped('same-state');
+    const runId = runIdOf(config());
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(path.join(dir, 'snapshots.db'), runId);
+    try {
+      const reports: RestartReport[] = [];
+      // Starting runs no effect, so no environment is needed.
+      const fromSnapshot = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      await fromSnapshot.start();
+      const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
+      await fromZero.start();
+      expect(reports.every((r) => r.snapshot === 'used' && r.from > 0)).toBe(true);
+      expect(fromSnapshot.position).toBe(fromZero.position);
+      for (const a of ACTORS) {
+        const state = fromSnapshot.persistedStateOf(a.name);
+        expect(state, a.name).not.toBeNull();
+        expect(JSON.parse(JSON.stringify(state)), a.name).toEqual(JSON.parse(JSON.stringify(fromZero.persistedStateOf(a.name))));
+      }
+    } finally {
+      table.close();
+      await log.close();
+    }
+  }, 120_000);
+
+  it('a corrupt snapshot is refused with an error naming it, and another version\'s is ignored: both refold from the start', async () => {
+    const dir = copyOfStopped('corrupt');
+    const rows = snapshotRows(dir);
+    const judgeHash = rows.get('judge')!.hash;
+    const snapDb = new Database(path.join(dir, 'snapshots.db'));
+    // One flipped letter inside the Judge's state: still JSON, still a snapshot, wrong content.
+    const flipped = snapDb.prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE actor = 'judge'").run();
+    expect(flipped.changes).toBe(1);
+    const body = snapDb.prepare("SELECT body FROM actor_snapshots WHERE actor = 'judge'").pluck().get() as Buffer;
+    expect(createHash('sha256').update(body).digest('hex')).not.toBe(judgeHash);
+    snapDb.prepare("UPDATE actor_snapshots SET version = '1/0.0.1/1/000000000000' WHERE actor = 'executor'").run();
+    snapDb.close();
+
+    const reports: RestartReport[] = [];
+    const resumed = await runExperiment({ config: config(), dir, cacheDir: cacheDir(), snapshotEvery: 0, onRestart: (r) => reports.push(r) });
+    const byActor = new Map(reports.map((r) => [r.actor, r]));
+    const judged = byActor.get('judge')!;
+    expect(judged.snapshot).toBe('refused');
+    expect(judged.refused?.message).toMatch(new RegExp(`^snapshot of actor judge at position ${rows.get('judge')!.position} \\(sha256 ${judgeHash.slice(0, 12)}\\) refused: its body is corrupt`));
+    expect(judged.refused?.message).toMatch(/judge refolds the log from the start/);
+    expect(judged.from).toBe(0);
+    expect(judged.eventsFolded).toBe(countFolded(dir, judge, 0).count - countFolded(dir, judge, judged.to).count);
+    const executed = byActor.get('executor')!;
+    expect(executed.snapshot).toBe('ignored');
+    expect(executed.from).toBe(0);
+    for (const name of ['conductor', 'solver', 'adversary', 'learner']) expect(byActor.get(name)!.snapshot, name).toBe('used');
+
+    expect(resumed.finished).toBe(true);
+    expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+  }, 300_000);
+});
