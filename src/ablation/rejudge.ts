@@ -202,9 +202,12 @@ export class VariantJudge {
     })();
     if (same) return e;
     this.#replanned.set(d.requestId, want);
-    // Pairs this request executed in the run stay its own; the others are answered from earlier records.
-    const executed = new Set(requestPairs(d).map(pairKey));
-    const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(want.filter((x) => executed.has(pairKey(x))), want.filter((x) => !executed.has(pairKey(x)))) }, {}).data;
+    // Pairs this request executed in the run stay its own, in their recorded order (the recorded
+    // results name them by position); the others are answered from earlier records. What the
+    // variant's judgement reads is `want` (see #verdicts).
+    const executed = requestPairs(d);
+    const executedKeys = new Set(executed.map(pairKey));
+    const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
     return { ...e, id: `${e.id}/${this.variant.name}`, data };
   }
 
@@ -261,6 +264,7 @@ export class VariantJudge {
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
+      tcsBuffer: ctx.tcsBuffers[p.problemId] ?? [],
     });
   }
 }
