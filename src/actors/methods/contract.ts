@@ -33,7 +33,7 @@ export interface PlanArgs {
   book: MistakeBookState;
   evolved?: EvolvedState | null;
   /** TCS: the problem's buffer as it stood before this round (the round is not in it yet). */
-  tcsBuffer?: readonly TcsBufferedSuite[];
+  tcsBuffer: readonly TcsBufferedSuite[];
   /** Leaves out of a request the pairs already recorded or planned (a pair runs once a run). */
   split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }
@@ -51,7 +51,7 @@ export interface JudgeArgs {
   stage: 1 | 2;
   evolved?: EvolvedState | null;
   /** TCS: the problem's buffer after this round's TestsJudged (the round's suites included). */
-  tcsBuffer?: readonly TcsBufferedSuite[];
+  tcsBuffer: readonly TcsBufferedSuite[];
 }
 
 export interface MethodJudgement {
