@@ -1,0 +1,151 @@
+/**
+ * A run of Code-A1's shape (per step: problems x 8 programs x 8 suites x 8 tests) through the
+ * real actors, SQLite log and read models, for as many steps as `--fraction` of a 15M-result
+ * run. Verdicts come from InstantVerdictsForBenchmark (a seeded stand-in sandbox: a hash of
+ * program and test, no process started); programs and tests from the catalog policy over the
+ * bundled demo set, which is seeded and offline and holds 24 problems, so a step here has 24
+ * problems where Code-A1 has 256 (figures are per result, and steps are counted so the result
+ * total is the asked fraction).
+ *
+ * Figures, each beside a baseline measured in the same run on the same rows:
+ *  - log bytes per execution result (the log file over the run's results);
+ *  - append results/s of the whole actor loop, against raw inserts of the same event bytes
+ *    into a plain SQLite table at the same durability;
+ *  - replay results/s into all run read models, against a raw SELECT + JSON.parse of the
+ *    same rows;
+ *  - Judge restart at the end, from its snapshot and from position 0.
+ *
+ *   npm run bench -- scale [--fraction 0.1]
+ */
+import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import Database from 'better-sqlite3';
+import { parseConfig } from '../src/config/load.js';
+import { CRUCIBLE_VERSION, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
+import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
+import { judge } from '../src/actors/judge.js';
+import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { ProjectionRunner } from '../src/projections/runner.js';
+import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
+import { InstantVerdictsForBenchmark } from './orchestration.js';
+
+const FULL_RUN_RESULTS = 15_000_000;
+const PROGRAMS = 8;
+const SUITES = 8;
+const TESTS = 8;
+const DEMO_PROBLEMS = 24;
+
+function fraction(args: string[]): number {
+  const i = args.indexOf('--fraction');
+  if (i < 0) return 0.1;
+  const f = Number(args[i + 1]);
+  if (!Number.isFinite(f) || f <= 0 || f > 1) throw new Error(`--fraction needs a number in (0, 1], got "${args[i + 1] ?? ''}"`);
+  return f;
+}
+
+const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
+
+export async function runBench(args: string[]): Promise<void> {
+  const f = fraction(args);
+  const perStep = DEMO_PROBLEMS * PROGRAMS * SUITES * TESTS;
+  const steps = Math.max(1, Math.round((f * FULL_RUN_RESULTS) / perStep));
+  const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
+  try {
+    const config = parseConfig({
+      name: 'bench-scale',
+      seed: 1,
+      rounds: steps,
+      dir: root,
+      log: { synchronous: 'full' },
+      dataset: { format: 'demo', limit: DEMO_PROBLEMS },
+      sampling: { problemsPerRound: DEMO_PROBLEMS, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
+      selection: { testSamples: 'all' },
+    });
+    // The candidate catalog (AST mutants, via python) is built outside the measured run.
+    const cacheDir = path.join(os.tmpdir(), 'crucible-bench-catalog');
+    await runExperiment({ config: parseConfig({ ...config, rounds: 1, name: 'bench-scale-warmup' }), cacheDir, sandbox: new InstantVerdictsForBenchmark() });
+
+    const t0 = performance.now();
+    const outcome = await runExperiment({ config, cacheDir, sandbox: new InstantVerdictsForBenchmark() });
+    const runSeconds = (performance.now() - t0) / 1000;
+    const logPath = path.join(outcome.dir, LOG_FILE);
+    const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
+
+    // The stored rows, as the log holds them.
+    const db = new Database(logPath, { readonly: true });
+    const rows = db.prepare('SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum FROM events ORDER BY position').raw().all() as unknown[][];
+    db.close();
+    let results = 0;
+    let dataBytes = 0;
+    for (const r of rows) {
+      const data = r[10] as string;
+      dataBytes += Buffer.byteLength(data);
+      if (r[4] === 'ProgramExecuted') results += (JSON.parse(data) as { pairs: unknown[] }).pairs.length;
+      else if (r[4] === 'ExecutionCompleted') results += 1;
+    }
+    if (results === 0) throw new Error('the run recorded no execution results');
+
+    // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL).
+    const rawPath = path.join(root, 'raw.db');
+    const raw = new Database(rawPath);
+    raw.pragma('journal_mode = WAL');
+    raw.pragma('synchronous = FULL');
+    raw.exec('CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT, commit_id TEXT, stream TEXT, type TEXT, v INTEGER, run_id TEXT, causation_id TEXT, correlation_id TEXT, at TEXT, data TEXT, sum TEXT)');
+    const ins = raw.prepare('INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
+    const insertMany = raw.transaction((batch: unknown[][]) => {
+      for (const r of batch) ins.run(...r);
+    });
+    const tRaw = performance.now();
+    for (let at = 0; at < rows.length; at += 64) insertMany(rows.slice(at, at + 64));
+    const rawAppendSeconds = (performance.now() - tRaw) / 1000;
+    raw.close();
+
+    // Replay into every run read model, from position 0 into a fresh file.
+    const log = await openSqliteLog(logPath, { create: false });
+    const tReplay = performance.now();
+    const views = await ProjectionRunner.replayInto(path.join(root, 'replayed-views.db'), { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
+    const replaySeconds = (performance.now() - tReplay) / 1000;
+    await views.close();
+
+    // Baseline: SELECT the same rows and JSON.parse each one's data.
+    const ro = new Database(logPath, { readonly: true });
+    const tRead = performance.now();
+    let parsed = 0;
+    for (const r of ro.prepare('SELECT position, type, data, sum FROM events ORDER BY position').raw().iterate() as Iterable<unknown[]>) {
+      if (JSON.parse(r[2] as string) !== null) parsed++;
+    }
+    const rawReadSeconds = (performance.now() - tRead) / 1000;
+    ro.close();
+
+    // Judge restart at the end: from its snapshot, and from position 0 (baseline).
+    const table = new SqliteSnapshotTable(path.join(outcome.dir, SNAPSHOTS_FILE), outcome.runId);
+    const restart = async (withSnapshots: boolean) => {
+      const got: RestartReport[] = [];
+      const runtime = new ActorRuntime(log, outcome.runId, null as never, [judge] as never, {
+        ...(withSnapshots ? { snapshots: { table, every: 0, codeVersion: CRUCIBLE_VERSION } } : {}),
+        onRestart: (r) => got.push(r),
+      });
+      const t = performance.now();
+      await runtime.start();
+      return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0) };
+    };
+    const fromSnapshot = await restart(true);
+    const fromZero = await restart(false);
+    table.close();
+    await log.close();
+
+    const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
+    const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
+    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${DEMO_PROBLEMS} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
+    console.log(`  ${rows.length} events, ${results} execution results (stand-in sandbox InstantVerdictsForBenchmark; seeded catalog policy); run ${runSeconds.toFixed(1)} s`);
+    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
+    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s`);
+    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw`);
+    console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
