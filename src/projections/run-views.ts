@@ -3,7 +3,7 @@
  * log by `crucible replay`. Each is a pure function of events; `replay --verify` compares their
  * state hashes with the live ones.
  */
-import { requestPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
+import { requestPairs, type EventData } from '../events/catalog.js';
 import { del, put } from './readmodel.js';
 import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
@@ -108,24 +108,30 @@ export const rewardsProjection: RowProjection = {
 };
 
 /** The execution matrix as recorded: one verdict per (request, program, test). Compact
- * results name their request's pairs by position, so each request's pairs are kept beside. */
+ * results name their request's pairs by position, so each request's pair lists are kept
+ * beside in their stored form (each program and test once, pairs as index pairs): a program's
+ * event then reads and parses a few kilobytes, not every pair of the request spelled out. */
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  version: 2,
+  version: 3,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     executions: {
       columns: { request_id: 'text', program_id: 'text', test_id: 'text', program_hash: 'text', test_hash: 'text', verdict: 'text', cached: 'boolean' },
       key: ['request_id', 'program_id', 'test_id'],
     },
-    execution_requests: { columns: { request_id: 'text', purpose: 'text', pairs: 'json' }, key: ['request_id'] },
+    execution_requests: { columns: { request_id: 'text', purpose: 'text', body: 'json' }, key: ['request_id'] },
   },
   apply: (e, view) => {
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, pairs: requestPairs(d) })];
+      const body: StoredRequestBody = { programs: d.programs, tests: d.tests, pairs: d.pairs };
+      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body })];
     }
-    const results = pairResultsOf(e, (id) => view.get('execution_requests', { request_id: id })?.pairs as ExecutionPair[] | undefined);
+    const results = pairResultsOf(e, (id) => {
+      const body = view.get('execution_requests', { request_id: id })?.body as StoredRequestBody | undefined;
+      return body && requestPairs({ ...body, reused: [] });
+    });
     return results.map((d) =>
       put('executions', {
         request_id: d.requestId,
@@ -139,6 +145,9 @@ export const executionsProjection: RowProjection = {
     );
   },
 };
+
+/** What execution_requests keeps of a request: the lists its results name by position. */
+type StoredRequestBody = Pick<EventData<'ExecutionRequested'>, 'programs' | 'tests' | 'pairs'>;
 
 /** Policy versions and the checkpoints that hold them. */
 export const policyVersionsProjection: RowProjection = {
