@@ -165,13 +165,23 @@ export class Table {
 
   /** Writes a complete row (JS values), inserting or replacing. */
   upsert(row: Row): void {
+    this.upsertEncoded(this.encodeRow(row));
+  }
+
+  /** A complete row's values bound for its columns, in column order. */
+  encodeRow(row: Row): unknown[] {
+    return this.columns.map((c) => this.encode(c.name, row[c.name]));
+  }
+
+  /** Writes a complete row already encoded (as `encodeRow` returns it), inserting or replacing. */
+  upsertEncoded(values: readonly unknown[]): void {
     const stmt = this.statement('upsert', () => {
       const cols = this.columns.map((c) => c.name);
       const set = cols.filter((c) => !this.key.includes(c));
       const conflict = set.length ? `DO UPDATE SET ${set.map((c) => `${c} = excluded.${c}`).join(', ')}` : 'DO NOTHING';
       return `INSERT INTO ${this.name} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (${this.key.join(', ')}) ${conflict}`;
     });
-    stmt.run(...this.columns.map((c) => this.encode(c.name, row[c.name])));
+    stmt.run(...values);
   }
 
   /** Deletes by key values already encoded (as `keyValues` returns them). */
@@ -201,6 +211,16 @@ export class Table {
  */
 export class BatchWriter {
   readonly #rows = new Map<Table, Map<string, Row | null>>();
+  /** A put row's values as encoded when it was checked, so the flush does not encode them
+   * again (a JSON column costs a canonical serialization each time); dropped when the row
+   * changes after the put. */
+  readonly #encoded = new Map<Table, Map<string, unknown[]>>();
+
+  #encodedOf(t: Table): Map<string, unknown[]> {
+    let m = this.#encoded.get(t);
+    if (!m) this.#encoded.set(t, (m = new Map()));
+    return m;
+  }
 
   #slot(t: Table): Map<string, Row | null> {
     let m = this.#rows.get(t);
@@ -237,19 +257,23 @@ export class BatchWriter {
     switch (w.op) {
       case 'put': {
         const k = this.#keyOf(t, w.row);
-        for (const c of Object.keys(w.row)) t.encode(c, w.row[c]);
+        // A column the table lacks is refused with encode's message.
+        for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
         const row: Row = {};
         for (const c of t.columns) {
           const v = w.row[c.name];
           if (v === undefined && !c.nullable) throw new ReadModelError(`put on "${t.name}" lacks column "${c.name}"`);
           row[c.name] = v ?? null;
         }
+        const encoded = t.encodeRow(row);
         this.#slot(t).set(k, row);
+        this.#encodedOf(t).set(k, encoded);
         return;
       }
       case 'merge': {
         const k = this.#keyOf(t, w.row);
         for (const c in w.row) t.encode(c, w.row[c]);
+        this.#encoded.get(t)?.delete(k);
         // Rows in the batch are owned by it (get() hands out copies): update in place.
         const m = this.#slot(t);
         let row = this.#current(t, w.row, k);
@@ -261,6 +285,7 @@ export class BatchWriter {
       }
       case 'add': {
         const k = this.#keyOf(t, w.key);
+        this.#encoded.get(t)?.delete(k);
         const m = this.#slot(t);
         let row = this.#current(t, w.key, k);
         const created = !row;
@@ -277,9 +302,12 @@ export class BatchWriter {
         if (created) this.#complete(t, row, 'add');
         return;
       }
-      case 'delete':
-        this.#slot(t).set(this.#keyOf(t, w.key), null);
+      case 'delete': {
+        const k = this.#keyOf(t, w.key);
+        this.#encoded.get(t)?.delete(k);
+        this.#slot(t).set(k, null);
         return;
+      }
       default:
         throw new ReadModelError(`unknown row write ${JSON.stringify(w)}`);
     }
@@ -294,10 +322,17 @@ export class BatchWriter {
   /** Writes every touched row (inside the caller's transaction). */
   flush(): void {
     for (const [t, rows] of this.#rows) {
-      for (const row of rows.values()) if (row) t.upsert(row);
+      const encoded = this.#encoded.get(t);
+      for (const [k, row] of rows) {
+        if (!row) continue;
+        const values = encoded?.get(k);
+        if (values) t.upsertEncoded(values);
+        else t.upsert(row);
+      }
       for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
     }
     this.#rows.clear();
+    this.#encoded.clear();
   }
 }
 
