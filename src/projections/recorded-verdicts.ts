@@ -7,8 +7,8 @@
  * `expandResults` turn per-pair results into the compact event and back.
  *
  * Pure and immutable: `observeVerdicts` returns a new state and never touches the old one. The
- * by-pair memory is sharded by the test hash's first two hex digits so an update copies one
- * small shard rather than every verdict of the problem.
+ * by-pair memory is kept per program so a program's results copy that program's verdicts
+ * rather than every verdict of the problem.
  */
 import type { EventEnvelope } from '../events/envelope.js';
 import { requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
@@ -119,8 +119,9 @@ export interface RecordedVerdicts {
   awaiting: Sharded<{ pairs: Pair[]; left: number }>;
   /** Requests whose verdicts are collected, until `forgetRequests`. */
   open: Sharded<OpenRequest>;
-  /** problemId -> shard -> "programHash:testHash" -> the last recorded verdict that is not a
-   * sandbox error (a sandbox error is the sandbox's failure: such a pair is executed again). */
+  /** problemId -> programHash -> testHash -> the last recorded verdict that is not a sandbox
+   * error (a sandbox error is the sandbox's failure: such a pair is executed again). A
+   * program's results (one ProgramExecuted) copy that program's verdicts only. */
   byPair: Record<string, Record<string, Record<string, Verdict>>>;
   /** problemId -> programHash -> what the recorded executions tell of the program's module body. */
   loads: Record<string, Record<string, ModuleLoad>>;
@@ -140,7 +141,11 @@ function setIn<V>(m: Sharded<V>, id: string, value: V | undefined): Sharded<V> {
   const shard = { ...(m[k] ?? {}) };
   if (value === undefined) delete shard[id];
   else shard[id] = value;
-  return { ...m, [k]: shard };
+  const next = { ...m, [k]: shard };
+  // An emptied shard goes: maps of requests in flight stay as small as the work in flight.
+  for (const _ in shard) return next;
+  delete next[k];
+  return next;
 }
 
 export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {}, loads: {} });
@@ -148,11 +153,9 @@ export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, a
 /** The event types `observeVerdicts` reads. */
 export const VERDICT_EVENT_TYPES = ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'] as const;
 
-const shardOf = (testHash: string) => testHash.slice(0, 2);
-const pairKey = (programHash: string, testHash: string) => `${programHash}:${testHash}`;
 
 function lookup(state: RecordedVerdicts, problemId: string, programHash: string, testHash: string): Verdict | undefined {
-  return state.byPair[problemId]?.[shardOf(testHash)]?.[pairKey(programHash, testHash)];
+  return state.byPair[problemId]?.[programHash]?.[testHash];
 }
 
 /**
@@ -203,12 +206,11 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
     const problem = { ...(next.byPair[problemId] ?? {}) };
     const copied = new Set<string>();
     for (const d of kept) {
-      const shard = shardOf(d.testHash);
-      if (!copied.has(shard)) {
-        problem[shard] = { ...(problem[shard] ?? {}) };
-        copied.add(shard);
+      if (!copied.has(d.programHash)) {
+        problem[d.programHash] = { ...(problem[d.programHash] ?? {}) };
+        copied.add(d.programHash);
       }
-      problem[shard]![pairKey(d.programHash, d.testHash)] = d.verdict;
+      problem[d.programHash]![d.testHash] = d.verdict;
     }
     next = { ...next, byPair: { ...next.byPair, [problemId]: problem } };
   }

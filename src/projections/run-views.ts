@@ -169,7 +169,8 @@ export const policyVersionsProjection: RowProjection = {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
-  version: 4,
+  // 5: the recorded verdicts in its state are kept per program hash (recorded-verdicts.ts).
+  version: 5,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,
