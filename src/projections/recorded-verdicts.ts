@@ -127,25 +127,38 @@ export interface RecordedVerdicts {
   loads: Record<string, Record<string, ModuleLoad>>;
 }
 
-/** shard -> requestId -> value. */
-export type Sharded<V> = Record<string, Record<string, V>>;
+/** shard -> sub-shard -> requestId -> value: an update copies 16 + 16 keys and one small
+ * sub-shard, however many requests the run has seen. */
+export type Sharded<V> = Record<string, Record<string, Record<string, V>>>;
 
-function shardOfId(id: string): string {
+function shardOfId(id: string): number {
   let h = 0;
   for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) & 0xff;
-  return h.toString(16);
+  return h;
 }
-const getIn = <V>(m: Sharded<V>, id: string): V | undefined => m[shardOfId(id)]?.[id];
+const HEX = '0123456789abcdef';
+const getIn = <V>(m: Sharded<V>, id: string): V | undefined => {
+  const h = shardOfId(id);
+  return m[HEX[h >> 4]!]?.[HEX[h & 15]!]?.[id];
+};
 function setIn<V>(m: Sharded<V>, id: string, value: V | undefined): Sharded<V> {
-  const k = shardOfId(id);
-  const shard = { ...(m[k] ?? {}) };
+  const h = shardOfId(id);
+  const hi = HEX[h >> 4]!;
+  const lo = HEX[h & 15]!;
+  const outer = { ...(m[hi] ?? {}) };
+  const shard = { ...(outer[lo] ?? {}) };
   if (value === undefined) delete shard[id];
   else shard[id] = value;
-  const next = { ...m, [k]: shard };
-  // An emptied shard goes: maps of requests in flight stay as small as the work in flight.
-  for (const _ in shard) return next;
-  delete next[k];
+  outer[lo] = shard;
+  // Emptied shards go: maps of requests in flight stay as small as the work in flight.
+  if (isEmpty(shard)) delete outer[lo];
+  const next = { ...m, [hi]: outer };
+  if (isEmpty(outer)) delete next[hi];
   return next;
+}
+function isEmpty(o: object): boolean {
+  for (const _ in o) return false;
+  return true;
 }
 
 export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, awaiting: {}, open: {}, byPair: {}, loads: {} });

@@ -120,17 +120,18 @@ export const executionsProjection: RowProjection = {
       columns: { request_id: 'text', program_id: 'text', test_id: 'text', program_hash: 'text', test_hash: 'text', verdict: 'text', cached: 'boolean' },
       key: ['request_id', 'program_id', 'test_id'],
     },
-    execution_requests: { columns: { request_id: 'text', purpose: 'text', body: 'json' }, key: ['request_id'] },
+    // body: the lists as JSON text in a fixed order (see storedBody): canonical JSON would
+    // re-sort some kilobytes per request, more than the rest of the projection costs.
+    execution_requests: { columns: { request_id: 'text', purpose: 'text', body: 'text' }, key: ['request_id'] },
   },
   apply: (e, view) => {
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      const body: StoredRequestBody = { programs: d.programs, tests: d.tests, pairs: d.pairs };
-      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body })];
+      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body: storedBody(d) })];
     }
     const results = pairResultsOf(e, (id) => {
-      const body = view.get('execution_requests', { request_id: id })?.body as StoredRequestBody | undefined;
-      return body && requestPairs({ ...body, reused: [] });
+      const text = view.get('execution_requests', { request_id: id })?.body as string | undefined;
+      return text === undefined ? undefined : pairsOfStoredBody(text);
     });
     return results.map((d) =>
       put('executions', {
@@ -146,8 +147,25 @@ export const executionsProjection: RowProjection = {
   },
 };
 
-/** What execution_requests keeps of a request: the lists its results name by position. */
-type StoredRequestBody = Pick<EventData<'ExecutionRequested'>, 'programs' | 'tests' | 'pairs'>;
+/** What execution_requests keeps of a request: the lists its results name by position, as
+ * [id, hash] pairs so the text does not depend on the key order of the event data. */
+function storedBody(d: EventData<'ExecutionRequested'>): string {
+  return JSON.stringify({
+    programs: d.programs.map((p) => [p.programId, p.programHash]),
+    tests: d.tests.map((t) => [t.testId, t.testHash]),
+    pairs: d.pairs,
+  });
+}
+
+function pairsOfStoredBody(text: string) {
+  const b = JSON.parse(text) as { programs: [string, string][]; tests: [string, string][]; pairs: number[] };
+  return requestPairs({
+    programs: b.programs.map(([programId, programHash]) => ({ programId, programHash })),
+    tests: b.tests.map(([testId, testHash]) => ({ testId, testHash })),
+    pairs: b.pairs,
+    reused: [],
+  });
+}
 
 /** Policy versions and the checkpoints that hold them. */
 export const policyVersionsProjection: RowProjection = {
