@@ -4,8 +4,10 @@
  * run. Verdicts come from InstantVerdictsForBenchmark (a seeded stand-in sandbox: a hash of
  * program and test, no process started); programs and tests from the catalog policy over the
  * bundled demo set, which is seeded and offline and holds 24 problems, so a step here has 24
- * problems where Code-A1 has 256 (figures are per result, and steps are counted so the result
- * total is the asked fraction).
+ * problems where Code-A1 has 256. Steps are counted from the pairs a step asks for; the catalog
+ * draws from a fixed set of candidates, so after the first step most pairs are answered from
+ * recorded verdicts rather than executed (both counts are printed), and per-result figures
+ * are over executed results.
  *
  * Figures, each beside a baseline measured in the same run on the same rows:
  *  - log bytes per execution result (the log file over the run's results);
