@@ -5,6 +5,7 @@
  * log); the trainer only applies them.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { LearnerTrainer, RunEnv } from './env.js';
@@ -29,6 +30,22 @@ interface SampleRef {
   /** The round that drew it and the policy version it was drawn from (the off-policy bound). */
   round: number;
   version: number;
+  /** Model samples: the blob of the sampled token ids and their log-probs, when recorded. */
+  tokensHash?: string | null;
+}
+
+/** A ModelSampled tokens blob, as written from the server's answer. */
+const SampledTokens = z.object({ tokenIds: z.array(z.int().nonnegative()).nullable(), tokenLogprobs: z.array(z.number()).nullable() });
+
+/** The sampled completion's tokens with their sampling log-probs, when the server returned
+ * both, one log-prob per token, each a finite log-probability; else undefined (trained as text). */
+export function sampledTokens(blob: string): TrainSample['sampled'] {
+  const parsed = SampledTokens.safeParse(JSON.parse(blob));
+  if (!parsed.success) return undefined;
+  const { tokenIds, tokenLogprobs } = parsed.data;
+  if (!tokenIds || !tokenLogprobs || tokenIds.length === 0 || tokenIds.length !== tokenLogprobs.length) return undefined;
+  if (!tokenLogprobs.every((x) => Number.isFinite(x) && x <= 0)) return undefined;
+  return { tokenIds, logprobs: tokenLogprobs };
 }
 
 interface RoundWork {
@@ -106,7 +123,7 @@ export const learnerMachine = setup({
         // The event names the sample, not its problem: find the problem that holds it.
         const ref = Object.values(context.samples).find((bySample) => d.sampleId in bySample)?.[d.sampleId];
         if (!ref) return {};
-        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash }) };
+        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash, tokensHash: d.tokensHash }) };
       }),
     },
     RewardsAssigned: {
@@ -240,12 +257,14 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
             dropped.push({ sampleId: item.sampleId, version: ref.version });
             continue;
           }
+          const sampled = ref.tokensHash ? sampledTokens(await env.blobs.getText(ref.tokensHash)) : undefined;
           samples.push({
             prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,
             choiceKey: ref.choiceKey,
+            ...(sampled ? { sampled } : {}),
           });
           sampleIds.push(item.sampleId);
           size++;

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf } from '../../src/actors/run.js';
-import { learnerPending, tooStale } from '../../src/actors/learner.js';
+import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
 import { buildProgram } from '../../src/cli/main.js';
@@ -143,6 +143,17 @@ describe('learner.maxStaleness', () => {
     expect(code).toBe(0);
     expect((JSON.parse(out) as { verified: boolean }).verified).toBe(true);
   }, 300_000);
+
+  it('reads a sample\'s tokens blob as old log-probs only when both lists are there, one log-prob per token', () => {
+    expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: [-0.1, -2] }))).toEqual({ tokenIds: [3, 4], logprobs: [-0.1, -2] });
+    expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: null }))).toBeUndefined();
+    expect(sampledTokens(JSON.stringify({ tokenIds: null, tokenLogprobs: [-0.1] }))).toBeUndefined();
+    expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: [-0.1] }))).toBeUndefined();
+    expect(sampledTokens(JSON.stringify({ tokenIds: [], tokenLogprobs: [] }))).toBeUndefined();
+    // A -inf log-prob is written as null by JSON; a positive one is no log-probability.
+    expect(sampledTokens(JSON.stringify({ tokenIds: [3], tokenLogprobs: [-Infinity] }))).toBeUndefined();
+    expect(sampledTokens(JSON.stringify({ tokenIds: [3], tokenLogprobs: [0.2] }))).toBeUndefined();
+  });
 
   it('upcasts TrainingBatchFormed v1 (no bound) to v2: no bound, nothing dropped', () => {
     const v1 = {

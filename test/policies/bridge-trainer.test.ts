@@ -61,8 +61,20 @@ describe('batchRows', () => {
     expect(batchRows({ ...req, algorithm: 'kto' }).rows[0]).toMatchObject({ label: true });
     expect(batchRows({ ...req, algorithm: 'sft' }).rows[0]).not.toHaveProperty('advantage');
     const empty = { ...req, samples: req.samples.map((s) => ({ ...s, response: '' })) };
-    expect(batchRows(empty)).toEqual({ rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true });
+    expect(batchRows(empty)).toEqual({ rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true, oldLogprobRows: 0 });
     expect(() => batchRows({ ...empty, algorithm: 'kto' })).toThrow(/no sample with text/);
+  });
+
+  it('a sample with its sampled tokens trains them under GRPO with their log-probs as old_logprobs; KTO and SFT train the text', () => {
+    const req = request();
+    const sampled = { tokenIds: [5, 9, 2], logprobs: [-0.5, -1.25, -0.01] };
+    const withTokens = { ...req, samples: req.samples.map((s, i) => (i === 0 ? { ...s, sampled } : s)) };
+    const grpo = batchRows(withTokens);
+    expect(grpo.rows[0]).toEqual({ prompt: req.samples[0]!.prompt, completion_ids: [5, 9, 2], old_logprobs: [-0.5, -1.25, -0.01], advantage: 1 });
+    expect(grpo.rows[1]).toHaveProperty('completion');
+    expect(grpo.oldLogprobRows).toBe(1);
+    expect(batchRows({ ...withTokens, algorithm: 'kto' }).rows[0]).toMatchObject({ completion: req.samples[0]!.response, label: true });
+    expect(batchRows({ ...withTokens, algorithm: 'sft' }).rows[0]).not.toHaveProperty('old_logprobs');
   });
 });
 
