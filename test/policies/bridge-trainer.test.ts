@@ -104,6 +104,23 @@ describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [s
     expect(readFileSync(path.join(root, 'killed-batches', 'run_round_1_code.jsonl'), 'utf8').trim().split('\n')).toHaveLength(16);
   }, 300_000);
 
+  it('old log-probs reach the GRPO ratio: the same sampled tokens, recorded as far likelier than the model finds them, give ratio < 1', async () => {
+    // Bytes of the completion as sampled (the toy tokenizer is byte-level).
+    const tokenIds = [...Buffer.from('return a + b')];
+    const step = async (name: string, logprob: number) => {
+      const req = request();
+      const samples = req.samples.map((s) => ({ ...s, sampled: { tokenIds, logprobs: tokenIds.map(() => logprob) } }));
+      const trainer = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, name), batchDir: path.join(root, `${name}-batches`), reload: null }, fresh);
+      return (await trainer.trainStep({ ...req, samples })).metrics;
+    };
+    const likelier = await step('old-likelier', -0.01);
+    expect(likelier.oldLogprobRows).toBe(16);
+    // A random byte-level model gives each byte about log(1/259) = -5.56: far below -0.01.
+    expect(likelier.ratio_mean!).toBeLessThan(0.1);
+    const near = await step('old-near', -5.6);
+    expect(near.ratio_mean!).toBeGreaterThan(likelier.ratio_mean! * 10);
+  }, 300_000);
+
   it('a step for a version already passed is refused before it reaches the bridge', async () => {
     const trainer = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, 'dup'), batchDir: path.join(root, 'dup-batches'), reload: null }, fresh);
     await trainer.trainStep(request());
