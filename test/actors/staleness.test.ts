@@ -144,6 +144,21 @@ describe('learner.maxStaleness', () => {
     expect((JSON.parse(out) as { verified: boolean }).verified).toBe(true);
   }, 300_000);
 
+  it('a run that trains each round before the next drops nothing: the default (0) and 3 give the same tables', async () => {
+    const run = async (k: number) => {
+      const c = smallConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
+      const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: path.join(root, 'cache') });
+      const batches = (await eventsOf(outcome.dir)).filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as EventData<'TrainingBatchFormed'>);
+      return { rows: outcome.rows.map(({ seconds: _s, ...r }) => r), batches };
+    };
+    const on = await run(0);
+    const loose = await run(3);
+    expect(on.batches).toHaveLength(4);
+    for (const b of on.batches) expect(b.staleness).toEqual({ maxStaleness: 0, dropped: [] });
+    expect(on.batches.some((b) => b.size > 0)).toBe(true);
+    expect(on.rows).toEqual(loose.rows);
+  }, 300_000);
+
   it('reads a sample\'s tokens blob as old log-probs only when both lists are there, one log-prob per token', () => {
     expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: [-0.1, -2] }))).toEqual({ tokenIds: [3, 4], logprobs: [-0.1, -2] });
     expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: null }))).toBeUndefined();
