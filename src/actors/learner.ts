@@ -5,6 +5,7 @@
  * log); the trainer only applies them.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { LearnerTrainer, RunEnv } from './env.js';
@@ -26,6 +27,25 @@ interface SampleRef {
   promptHash?: string;
   contextKey: string;
   choiceKey: string | null;
+  /** The round that drew it and the policy version it was drawn from (the off-policy bound). */
+  round: number;
+  version: number;
+  /** Model samples: the blob of the sampled token ids and their log-probs, when recorded. */
+  tokensHash?: string | null;
+}
+
+/** A ModelSampled tokens blob, as written from the server's answer. */
+const SampledTokens = z.object({ tokenIds: z.array(z.int().nonnegative()).nullable(), tokenLogprobs: z.array(z.number()).nullable() });
+
+/** The sampled completion's tokens with their sampling log-probs, when the server returned
+ * both, one log-prob per token, each a finite log-probability; else undefined (trained as text). */
+export function sampledTokens(blob: string): TrainSample['sampled'] {
+  const parsed = SampledTokens.safeParse(JSON.parse(blob));
+  if (!parsed.success) return undefined;
+  const { tokenIds, tokenLogprobs } = parsed.data;
+  if (!tokenIds || !tokenLogprobs || tokenIds.length === 0 || tokenIds.length !== tokenLogprobs.length) return undefined;
+  if (!tokenLogprobs.every((x) => Number.isFinite(x) && x <= 0)) return undefined;
+  return { tokenIds, logprobs: tokenLogprobs };
 }
 
 interface RoundWork {
@@ -77,7 +97,10 @@ export const learnerMachine = setup({
     SolutionSampled: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
-        const ref: SampleRef = { sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId };
+        const ref: SampleRef = {
+          sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId,
+          round: d.round, version: d.policy.version,
+        };
         return { samples: withSample(context.samples, ref) };
       }),
     },
@@ -85,7 +108,10 @@ export const learnerMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'TestsSampled');
         const contextKey = d.sampling.contextKey ?? d.problemId;
-        const ref: SampleRef = { sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId };
+        const ref: SampleRef = {
+          sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId,
+          round: d.round, version: d.policy.version,
+        };
         return { samples: withSample(context.samples, ref) };
       }),
     },
@@ -97,7 +123,7 @@ export const learnerMachine = setup({
         // The event names the sample, not its problem: find the problem that holds it.
         const ref = Object.values(context.samples).find((bySample) => d.sampleId in bySample)?.[d.sampleId];
         if (!ref) return {};
-        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash }) };
+        return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash, tokensHash: d.tokensHash }) };
       }),
     },
     RewardsAssigned: {
@@ -161,6 +187,12 @@ async function publish(env: RunEnv, role: Role, round: number, from?: LearnerTra
   });
 }
 
+/** The off-policy bound (learner.maxStaleness): a sample drawn at `sampleVersion` is too old
+ * for a step that trains `trainedVersion` when more than `maxStaleness` versions lie between. */
+export function tooStale(sampleVersion: number, trainedVersion: number, maxStaleness: number): boolean {
+  return trainedVersion - sampleVersion > maxStaleness;
+}
+
 /** Shuffled control: for each group (one problem's rewarded samples of one role), a seeded
  * permutation of the group's own positions; returns, per batch position, the position whose
  * advantage it trains with. */
@@ -177,6 +209,8 @@ export function shuffledAdvantageSources(groups: readonly number[], seedOf: (gro
 
 export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
   name: 'learner',
+  // 2: sample references carry their round and policy version.
+  snapshotVersion: 2,
   machine: learnerMachine,
   pending: learnerPending,
   async run(effect, env, snapshot) {
@@ -186,6 +220,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
     const c = snapshot.context;
     const work = c.rounds[effect.round]!;
     const control = env.config.learner.control;
+    const maxStaleness = env.config.learner.maxStaleness;
     const events = [];
     const published = [];
     const paramsBefore = {} as Record<Role, string>;
@@ -203,6 +238,10 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       const sampleIds: string[] = [];
       const groups: number[] = [];
       const groupProblems: string[] = [];
+      const dropped: { sampleId: string; version: number }[] = [];
+      // Staleness is measured from the version the round's batches are formed from: a shared
+      // policy's two steps of one round count as one update of the policy that sampled it.
+      const trainedVersion = c.versions[role];
       // Problems in round order, items in their recorded order: one batch for one log.
       const byProblem = new Map(work.rewards[role].map((r) => [r.problemId, r]));
       for (const problemId of work.problemIds) {
@@ -211,12 +250,21 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           if (item.components.selected === 0) continue;
           const ref = c.samples[problemId]?.[item.sampleId];
           if (!ref) throw new Error(`reward for unknown sample ${item.sampleId}`);
+          // Samples of earlier rounds that the method keeps in its buffer (TCS) are bounded by
+          // the method's own staleness option (tcs.maxStaleness), not by this one.
+          const buffered = role === 'test' && c.keepTestSamples && ref.round < effect.round;
+          if (!buffered && tooStale(ref.version, trainedVersion, maxStaleness)) {
+            dropped.push({ sampleId: item.sampleId, version: ref.version });
+            continue;
+          }
+          const sampled = ref.tokensHash ? sampledTokens(await env.blobs.getText(ref.tokensHash)) : undefined;
           samples.push({
             prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,
             choiceKey: ref.choiceKey,
+            ...(sampled ? { sampled } : {}),
           });
           sampleIds.push(item.sampleId);
           size++;
@@ -246,6 +294,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           sampleIds,
           control,
           advantageFrom,
+          staleness: { maxStaleness, dropped },
         }),
       );
       // Frozen: the same step through the same port, at learning rate 0 (no update).

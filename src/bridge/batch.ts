@@ -9,7 +9,10 @@ import { z } from 'zod';
 
 const Text = z.object({ prompt: z.string().min(1), completion: z.string().min(1), eos: z.boolean().optional() });
 const Ids = z.object({ prompt_ids: z.array(z.number().int().nonnegative()).min(1), completion_ids: z.array(z.number().int().nonnegative()).min(1) });
-const Source = z.union([Text, Ids]);
+/** The prompt as text (the bridge tokenizes it as the server did) and the completion as the
+ * token ids sampled: a sampled completion trains exactly what was drawn. */
+const TextPromptIds = z.object({ prompt: z.string().min(1), completion_ids: z.array(z.number().int().nonnegative()).min(1) });
+const Source = z.union([Text, Ids, TextPromptIds]);
 
 export const GrpoRow = z.intersection(Source, z.object({ advantage: z.number().finite(), old_logprobs: z.array(z.number().finite().max(0)).optional() }));
 export const KtoRow = z.intersection(Source, z.object({ label: z.boolean() }));

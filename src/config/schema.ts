@@ -170,11 +170,16 @@ export const RunConfig = z
          * recorded but apply no update), shuffled (advantages permuted within each GRPO group
          * with a seeded permutation, so the update carries no signal about which sample was good). */
         control: z.enum(['none', 'frozen', 'shuffled']).default('none'),
+        /** Off-policy bound: a sample drawn from a policy more than this many versions older
+         * than the one its step trains is dropped from the batch (recorded in
+         * TrainingBatchFormed). 0 is on-policy, Code-A1's setting; k > 0 lets generation run
+         * ahead of training by k versions, as asynchronous trainers do. */
+        maxStaleness: z.number().int().nonnegative().default(0),
         /** Served (openai) policies: train them through a gpu-bridge process. */
         bridge: BridgeTrainerOptions.optional(),
       })
       .strict()
-      .default({ control: 'none' }),
+      .default({ control: 'none', maxStaleness: 0 }),
     executor: z
       .object({
         workers: z.number().int().positive().optional(),

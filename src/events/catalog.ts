@@ -373,7 +373,7 @@ const definitions = {
   }),
   /** Learner: rewarded samples grouped into one training batch (the batch file is a blob). */
   TrainingBatchFormed: defineEvent({
-    version: 1,
+    version: 2,
     schema: z.strictObject({
       round: Round,
       batchId: Id,
@@ -388,7 +388,18 @@ const definitions = {
       /** Shuffled: sample i trained with the advantage of sample advantageFrom[i] (same group);
        * null when advantages are the Judge's own. */
       advantageFrom: z.array(Count).nullable().default(null),
+      /** The off-policy bound the batch was formed under (learner.maxStaleness; null: none) and
+       * the rewarded samples it left out, each with the policy version that drew it: drawn more
+       * than maxStaleness versions before `policy.version`. */
+      staleness: z.strictObject({
+        maxStaleness: Count.nullable(),
+        dropped: z.array(z.strictObject({ sampleId: Id, version: Count })),
+      }),
     }),
+    upcasters: {
+      // v1 had no off-policy bound: every rewarded sample was trained, none dropped.
+      1: (d) => (isRecord(d) && !('staleness' in d) ? { ...d, staleness: { maxStaleness: null, dropped: [] } } : d),
+    },
   }),
   /** Learner: the bridge applied a training step; the policy moved from one version to the next. */
   TrainingStepCompleted: defineEvent({

@@ -105,7 +105,7 @@ export class BridgeTrainer {
           hyper: { lr: req.hyper.lr ?? 0 },
         }, { timeoutMs: 600_000 });
         this.#params = { backend: 'bridge', version: r.version, checkpoint: null };
-        const metrics: Record<string, number> = { rows: rows.rows.length, placeholder: rows.placeholder ? 1 : 0, duplicate: r.duplicate ? 1 : 0 };
+        const metrics: Record<string, number> = { rows: rows.rows.length, oldLogprobRows: rows.oldLogprobRows, placeholder: rows.placeholder ? 1 : 0, duplicate: r.duplicate ? 1 : 0 };
         for (const [k, v] of Object.entries(r)) if (typeof v === 'number' && Number.isFinite(v)) metrics[k] = v;
         return { version: r.version, metrics, failures };
       } catch (e) {
@@ -145,18 +145,22 @@ export class BridgeTrainer {
 /** The batch's rows for the bridge. Rows with an empty answer cannot be trained on (no token);
  * a GRPO batch left with none gets one zero-advantage row, a step that moves the version and
  * no weight, reported as `placeholder`. */
-export function batchRows(req: TrainStepRequest): { rows: unknown[]; placeholder: boolean } {
+export function batchRows(req: TrainStepRequest): { rows: unknown[]; placeholder: boolean; oldLogprobRows: number } {
   const usable = req.samples.filter((s) => s.response.length > 0 && s.prompt.length > 0);
   const algorithm: Algorithm = req.algorithm;
   const rows = usable.map((s) => {
     const text = { prompt: s.prompt, completion: s.response, eos: true };
+    // GRPO trains the tokens as sampled against their sampling log-probs (the PPO ratio's old
+    // side): off-policy samples (learner.maxStaleness > 0) are then weighted and clipped.
+    if (algorithm === 'grpo' && s.sampled) return { prompt: s.prompt, completion_ids: s.sampled.tokenIds, old_logprobs: s.sampled.logprobs, advantage: s.advantage };
     if (algorithm === 'grpo') return { ...text, advantage: s.advantage };
     if (algorithm === 'kto') return { ...text, label: s.advantage > 0 };
     return text;
   });
-  if (rows.length > 0) return { rows, placeholder: false };
+  const oldLogprobRows = rows.filter((r) => 'old_logprobs' in r).length;
+  if (rows.length > 0) return { rows, placeholder: false, oldLogprobRows };
   if (algorithm !== 'grpo') throw new PolicyInputError(`batch ${req.batchId}: no sample with text to train on (${algorithm} needs at least one)`);
-  return { rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true };
+  return { rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true, oldLogprobRows: 0 };
 }
 
 /** gpu-bridge serve's weight sync: only a stable, hash-verified checkpoint loads. */

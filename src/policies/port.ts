@@ -76,6 +76,9 @@ export const TrainSample = z.object({
   advantage: z.number().finite(),
   contextKey: z.string().nullable(),
   choiceKey: z.string().nullable(),
+  /** Model samples whose server returned them: the completion's token ids as sampled and each
+   * token's log-probability under the sampling policy (GRPO's old log-probs). Absent otherwise. */
+  sampled: z.strictObject({ tokenIds: z.array(z.int().nonnegative()), logprobs: z.array(z.number().finite().max(0)) }).optional(),
 });
 export type TrainSample = z.infer<typeof TrainSample>;
 

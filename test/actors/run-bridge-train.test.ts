@@ -52,7 +52,7 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     for await (const e of log.read()) {
       events.push(e);
       const d = e.data as Record<string, unknown>;
-      for (const k of ['promptHash', 'batchHash', 'checkpoint']) if (typeof d[k] === 'string') blobs.set(d[k] as string, await log.blobs.getText(d[k] as string));
+      for (const k of ['promptHash', 'batchHash', 'checkpoint', 'tokensHash']) if (typeof d[k] === 'string') blobs.set(d[k] as string, await log.blobs.getText(d[k] as string));
     }
     await log.close();
   }, 600_000);
@@ -100,6 +100,20 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     for (const b of data('TrainingBatchFormed') as { batchHash: string; sampleIds: string[] }[]) {
       const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string });
       expect(rows.map((r) => r.prompt)).toEqual(b.sampleIds.map((id) => prompts.get(id)));
+    }
+  });
+
+  it('trains GRPO on the tokens as sampled, with their sampling log-probs as the old log-probs (ratio 1 on-policy)', () => {
+    const tokens = new Map((data('ModelSampled') as { sampleId: string; tokensHash: string }[]).map((s) => [s.sampleId, JSON.parse(blobs.get(s.tokensHash)!) as { tokenIds: number[]; tokenLogprobs: number[] }]));
+    for (const b of data('TrainingBatchFormed') as { batchHash: string; sampleIds: string[] }[]) {
+      const samples = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { sampled?: { tokenIds: number[]; logprobs: number[] } });
+      samples.forEach((s, i) => expect(s.sampled).toEqual({ tokenIds: tokens.get(b.sampleIds[i]!)!.tokenIds, logprobs: tokens.get(b.sampleIds[i]!)!.tokenLogprobs }));
+    }
+    for (const s of data('TrainingStepCompleted') as { metrics: Record<string, number> }[]) {
+      expect(s.metrics.oldLogprobRows).toBe(s.metrics.rows);
+      // Sampled at the version trained: the new/old ratio is 1 up to float error (KV-cache
+      // decoding against one full forward pass).
+      expect(Math.abs(s.metrics.ratio_mean! - 1)).toBeLessThan(1e-3);
     }
   });
 

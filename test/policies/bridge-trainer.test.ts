@@ -61,8 +61,20 @@ describe('batchRows', () => {
     expect(batchRows({ ...req, algorithm: 'kto' }).rows[0]).toMatchObject({ label: true });
     expect(batchRows({ ...req, algorithm: 'sft' }).rows[0]).not.toHaveProperty('advantage');
     const empty = { ...req, samples: req.samples.map((s) => ({ ...s, response: '' })) };
-    expect(batchRows(empty)).toEqual({ rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true });
+    expect(batchRows(empty)).toEqual({ rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true, oldLogprobRows: 0 });
     expect(() => batchRows({ ...empty, algorithm: 'kto' })).toThrow(/no sample with text/);
+  });
+
+  it('a sample with its sampled tokens trains them under GRPO with their log-probs as old_logprobs; KTO and SFT train the text', () => {
+    const req = request();
+    const sampled = { tokenIds: [5, 9, 2], logprobs: [-0.5, -1.25, -0.01] };
+    const withTokens = { ...req, samples: req.samples.map((s, i) => (i === 0 ? { ...s, sampled } : s)) };
+    const grpo = batchRows(withTokens);
+    expect(grpo.rows[0]).toEqual({ prompt: req.samples[0]!.prompt, completion_ids: [5, 9, 2], old_logprobs: [-0.5, -1.25, -0.01], advantage: 1 });
+    expect(grpo.rows[1]).toHaveProperty('completion');
+    expect(grpo.oldLogprobRows).toBe(1);
+    expect(batchRows({ ...withTokens, algorithm: 'kto' }).rows[0]).toMatchObject({ completion: req.samples[0]!.response, label: true });
+    expect(batchRows({ ...withTokens, algorithm: 'sft' }).rows[0]).not.toHaveProperty('old_logprobs');
   });
 });
 
@@ -90,6 +102,23 @@ describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [s
     expect(snap.checkpoint.sha256).toBe(refSnap.checkpoint.sha256);
     // The batch went by reference: a JSONL file, one row per sample.
     expect(readFileSync(path.join(root, 'killed-batches', 'run_round_1_code.jsonl'), 'utf8').trim().split('\n')).toHaveLength(16);
+  }, 300_000);
+
+  it('old log-probs reach the GRPO ratio: the same sampled tokens, recorded as far likelier than the model finds them, give ratio < 1', async () => {
+    // Bytes of the completion as sampled (the toy tokenizer is byte-level).
+    const tokenIds = [...Buffer.from('return a + b')];
+    const step = async (name: string, logprob: number) => {
+      const req = request();
+      const samples = req.samples.map((s) => ({ ...s, sampled: { tokenIds, logprobs: tokenIds.map(() => logprob) } }));
+      const trainer = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, name), batchDir: path.join(root, `${name}-batches`), reload: null }, fresh);
+      return (await trainer.trainStep({ ...req, samples })).metrics;
+    };
+    const likelier = await step('old-likelier', -0.01);
+    expect(likelier.oldLogprobRows).toBe(16);
+    // A random byte-level model gives each byte about log(1/259) = -5.56: far below -0.01.
+    expect(likelier.ratio_mean!).toBeLessThan(0.1);
+    const near = await step('old-near', -5.6);
+    expect(near.ratio_mean!).toBeGreaterThan(likelier.ratio_mean! * 10);
   }, 300_000);
 
   it('a step for a version already passed is refused before it reaches the bridge', async () => {
