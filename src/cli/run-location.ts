@@ -6,7 +6,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { LOG_FILE, LOG_POINTER_FILE } from '../actors/run.js';
-import { isNatsLocation } from '../events/open-log.js';
+import { isNatsLocation, openRunLog } from '../events/open-log.js';
+import { EventLogError } from '../events/errors.js';
+import type { EventLog } from '../events/log.js';
 import { UserError } from './errors.js';
 
 export interface RunLocation {
@@ -34,4 +36,15 @@ export function resolveRunLocation(where: string, runId?: string): RunLocation {
     return { location: parsed.data.location, runId: runId ?? parsed.data.runId, dir: where };
   }
   throw new UserError(`${where}: no ${LOG_FILE} or ${LOG_POINTER_FILE} here: not a crucible run directory`);
+}
+
+/** Opens the recorded log of a run that must exist; a log that cannot be opened is the user's
+ * error (a wrong place, a file that is not a log), printed as one line. */
+export async function openRecordedLog(where: RunLocation): Promise<EventLog> {
+  try {
+    return await openRunLog(where.location, where.runId ?? '', { create: false });
+  } catch (err) {
+    if (err instanceof EventLogError) throw new UserError(err.message);
+    throw err;
+  }
 }

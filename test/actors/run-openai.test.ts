@@ -15,7 +15,7 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseConfig } from '../../src/config/load.js';
-import { buildProgram } from '../../src/cli/main.js';
+import { runCli } from '../support/cli.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 
 /** A JSON value as a Python literal. */
@@ -114,18 +114,8 @@ describe('a run sampled from an OpenAI-compatible server', () => {
   });
 
   it('replay --verify passes on the log', async () => {
-    let out = '';
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string) => ((out += chunk), true)) as typeof process.stdout.write;
-    const before = process.exitCode;
-    process.exitCode = 0;
-    try {
-      await buildProgram().parseAsync(['node', 'crucible', 'replay', outcome.dir, '--verify', '--json']);
-      expect(Number(process.exitCode ?? 0)).toBe(0);
-    } finally {
-      process.stdout.write = write;
-      process.exitCode = before;
-    }
+    const { code, out } = await runCli(['replay', outcome.dir, '--verify', '--json']);
+    expect(code).toBe(0);
     expect((JSON.parse(out) as { verified: boolean }).verified).toBe(true);
   });
 });

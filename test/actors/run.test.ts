@@ -12,7 +12,7 @@ import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
-import { buildProgram } from '../../src/cli/main.js';
+import { runCli } from '../support/cli.js';
 
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
@@ -122,20 +122,7 @@ describe('crucible run on the demo set', () => {
 });
 
 describe('crucible replay', () => {
-  async function replay(args: string[]): Promise<{ code: number; out: string }> {
-    let out = '';
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string) => ((out += chunk), true)) as typeof process.stdout.write;
-    const before = process.exitCode;
-    process.exitCode = 0;
-    try {
-      await buildProgram().parseAsync(['node', 'crucible', 'replay', ...args]);
-      return { code: Number(process.exitCode ?? 0), out };
-    } finally {
-      process.stdout.write = write;
-      process.exitCode = before;
-    }
-  }
+  const replay = (args: string[]) => runCli(['replay', ...args]);
 
   it('--verify passes on a finished run and prints the state hashes', async () => {
     const { code, out } = await replay([baseline.dir, '--verify', '--json']);

@@ -15,7 +15,7 @@ import { runExperiment, runIdOf } from '../../src/actors/run.js';
 import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
-import { buildProgram } from '../../src/cli/main.js';
+import { runCli } from '../support/cli.js';
 
 let root: string;
 beforeAll(() => {
@@ -80,20 +80,7 @@ async function overlappedRun(maxStaleness: number) {
   return { dir, batches: of('TrainingBatchFormed'), rewarded: of('RewardsAssigned'), sampled: [...of('SolutionSampled').map((s) => s.policy.version), ...of('TestsSampled').map((s) => s.policy.version)] };
 }
 
-async function replayVerify(dir: string): Promise<{ code: number; out: string }> {
-  let out = '';
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string) => ((out += chunk), true)) as typeof process.stdout.write;
-  const before = process.exitCode;
-  process.exitCode = 0;
-  try {
-    await buildProgram().parseAsync(['node', 'crucible', 'replay', dir, '--verify', '--json']);
-    return { code: Number(process.exitCode ?? 0), out };
-  } finally {
-    process.stdout.write = write;
-    process.exitCode = before;
-  }
-}
+const replayVerify = (dir: string) => runCli(['replay', dir, '--verify', '--json']);
 
 describe('learner.maxStaleness', () => {
   it('bounds by versions between the sample and the step', () => {

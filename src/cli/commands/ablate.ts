@@ -1,13 +1,11 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { openRunLog } from '../../events/open-log.js';
-import { EventLogError } from '../../events/errors.js';
-import { asPosition, type EventLog, type Position } from '../../events/log.js';
+import { asPosition, type Position } from '../../events/log.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { ablate, positionAfterRound, type AblationResult } from '../../ablation/ablate.js';
 import { parseVariantSpec, type VariantSpec } from '../../ablation/variant.js';
 import { formatTable } from '../table.js';
-import { resolveRunLocation } from '../run-location.js';
+import { openRecordedLog, resolveRunLocation } from '../run-location.js';
 import { UserError } from '../errors.js';
 
 /** Variant read models live beside the run's own: <run>/ablations/<name>-<key>.db. */
@@ -76,13 +74,7 @@ export function registerAblate(program: Command): void {
       if (opts.round !== undefined && opts.until !== undefined) throw new UserError('give --round or --until, not both');
       const where = resolveRunLocation(dir);
       if (!where.dir) throw new UserError(`${dir}: ablate needs a run directory (it keeps the variants' read models there)`);
-      let log: EventLog;
-      try {
-        log = await openRunLog(where.location, where.runId ?? '', { create: false });
-      } catch (err) {
-        if (err instanceof EventLogError) throw new UserError(err.message);
-        throw err;
-      }
+      const log = await openRecordedLog(where);
       try {
         const runId = where.runId ?? undefined;
         let to: Position | undefined;

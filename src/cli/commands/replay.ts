@@ -2,9 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { openRunLog } from '../../events/open-log.js';
-import { EventLogError } from '../../events/errors.js';
-import { resolveRunLocation } from '../run-location.js';
+import { openRecordedLog, resolveRunLocation } from '../run-location.js';
 import { asPosition, type EventLog, type Position } from '../../events/log.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { RUN_PROJECTIONS } from '../../projections/run-views.js';
@@ -50,13 +48,7 @@ export function registerReplay(program: Command): void {
         throw new UserError('--verify compares the whole run; it cannot be combined with --until or --round');
       }
       if (opts.out && existsSync(opts.out)) throw new UserError(`--out ${opts.out}: the file exists; a replay goes into a fresh database`);
-      let log: EventLog;
-      try {
-        log = await openRunLog(where.location, where.runId ?? '', { create: false });
-      } catch (err) {
-        if (err instanceof EventLogError) throw new UserError(err.message);
-        throw err;
-      }
+      const log = await openRecordedLog(where);
       const scratch = opts.out ? null : mkdtempSync(path.join(os.tmpdir(), 'crucible-replay-'));
       const target = opts.out ?? path.join(scratch!, 'views.db');
       let rebuilt: ProjectionRunner | null = null;
