@@ -68,6 +68,8 @@ export interface RunOptions {
   dir?: string;
   /** Where the log lives: a nats:// URL (JetStream), or by default the SQLite file in the run directory. */
   log?: string;
+  /** Credentials for a JetStream log on a cluster with auth (a file `crucible nats up` wrote). */
+  credsFile?: string;
   /** The sandbox to execute with; default a new one from the config (closed at the end). */
   sandbox?: Sandbox;
   /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
@@ -116,7 +118,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   mkdirSync(dir, { recursive: true });
   const location = opts.log ?? path.join(dir, LOG_FILE);
   if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
-  const log = await openRunLog(location, runId, { synchronous: config.log.synchronous });
+  const log = await openRunLog(location, runId, { synchronous: config.log.synchronous, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
   let views: ProjectionRunner | null = null;
   let snapshots: SqliteSnapshotTable | null = null;
   let backendToClose: PolicyBackend | null = null;

@@ -3,7 +3,7 @@ import { RunMismatchError } from '../actors/run.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
-import { EventLogError, IncompatibleStreamError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
+import { EventLogError, IncompatibleStreamError, LogAuthenticationError, LogCredentialsError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
@@ -34,6 +34,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   // A model server or trainer that stayed unreachable: what is recorded stays, and running the
   // same command again resumes the run.

@@ -40,9 +40,9 @@ export function resolveRunLocation(where: string, runId?: string): RunLocation {
 
 /** Opens the recorded log of a run that must exist; a log that cannot be opened is the user's
  * error (a wrong place, a file that is not a log), printed as one line. */
-export async function openRecordedLog(where: RunLocation): Promise<EventLog> {
+export async function openRecordedLog(where: RunLocation, credsFile?: string): Promise<EventLog> {
   try {
-    return await openRunLog(where.location, where.runId ?? '', { create: false });
+    return await openRunLog(where.location, where.runId ?? '', { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
   } catch (err) {
     if (err instanceof EventLogError) throw new UserError(err.message);
     throw err;

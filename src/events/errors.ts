@@ -206,6 +206,38 @@ export class LogUnavailableError extends EventLogError {
   }
 }
 
+/** A credentials file for the log that cannot be used: missing, readable by others, malformed. */
+export class LogCredentialsError extends EventLogError {
+  constructor(
+    readonly file: string,
+    reason: string,
+  ) {
+    super(`credentials ${file}: ${reason}`);
+  }
+}
+
+/** The server refused the connection (no or wrong credentials, or a certificate it does not trust). */
+export class LogAuthenticationError extends EventLogError {
+  constructor(
+    readonly location: string,
+    reason: string,
+  ) {
+    super(`the event log at ${location} refused the connection: ${reason}`);
+  }
+}
+
+/** The server refused an operation this user's role may not do (publish to another role's stream). */
+export class LogPermissionError extends EventLogError {
+  constructor(
+    readonly role: string,
+    readonly operation: string,
+    readonly subject: string,
+    detail: string,
+  ) {
+    super(`role ${role} may not ${operation}: the server refused ${subject} (${detail})`);
+  }
+}
+
 /** The JetStream stream exists but was made by another crucible version or another application. */
 export class IncompatibleStreamError extends EventLogError {
   constructor(

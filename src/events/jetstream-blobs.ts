@@ -58,7 +58,7 @@ export class JetStreamBlobStore implements BlobStore {
     const h = headers();
     h.set('Crucible-Chunks', String(chunks));
     h.set('Crucible-Size', String(data.byteLength));
-    await withRetry(this.#log.retryForMs, () => this.#log.js.publish(subject, data, { msgID, headers: h }));
+    await this.#log.refusedAs('store a blob', () => withRetry(this.#log.retryForMs, () => this.#log.js.publish(subject, data, { msgID, headers: h })));
   }
 
   async put(content: Uint8Array | string): Promise<string> {
@@ -77,7 +77,7 @@ export class JetStreamBlobStore implements BlobStore {
         const manifest = Buffer.from(JSON.stringify({ size: bytes.byteLength, chunks: n }));
         const h = headers();
         h.set('Crucible-Chunks', String(n));
-        await withRetry(this.#log.retryForMs, () => this.#log.js.publish(this.#manifest(hash), manifest, { msgID: `m.${hash}`, headers: h }));
+        await this.#log.refusedAs('store a blob', () => withRetry(this.#log.retryForMs, () => this.#log.js.publish(this.#manifest(hash), manifest, { msgID: `m.${hash}`, headers: h })));
       }
     }
     if (this.#stored.size > 200_000) this.#stored.clear();

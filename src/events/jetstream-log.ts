@@ -42,6 +42,8 @@ import {
   UnsupportedServerError,
 } from './errors.js';
 import { JetStreamBlobStore } from './jetstream-blobs.js';
+import type { NatsCredentials } from './nats-auth.js';
+import { connectFailure, credentialOptions, permissionFailure } from './nats-connect.js';
 import { commitIdOf, ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
 
 export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
@@ -93,6 +95,8 @@ export interface JetStreamLogOptions {
   create?: boolean;
   /** Reads of at most this many messages use direct gets, longer ones an ordered consumer. Default 32. */
   directReadMessages?: number;
+  /** A role's credentials, for a cluster started with auth (nats-auth.ts). */
+  credentials?: NatsCredentials;
 }
 
 /** What the connected server offers (2.9.10 has none of these). */
@@ -152,24 +156,27 @@ interface PayloadEvent {
 }
 
 /** Connects, failing with a clear error when no server answers. */
-export async function connectNats(servers: string | readonly string[], opts: { timeoutMs?: number; name?: string } = {}): Promise<NatsConnection> {
+export async function connectNats(
+  servers: string | readonly string[],
+  opts: { timeoutMs?: number; name?: string; credentials?: NatsCredentials } = {},
+): Promise<NatsConnection> {
   const list = typeof servers === 'string' ? [servers] : [...servers];
   try {
     return await connect({
       servers: list,
-      name: opts.name ?? 'crucible',
+      name: opts.name ?? (opts.credentials ? `crucible ${opts.credentials.role}` : 'crucible'),
       timeout: opts.timeoutMs ?? 5000,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
+      ...credentialOptions(opts.credentials),
     });
   } catch (err) {
-    const reason = (err as Error).message ?? String(err);
-    throw new LogUnavailableError(list.join(','), `${reason} (is nats-server running? \`crucible nats up --dir DIR\` starts one)`);
+    throw connectFailure(list.join(','), err, opts.credentials);
   }
 }
 
 export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetStreamEventLog> {
-  const nc = await connectNats(opts.servers);
+  const nc = await connectNats(opts.servers, opts.credentials ? { credentials: opts.credentials } : {});
   try {
     const log = new JetStreamEventLog(nc, opts);
     await log.init();
@@ -257,7 +264,7 @@ export class JetStreamEventLog implements EventLog {
     const servers = 1 + (info.connect_urls?.length ?? 0);
     this.#replicas = this.#opts.replicas ?? (info.cluster !== undefined && servers >= 3 ? 3 : 1);
     this.#jsm = await withRetry(this.#retryForMs, () => jetstreamManager(this.#nc, { timeout: 10_000 }));
-    const config = await this.#ensureStream();
+    const config = await this.refusedAs(`create the log stream "${this.streamName}"`, () => this.#ensureStream());
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
     this.#maxPayload = info.max_payload - 4096;
     const maxCommitBytes = Math.min(this.#opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES, this.#maxPayload);
@@ -272,7 +279,7 @@ export class JetStreamEventLog implements EventLog {
       refusesReusedEventIds: false,
     };
     this.#blobs = new JetStreamBlobStore(this, { stream: `${this.streamName}_BLOBS`, subjectPrefix: `${this.prefix}-blobs`, replicas: this.#replicas, create: this.#opts.create ?? true });
-    await this.#blobs.init();
+    await this.refusedAs(`create the blob stream "${this.streamName}_BLOBS"`, () => this.#blobs!.init());
   }
 
   async #ensureStream(): Promise<StreamConfig> {
@@ -324,7 +331,7 @@ export class JetStreamEventLog implements EventLog {
     // stream-wide check is serialized, so a conditional append there also expects the stream's
     // last sequence, and starts over when only another stream moved it.
     const serialize = expectSubject !== undefined && this.#replicas > 1 && !this.features.serializedSubjectChecks;
-    const ack = await withRetry(this.#retryForMs, async (attempt) => {
+    const ack = await this.refusedAs(`append to stream "${args.stream}"`, () => withRetry(this.#retryForMs, async (attempt) => {
       if (attempt > 0) lostReply = true;
       for (let round = 0; ; round++) {
         const streamSeq = serialize ? (await this.jsm.streams.info(this.streamName)).state.last_seq : undefined;
@@ -344,10 +351,24 @@ export class JetStreamEventLog implements EventLog {
           await sleep(Math.min(50, 1 + round * 2) * Math.random());
         }
       }
-    });
+    }));
     const positions = commit.events.map((_, i) => eventPosition(ack.seq, i));
     // A retry after a lost reply finds our own first copy: that is our write, not someone else's.
     return { positions, duplicate: ack.duplicate && !lostReply };
+  }
+
+  /** The role this handle connected as ("anonymous" on a cluster without auth). */
+  get role(): string {
+    return this.#opts.credentials?.role ?? 'anonymous';
+  }
+
+  /** Runs `fn`, turning the server's refusal of this role's publish into a LogPermissionError. */
+  async refusedAs<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw permissionFailure(err, this.role, operation) ?? err;
+    }
   }
 
   async head(): Promise<Position> {

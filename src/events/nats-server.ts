@@ -4,31 +4,42 @@
  * files are written to <dir>/nats.json, so `down` stops exactly the processes `up` started.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { NatsServerError } from './nats-server-error.js';
+import { accountsConfig, ensureCredentials, type NatsCredentials } from './nats-auth.js';
+import { credentialOptions } from './nats-connect.js';
+import { ensureTls, tlsBlock } from './nats-tls.js';
 
 const NodeRecord = z.strictObject({
   name: z.string(),
   pid: z.int().positive(),
+  /** The address it listens on (a namespace's own address in the many-machines tests). */
+  host: z.string().default('127.0.0.1'),
   port: z.int().positive(),
   clusterPort: z.int().positive().nullable(),
+  /** Command words put before the binary (e.g. `ip netns exec NS`), kept for restarts. */
+  launcher: z.array(z.string()).default([]),
   configFile: z.string(),
   logFile: z.string(),
 });
-const ClusterRecord = z.strictObject({ version: z.string(), nodes: z.array(NodeRecord).min(1) });
+const ClusterRecord = z.strictObject({
+  version: z.string(),
+  /** Clients must authenticate with a role's credentials (DIR/<role>.creds.json). */
+  auth: z.boolean().default(false),
+  /** Clients and routes speak TLS (DIR/tls/). */
+  tls: z.boolean().default(false),
+  nodes: z.array(NodeRecord).min(1),
+});
 export type NatsNode = z.infer<typeof NodeRecord>;
 export type NatsCluster = z.infer<typeof ClusterRecord> & { dir: string; urls: string[] };
 
-export class NatsServerError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'NatsServerError';
-  }
-}
+export { NatsServerError };
 
 const STATE = 'nats.json';
 
@@ -60,9 +71,13 @@ export function freePort(): Promise<number> {
   });
 }
 
-function portOpen(port: number): Promise<boolean> {
+function portOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const s = tcpConnect({ port, host: '127.0.0.1' });
+    const s = tcpConnect({ port, host });
+    s.setTimeout(1000, () => {
+      s.destroy();
+      resolve(false);
+    });
     s.once('connect', () => {
       s.destroy();
       resolve(true);
@@ -82,12 +97,25 @@ function alive(pid: number): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Where one server runs: its address, and what its command is started through. */
+export interface NatsHost {
+  address: string;
+  /** Words put before the nats-server command, e.g. ['ip', 'netns', 'exec', 'ns1']. */
+  launcher?: readonly string[];
+}
+
 export interface NatsUpOptions {
   nodes: 1 | 3;
   dir: string;
   /** Client port of the first server (the others take free ports). Default: a free port. */
   port?: number;
   binary?: string;
+  /** Accounts with a user per role, credentials written into `dir` (nats-auth.ts). Default false. */
+  auth?: boolean;
+  /** TLS for clients and cluster routes, with a CA made in `dir/tls` (nats-tls.ts). Default false. */
+  tls?: boolean;
+  /** One per node; default: every node on 127.0.0.1, started directly. */
+  hosts?: readonly NatsHost[];
 }
 
 /** Starts the servers (detached: they outlive this process) and waits until each accepts clients. */
@@ -99,6 +127,8 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       throw new NatsServerError(`${dir} already has running nats-servers (pids ${running.nodes.map((n) => n.pid).join(', ')}); run \`crucible nats down --dir ${opts.dir}\` first`);
     }
   }
+  if (opts.hosts !== undefined && opts.hosts.length !== opts.nodes) throw new NatsServerError(`${opts.hosts.length} hosts given for ${opts.nodes} servers`);
+  const hosts: readonly NatsHost[] = opts.hosts ?? Array.from({ length: opts.nodes }, () => ({ address: '127.0.0.1' }));
   const binary = opts.binary ?? natsServerBinary();
   const version = natsServerVersion(binary);
   mkdirSync(dir, { recursive: true });
@@ -106,50 +136,70 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
   for (let i = 0; i < opts.nodes; i++) ports.push(i === 0 && opts.port !== undefined ? opts.port : await freePort());
   const clusterPorts: (number | null)[] = [];
   for (let i = 0; i < opts.nodes; i++) clusterPorts.push(opts.nodes > 1 ? await freePort() : null);
-  if (opts.port !== undefined && (await portOpen(opts.port))) throw new NatsServerError(`port ${opts.port} is already in use on 127.0.0.1`);
+  if (opts.port !== undefined && (await portOpen(opts.port, hosts[0]!.address))) throw new NatsServerError(`port ${opts.port} is already in use on ${hosts[0]!.address}`);
+  const auth = opts.auth === true;
+  const tls = opts.tls === true ? ensureTls(dir, hosts.map((h) => h.address)) : null;
+  const creds = auth ? ensureCredentials(dir, tls?.ca ?? null) : null;
+  // Routes authenticate too, so that no stranger's server joins the cluster (and reads its streams).
+  const routeSecret = auth ? randomBytes(24).toString('base64url') : null;
+  const routeUser = routeSecret !== null ? `crucible:${routeSecret}@` : '';
   const nodes: NatsNode[] = [];
   try {
     for (let i = 0; i < opts.nodes; i++) {
       const name = `n${i + 1}`;
       const nodeDir = path.join(dir, name);
+      const host = hosts[i]!;
       mkdirSync(nodeDir, { recursive: true });
-      const routes = clusterPorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`);
+      const routes = clusterPorts.map((p, j) => ({ p, j })).filter(({ j }) => j !== i).map(({ p, j }) => `nats-route://${routeUser}${hosts[j]!.address}:${p}`);
+      const clusterAuth = routeSecret !== null ? `, authorization { user: crucible, password: ${JSON.stringify(routeSecret)} }` : '';
       const config = [
         `server_name: ${name}`,
-        `listen: 127.0.0.1:${ports[i]}`,
+        `listen: ${host.address}:${ports[i]}`,
         `jetstream { store_dir: ${JSON.stringify(path.join(nodeDir, 'jetstream'))}, max_memory_store: 268435456, max_file_store: 8589934592 }`,
-        ...(opts.nodes > 1 ? [`cluster { name: crucible, listen: 127.0.0.1:${clusterPorts[i]}, routes: [${routes.join(', ')}] }`] : []),
+        ...(tls ? [tlsBlock(tls, false)] : []),
+        ...(creds ? [accountsConfig(creds)] : []),
+        ...(opts.nodes > 1 ? [`cluster { name: crucible, listen: ${host.address}:${clusterPorts[i]}, routes: [${routes.join(', ')}]${clusterAuth}${tls ? `, ${tlsBlock(tls, true)}` : ''} }`] : []),
       ].join('\n');
       const configFile = path.join(nodeDir, 'nats.conf');
-      writeFileSync(configFile, `${config}\n`);
+      // The config holds the route password: its owner only.
+      writeFileSync(configFile, `${config}\n`, { mode: 0o600 });
+      chmodSync(configFile, 0o600);
       const logFile = path.join(nodeDir, 'nats.log');
-      const out = openSync(logFile, 'a');
-      const child = spawn(binary, ['-c', configFile], { detached: true, stdio: ['ignore', out, out] });
-      closeSync(out);
-      child.unref();
-      if (child.pid === undefined) throw new NatsServerError(`could not start ${binary}`);
-      nodes.push({ name, pid: child.pid, port: ports[i]!, clusterPort: clusterPorts[i] ?? null, configFile, logFile });
+      const launcher = [...(host.launcher ?? [])];
+      const pid = startServer(binary, configFile, logFile, launcher);
+      nodes.push({ name, pid, host: host.address, port: ports[i]!, clusterPort: clusterPorts[i] ?? null, launcher, configFile, logFile });
     }
-    writeFileSync(path.join(dir, STATE), `${JSON.stringify({ version, nodes }, null, 2)}\n`);
+    writeFileSync(path.join(dir, STATE), `${JSON.stringify({ version, auth, tls: tls !== null, nodes }, null, 2)}\n`);
     const deadline = Date.now() + 15_000;
     for (const n of nodes) {
-      while (!(await portOpen(n.port))) {
+      while (!(await portOpen(n.port, n.host))) {
         if (!alive(n.pid)) throw new NatsServerError(`nats-server ${n.name} exited at start: ${tail(n.logFile)}`);
-        if (Date.now() > deadline) throw new NatsServerError(`nats-server ${n.name} did not listen on port ${n.port} within 15 s: ${tail(n.logFile)}`);
+        if (Date.now() > deadline) throw new NatsServerError(`nats-server ${n.name} did not listen on ${n.host}:${n.port} within 15 s: ${tail(n.logFile)}`);
         await sleep(50);
       }
     }
-    await waitForJetStream(nodes.map((n) => `nats://127.0.0.1:${n.port}`), deadline + 15_000);
+    await waitForJetStream(nodes.map((n) => `nats://${n.host}:${n.port}`), deadline + 15_000, creds?.get('admin'));
   } catch (err) {
     for (const n of nodes) if (alive(n.pid)) process.kill(n.pid, 'SIGKILL');
     throw err;
   }
-  return { version, nodes, dir, urls: nodes.map((n) => `nats://127.0.0.1:${n.port}`) };
+  return { version, auth, tls: tls !== null, nodes, dir, urls: nodes.map((n) => `nats://${n.host}:${n.port}`) };
+}
+
+/** Starts one server detached, through its launcher (which must exec it, keeping the pid). */
+function startServer(binary: string, configFile: string, logFile: string, launcher: readonly string[]): number {
+  const out = openSync(logFile, 'a');
+  const [command, ...args] = [...launcher, binary, '-c', configFile];
+  const child = spawn(command!, args, { detached: true, stdio: ['ignore', out, out] });
+  closeSync(out);
+  child.unref();
+  if (child.pid === undefined) throw new NatsServerError(`could not start ${binary}`);
+  return child.pid;
 }
 
 /** Waits until JetStream answers (a cluster first elects its meta leader, a few seconds). */
-async function waitForJetStream(urls: string[], deadline: number): Promise<void> {
-  const nc = await connect({ servers: urls, timeout: 5000 });
+async function waitForJetStream(urls: string[], deadline: number, admin: NatsCredentials | undefined): Promise<void> {
+  const nc = await connect({ servers: urls, timeout: 5000, ...credentialOptions(admin) });
   try {
     for (;;) {
       try {
@@ -178,7 +228,7 @@ export function readCluster(dir: string): NatsCluster {
   if (!existsSync(file)) throw new NatsServerError(`${dir}: no ${STATE}: no servers were started here with \`crucible nats up\``);
   const parsed = ClusterRecord.safeParse(JSON.parse(readFileSync(file, 'utf8')));
   if (!parsed.success) throw new NatsServerError(`${file} is not a record of started servers: ${parsed.error.issues[0]?.message}`);
-  return { ...parsed.data, dir: path.resolve(dir), urls: parsed.data.nodes.map((n) => `nats://127.0.0.1:${n.port}`) };
+  return { ...parsed.data, dir: path.resolve(dir), urls: parsed.data.nodes.map((n) => `nats://${n.host}:${n.port}`) };
 }
 
 /** Stops one server by its pid (SIGTERM, then SIGKILL after 5 s). */
@@ -198,14 +248,10 @@ export async function restartNode(dir: string, name: string, binary = natsServer
   const node = cluster.nodes.find((n) => n.name === name);
   if (!node) throw new NatsServerError(`${dir} has no server named ${name}`);
   if (alive(node.pid)) return node;
-  const out = openSync(node.logFile, 'a');
-  const child = spawn(binary, ['-c', node.configFile], { detached: true, stdio: ['ignore', out, out] });
-  closeSync(out);
-  child.unref();
-  const updated = { ...node, pid: child.pid! };
+  const updated = { ...node, pid: startServer(binary, node.configFile, node.logFile, node.launcher) };
   const nodes = cluster.nodes.map((n) => (n.name === name ? updated : n));
-  writeFileSync(path.join(cluster.dir, STATE), `${JSON.stringify({ version: cluster.version, nodes }, null, 2)}\n`);
-  while (!(await portOpen(node.port))) await sleep(50);
+  writeFileSync(path.join(cluster.dir, STATE), `${JSON.stringify({ version: cluster.version, auth: cluster.auth, tls: cluster.tls, nodes }, null, 2)}\n`);
+  while (!(await portOpen(node.port, node.host))) await sleep(50);
   return updated;
 }
 

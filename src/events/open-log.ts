@@ -4,6 +4,8 @@
  */
 import { openJetStreamLog, type JetStreamLogOptions } from './jetstream-log.js';
 import type { EventLog } from './log.js';
+import { readCredentials } from './nats-auth.js';
+import { LogCredentialsError } from './errors.js';
 import { openSqliteLog, type SqliteLogOptions } from './sqlite-log.js';
 
 export function isNatsLocation(location: string): boolean {
@@ -29,6 +31,8 @@ export interface OpenRunLogOptions {
   /** JetStream: replicas of streams this call creates. */
   replicas?: number;
   jetstream?: Partial<JetStreamLogOptions>;
+  /** JetStream: a role's credentials file written by `crucible nats up` (DIR/<role>.creds.json). */
+  credsFile?: string;
 }
 
 /** The log of run `runId` at `location`: a nats:// URL, or the path of a SQLite log file. */
@@ -39,9 +43,11 @@ export async function openRunLog(location: string, runId: string, opts: OpenRunL
       ...runStreamNames(runId),
       ...(opts.replicas !== undefined ? { replicas: opts.replicas } : {}),
       ...(opts.create !== undefined ? { create: opts.create } : {}),
+      ...(opts.credsFile !== undefined ? { credentials: readCredentials(opts.credsFile) } : {}),
       ...opts.jetstream,
     });
   }
+  if (opts.credsFile !== undefined) throw new LogCredentialsError(opts.credsFile, `credentials are for a log on JetStream (nats://...), and ${location} is a SQLite file`);
   return openSqliteLog(location, {
     ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
     ...(opts.create !== undefined ? { create: opts.create } : {}),

@@ -9,12 +9,14 @@ import { copyRun, runIdOfLog, type CopyReport } from '../../events/transfer.js';
 import { UserError } from '../errors.js';
 import { resolveRunLocation } from '../run-location.js';
 
-async function transfer(fromWhere: string, toWhere: string, runIdOpt: string | undefined): Promise<CopyReport> {
+async function transfer(fromWhere: string, toWhere: string, runIdOpt: string | undefined, credsFile: string | undefined): Promise<CopyReport> {
   const from = resolveRunLocation(fromWhere, runIdOpt);
   let source: EventLog | null = null;
   let target: EventLog | null = null;
   try {
-    source = await openRunLog(from.location, from.runId ?? '', { create: false });
+    // The credentials are for the JetStream side of the copy.
+    const creds = (location: string) => (credsFile !== undefined && isNatsLocation(location) ? { credsFile } : {});
+    source = await openRunLog(from.location, from.runId ?? '', { create: false, ...creds(from.location) });
     const runId = from.runId ?? (await runIdOfLog(source));
     if (!runId) throw new UserError(`${fromWhere}: the log has no RunStarted event: not a crucible run`);
     let toLocation = toWhere;
@@ -22,7 +24,7 @@ async function transfer(fromWhere: string, toWhere: string, runIdOpt: string | u
       mkdirSync(toWhere, { recursive: true });
       toLocation = path.join(toWhere, LOG_FILE);
     }
-    target = await openRunLog(toLocation, runId);
+    target = await openRunLog(toLocation, runId, creds(toLocation));
     return await copyRun(source, target, runId);
   } catch (err) {
     if (err instanceof EventLogError) throw new UserError(err.message);
@@ -48,17 +50,19 @@ export function registerLog(program: Command): void {
     .requiredOption('--from <where>', 'nats://host:port (with --run) or a run directory')
     .option('--run <id>', 'the run id (needed for a nats:// source)')
     .requiredOption('--to <dir>', 'the run directory to write log.db into')
-    .action(async (opts: { from: string; run?: string; to: string }) => {
+    .option('--creds <file>', 'credentials for a cluster with auth (e.g. DIR/reader.creds.json)')
+    .action(async (opts: { from: string; run?: string; to: string; creds?: string }) => {
       if (isNatsLocation(opts.to)) throw new UserError('--to: export writes a run directory; use `crucible log import` to copy into JetStream');
-      print(await transfer(opts.from, opts.to, opts.run), opts.to);
+      print(await transfer(opts.from, opts.to, opts.run, opts.creds), opts.to);
     });
   log
     .command('import')
     .description('copy a run from a run directory (SQLite) into JetStream')
     .requiredOption('--from <dir>', 'the run directory')
     .requiredOption('--to <url>', 'nats://host:port')
-    .action(async (opts: { from: string; to: string }) => {
+    .option('--creds <file>', 'credentials for a cluster with auth (DIR/admin.creds.json: an import writes every stream)')
+    .action(async (opts: { from: string; to: string; creds?: string }) => {
       if (!isNatsLocation(opts.to)) throw new UserError(`--to ${opts.to}: expected a nats:// location`);
-      print(await transfer(opts.from, opts.to, undefined), opts.to);
+      print(await transfer(opts.from, opts.to, undefined, opts.creds), opts.to);
     });
 }

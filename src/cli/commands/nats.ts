@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { NATS_ROLES, credentialsFile } from '../../events/nats-auth.js';
 import { NatsServerError, natsDown, natsUp } from '../../events/nats-server.js';
 import { UserError } from '../errors.js';
 
@@ -10,14 +11,21 @@ export function registerNats(program: Command): void {
     .requiredOption('--dir <dir>', 'where the servers keep their data, config and logs')
     .option('--nodes <n>', '1 or 3', '1')
     .option('--port <port>', 'client port of the first server (default: a free port)')
-    .action(async (opts: { dir: string; nodes: string; port?: string }) => {
+    .option('--no-auth', 'let any client in (default: a user per role, credentials written to DIR/<role>.creds.json)')
+    .option('--tls', 'TLS for clients and cluster routes, with a CA made in DIR/tls (needs openssl)')
+    .action(async (opts: { dir: string; nodes: string; port?: string; auth: boolean; tls?: boolean }) => {
       if (opts.nodes !== '1' && opts.nodes !== '3') throw new UserError(`--nodes ${opts.nodes}: expected 1 or 3`);
       const port = opts.port === undefined ? undefined : Number(opts.port);
       if (port !== undefined && (!Number.isInteger(port) || port < 1 || port > 65535)) throw new UserError(`--port ${opts.port}: expected a port number`);
       try {
-        const cluster = await natsUp({ nodes: Number(opts.nodes) as 1 | 3, dir: opts.dir, ...(port !== undefined ? { port } : {}) });
-        process.stdout.write(`nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}\n`);
+        const cluster = await natsUp({ nodes: Number(opts.nodes) as 1 | 3, dir: opts.dir, auth: opts.auth, tls: opts.tls === true, ...(port !== undefined ? { port } : {}) });
+        process.stdout.write(`nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}${cluster.tls ? ' (TLS)' : ''}\n`);
         process.stdout.write(`log location: ${cluster.urls.join(',')}\n`);
+        if (cluster.auth) {
+          process.stdout.write(`credentials (mode 0600, give each process its role's): ${NATS_ROLES.map((r) => credentialsFile(opts.dir, r)).join(' ')}\n`);
+        } else {
+          process.stdout.write('no auth: any client that reaches these ports may read and write every run\n');
+        }
       } catch (err) {
         if (err instanceof NatsServerError) throw new UserError(err.message);
         throw err;

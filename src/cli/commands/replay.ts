@@ -42,13 +42,14 @@ export function registerReplay(program: Command): void {
     .option('--round <k>', 'rebuild the state as it stood after round k', parsePosition('--round'))
     .option('--out <file>', 'keep the rebuilt read models in this (new) SQLite file')
     .option('--json', 'print JSON')
-    .action(async (dir: string, opts: { run?: string; verify?: boolean; until?: number; round?: number; out?: string; json?: boolean }) => {
+    .option('--creds <file>', 'credentials for a JetStream log on a cluster with auth (e.g. DIR/reader.creds.json from `crucible nats up`)')
+    .action(async (dir: string, opts: { run?: string; verify?: boolean; until?: number; round?: number; out?: string; json?: boolean; creds?: string }) => {
       const where = resolveRunLocation(dir, opts.run);
       if (opts.verify && (opts.until !== undefined || opts.round !== undefined)) {
         throw new UserError('--verify compares the whole run; it cannot be combined with --until or --round');
       }
       if (opts.out && existsSync(opts.out)) throw new UserError(`--out ${opts.out}: the file exists; a replay goes into a fresh database`);
-      const log = await openRecordedLog(where);
+      const log = await openRecordedLog(where, opts.creds);
       const scratch = opts.out ? null : mkdtempSync(path.join(os.tmpdir(), 'crucible-replay-'));
       const target = opts.out ?? path.join(scratch!, 'views.db');
       let rebuilt: ProjectionRunner | null = null;

@@ -87,22 +87,24 @@ export function registerRun(program: Command): void {
     })
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
     .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
+    .option('--creds <file>', 'credentials for a JetStream log on a cluster with auth (DIR/admin.creds.json from `crucible nats up`: one process runs every role)')
     .option('--json', 'print the table as JSON lines, one per round')
     .option('--snapshot-every <n>', 'store each actor\'s state every n folded events, so that a resumed run folds only what came after (0: none; default 20000)', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 0) throw new UserError(`--snapshot-every ${v}: expected a non-negative integer`);
       return n;
     })
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; json?: boolean; snapshotEvery?: number }) => {
+    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; creds?: string; json?: boolean; snapshotEvery?: number }) => {
       if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
+      if (opts.creds !== undefined && opts.log === undefined) throw new UserError('--creds is for a log on JetStream: give --log nats://host:port too');
       // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
       const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
       if (opts.seeds !== undefined) {
         if (opts.dir !== undefined) throw new UserError('--dir names one run directory; with --seeds each seed gets its own under the config\'s dir');
-        await runSeeds(config, opts.seeds, opts.json === true, opts.log, opts.snapshotEvery);
+        await runSeeds(config, opts.seeds, opts.json === true, opts.log, opts.snapshotEvery, opts.creds);
         return;
       }
-      const outcome = await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery);
+      const outcome = await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
       if (opts.json) {
         for (const r of outcome.rows) process.stdout.write(`${JSON.stringify({ runId: outcome.runId, ...r })}\n`);
       } else {
@@ -111,7 +113,7 @@ export function registerRun(program: Command): void {
     });
 }
 
-async function runOne(config: RunConfig, dir: string | undefined, json: boolean, label: string, log?: string, snapshotEvery?: number) {
+async function runOne(config: RunConfig, dir: string | undefined, json: boolean, label: string, log?: string, snapshotEvery?: number, credsFile?: string) {
   const tty = process.stderr.isTTY && !json;
   let outcome;
   try {
@@ -119,6 +121,7 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
       config,
       dir,
       ...(log !== undefined ? { log } : {}),
+      ...(credsFile !== undefined ? { credsFile } : {}),
       ...(snapshotEvery !== undefined ? { snapshotEvery } : {}),
       // A refused snapshot costs time, not results: say why, and go on.
       onRestart: (r) => {
@@ -135,12 +138,12 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
 
 /** Seeds one after another (each run is already parallel inside); a seed's run that does not
  * finish is an error, since a mean over unfinished runs would mislead. */
-async function runSeeds(config: RunConfig, seeds: number, json: boolean, log?: string, snapshotEvery?: number): Promise<void> {
+async function runSeeds(config: RunConfig, seeds: number, json: boolean, log?: string, snapshotEvery?: number, credsFile?: string): Promise<void> {
   const runs: RoundRow[][] = [];
   const ids: string[] = [];
   for (let k = 0; k < seeds; k++) {
     const seed = config.seed + k;
-    const outcome = await runOne({ ...config, seed }, undefined, json, `  seed ${seed} (${k + 1}/${seeds})`, log, snapshotEvery);
+    const outcome = await runOne({ ...config, seed }, undefined, json, `  seed ${seed} (${k + 1}/${seeds})`, log, snapshotEvery, credsFile);
     if (!outcome.finished) throw new Error(`seed ${seed}: run ${outcome.runId} did not finish`);
     runs.push(outcome.rows);
     ids.push(outcome.runId);

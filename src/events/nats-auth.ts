@@ -1,0 +1,180 @@
+/**
+ * Who may use a crucible NATS cluster, and for what: one user per role in one account, each
+ * authenticated by an nkey, each allowed to publish only to its own log stream (plus blobs, work
+ * acks and the read side of the JetStream API).
+ *
+ * Why nkeys rather than passwords: the server config holds only public keys, so the config can be
+ * copied to every node (and read by anyone there) without handing out a secret; the client signs
+ * the server's nonce, so the seed never crosses the network, even before TLS is on.
+ */
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { nkeys } from '@nats-io/transport-node';
+import { LogCredentialsError } from './errors.js';
+
+/** The roles that get a user: the six actors, `reader` (replay, report, status, export: reads
+ * only) and `admin` (a whole run in one process, imports: may write every stream). */
+export const NATS_ROLES = ['conductor', 'solver', 'adversary', 'executor', 'judge', 'learner', 'reader', 'admin'] as const;
+export const NatsRole = z.enum(NATS_ROLES);
+export type NatsRole = z.infer<typeof NatsRole>;
+export type ActorRole = Exclude<NatsRole, 'reader' | 'admin'>;
+
+/**
+ * The log streams each actor role appends to: its own stream (the stream is the actor's name),
+ * and the `queue/<name>` streams of the work queues it claims from (a queue records items it gave
+ * up on there). A stream not listed here is refused by the server for that role.
+ */
+export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
+  conductor: ['conductor', 'queue/conductor'],
+  solver: ['solver', 'queue/solver'],
+  adversary: ['adversary', 'queue/adversary'],
+  executor: ['executor', 'queue/executor'],
+  judge: ['judge', 'queue/judge'],
+  learner: ['learner', 'queue/learner'],
+};
+
+/** The subject token of a log stream name (as jetstream-log.ts writes it). */
+function token(stream: string): string {
+  return Buffer.from(stream, 'utf8').toString('base64url');
+}
+
+/** JetStream API calls that read the log or move a consumer, and change no stored event. */
+const READ_API = [
+  '$JS.API.INFO',
+  '$JS.API.STREAM.INFO.*',
+  '$JS.API.STREAM.NAMES',
+  '$JS.API.STREAM.LIST',
+  '$JS.API.STREAM.MSG.GET.*',
+  '$JS.API.DIRECT.GET.>',
+  // Ordered consumers (reads, subscriptions) and work-queue consumers; no consumer deletion.
+  '$JS.API.CONSUMER.CREATE.>',
+  '$JS.API.CONSUMER.DURABLE.CREATE.>',
+  '$JS.API.CONSUMER.INFO.>',
+  '$JS.API.CONSUMER.MSG.NEXT.>',
+];
+
+/** Every run's streams: events under crucible.run.<run>.s.<stream token>, blobs under
+ * crucible.run.<run>-blobs.{m,c}. A run id never holds a dot, so `*` is exactly one run. */
+const BLOB_SUBJECTS = ['crucible.run.*.m.*', 'crucible.run.*.c.*.*'];
+
+export interface RolePermissions {
+  publish: { allow: string[] };
+  subscribe: { allow: string[] };
+}
+
+/** The inbox prefix of a role's connection: replies to one role are not readable by another. */
+export function inboxPrefixOf(role: NatsRole): string {
+  return `_INBOX_${role}`;
+}
+
+/** What a role may publish and subscribe to (null: everything, the admin). */
+export function rolePermissions(role: NatsRole): RolePermissions | null {
+  if (role === 'admin') return null;
+  const inbox = { allow: [`${inboxPrefixOf(role)}.>`] };
+  if (role === 'reader') return { publish: { allow: [...READ_API] }, subscribe: inbox };
+  const streams = ROLE_STREAMS[role].map((s) => `crucible.run.*.s.${token(s)}`);
+  return {
+    publish: {
+      allow: [
+        ...streams,
+        ...BLOB_SUBJECTS,
+        ...READ_API,
+        // Creating a run's streams is the conductor's (it starts the run).
+        ...(role === 'conductor' ? ['$JS.API.STREAM.CREATE.*'] : []),
+        // Acks of claimed work items.
+        '$JS.ACK.>',
+      ],
+    },
+    subscribe: inbox,
+  };
+}
+
+/** What a credentials file holds: the role, its nkey seed, and the cluster's CA when TLS is on. */
+export const NatsCredentials = z.strictObject({
+  format: z.literal('crucible-nats-credentials/1'),
+  role: NatsRole,
+  /** The user's nkey seed ("SU..."): the secret; the server knows only its public key. */
+  seed: z.string().regex(/^SU[A-Z2-7]{56}$/, 'an nkey user seed ("SU" and 56 base32 characters)'),
+  /** PEM of the CA that signed the servers' certificates; null when the cluster runs without TLS. */
+  ca: z.string().startsWith('-----BEGIN CERTIFICATE-----').nullable(),
+});
+export type NatsCredentials = z.infer<typeof NatsCredentials>;
+
+export function credentialsFile(dir: string, role: NatsRole): string {
+  return path.join(dir, `${role}.creds.json`);
+}
+
+/** The public key of a credentials' seed ("U..."), as the server config names the user. */
+export function publicKeyOf(creds: NatsCredentials): string {
+  return nkeys.fromSeed(new TextEncoder().encode(creds.seed)).getPublicKey();
+}
+
+export function newCredentials(role: NatsRole, ca: string | null): NatsCredentials {
+  const seed = new TextDecoder().decode(nkeys.createUser().getSeed());
+  return { format: 'crucible-nats-credentials/1', role, seed, ca };
+}
+
+export function writeCredentials(file: string, creds: NatsCredentials): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
+  // writeFileSync's mode applies only to a new file.
+  chmodSync(file, 0o600);
+}
+
+/** Reads and checks a credentials file: it must be readable by its owner only (it holds a secret). */
+export function readCredentials(file: string): NatsCredentials {
+  if (!existsSync(file)) throw new LogCredentialsError(file, 'no such file (`crucible nats up --dir DIR` writes one per role into DIR)');
+  const mode = statSync(file).mode & 0o777;
+  if ((mode & 0o077) !== 0) throw new LogCredentialsError(file, `it is readable by others (mode ${mode.toString(8).padStart(4, '0')}); it holds a secret key: chmod 600 ${file}`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new LogCredentialsError(file, `not JSON (${(err as Error).message})`);
+  }
+  const parsed = NatsCredentials.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new LogCredentialsError(file, `${issue.path.join('.') || '(top)'}: ${issue.message}`);
+  }
+  try {
+    publicKeyOf(parsed.data);
+  } catch (err) {
+    throw new LogCredentialsError(file, `seed: not a valid nkey seed (${(err as Error).message})`);
+  }
+  return parsed.data;
+}
+
+/** Keeps the credentials already in `dir` (so files handed out before a restart stay valid) and
+ * makes the missing ones; every role gets one. */
+export function ensureCredentials(dir: string, ca: string | null): Map<NatsRole, NatsCredentials> {
+  const out = new Map<NatsRole, NatsCredentials>();
+  for (const role of NATS_ROLES) {
+    const file = credentialsFile(dir, role);
+    let creds: NatsCredentials | null = null;
+    if (existsSync(file)) {
+      creds = readCredentials(file);
+      if (creds.role !== role) throw new LogCredentialsError(file, `holds role ${creds.role}, expected ${role}`);
+      if (creds.ca !== ca) {
+        creds = { ...creds, ca };
+        writeCredentials(file, creds);
+      }
+    } else {
+      creds = newCredentials(role, ca);
+      writeCredentials(file, creds);
+    }
+    out.set(role, creds);
+  }
+  return out;
+}
+
+/** The `accounts` block of a server config: one account with JetStream, one nkey user per role. */
+export function accountsConfig(creds: ReadonlyMap<NatsRole, NatsCredentials>): string {
+  const users = [...creds.entries()].map(([role, c]) => {
+    const perms = rolePermissions(role);
+    const permissions = perms === null ? '' : `, permissions: ${JSON.stringify(perms)}`;
+    return `    # ${role}\n    { nkey: ${publicKeyOf(c)}${permissions} }`;
+  });
+  return ['accounts {', '  CRUCIBLE {', '    jetstream: enabled', '    users: [', users.join('\n'), '    ]', '  }', '}'].join('\n');
+}
