@@ -34,6 +34,10 @@ const rowsOf = (stdout: string) => stdout.trim().split('\n').map((l) => JSON.par
 const figures = (rows: Row[]) => rows.map(({ seconds: _s, runId: _r, ...rest }) => rest);
 
 let url = '';
+// `nats up` lets in only clients with a role's credentials: the run (every role in one process)
+// as admin, the reads as reader.
+const admin = path.join(natsDir, 'admin.creds.json');
+const reader = path.join(natsDir, 'reader.creds.json');
 beforeAll(async () => {
   const up = await crucible(['nats', 'up', '--dir', natsDir]);
   expect(up.code, up.stderr).toBe(0);
@@ -49,7 +53,7 @@ describe('the demo on JetStream', () => {
   it('gives the same per-round table as on SQLite; after export, replay --verify passes; import goes back', async () => {
     const onSqlite = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'sqlite')]);
     expect(onSqlite.code, onSqlite.stderr).toBe(0);
-    const onNats = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'nats-run'), '--log', url]);
+    const onNats = await crucible(['run', 'configs/demo.yaml', ...small, '--dir', path.join(dir, 'nats-run'), '--log', url, '--creds', admin]);
     expect(onNats.code, onNats.stderr).toBe(0);
     const a = rowsOf(onSqlite.stdout);
     const b = rowsOf(onNats.stdout);
@@ -59,11 +63,14 @@ describe('the demo on JetStream', () => {
 
     // The run directory of a JetStream run points at its log; replay reads it there.
     expect(JSON.parse(readFileSync(path.join(dir, 'nats-run', 'log.json'), 'utf8'))).toEqual({ location: url, runId });
-    const direct = await crucible(['replay', path.join(dir, 'nats-run'), '--verify']);
+    const refused = await crucible(['replay', path.join(dir, 'nats-run'), '--verify']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/refused the connection: it requires credentials.*--creds/);
+    const direct = await crucible(['replay', path.join(dir, 'nats-run'), '--verify', '--creds', reader]);
     expect(direct.code, direct.stderr).toBe(0);
     expect(direct.stdout).toMatch(/verified: every read model equals its replay/);
 
-    const exported = await crucible(['log', 'export', '--from', url, '--run', runId, '--to', path.join(dir, 'nats-run')]);
+    const exported = await crucible(['log', 'export', '--from', url, '--run', runId, '--to', path.join(dir, 'nats-run'), '--creds', reader]);
     expect(exported.code, exported.stderr).toBe(0);
     expect(exported.stdout).toMatch(new RegExp(`run ${runId}: \\d+ commits \\(0 already there\\), \\d+ events, [1-9]\\d* blobs`));
     expect(existsSync(path.join(dir, 'nats-run', 'log.db'))).toBe(true);
@@ -74,10 +81,10 @@ describe('the demo on JetStream', () => {
     expect(figures(replayed.rows)).toEqual(figures(a));
 
     // The SQLite run into JetStream (the same run id: every commit is already there).
-    const imported = await crucible(['log', 'import', '--from', path.join(dir, 'sqlite'), '--to', url]);
+    const imported = await crucible(['log', 'import', '--from', path.join(dir, 'sqlite'), '--to', url, '--creds', admin]);
     expect(imported.code, imported.stderr).toBe(0);
     expect(imported.stdout).toMatch(/\((\d+) already there\)/);
-    const fromNats = await crucible(['replay', url, '--run', runId, '--json']);
+    const fromNats = await crucible(['replay', url, '--run', runId, '--json', '--creds', reader]);
     expect(fromNats.code, fromNats.stderr).toBe(0);
     expect(figures((JSON.parse(fromNats.stdout) as { rows: Row[] }).rows)).toEqual(figures(a));
   }, 240_000);

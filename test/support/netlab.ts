@@ -17,6 +17,16 @@ function must(args: string[]): void {
   if (!r.ok) throw new Error(`ip ${args.join(' ')}: ${r.err}`);
 }
 
+/** A 10.77.x.0/24 no route of this namespace uses yet (another lab attached here, say). */
+function freeSubnet(start: number): number {
+  const routes = spawnSync('ip', ['route', 'show'], { encoding: 'utf8' }).stdout ?? '';
+  for (let i = 0; i < 100; i++) {
+    const n = 100 + ((start - 100 + i) % 100);
+    if (!routes.includes(`10.77.${n}.`)) return n;
+  }
+  return start;
+}
+
 export interface Host {
   readonly name: string;
   /** Namespace name (ip netns). */
@@ -30,6 +40,8 @@ export class NetLab {
   readonly #switch: string;
   readonly hosts = new Map<string, Host>();
   readonly #children = new Set<ChildProcess>();
+  /** This process's end of the lab network (attachHere), removed by destroy(). */
+  #here: string | null = null;
 
   /** Whether this machine lets us make namespaces (root, iproute2, kernel support). */
   static available(): { ok: boolean; reason?: string } {
@@ -44,7 +56,7 @@ export class NetLab {
   /** `tag` keeps concurrent labs apart (interface names are at most 15 characters). */
   constructor(tag: string) {
     this.#prefix = `cr${tag}`.slice(0, 8);
-    this.#subnet = 100 + (process.pid % 100);
+    this.#subnet = freeSubnet(100 + (process.pid % 100));
     this.#switch = `${this.#prefix}sw`;
     must(['netns', 'add', this.#switch]);
     must(['-n', this.#switch, 'link', 'add', 'br0', 'type', 'bridge']);
@@ -70,6 +82,29 @@ export class NetLab {
     const host = { name, ns, address };
     this.hosts.set(name, host);
     return host;
+  }
+
+  /**
+   * Joins this process's own network namespace to the switch on address .1, so the process that
+   * runs the test can reach the hosts (start their servers, watch them) as one more machine.
+   */
+  attachHere(): string {
+    const here = `${this.#prefix}gw`;
+    const peer = `${this.#prefix}gp`;
+    must(['link', 'add', here, 'type', 'veth', 'peer', 'name', peer]);
+    this.#here = here;
+    must(['link', 'set', peer, 'netns', this.#switch]);
+    must(['-n', this.#switch, 'link', 'set', peer, 'master', 'br0']);
+    must(['-n', this.#switch, 'link', 'set', peer, 'up']);
+    const address = `10.77.${this.#subnet}.1`;
+    must(['addr', 'add', `${address}/24`, 'dev', here]);
+    must(['link', 'set', here, 'up']);
+    return address;
+  }
+
+  /** The words that start a command on a host: `ip netns exec <ns>` (it execs, keeping the pid). */
+  launcher(host: string): string[] {
+    return ['ip', 'netns', 'exec', this.host(host).ns];
   }
 
   host(name: string): Host {
@@ -106,6 +141,9 @@ export class NetLab {
       ip(['netns', 'del', h.ns]);
     }
     ip(['netns', 'del', this.#switch]);
+    // Deleting the switch takes the peer, hence the pair; this is for a half-made pair.
+    if (this.#here !== null) ip(['link', 'del', this.#here]);
+    this.#here = null;
     this.hosts.clear();
   }
 }

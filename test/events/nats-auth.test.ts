@@ -1,0 +1,211 @@
+/**
+ * A cluster nobody else can use: `crucible nats up` writes a user per role, the server refuses
+ * clients without credentials and publishes a role may not make, each role can still do its own
+ * job, and with TLS a client connects only when it trusts the cluster's CA.
+ */
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeEvent } from '../../src/events/catalog.js';
+import { LogAuthenticationError, LogCredentialsError, LogPermissionError } from '../../src/events/errors.js';
+import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
+import { NATS_ROLES, ROLE_STREAMS, credentialsFile, newCredentials, readCredentials, type ActorRole, type NatsRole } from '../../src/events/nats-auth.js';
+import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/events/nats-server.js';
+import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
+import { runCli } from '../support/cli.js';
+
+const H = (c: string) => c.repeat(64);
+const ACTORS = Object.keys(ROLE_STREAMS) as ActorRole[];
+
+const solutionSampled = (runId: string) =>
+  makeEvent('SolutionSampled', runId, {
+    round: 1,
+    problemId: 'p1',
+    solutionId: 's1',
+    programHash: H('a'),
+    policy: { role: 'code', name: 'catalog-code', version: 0 },
+    sampling: { seed: 1, index: 0, temperature: null, candidateId: 'ref', contextKey: null },
+    responseHash: null,
+  });
+const note = (runId: string, reason: string) => makeEvent('RunFailed', runId, { reason });
+
+async function caught(p: Promise<unknown>): Promise<Error> {
+  try {
+    await p;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('crucible nats up with auth (one server)', () => {
+  let dir: string;
+  let cluster: NatsCluster;
+  const creds = (role: NatsRole) => credentialsFile(dir, role);
+  const open = (role: NatsRole, runId: string, create = true): Promise<JetStreamEventLog> =>
+    openRunLog(cluster.urls.join(','), runId, { credsFile: creds(role), create, jetstream: { retryForMs: 5000 } }) as Promise<JetStreamEventLog>;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'crucible-nats-auth-'));
+    const { code, out } = await runCli(['nats', 'up', '--dir', dir]);
+    expect(code).toBe(0);
+    expect(out).toMatch(/credentials \(mode 0600/);
+    cluster = readCluster(dir);
+  }, 60_000);
+  afterAll(async () => {
+    await natsDown(dir).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('writes one credentials file per role, readable by its owner only, and a config without secrets of users', () => {
+    expect(cluster.auth).toBe(true);
+    for (const role of NATS_ROLES) {
+      const file = creds(role);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      const c = readCredentials(file);
+      expect(c.role).toBe(role);
+      // The server knows the public key only: the seed is nowhere in its config.
+      expect(readFileSync(cluster.nodes[0]!.configFile, 'utf8')).not.toContain(c.seed);
+    }
+  });
+
+  it('refuses a client without credentials, and one whose key it does not know', async () => {
+    const none = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('anon'), retryForMs: 2000 }));
+    expect(none).toBeInstanceOf(LogAuthenticationError);
+    expect(none.message).toMatch(/requires credentials.*--creds/);
+    const stranger = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('anon'), credentials: newCredentials('executor', null), retryForMs: 2000 }));
+    expect(stranger).toBeInstanceOf(LogAuthenticationError);
+    expect(stranger.message).toMatch(/does not accept the executor credentials/);
+  }, 30_000);
+
+  it('refuses an executor appending a SolutionSampled to the solver stream, with a clear error, and writes nothing', async () => {
+    const conductor = await open('conductor', 'r-perm');
+    const executor = await open('executor', 'r-perm', false);
+    try {
+      const err = await caught(executor.append('solver', [solutionSampled('r-perm')], { commitId: 'forged-1' }));
+      expect(err).toBeInstanceOf(LogPermissionError);
+      expect(err.message).toMatch(/^role executor may not append to stream "solver": the server refused crucible\.run\.r-perm\.s\.\S+ \(.*Permissions Violation/);
+      // The solver itself may, and the forged commit left no trace.
+      const solver = await open('solver', 'r-perm', false);
+      await solver.append('solver', [solutionSampled('r-perm')], { commitId: 'real-1' });
+      const stored = [];
+      for await (const e of conductor.read({}, { streams: ['solver'] })) stored.push(e.commitId);
+      expect(stored).toEqual(['real-1']);
+      await solver.close();
+    } finally {
+      await executor.close();
+      await conductor.close();
+    }
+  }, 30_000);
+
+  it('lets each role append to its own stream, store blobs, read the whole log and claim work', async () => {
+    const runId = 'r-roles';
+    const conductor = await open('conductor', runId);
+    await conductor.append('conductor', [note(runId, 'start')], { commitId: 'c-0' });
+    for (const role of ACTORS) {
+      const log = await open(role, runId, false);
+      try {
+        const r = await log.append(role, [note(runId, role)], { commitId: `own-${role}` });
+        expect(r.duplicate).toBe(false);
+        const hash = await log.blobs.put(`blob of ${role}`);
+        expect(await log.blobs.getText(hash)).toBe(`blob of ${role}`);
+        const seen = [];
+        for await (const e of log.read({}, { runId })) seen.push(e.stream);
+        expect(seen).toContain('conductor');
+        expect(seen).toContain(role);
+        // Another role's stream: refused.
+        const other = ACTORS.find((a) => a !== role)!;
+        expect(await caught(log.append(other, [note(runId, 'forged')], { commitId: `forged-${role}` }))).toBeInstanceOf(LogPermissionError);
+        // Work: a durable queue over the conductor's stream, claimed and acked by this role.
+        const queue = await log.workQueue({ name: `q_${role}`, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 });
+        const items = await queue.claim({ max: 5, waitMs: 2000 });
+        expect(items.map((i) => i.commitId)).toEqual(role === 'conductor' ? ['c-0', 'own-conductor'] : ['c-0']);
+        for (const item of items) await item.ack();
+        expect(await queue.claim({ max: 5, waitMs: 300 })).toEqual([]);
+      } finally {
+        await log.close();
+      }
+    }
+    await conductor.close();
+  }, 90_000);
+
+  it('gives the reader reads only, and the admin every stream', async () => {
+    const runId = 'r-reader';
+    const admin = await open('admin', runId);
+    await admin.append('judge', [note(runId, 'by admin')], { commitId: 'a-1' });
+    const reader = await open('reader', runId, false);
+    try {
+      const seen = [];
+      for await (const e of reader.read({}, { runId })) seen.push(e.commitId);
+      expect(seen).toEqual(['a-1']);
+      expect(await caught(reader.append('judge', [note(runId, 'x')], { commitId: 'r-1' }))).toBeInstanceOf(LogPermissionError);
+      expect(await caught(reader.blobs.put('x'))).toBeInstanceOf(LogPermissionError);
+    } finally {
+      await reader.close();
+      await admin.close();
+    }
+  }, 30_000);
+
+  it('lets only the conductor (and the admin) create a run', async () => {
+    const err = await caught(open('executor', 'r-new-by-executor'));
+    expect(err).toBeInstanceOf(LogPermissionError);
+    expect(err.message).toMatch(/^role executor may not create the log stream "CRUCIBLE_RUN_r-new-by-executor"/);
+    const made = await open('conductor', 'r-new-by-conductor');
+    await made.close();
+  }, 30_000);
+
+  it('refuses a credentials file others can read, or one that is not credentials, naming the file', () => {
+    const loose = path.join(dir, 'loose.creds.json');
+    writeFileSync(loose, readFileSync(creds('solver')));
+    chmodSync(loose, 0o644);
+    expect(() => readCredentials(loose)).toThrow(LogCredentialsError);
+    expect(() => readCredentials(loose)).toThrow(/loose\.creds\.json: it is readable by others \(mode 0644\).*chmod 600/);
+    const bad = path.join(dir, 'bad.creds.json');
+    writeFileSync(bad, JSON.stringify({ format: 'crucible-nats-credentials/1', role: 'executor', seed: 'not-a-seed', ca: null }), { mode: 0o600 });
+    expect(() => readCredentials(bad)).toThrow(/bad\.creds\.json: seed: an nkey user seed/);
+    expect(() => readCredentials(path.join(dir, 'absent.json'))).toThrow(/no such file/);
+  });
+
+  it('keeps the credentials across a restart of the cluster, so handed-out files stay valid', async () => {
+    const before = readFileSync(creds('judge'), 'utf8');
+    await natsDown(dir);
+    cluster = await natsUp({ nodes: 1, dir, auth: true });
+    expect(readFileSync(creds('judge'), 'utf8')).toBe(before);
+    const log = await open('judge', 'r-roles', false);
+    await log.append('judge', [note('r-roles', 'after restart')], { commitId: 'after-restart' });
+    await log.close();
+  }, 60_000);
+
+  it('`crucible run --creds` without --log says what is missing', async () => {
+    await expect(runCli(['run', 'configs/demo.yaml', '--creds', creds('admin')])).rejects.toThrow(/--creds is for a log on JetStream: give --log/);
+  });
+});
+
+describe('crucible nats up --tls', () => {
+  let dir: string;
+  let cluster: NatsCluster;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'crucible-nats-tls-'));
+    const { code, out } = await runCli(['nats', 'up', '--dir', dir, '--tls']);
+    expect(code).toBe(0);
+    expect(out).toMatch(/\(TLS\)/);
+    cluster = readCluster(dir);
+  }, 60_000);
+  afterAll(async () => {
+    await natsDown(dir).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('connects a role whose credentials carry the CA, and refuses one that does not trust it', async () => {
+    expect(cluster.tls).toBe(true);
+    const withCa = readCredentials(credentialsFile(dir, 'conductor'));
+    expect(withCa.ca).toMatch(/^-----BEGIN CERTIFICATE-----/);
+    const log = await openJetStreamLog({ servers: cluster.urls, ...runStreamNames('r-tls'), credentials: withCa, retryForMs: 5000 });
+    await log.append('conductor', [note('r-tls', 'over TLS')], { commitId: 'tls-1' });
+    await log.close();
+    const err = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('r-tls'), credentials: { ...withCa, ca: null }, retryForMs: 2000 }));
+    expect(err).toBeInstanceOf(LogAuthenticationError);
+    expect(err.message).toMatch(/TLS failed \(.*certificate.*\).*crucible nats up --tls/);
+  }, 30_000);
+});
