@@ -45,6 +45,8 @@ export class NetLab {
 
   /** Whether this machine lets us make namespaces (root, iproute2, kernel support). */
   static available(): { ok: boolean; reason?: string } {
+    // To run the loopback fallback of the many-machines tests on a machine that has namespaces.
+    if (process.env.CRUCIBLE_NO_NETNS === '1') return { ok: false, reason: 'CRUCIBLE_NO_NETNS=1' };
     if (typeof process.getuid === 'function' && process.getuid() !== 0) return { ok: false, reason: 'not root' };
     const probe = `crprobe${process.pid % 100000}`;
     const r = ip(['netns', 'add', probe]);
@@ -119,6 +121,12 @@ export class NetLab {
     this.#children.add(child);
     child.once('exit', () => this.#children.delete(child));
     return child;
+  }
+
+  /** Whether `host` can open a TCP connection to addr:port right now (within 1.5 s). */
+  canReach(host: string, addr: string, port: number): boolean {
+    const script = `const s=require('net').connect(${port},'${addr}');s.setTimeout(1500,()=>process.exit(1));s.on('connect',()=>process.exit(0));s.on('error',()=>process.exit(1));`;
+    return spawnSync('ip', ['netns', 'exec', this.host(host).ns, process.execPath, '-e', script], { timeout: 10_000 }).status === 0;
   }
 
   /** Cuts a host off the switch (its link down) or joins it again. */
