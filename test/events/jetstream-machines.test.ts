@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
 import { credentialsFile, readCredentials } from '../../src/events/nats-auth.js';
-import { natsDown, natsUp, type NatsCluster, type NatsHost } from '../../src/events/nats-server.js';
+import { freePort, natsDown, natsServerBinary, natsUp, type NatsCluster, type NatsHost } from '../../src/events/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
 import { uniqueLogNames } from '../support/nats.js';
 import { NetLab } from '../support/netlab.js';
@@ -90,6 +90,30 @@ describe(`JetStream log across machines (${where})`, () => {
     const addresses = cluster.nodes.map((n) => n.host);
     expect(new Set(addresses).size).toBe(probe.ok ? 3 : 1);
   });
+
+  it('keeps a stranger\'s server out of the cluster: routes need the cluster\'s credentials and CA', async () => {
+    const n1 = cluster.nodes[0]!;
+    const address = lab ? lab.host('c1').address : '127.0.0.1';
+    const [port, clusterPort] = [await freePort(), await freePort()];
+    const rogue = startOn('c1', natsServerBinary(), [
+      '-a', address, '-p', String(port), '--cluster_name', 'crucible', '--cluster', `nats://${address}:${clusterPort}`, '--routes', `nats-route://${n1.host}:${n1.clusterPort}`,
+    ]);
+    try {
+      // Long enough for a route to be tried and, were it accepted, gossiped.
+      await new Promise((r) => setTimeout(r, 4000));
+      const log = await openJetStreamLog({ servers: [cluster.urls[0]!], ...uniqueLogNames(), credentials: readCredentials(creds('admin')) });
+      try {
+        const urls = log.connection.info?.connect_urls ?? [];
+        // The cluster's own servers are announced; the stranger is not.
+        for (const n of cluster.nodes.slice(1)) expect(urls).toContain(`${n.host}:${n.port}`);
+        expect(urls.filter((u) => u.endsWith(`:${port}`))).toEqual([]);
+      } finally {
+        await log.close();
+      }
+    } finally {
+      rogue.kill('SIGKILL');
+    }
+  }, 30_000);
 
   describeEventLogConformance(`jetstream R3 across machines (${where})`, async () => {
     const names = uniqueLogNames();
