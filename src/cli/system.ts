@@ -72,6 +72,8 @@ export function systemChecks(): Check[] {
   checks.push({ name: 'nats-server', ok: nats !== null, detail: natsDetail, debian: 'nats-server', usedBy: 'the JetStream event log and its tests', forTests: true });
   const ipBin = onPath('ip');
   checks.push({ name: 'iproute2', ok: ipBin !== null, detail: ipBin ?? 'not installed', debian: 'iproute2', usedBy: 'multi-host tests (network namespaces joined by veth links)', forTests: true });
+  const openssl = onPath('openssl');
+  checks.push({ name: 'openssl', ok: openssl !== null, detail: openssl ?? 'not installed', debian: 'openssl', usedBy: '`crucible nats up --tls` (a CA and server certificates) and its tests', forTests: true });
   const chromium = onPath('chromium');
   let chromiumDetail = 'not installed';
   if (chromium) {

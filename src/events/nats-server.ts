@@ -138,6 +138,7 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
   for (let i = 0; i < opts.nodes; i++) clusterPorts.push(opts.nodes > 1 ? await freePort() : null);
   if (opts.port !== undefined && (await portOpen(opts.port, hosts[0]!.address))) throw new NatsServerError(`port ${opts.port} is already in use on ${hosts[0]!.address}`);
   const auth = opts.auth === true;
+  if (opts.tls === true && !auth) throw new NatsServerError('TLS needs auth: clients get the CA in their credentials files');
   const tls = opts.tls === true ? ensureTls(dir, hosts.map((h) => h.address)) : null;
   const creds = auth ? ensureCredentials(dir, tls?.ca ?? null) : null;
   // Routes authenticate too, so that no stranger's server joins the cluster (and reads its streams).

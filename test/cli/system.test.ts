@@ -13,7 +13,7 @@ describe('system checks', () => {
 
   it('report this machine: every check names its Debian package and what uses it', () => {
     const checks = systemChecks();
-    expect(checks.map((c) => c.name)).toEqual(expect.arrayContaining(['python3', 'bubblewrap', 'nats-server', 'torch', 'numpy']));
+    expect(checks.map((c) => c.name)).toEqual(expect.arrayContaining(['python3', 'bubblewrap', 'nats-server', 'torch', 'numpy', 'openssl']));
     for (const c of checks) {
       expect(c.debian, c.name).not.toBe('');
       expect(c.usedBy, c.name).not.toBe('');

@@ -120,7 +120,9 @@ describe('crucible nats up with auth (one server)', () => {
         // Work: a durable queue over the conductor's stream, claimed and acked by this role.
         const queue = await log.workQueue({ name: `q_${role}`, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 });
         const items = await queue.claim({ max: 5, waitMs: 2000 });
-        expect(items.map((i) => i.commitId)).toEqual(role === 'conductor' ? ['c-0', 'own-conductor'] : ['c-0']);
+        // The conductor comes first, so every queue holds its two commits.
+        expect(ACTORS[0]).toBe('conductor');
+        expect(items.map((i) => i.commitId)).toEqual(['c-0', 'own-conductor']);
         for (const item of items) await item.ack();
         expect(await queue.claim({ max: 5, waitMs: 300 })).toEqual([]);
       } finally {
@@ -177,6 +179,10 @@ describe('crucible nats up with auth (one server)', () => {
     await log.close();
   }, 60_000);
 
+  it('refuses --tls with --no-auth, since the CA travels in the credentials', async () => {
+    await expect(runCli(['nats', 'up', '--dir', path.join(dir, 'tls-no-auth'), '--tls', '--no-auth'])).rejects.toThrow(/--tls needs auth/);
+  });
+
   it('`crucible run --creds` without --log says what is missing', async () => {
     await expect(runCli(['run', 'configs/demo.yaml', '--creds', creds('admin')])).rejects.toThrow(/--creds is for a log on JetStream: give --log/);
   });
@@ -207,5 +213,25 @@ describe('crucible nats up --tls', () => {
     const err = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('r-tls'), credentials: { ...withCa, ca: null }, retryForMs: 2000 }));
     expect(err).toBeInstanceOf(LogAuthenticationError);
     expect(err.message).toMatch(/TLS failed \(.*certificate.*\).*crucible nats up --tls/);
+  }, 30_000);
+});
+
+describe('crucible nats up --no-auth', () => {
+  it('says that anyone may connect, writes no credentials, and lets a client in without them', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'crucible-nats-open-'));
+    try {
+      const { code, out } = await runCli(['nats', 'up', '--dir', dir, '--no-auth']);
+      expect(code).toBe(0);
+      expect(out).toMatch(/no auth: any client that reaches these ports may read and write every run/);
+      const cluster = readCluster(dir);
+      expect(cluster.auth).toBe(false);
+      expect(() => readCredentials(credentialsFile(dir, 'admin'))).toThrow(/no such file/);
+      const log = await openJetStreamLog({ servers: cluster.urls, ...runStreamNames('r-open') });
+      await log.append('solver', [note('r-open', 'anyone')], { commitId: 'open-1' });
+      await log.close();
+    } finally {
+      await natsDown(dir).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 });

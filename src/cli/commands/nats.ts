@@ -15,6 +15,7 @@ export function registerNats(program: Command): void {
     .option('--tls', 'TLS for clients and cluster routes, with a CA made in DIR/tls (needs openssl)')
     .action(async (opts: { dir: string; nodes: string; port?: string; auth: boolean; tls?: boolean }) => {
       if (opts.nodes !== '1' && opts.nodes !== '3') throw new UserError(`--nodes ${opts.nodes}: expected 1 or 3`);
+      if (opts.tls && !opts.auth) throw new UserError('--tls needs auth: clients get the CA in their credentials files (drop --no-auth)');
       const port = opts.port === undefined ? undefined : Number(opts.port);
       if (port !== undefined && (!Number.isInteger(port) || port < 1 || port > 65535)) throw new UserError(`--port ${opts.port}: expected a port number`);
       try {
