@@ -1,0 +1,113 @@
+/**
+ * What auth and TLS cost the JetStream log: the same appends and the same replay on three
+ * one-server clusters started in the same run -- without auth (the baseline), with a user per role
+ * (nkeys and per-role permissions), and with auth and TLS. Appends are made as the executor role
+ * on its own stream (one event per commit, awaited one by one and pipelined), the replay as the
+ * reader. Best of `--repeat` (default 3), clusters taken in turn within each repeat.
+ *
+ *   npm run bench -- nats-auth [--commits 1000] [--repeat 3]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeEvent } from '../src/events/catalog.js';
+import type { EventLog } from '../src/events/log.js';
+import { credentialsFile } from '../src/events/nats-auth.js';
+import { natsDown, natsUp, type NatsCluster } from '../src/events/nats-server.js';
+import { openRunLog } from '../src/events/open-log.js';
+
+const WINDOW = 256;
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+interface Setup {
+  label: string;
+  cluster: NatsCluster;
+  dir: string;
+}
+
+function flag(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(name);
+  if (i < 0) return fallback;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} ${args[i + 1]}: expected a positive integer`);
+  return n;
+}
+
+async function open(s: Setup, runId: string, role: 'conductor' | 'executor' | 'reader'): Promise<EventLog> {
+  const creds = s.cluster.auth ? { credsFile: credentialsFile(s.dir, role) } : {};
+  return openRunLog(s.cluster.urls.join(','), runId, { ...creds, create: role === 'conductor' });
+}
+
+async function appendMs(log: EventLog, runId: string, commits: number, pipelined: boolean): Promise<number> {
+  const t0 = performance.now();
+  const inFlight = new Set<Promise<unknown>>();
+  for (let i = 0; i < commits; i++) {
+    const p = log.append('executor', [makeEvent('RunFailed', runId, { reason: `bench ${i}` })], { commitId: `${runId}-${i}` });
+    if (!pipelined) {
+      await p;
+      continue;
+    }
+    const q: Promise<unknown> = p.then(() => inFlight.delete(q));
+    inFlight.add(q);
+    if (inFlight.size >= WINDOW) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  return performance.now() - t0;
+}
+
+async function replayMs(log: EventLog, expected: number): Promise<number> {
+  const t0 = performance.now();
+  let n = 0;
+  for await (const _ of log.read()) n++;
+  if (n !== expected) throw new Error(`replay read ${n} events, expected ${expected}`);
+  return performance.now() - t0;
+}
+
+export async function runBench(args: string[]): Promise<void> {
+  const commits = flag(args, '--commits', 1000);
+  const repeat = flag(args, '--repeat', 3);
+  const root = mkdtempSync(join(tmpdir(), 'crucible-bench-auth-'));
+  const setups: Setup[] = [];
+  try {
+    for (const [label, auth, tls] of [
+      ['no auth (baseline)', false, false],
+      ['auth (nkeys, per-role permissions)', true, false],
+      ['auth + TLS', true, true],
+    ] as const) {
+      const dir = join(root, label.split(' ')[0]! + (tls ? '-tls' : ''));
+      setups.push({ label, dir, cluster: await natsUp({ nodes: 1, dir, auth, tls }) });
+    }
+    const version = setups[0]!.cluster.version;
+    console.log(`\nnats auth: nats-server ${version}, one server each; ${fmt(commits)} one-event commits per line; pipelined = ${WINDOW} in flight; best of ${repeat}`);
+    const best = new Map<string, number>();
+    const keep = (key: string, ms: number) => best.set(key, Math.min(best.get(key) ?? Infinity, ms));
+    for (let r = 0; r < repeat; r++) {
+      for (const s of setups) {
+        for (const pipelined of [false, true]) {
+          const runId = `bench-${r}-${pipelined ? 'p' : 'a'}`;
+          const conductor = await open(s, runId, 'conductor');
+          const executor = await open(s, runId, 'executor');
+          keep(`${s.label}|${pipelined ? 'pipelined' : 'awaited'}`, await appendMs(executor, runId, commits, pipelined));
+          await executor.close();
+          await conductor.close();
+          if (pipelined) {
+            const reader = await open(s, runId, 'reader');
+            keep(`${s.label}|replay`, await replayMs(reader, commits));
+            await reader.close();
+          }
+        }
+      }
+    }
+    for (const what of ['awaited', 'pipelined', 'replay']) {
+      const base = best.get(`${setups[0]!.label}|${what}`)!;
+      for (const s of setups) {
+        const ms = best.get(`${s.label}|${what}`)!;
+        const label = `${what === 'replay' ? 'replay (log.read)' : `append ${what}`}: ${s.label}`;
+        console.log(`${label.padEnd(58)} ${fmt((commits / ms) * 1000).padStart(8)} events/s  ${(ms / commits * 1000).toFixed(0).padStart(5)} us/event  ${(base / ms).toFixed(2)}x baseline`);
+      }
+    }
+  } finally {
+    for (const s of setups) await natsDown(s.dir).catch(() => undefined);
+    rmSync(root, { recursive: true, force: true });
+  }
+}
