@@ -5,6 +5,11 @@
  * on its own stream (one event per commit, awaited one by one and pipelined), the replay as the
  * reader. Best of `--repeat` (default 3), clusters taken in turn within each repeat.
  *
+ * Then the same on a 3-node R3 cluster with auth and TLS, on loopback and with every server in
+ * its own network namespace (veth links to a bridge; the client here, attached to the bridge):
+ * what the network hops add to an append. Needs root for the namespaces, else that line is
+ * skipped with the reason.
+ *
  *   npm run bench -- nats-auth [--commits 1000] [--repeat 3]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +20,7 @@ import type { EventLog } from '../src/events/log.js';
 import { credentialsFile } from '../src/events/nats-auth.js';
 import { natsDown, natsUp, type NatsCluster } from '../src/events/nats-server.js';
 import { openRunLog } from '../src/events/open-log.js';
+import { machinesAvailable, startMachines, type Machines } from '../test/support/machines.js';
 
 const WINDOW = 256;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -68,6 +74,7 @@ export async function runBench(args: string[]): Promise<void> {
   const repeat = flag(args, '--repeat', 3);
   const root = mkdtempSync(join(tmpdir(), 'crucible-bench-auth-'));
   const setups: Setup[] = [];
+  let machines: Machines | null = null;
   try {
     for (const [label, auth, tls] of [
       ['no auth (baseline)', false, false],
@@ -81,26 +88,46 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(`\nnats auth: nats-server ${version}, one server each; ${fmt(commits)} one-event commits per line; pipelined = ${WINDOW} in flight; best of ${repeat}`);
     const best = new Map<string, number>();
     const keep = (key: string, ms: number) => best.set(key, Math.min(best.get(key) ?? Infinity, ms));
+    /** One repeat on one cluster: appends awaited, appends pipelined, the replay of the latter. */
+    const measure = async (s: Setup, r: number) => {
+      for (const pipelined of [false, true]) {
+        const runId = `bench-${r}-${pipelined ? 'p' : 'a'}`;
+        const conductor = await open(s, runId, 'conductor');
+        const executor = await open(s, runId, 'executor');
+        keep(`${s.label}|${pipelined ? 'pipelined' : 'awaited'}`, await appendMs(executor, runId, commits, pipelined));
+        await executor.close();
+        await conductor.close();
+        if (pipelined) {
+          const reader = await open(s, runId, 'reader');
+          keep(`${s.label}|replay`, await replayMs(reader, commits));
+          await reader.close();
+        }
+      }
+    };
     for (let r = 0; r < repeat; r++) {
       for (const s of setups) {
-        for (const pipelined of [false, true]) {
-          const runId = `bench-${r}-${pipelined ? 'p' : 'a'}`;
-          const conductor = await open(s, runId, 'conductor');
-          const executor = await open(s, runId, 'executor');
-          keep(`${s.label}|${pipelined ? 'pipelined' : 'awaited'}`, await appendMs(executor, runId, commits, pipelined));
-          await executor.close();
-          await conductor.close();
-          if (pipelined) {
-            const reader = await open(s, runId, 'reader');
-            keep(`${s.label}|replay`, await replayMs(reader, commits));
-            await reader.close();
-          }
-        }
+        await measure(s, r);
+      }
+    }
+    // Three-node clusters: loopback, then namespaces (the lab's cluster), same figures.
+    const loop = join(root, 'r3-loopback');
+    setups.push({ label: 'R3 auth + TLS, loopback', dir: loop, cluster: await natsUp({ nodes: 3, dir: loop, auth: true, tls: true }) });
+    const { ok, where } = machinesAvailable();
+    if (ok) {
+      machines = await startMachines({ tag: `b${process.pid % 10000}`, clients: [] });
+      setups.push({ label: 'R3 auth + TLS, namespaces', dir: join(machines.dir, 'nats'), cluster: machines.cluster });
+    } else {
+      console.log(`(R3 across namespaces skipped: ${where})`);
+    }
+    for (let r = 0; r < repeat; r++) {
+      for (const s of setups.slice(3)) {
+        await measure(s, r);
       }
     }
     for (const what of ['awaited', 'pipelined', 'replay']) {
-      const base = best.get(`${setups[0]!.label}|${what}`)!;
-      for (const s of setups) {
+      for (const [i, s] of setups.entries()) {
+        // One-server lines against the one server without auth; R3 lines against R3 on loopback.
+        const base = best.get(`${setups[i < 3 ? 0 : 3]!.label}|${what}`)!;
         const ms = best.get(`${s.label}|${what}`)!;
         const label = `${what === 'replay' ? 'replay (log.read)' : `append ${what}`}: ${s.label}`;
         console.log(`${label.padEnd(58)} ${fmt((commits / ms) * 1000).padStart(8)} events/s  ${(ms / commits * 1000).toFixed(0).padStart(5)} us/event  ${(base / ms).toFixed(2)}x baseline`);
@@ -108,6 +135,7 @@ export async function runBench(args: string[]): Promise<void> {
     }
   } finally {
     for (const s of setups) await natsDown(s.dir).catch(() => undefined);
+    await machines?.stop();
     rmSync(root, { recursive: true, force: true });
   }
 }

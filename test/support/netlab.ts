@@ -40,8 +40,8 @@ export class NetLab {
   readonly #switch: string;
   readonly hosts = new Map<string, Host>();
   readonly #children = new Set<ChildProcess>();
-  /** This process's end of the lab network (attachHere), removed by destroy(). */
-  #here: string | null = null;
+  /** Links made in this process's namespace (removed by destroy() if still there). */
+  readonly #rootLinks = new Set<string>();
 
   /** Whether this machine lets us make namespaces (root, iproute2, kernel support). */
   static available(): { ok: boolean; reason?: string } {
@@ -61,9 +61,14 @@ export class NetLab {
     this.#subnet = freeSubnet(100 + (process.pid % 100));
     this.#switch = `${this.#prefix}sw`;
     must(['netns', 'add', this.#switch]);
-    must(['-n', this.#switch, 'link', 'add', 'br0', 'type', 'bridge']);
-    must(['-n', this.#switch, 'link', 'set', 'br0', 'up']);
-    must(['-n', this.#switch, 'link', 'set', 'lo', 'up']);
+    try {
+      must(['-n', this.#switch, 'link', 'add', 'br0', 'type', 'bridge']);
+      must(['-n', this.#switch, 'link', 'set', 'br0', 'up']);
+      must(['-n', this.#switch, 'link', 'set', 'lo', 'up']);
+    } catch (err) {
+      ip(['netns', 'del', this.#switch]);
+      throw err;
+    }
   }
 
   addHost(name: string): Host {
@@ -72,7 +77,11 @@ export class NetLab {
     const address = `10.77.${this.#subnet}.${index + 10}`;
     const hostEnd = `${this.#prefix}h${index}`.slice(0, 15);
     const switchEnd = `${this.#prefix}s${index}`.slice(0, 15);
+    const host = { name, ns, address };
+    // Known before it is complete, so that destroy() removes a half-made host too.
+    this.hosts.set(name, host);
     must(['netns', 'add', ns]);
+    this.#rootLinks.add(hostEnd);
     must(['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', switchEnd]);
     must(['link', 'set', hostEnd, 'netns', ns]);
     must(['link', 'set', switchEnd, 'netns', this.#switch]);
@@ -81,8 +90,6 @@ export class NetLab {
     must(['-n', ns, 'addr', 'add', `${address}/24`, 'dev', hostEnd]);
     must(['-n', ns, 'link', 'set', hostEnd, 'up']);
     must(['-n', ns, 'link', 'set', 'lo', 'up']);
-    const host = { name, ns, address };
-    this.hosts.set(name, host);
     return host;
   }
 
@@ -93,8 +100,8 @@ export class NetLab {
   attachHere(): string {
     const here = `${this.#prefix}gw`;
     const peer = `${this.#prefix}gp`;
+    this.#rootLinks.add(here);
     must(['link', 'add', here, 'type', 'veth', 'peer', 'name', peer]);
-    this.#here = here;
     must(['link', 'set', peer, 'netns', this.#switch]);
     must(['-n', this.#switch, 'link', 'set', peer, 'master', 'br0']);
     must(['-n', this.#switch, 'link', 'set', peer, 'up']);
@@ -149,9 +156,11 @@ export class NetLab {
       ip(['netns', 'del', h.ns]);
     }
     ip(['netns', 'del', this.#switch]);
-    // Deleting the switch takes the peer, hence the pair; this is for a half-made pair.
-    if (this.#here !== null) ip(['link', 'del', this.#here]);
-    this.#here = null;
+    // Deleting a namespace takes its veth ends and so the pairs; this is for half-made ones.
+    for (const link of this.#rootLinks) {
+      if (ip(['link', 'show', link]).ok) ip(['link', 'del', link]);
+    }
+    this.#rootLinks.clear();
     this.hosts.clear();
   }
 }
