@@ -396,6 +396,11 @@ export class JetStreamEventLog implements EventLog {
     after: Position = ORIGIN,
     to: Position = Number.MAX_SAFE_INTEGER as Position,
   ): EventEnvelope[] {
+    // Commits live on `<prefix>.s.<stream>`. The log's stream also takes whatever else is
+    // published under the prefix; a role's grants for blobs, leases, heartbeats and tasks match
+    // such subjects too (`crucible.run.*.m.*` cannot tell a run from its blob store), so anything
+    // else is not an event of this log, and is passed over.
+    if (!subject.startsWith(`${this.prefix}.s.`)) return [];
     const stream = streamOfSubject(this.prefix, subject);
     let body: { format?: unknown; events?: unknown };
     try {

@@ -34,6 +34,21 @@ export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
   learner: ['learner', 'queue/learner'],
 };
 
+/**
+ * Beside a run's log, the worker processes keep a board (`crucible.run.<run>-workers.lease.<name>`:
+ * a singleton role's lease, named `role-<role>`; `...hb.<worker>`: heartbeats) and task queues
+ * (`crucible.run.<run>-tasks.<queue>`). A role may take only its own lease, beat as any worker,
+ * and publish to the task queues listed here.
+ */
+export const ROLE_TASK_QUEUES: Readonly<Record<ActorRole, readonly string[]>> = {
+  conductor: [],
+  solver: [],
+  adversary: [],
+  executor: ['programs'],
+  judge: [],
+  learner: [],
+};
+
 /** The subject token of a log stream name (as jetstream-log.ts writes it). */
 function token(stream: string): string {
   return Buffer.from(stream, 'utf8').toString('base64url');
@@ -79,9 +94,14 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
       allow: [
         ...streams,
         ...BLOB_SUBJECTS,
+        `crucible.run.*.lease.${token(`role-${role}`)}`,
+        'crucible.run.*.hb.*',
+        ...ROLE_TASK_QUEUES[role].map((q) => `crucible.run.*.${q}`),
         ...READ_API,
-        // Creating a run's streams is the conductor's (it starts the run).
-        ...(role === 'conductor' ? ['$JS.API.STREAM.CREATE.*'] : []),
+        // Workers make the board and task streams beside a run's log on first use. (A role may
+        // thus create streams, never delete or purge one; and a worker opens a run's log only
+        // when it exists.)
+        '$JS.API.STREAM.CREATE.*',
         // Acks of claimed work items.
         '$JS.ACK.>',
       ],

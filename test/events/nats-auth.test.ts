@@ -149,12 +149,52 @@ describe('crucible nats up with auth (one server)', () => {
     }
   }, 30_000);
 
-  it('lets only the conductor (and the admin) create a run', async () => {
-    const err = await caught(open('executor', 'r-new-by-executor'));
+  it('lets the actor roles create streams (workers make the board and task streams), never the reader', async () => {
+    const err = await caught(open('reader', 'r-new-by-reader'));
     expect(err).toBeInstanceOf(LogPermissionError);
-    expect(err.message).toMatch(/^role executor may not create the log stream "CRUCIBLE_RUN_r-new-by-executor"/);
-    const made = await open('conductor', 'r-new-by-conductor');
+    expect(err.message).toMatch(/^role reader may not create the log stream "CRUCIBLE_RUN_r-new-by-reader"/);
+    const made = await open('executor', 'r-new-by-executor');
     await made.close();
+  }, 30_000);
+
+  it('lets a role take only its own lease and publish only its task queues on the worker board', async () => {
+    const runId = 'r-board';
+    const admin = await open('admin', runId);
+    const { stream, subjectPrefix } = runStreamNames(runId);
+    // The board and task streams as the workers make them beside the log.
+    await admin.jsm.streams.add({ name: `${stream}_WORKERS`, subjects: [`${subjectPrefix}-workers.>`] });
+    await admin.jsm.streams.add({ name: `${stream}_TASKS`, subjects: [`${subjectPrefix}-tasks.>`] });
+    const lease = (role: string) => `${subjectPrefix}-workers.lease.${Buffer.from(`role-${role}`).toString('base64url')}`;
+    const judge = await open('judge', runId, false);
+    const executor = await open('executor', runId, false);
+    const solver = await open('solver', runId, false);
+    const publish = (log: JetStreamEventLog, subject: string) => log.refusedAs(`publish ${subject}`, () => log.js.publish(subject, 'x'));
+    try {
+      await publish(judge, lease('judge'));
+      expect(await caught(publish(judge, lease('learner')))).toBeInstanceOf(LogPermissionError);
+      await publish(solver, `${subjectPrefix}-workers.hb.solver-1`);
+      await publish(executor, `${subjectPrefix}-tasks.programs`);
+      expect(await caught(publish(solver, `${subjectPrefix}-tasks.programs`))).toBeInstanceOf(LogPermissionError);
+    } finally {
+      await Promise.all([judge.close(), executor.close(), solver.close(), admin.close()]);
+    }
+  }, 30_000);
+
+  it('passes over what a role publishes into the log stream outside its commit subjects', async () => {
+    const runId = 'r-junk';
+    const solver = await open('solver', runId);
+    try {
+      await solver.append('solver', [note(runId, 'before')], { commitId: 'before' });
+      // The blob grant `crucible.run.*.m.*` also matches the run's own prefix: stored in the log stream.
+      const ack = await solver.js.publish(`crucible.run.${runId}.m.junk`, 'not a commit');
+      expect(ack.stream).toBe(runStreamNames(runId).stream);
+      await solver.append('solver', [note(runId, 'after')], { commitId: 'after' });
+      const seen = [];
+      for await (const e of solver.read({}, { runId })) seen.push(e.commitId);
+      expect(seen).toEqual(['before', 'after']);
+    } finally {
+      await solver.close();
+    }
   }, 30_000);
 
   it('refuses a credentials file others can read, or one that is not credentials, naming the file', () => {
