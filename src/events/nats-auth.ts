@@ -125,6 +125,15 @@ export function credentialsFile(dir: string, role: NatsRole): string {
   return path.join(dir, `${role}.creds.json`);
 }
 
+/**
+ * The credentials file a process of `role` uses, given either a directory `crucible nats up`
+ * wrote (its `<role>.creds.json`) or one file (used as it is): a starter handed the directory
+ * gives each worker it starts its own role's file.
+ */
+export function roleCredentialsFile(credsPath: string, role: NatsRole): string {
+  return existsSync(credsPath) && statSync(credsPath).isDirectory() ? credentialsFile(credsPath, role) : credsPath;
+}
+
 /** The public key of a credentials' seed ("U..."), as the server config names the user. */
 export function publicKeyOf(creds: NatsCredentials): string {
   return nkeys.fromSeed(new TextEncoder().encode(creds.seed)).getPublicKey();
@@ -145,6 +154,7 @@ export function writeCredentials(file: string, creds: NatsCredentials): void {
 /** Reads and checks a credentials file: it must be readable by its owner only (it holds a secret). */
 export function readCredentials(file: string): NatsCredentials {
   if (!existsSync(file)) throw new LogCredentialsError(file, 'no such file (`crucible nats up --dir DIR` writes one per role into DIR)');
+  if (statSync(file).isDirectory()) throw new LogCredentialsError(file, 'a directory: give the file of one role, e.g. <dir>/admin.creds.json');
   const mode = statSync(file).mode & 0o777;
   if ((mode & 0o077) !== 0) throw new LogCredentialsError(file, `it is readable by others (mode ${mode.toString(8).padStart(4, '0')}); it holds a secret key: chmod 600 ${file}`);
   let raw: unknown;

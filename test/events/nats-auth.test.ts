@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
 import { LogAuthenticationError, LogCredentialsError, LogPermissionError } from '../../src/events/errors.js';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
-import { NATS_ROLES, ROLE_STREAMS, credentialsFile, newCredentials, readCredentials, type ActorRole, type NatsRole } from '../../src/events/nats-auth.js';
+import { NATS_ROLES, ROLE_STREAMS, credentialsFile, newCredentials, readCredentials, roleCredentialsFile, type ActorRole, type NatsRole } from '../../src/events/nats-auth.js';
 import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/events/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
 import { runCli } from '../support/cli.js';
@@ -207,6 +207,10 @@ describe('crucible nats up with auth (one server)', () => {
     writeFileSync(bad, JSON.stringify({ format: 'crucible-nats-credentials/1', role: 'executor', seed: 'not-a-seed', ca: null }), { mode: 0o600 });
     expect(() => readCredentials(bad)).toThrow(/bad\.creds\.json: seed: an nkey user seed/);
     expect(() => readCredentials(path.join(dir, 'absent.json'))).toThrow(/no such file/);
+    expect(() => readCredentials(dir)).toThrow(/a directory: give the file of one role/);
+    // A starter handed the directory gives each process its own role's file.
+    expect(roleCredentialsFile(dir, 'judge')).toBe(creds('judge'));
+    expect(roleCredentialsFile(creds('admin'), 'judge')).toBe(creds('admin'));
   });
 
   it('keeps the credentials across a restart of the cluster, so handed-out files stay valid', async () => {
