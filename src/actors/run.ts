@@ -13,6 +13,8 @@ import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
+import type { RetryPolicy } from './effect-failures.js';
+import type { TestOnlyReorderOptions } from './test-only-reorder.js';
 import { SqliteSnapshotTable } from './snapshots.js';
 import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
@@ -83,6 +85,10 @@ export interface RunOptions {
   snapshotEvery?: number;
   /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
   onRestart?(report: RestartReport): void;
+  /** How often a failing effect is tried before the run fails (default DEFAULT_RETRY). */
+  retry?: RetryPolicy;
+  /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
+  testOnlyReorder?: TestOnlyReorderOptions;
 }
 
 export interface RunOutcome {
@@ -152,6 +158,8 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       views: [env.view],
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
+      ...(opts.retry ? { retry: opts.retry } : {}),
+      ...(opts.testOnlyReorder ? { testOnlyReorder: opts.testOnlyReorder } : {}),
     });
     await runtime.start();
     // The live read models: brought up to date at every round's end and at the end of the run.

@@ -12,7 +12,8 @@ import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, ro
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
-  version: 3,
+  // 4: rewards kept per problem, summed in schedule order.
+  version: 4,
   types: ['RunStarted', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
   initial: emptyRoundTable,
   reduce: reduceRoundTable,
