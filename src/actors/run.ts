@@ -89,6 +89,8 @@ export interface RunOptions {
   retry?: RetryPolicy;
   /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
   testOnlyReorder?: TestOnlyReorderOptions;
+  /** Fault-injection tests only: wraps the run's policy backend (e.g. a trainer that fails). */
+  testOnlyWrapBackend?(backend: PolicyBackend): PolicyBackend;
 }
 
 export interface RunOutcome {
@@ -128,8 +130,9 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
-    backendToClose = backend;
+    const { problems, backend: prepared } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    backendToClose = prepared;
+    const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {

@@ -230,6 +230,7 @@ export class ActorRuntime<Env> {
   readonly #retry: RetryPolicy;
   readonly #reorder: TestOnlyReorder | null;
   readonly #unrecorded: string[] = [];
+  #runFailedWritten = false;
 
   constructor(log: EventLog, runId: string, env: Env, actors: readonly AnyActor<Env>[], options: RuntimeOptions = {}) {
     this.#views = options.views ?? [];
@@ -476,7 +477,14 @@ export class ActorRuntime<Env> {
     }
     if (work.length === 0) return false;
     if (this.#reorder) work = this.#reorder.pick(work);
-    const outputs = await Promise.all(work.map((w) => this.#runWithRetries(w)));
+    // Every effect of the step is settled before the step ends, so none is still writing
+    // failure records after the run has stopped.
+    const settled = await Promise.allSettled(work.map((w) => this.#runWithRetries(w)));
+    const outputs: NewEvent[][] = [];
+    for (const o of settled) {
+      if (o.status === 'rejected') throw o.reason;
+      outputs.push(o.value);
+    }
     // Appended in the order the work was listed, whatever order it finished in (unless a test
     // asks for another order).
     let commits: StepCommit<Env>[] = [];
@@ -555,6 +563,9 @@ export class ActorRuntime<Env> {
       return;
     }
     const stopped = new RunFailedError(name, w.effect.key, attempt, error);
+    // One RunFailed per stop, though other effects of the step may reach their limit too.
+    if (this.#runFailedWritten) throw stopped;
+    this.#runFailedWritten = true;
     await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${w.effect.key}@${at}`));
     throw stopped;
   }
