@@ -118,7 +118,7 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     restore: (data) => ExecutionCache.restore(data),
   },
   async run(request, env, _snapshot, cache) {
-    const problem = env.problem(request.problemId);
+    const problem = await env.problem(request.problemId);
     const pairs = requestPairs(request);
     // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
     // text, whose outputs become generated tests' expected values; a candidate's output is read

@@ -346,7 +346,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
-    const problem = env.problem(p.problemId);
+    const problem = await env.problem(p.problemId);
     const method = judgementOf(env.config.method);
     if (effect.kind === 'oracle') {
       const pairs = await method.oracle(env, problem, p);

@@ -278,7 +278,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           }
           const sampled = ref.tokensHash ? sampledTokens(await env.blobs.getText(ref.tokensHash)) : undefined;
           samples.push({
-            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
+            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : (await env.problem(problemId)).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,

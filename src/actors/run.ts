@@ -142,7 +142,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       }
     } else {
       const problemRefs = [];
-      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
+      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(RunEnv.problemBlob(p)) });
       await log.append(
         'conductor',
         [
@@ -155,7 +155,8 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
         { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
       );
     }
-    const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
+    // The actors read the problems from the log's blobs (RunStarted), not from `problems`.
+    const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend });
     snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
       views: [env.view],
