@@ -335,7 +335,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   pending: judgePending,
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id.
+  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load outcomes merged by rank.
   snapshotVersion: 3,
   index: {
     create: () => new VerdictIndex(),

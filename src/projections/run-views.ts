@@ -189,7 +189,8 @@ export const policyVersionsProjection: RowProjection = {
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
   // 5: the recorded verdicts in its state are kept per program hash (recorded-verdicts.ts).
-  version: 5,
+  // 6: load outcomes merged by rank, not first come.
+  version: 6,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,
