@@ -130,9 +130,6 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend: prepared } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
-    backendToClose = prepared;
-    const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
@@ -140,7 +137,13 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       if (started.runId !== runId || d.configHash !== hash) {
         throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
       }
-    } else {
+    }
+    // A run that recorded its catalog uses that one, read by hash from the blob store.
+    const recordedCatalog = started ? (started.data as EventData<'RunStarted'>).catalogHash : null;
+    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: recordedCatalog });
+    backendToClose = prepared;
+    const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
+    if (!started) {
       const problemRefs = [];
       for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(RunEnv.problemBlob(p)) });
       await log.append(
@@ -149,7 +152,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
           {
             type: 'RunStarted',
             runId,
-            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
+            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs, catalogHash },
           },
         ],
         { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },

@@ -111,6 +111,10 @@ const definitions = {
       crucibleVersion: Id,
       /** The dataset of the run, in schedule order; each problem record is a blob. */
       problems: z.array(z.strictObject({ problemId: Id, problemHash: Hash })),
+      /** The offline catalog (candidate programs and tests) the catalog policies sample from, as
+       * a blob, so every process of the run uses the same one; null for other policies (and in
+       * logs written before it was recorded). */
+      catalogHash: Hash.nullable().default(null),
     }),
   }),
   /** Conductor, after the last round. */

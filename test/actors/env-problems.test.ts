@@ -1,8 +1,8 @@
 /**
- * A process reads a run's problems from the blobs its RunStarted names (a real SQLite log's blob
- * store), not from a local dataset: the record comes back as written; a problem the run does not
- * name, a blob that is not a problem record, or one holding another problem are refused with an
- * error naming the problem and the blob.
+ * A process reads a run's problems and its catalog from the blobs its RunStarted names (a real
+ * SQLite log's blob store), not from a local dataset or cache: the record comes back as written;
+ * a problem the run does not name, a blob that is not a problem record (or not a catalog), or one
+ * holding another problem are refused with an error naming the problem and the blob.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -15,6 +15,10 @@ import type { EventEnvelope } from '../../src/events/envelope.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { smallConfig } from '../support/small-config.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
+import { createSandbox } from '../../src/sandbox/index.js';
+import { prepareRun } from '../../src/actors/sources.js';
+import { sandboxOptions } from '../../src/actors/run.js';
+import { canonicalJson } from '../../src/core/canonical-json.js';
 
 let root: string;
 let log: EventLog;
@@ -83,5 +87,35 @@ describe('RunEnv.problem', () => {
     await expect(e.problem('p/x')).rejects.toThrow(/problem p\/x: its recorded blob \w+ is not a problem record \(.*statement/);
     await expect(e.problem('p/z')).rejects.toThrow(/problem p\/z: its recorded blob \w+ holds problem p\/y/);
     await expect(e.problem('p/none')).rejects.toThrow(/not among the problems recorded/);
+  });
+});
+
+describe('the catalog a run records', () => {
+  it('is stored by hash when built, and read back by that hash without building (no sandbox run)', async () => {
+    const config = smallConfig(root, { dataset: { format: 'demo', limit: 2 } });
+    const sandbox = await createSandbox(sandboxOptions(config));
+    let built;
+    try {
+      built = await prepareRun(config, null, sandbox, root, { blobs: log.blobs, hash: null });
+    } finally {
+      await sandbox.close();
+    }
+    expect(built.catalogHash).toMatch(/^[0-9a-f]{64}$/);
+    // A sandbox that refuses every run: reading the recorded catalog must not need one.
+    const refusing: Sandbox = { isolation: 'rlimits', run: async () => { throw new Error('no sandbox here'); }, close: async () => {} };
+    const read = await prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: built.catalogHash });
+    expect(read.catalogHash).toBe(built.catalogHash);
+    expect(read.problems).toEqual(built.problems);
+    const params = { code: read.backend.initialParams('code'), test: read.backend.initialParams('test') };
+    expect(read.backend.evaluate(params, read.problems.map((p) => p.id), false)).toEqual(built.backend.evaluate(params, built.problems.map((p) => p.id), false));
+  }, 120_000);
+
+  it('refuses a recorded catalog that is not one, or lacks a problem of the run', async () => {
+    const config = smallConfig(root, { dataset: { format: 'demo', limit: 2 } });
+    const refusing: Sandbox = { isolation: 'rlimits', run: async () => { throw new Error('no sandbox here'); }, close: async () => {} };
+    const notCatalog = await log.blobs.put(JSON.stringify({ programs: 3 }));
+    await expect(prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: notCatalog })).rejects.toThrow(new RegExp(`the catalog recorded in RunStarted \\(blob ${notCatalog.slice(0, 12)}\\) is not a catalog \\(programs`));
+    const empty = await log.blobs.put(canonicalJson({ programs: {}, tests: {}, validTests: {} }));
+    await expect(prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: empty })).rejects.toThrow(/has no candidates for problem demo\//);
   });
 });
