@@ -10,6 +10,8 @@
  * picks up exactly the work that was not finished. Effects of one step run concurrently but are
  * appended in a fixed actor/effect order, so one process with one seed writes one log; where the
  * log can (SQLite), the outputs of one step are appended in one transaction, one sync for all.
+ * No decision may depend on that order (tests perturb it with `testOnlyReorder`). An effect or
+ * append that throws is retried and each failure recorded (see effect-failures.ts).
  *
  * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
  * events, and a (re)started actor begins from its latest usable snapshot and folds only what
