@@ -69,8 +69,14 @@ export class RunFailedError extends Error {
     readonly effectKey: string,
     readonly attempts: number,
     cause: unknown,
+    /** Why RunFailed could not be written (the log was failing too); null when it was. */
+    readonly unrecorded: string | null = null,
   ) {
-    super(`the run failed: actor ${actor} failed on ${effectKey} ${attempts === 1 ? 'once' : `${attempts} times`} (the retry limit); last error: ${errorText(cause)}`, { cause });
+    super(
+      `the run failed: actor ${actor} failed on ${effectKey} ${attempts === 1 ? 'once' : `${attempts} times`} (the retry limit); last error: ${errorText(cause)}` +
+        (unrecorded ? `; RunFailed could not be recorded: ${unrecorded}` : ''),
+      { cause },
+    );
     this.name = 'RunFailedError';
   }
 }

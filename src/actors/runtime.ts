@@ -568,15 +568,19 @@ export class ActorRuntime<Env> {
     // One RunFailed per stop, though other effects of the step may reach their limit too.
     if (this.#runFailedWritten) throw stopped;
     this.#runFailedWritten = true;
-    await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${w.effect.key}@${at}`));
-    throw stopped;
+    const refused = await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${w.effect.key}@${at}`));
+    throw refused === null ? stopped : new RunFailedError(name, w.effect.key, attempt, error, refused);
   }
 
-  async #tryAppend(stream: string, events: NewEvent[], commitId: string): Promise<void> {
+  /** Appends a failure record; returns why the log refused it, or null. */
+  async #tryAppend(stream: string, events: NewEvent[], commitId: string): Promise<string | null> {
     try {
       await this.#log.append(stream, events, { commitId });
+      return null;
     } catch (err) {
-      this.#unrecorded.push(`${commitId}: ${errorText(err)}`);
+      const why = errorText(err);
+      this.#unrecorded.push(`${commitId}: ${why}`);
+      return why;
     }
   }
 

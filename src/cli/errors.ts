@@ -38,7 +38,10 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   // A model server or trainer that stayed unreachable: what is recorded stays, and running the
   // same command again resumes the run.
-  if (err instanceof RunFailedError) return { message: `${err.message}\n(RunFailed is recorded in the log; once the cause is fixed, running the same command again resumes the run)`, exitCode: EXIT_FAILED };
+  if (err instanceof RunFailedError) {
+    const recorded = err.unrecorded === null ? 'RunFailed is recorded in the log; ' : '';
+    return { message: `${err.message}\n(${recorded}once the cause is fixed, running the same command again resumes the run)`, exitCode: EXIT_FAILED };
+  }
   if (err instanceof ModelRequestError || err instanceof BridgeError) return { message: `${err.message}\n(the run is resumable: run the same command again)`, exitCode: EXIT_FAILED };
   return null;
 }

@@ -210,4 +210,32 @@ describe('a failure after some outputs were appended', () => {
     const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data);
     expect(failed).toEqual([{ actor: 'scheduler', effectKey: 'p2', attempt: 1, willRetry: true, error: 'connection reset before the acknowledgement (injected)' }]);
   });
+
+  it('when the log refuses every append, the run stops with an error that says RunFailed could not be recorded', async () => {
+    const log = await openSqliteLog(path.join(root, 'refusing.db'));
+    await log.append('conductor', [{ type: 'RoundStarted', runId: 'r', data: { round: 1, problemIds: ['p1'] } }], { commitId: 'r/start' });
+    const refusing: EventLog = new Proxy(log, {
+      get(target, prop) {
+        if (prop === 'appendCommits') return undefined;
+        if (prop === 'append') return async () => { throw new Error('disk full (injected)'); };
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const runtime = new ActorRuntime(refusing, 'r', null, [scheduler] as never, { retry: FAST });
+    await runtime.start();
+    let error: unknown;
+    try {
+      await runtime.run();
+    } catch (e) {
+      error = e;
+    }
+    await log.close();
+    expect(error).toBeInstanceOf(RunFailedError);
+    expect((error as RunFailedError).unrecorded).toBe('disk full (injected)');
+    expect((error as Error).message).toMatch(/scheduler failed on p1 3 times .*last error: disk full \(injected\); RunFailed could not be recorded: disk full/);
+    expect(userFacing(error)!.message).not.toMatch(/RunFailed is recorded/);
+    // Three failure records and RunFailed, none written, all named.
+    expect(runtime.unrecordedFailures).toHaveLength(4);
+  });
 });
