@@ -94,6 +94,30 @@ describe('determinism (b)(c): arrival order changes nothing but the order', () =
   }
 });
 
+describe('determinism (b)(c) for other settings', () => {
+  // White-box suites (one per solution) and Code-A1's TOPVAR selection, whose ties follow the
+  // order of the suites; and TCS, whose rolling buffer keeps suites across rounds.
+  const settings = [
+    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
+    { name: 'TCS', overrides: { method: 'tcs', rounds: 3 } },
+  ];
+  for (const { name, overrides } of settings) {
+    it(`${name}: effects finishing and appended in a random order write the same commits and table`, async () => {
+      const config = smallConfig(root, overrides);
+      const tag = name.replace(/\W+/g, '-');
+      const fixed = await runExperiment({ config, dir: path.join(root, `${tag}-fixed`), cacheDir: cacheDir() });
+      const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), testOnlyReorder: { seed: 3, deferChance: 0.4 } });
+      expect(run.finished).toBe(true);
+      const a = await commitsOf(fixed.dir);
+      const b = await commitsOf(run.dir);
+      expect(b.order).not.toEqual(a.order);
+      expect(Object.keys(b.commits)).toEqual(Object.keys(a.commits));
+      for (const id of Object.keys(a.commits)) expect({ id, events: b.commits[id] }).toEqual({ id, events: a.commits[id] });
+      expect(figures(run.rows)).toEqual(figures(fixed.rows));
+    }, 300_000);
+  }
+});
+
 describe('determinism (a): replaying a log gives the same state hashes', () => {
   it('twice over one log, and equal to the live read models', async () => {
     const dir = path.join(root, 'reorder-29');
