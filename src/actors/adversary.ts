@@ -76,7 +76,7 @@ export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect
   machine: adversaryMachine,
   pending: (snapshot: SnapshotFrom<typeof adversaryMachine>) => snapshot.context.jobs,
   async run(job, env) {
-    const problem = env.problem(job.problemId);
+    const problem = await env.problem(job.problemId);
     const suites = env.config.sampling.suitesPerProgram;
     const seed = env.seed('adversary', job.round, job.solutionId);
     const policy = await env.policy('test', job.version);

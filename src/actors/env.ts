@@ -4,9 +4,10 @@
  */
 import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
-import type { EventDataInput, EventType } from '../events/catalog.js';
+import type { EventData, EventDataInput, EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import type { Problem } from '../core/problem.js';
+import { Problem } from '../core/problem.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
@@ -58,25 +59,36 @@ export class RunEnv {
   readonly blobs: BlobStore;
   readonly sandbox: Sandbox;
   readonly backend: PolicyBackend;
-  readonly #problems: Map<string, Problem>;
+  /** Problems read so far, by id. */
+  readonly #problems = new Map<string, Problem>();
+  /** problemId -> blob of its record, from RunStarted: where every process reads the problems. */
+  readonly #problemHashes = new Map<string, string>();
+  readonly #reading = new Map<string, Promise<Problem>>();
   /** role/version -> checkpoint blob, from PolicyVersionPublished. */
   readonly #checkpoints = new Map<string, string>();
   readonly #trainers = new Map<Role, { version: number; trainer: LearnerTrainer }>();
   readonly #samplers = new Map<string, SamplingPolicy>();
 
-  constructor(opts: { runId: string; config: RunConfig; blobs: BlobStore; sandbox: Sandbox; backend: PolicyBackend; problems: readonly Problem[] }) {
+  /** `problems`: records already read from this run's blobs (an ablation that read them);
+   * the others are read from the blob store when first needed. */
+  constructor(opts: { runId: string; config: RunConfig; blobs: BlobStore; sandbox: Sandbox; backend: PolicyBackend; problems?: readonly Problem[] }) {
     this.runId = opts.runId;
     this.config = opts.config;
     this.blobs = opts.blobs;
     this.sandbox = opts.sandbox;
     this.backend = opts.backend;
-    this.#problems = new Map(opts.problems.map((p) => [p.id, p]));
+    for (const p of opts.problems ?? []) this.#problems.set(p.id, p);
   }
 
   /** Fed by the runtime: where each policy version's parameters are. */
   readonly view: RuntimeView = {
-    types: ['PolicyVersionPublished'],
+    types: ['RunStarted', 'PolicyVersionPublished'],
     observe: (envelope: EventEnvelope): void => {
+      if (envelope.type === 'RunStarted') {
+        if (envelope.runId !== this.runId) return;
+        for (const ref of (envelope.data as EventData<'RunStarted'>).problems) this.#problemHashes.set(ref.problemId, ref.problemHash);
+        return;
+      }
       const d = envelope.data as { policy: { role: Role; version: number }; checkpoint: string | null };
       if (d.checkpoint) this.#checkpoints.set(`${d.policy.role}/${d.policy.version}`, d.checkpoint);
     },
@@ -88,10 +100,40 @@ export class RunEnv {
     return { type, runId: this.runId, data };
   }
 
-  problem(id: string): Problem {
-    const p = this.#problems.get(id);
-    if (!p) throw new Error(`problem ${id} is in the log but not in the dataset this run was started with`);
-    return p;
+  /** A problem of the run, as recorded: read by hash from the blob store (RunStarted names each
+   * problem's blob), never from a local dataset, so any process with the log can run any actor. */
+  async problem(id: string): Promise<Problem> {
+    const known = this.#problems.get(id);
+    if (known) return known;
+    let reading = this.#reading.get(id);
+    if (!reading) {
+      reading = this.#read(id);
+      this.#reading.set(id, reading);
+      reading.catch(() => this.#reading.delete(id));
+    }
+    return reading;
+  }
+
+  async #read(id: string): Promise<Problem> {
+    const hash = this.#problemHashes.get(id);
+    if (!hash) throw new Error(`problem ${id} is not among the problems recorded in the RunStarted of run ${this.runId}`);
+    const text = await this.blobs.getText(hash);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} is not JSON`);
+    }
+    const parsed = Problem.safeParse(raw);
+    if (!parsed.success) throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} is not a problem record (${parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ')})`);
+    if (parsed.data.id !== id) throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} holds problem ${parsed.data.id}`);
+    this.#problems.set(id, parsed.data);
+    return parsed.data;
+  }
+
+  /** The canonical text of a problem record, as RunStarted stores it (the blob's content). */
+  static problemBlob(problem: Problem): string {
+    return canonicalJson(problem);
   }
 
   /** A seed for one effect, independent of every other effect's. */

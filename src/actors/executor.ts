@@ -108,8 +108,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes.
-  snapshotVersion: 2,
+  // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank.
+  snapshotVersion: 3,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),
@@ -118,7 +118,7 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     restore: (data) => ExecutionCache.restore(data),
   },
   async run(request, env, _snapshot, cache) {
-    const problem = env.problem(request.problemId);
+    const problem = await env.problem(request.problemId);
     const pairs = requestPairs(request);
     // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
     // text, whose outputs become generated tests' expected values; a candidate's output is read

@@ -22,6 +22,7 @@ import type { EvolvedState } from './methods/contract.js';
 import { tcsBufferAfter } from './methods/tcs.js';
 import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
+import { insertById } from './content-order.js';
 import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
@@ -93,7 +94,8 @@ export const judgeMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
         return update(context, key(d.round, d.problemId), (p) => ({
-          solutions: [...p.solutions, { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId }],
+          // By id, not arrival: the order of solutions and suites sets reward groups and ties.
+          solutions: insertById(p.solutions, { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId }, (x) => x.solutionId),
         }));
       }),
     },
@@ -101,10 +103,11 @@ export const judgeMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'TestsSampled');
         return update(context, key(d.round, d.problemId), (p) => {
-          const suites = [
-            ...p.suites,
+          const suites = insertById(
+            p.suites,
             { suiteId: d.suiteId, targetSolutionId: d.targetSolutionId, nonprintableRatio: d.nonprintableRatio, candidateId: d.sampling.candidateId, tests: d.tests },
-          ];
+            (x) => x.suiteId,
+          );
           const all = p.solutions.length === p.groupSize && suites.length === p.groupSize * context.suitesPerProgram;
           return { suites, phase: all ? 'oracle' : p.phase };
         });
@@ -332,8 +335,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   pending: judgePending,
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes.
-  snapshotVersion: 2,
+  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load outcomes merged by rank.
+  snapshotVersion: 3,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
@@ -343,7 +346,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
-    const problem = env.problem(p.problemId);
+    const problem = await env.problem(p.problemId);
     const method = judgementOf(env.config.method);
     if (effect.kind === 'oracle') {
       const pairs = await method.oracle(env, problem, p);

@@ -207,8 +207,27 @@ export function shuffledAdvantageSources(groups: readonly number[], seedOf: (gro
   return from;
 }
 
+/** A training step that threw: the runtime records it as TrainingStepFailed and tries the
+ * round's effect again (a trainer restored from the last published checkpoint, the same batch id). */
+export class TrainingStepError extends Error {
+  constructor(
+    readonly batchId: string,
+    readonly role: Role,
+    cause: unknown,
+  ) {
+    super(`the ${role} training step of ${batchId} failed: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'TrainingStepError';
+  }
+}
+
 export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
   name: 'learner',
+  failureEvent(_effect, failure, env) {
+    const e = failure.error;
+    if (!(e instanceof TrainingStepError)) return null;
+    const cause = e.cause instanceof Error ? e.cause.message : String(e.cause);
+    return env.event('TrainingStepFailed', { batchId: e.batchId, role: e.role, error: cause.trim() === '' ? e.message : cause, retryable: failure.willRetry });
+  },
   // 2: sample references carry their round and policy version.
   snapshotVersion: 2,
   machine: learnerMachine,
@@ -259,7 +278,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
           }
           const sampled = ref.tokensHash ? sampledTokens(await env.blobs.getText(ref.tokensHash)) : undefined;
           samples.push({
-            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : env.problem(problemId).statement,
+            prompt: ref.promptHash ? await env.blobs.getText(ref.promptHash) : (await env.problem(problemId)).statement,
             response: ref.responseHash ? await env.blobs.getText(ref.responseHash) : '',
             advantage: item.advantage,
             contextKey: ref.contextKey,
@@ -299,7 +318,12 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       );
       // Frozen: the same step through the same port, at learning rate 0 (no update).
       const hyper = { lr: control === 'frozen' ? 0 : env.config.policies[role].lr };
-      const result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
+      let result;
+      try {
+        result = await trainer.trainStep({ batchId, role, expectedVersion: fromVersion, algorithm: algorithmOf(env.config.method, role), samples, hyper });
+      } catch (err) {
+        throw new TrainingStepError(batchId, role, err);
+      }
       for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
       events.push(
         env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),

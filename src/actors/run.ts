@@ -13,6 +13,8 @@ import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
+import type { RetryPolicy } from './effect-failures.js';
+import type { TestOnlyReorderOptions } from './test-only-reorder.js';
 import { SqliteSnapshotTable } from './snapshots.js';
 import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
@@ -85,6 +87,12 @@ export interface RunOptions {
   snapshotEvery?: number;
   /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
   onRestart?(report: RestartReport): void;
+  /** How often a failing effect is tried before the run fails (default DEFAULT_RETRY). */
+  retry?: RetryPolicy;
+  /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
+  testOnlyReorder?: TestOnlyReorderOptions;
+  /** Fault-injection tests only: wraps the run's policy backend (e.g. a trainer that fails). */
+  testOnlyWrapBackend?(backend: PolicyBackend): PolicyBackend;
 }
 
 export interface RunOutcome {
@@ -124,8 +132,6 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
-    backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
     if (started) {
@@ -133,27 +139,36 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       if (started.runId !== runId || d.configHash !== hash) {
         throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
       }
-    } else {
+    }
+    // A run that recorded its catalog uses that one, read by hash from the blob store.
+    const recordedCatalog = started ? (started.data as EventData<'RunStarted'>).catalogHash : null;
+    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: recordedCatalog });
+    backendToClose = prepared;
+    const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
+    if (!started) {
       const problemRefs = [];
-      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
+      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(RunEnv.problemBlob(p)) });
       await log.append(
         'conductor',
         [
           {
             type: 'RunStarted',
             runId,
-            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
+            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs, catalogHash },
           },
         ],
         { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
       );
     }
-    const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
+    // The actors read the problems from the log's blobs (RunStarted), not from `problems`.
+    const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend });
     snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
       views: [env.view],
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
+      ...(opts.retry ? { retry: opts.retry } : {}),
+      ...(opts.testOnlyReorder ? { testOnlyReorder: opts.testOnlyReorder } : {}),
     });
     await runtime.start();
     // The live read models: brought up to date at every round's end and at the end of the run.

@@ -10,6 +10,8 @@
  * picks up exactly the work that was not finished. Effects of one step run concurrently but are
  * appended in a fixed actor/effect order, so one process with one seed writes one log; where the
  * log can (SQLite), the outputs of one step are appended in one transaction, one sync for all.
+ * No decision may depend on that order (tests perturb it with `testOnlyReorder`). An effect or
+ * append that throws is retried and each failure recorded (see effect-failures.ts).
  *
  * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
  * events, and a (re)started actor begins from its latest usable snapshot and folds only what
@@ -19,6 +21,8 @@ import { createActor, initialTransition, type AnyActorScope, type AnyStateMachin
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import { DEFAULT_RETRY, RunFailedError, certainToRepeat, backoffAfter, effectFailedEvent, errorText, failureCommitId, runFailedCommitId, sleep, type EffectFailure, type RetryPolicy } from './effect-failures.js';
+import { TestOnlyReorder, type TestOnlyReorderOptions } from './test-only-reorder.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -68,6 +72,9 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
    * first of each commit and skips the rest, which would change nothing; the side index still
    * observes every one. */
   readonly foldOncePerCommit?: readonly string[];
+  /** The event recording one failed try of an effect, when the actor has one of its own (the
+   * Learner's TrainingStepFailed); null or absent: the generic EffectFailed. */
+  failureEvent?(effect: E, failure: EffectFailure, env: Env): NewEvent | null;
 }
 
 // The runtime stores actors of different machine types side by side.
@@ -174,6 +181,10 @@ export interface RuntimeOptions {
   snapshots?: SnapshotOptions;
   /** Called once per actor (re)built by start() or restart(). */
   onRestart?(report: RestartReport): void;
+  /** How often a failing effect (or append) is tried before the run fails (default DEFAULT_RETRY). */
+  retry?: RetryPolicy;
+  /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
+  testOnlyReorder?: TestOnlyReorderOptions;
 }
 
 export interface RuntimeHooks {
@@ -218,11 +229,18 @@ export class ActorRuntime<Env> {
   readonly #views: readonly RuntimeView[];
   readonly #snapshots: SnapshotOptions | undefined;
   readonly #onRestart: ((report: RestartReport) => void) | undefined;
+  readonly #retry: RetryPolicy;
+  readonly #reorder: TestOnlyReorder | null;
+  readonly #unrecorded: string[] = [];
+  #runFailedWritten = false;
 
   constructor(log: EventLog, runId: string, env: Env, actors: readonly AnyActor<Env>[], options: RuntimeOptions = {}) {
     this.#views = options.views ?? [];
     this.#snapshots = options.snapshots;
     this.#onRestart = options.onRestart;
+    this.#retry = options.retry ?? DEFAULT_RETRY;
+    if (!(Number.isInteger(this.#retry.attempts) && this.#retry.attempts >= 1)) throw new RangeError(`retry.attempts must be a whole number >= 1, got ${this.#retry.attempts}`);
+    this.#reorder = options.testOnlyReorder ? new TestOnlyReorder(options.testOnlyReorder) : null;
     this.#log = log;
     this.#runId = runId;
     this.#env = env;
@@ -452,7 +470,7 @@ export class ActorRuntime<Env> {
   }
 
   async #runPendingEffects(): Promise<boolean> {
-    const work: { actor: LiveActor<Env>; effect: Effect; snapshot: SnapshotFrom<AnyStateMachine> }[] = [];
+    let work: Work<Env>[] = [];
     for (const actor of this.#actors.values()) {
       if (actor.snapshot === null) continue;
       for (const effect of actor.def.pending(actor.snapshot)) {
@@ -460,31 +478,125 @@ export class ActorRuntime<Env> {
       }
     }
     if (work.length === 0) return false;
-    const outputs = await Promise.allSettled(
-      work.map(({ actor, effect, snapshot }) => actor.def.run(effect, this.#env, snapshot, actor.index)),
-    );
-    // Appended in the order the work was listed, whatever order it finished in.
-    const commits: CommitRequest[] = [];
+    if (this.#reorder) work = this.#reorder.pick(work);
+    // Every effect of the step is settled before the step ends, so none is still writing
+    // failure records after the run has stopped.
+    const settled = await Promise.allSettled(work.map((w) => this.#runWithRetries(w)));
+    const outputs: NewEvent[][] = [];
+    for (const o of settled) {
+      if (o.status === 'rejected') throw o.reason;
+      outputs.push(o.value);
+    }
+    // Appended in the order the work was listed, whatever order it finished in (unless a test
+    // asks for another order).
+    let commits: StepCommit<Env>[] = [];
     for (let i = 0; i < work.length; i++) {
-      const { actor, effect } = work[i]!;
-      const outcome = outputs[i]!;
-      if (outcome.status === 'rejected') throw new ActorFailedError(actor.def.name, effect.key, outcome.reason);
-      if (outcome.value.length === 0) throw new ActorFailedError(actor.def.name, effect.key, new Error('effect produced no event'));
-      const events = outcome.value.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
-      commits.push({ stream: actor.def.name, events, options: { commitId: `${this.#runId}/${actor.def.name}/${effect.key}` } });
+      const w = work[i]!;
+      const output = outputs[i]!;
+      if (output.length === 0) throw new ActorFailedError(w.actor.def.name, w.effect.key, new Error('effect produced no event'));
+      const events = output.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
+      commits.push({ work: w, commit: { stream: w.actor.def.name, events, options: { commitId: `${this.#runId}/${w.actor.def.name}/${w.effect.key}` } } });
     }
-    // One transaction for the step where the log offers it: each commit stays all-or-nothing
-    // and every one is durable before anything acts on it, as with one append each.
-    let results: AppendResult[];
-    if (this.#log.appendCommits && commits.length > 1) results = await this.#log.appendCommits(commits);
-    else {
-      results = [];
-      for (const c of commits) results.push(await this.#log.append(c.stream, c.events, c.options));
-    }
+    if (this.#reorder) commits = this.#reorder.order(commits);
+    const results = await this.#appendStep(commits);
     const wroteAny = results.some((r) => !r.duplicate);
     // Every output was already in the log yet the work is still pending: the actor's machine
     // does not recognise its own outputs, and looping would never end.
     if (!wroteAny) throw new ActorFailedError(work[0]!.actor.def.name, work[0]!.effect.key, new Error('effect stays pending after its output was recorded'));
     return true;
   }
+
+  /** Runs one effect, recording each failed try and waiting before the next (see effect-failures.ts). */
+  async #runWithRetries(w: Work<Env>): Promise<NewEvent[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await w.actor.def.run(w.effect, this.#env, w.snapshot, w.actor.index);
+      } catch (error) {
+        await this.#failed(w, attempt, error);
+      }
+    }
+  }
+
+  /** One step's commits: in one transaction where the log offers it (each commit stays
+   * all-or-nothing and every one is durable before anything acts on it); else, or when that
+   * transaction fails, one by one, each retried: a commit appended before a failure is a
+   * duplicate the next time, and a duplicate is success. */
+  async #appendStep(commits: StepCommit<Env>[]): Promise<AppendResult[]> {
+    if (this.#log.appendCommits && commits.length > 1) {
+      try {
+        return await this.#log.appendCommits(commits.map((c) => c.commit));
+      } catch {
+        // Nothing of the transaction was written; appending one by one names the failing commit.
+      }
+    }
+    const results: AppendResult[] = [];
+    for (const c of commits) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          results.push(await this.#log.append(c.commit.stream, c.commit.events, c.commit.options));
+          break;
+        } catch (error) {
+          await this.#failed(c.work, attempt, error);
+        }
+      }
+    }
+    return results;
+  }
+
+  /** Records a failed try; waits before the next one, or past the limit records RunFailed and
+   * stops the run. A record that cannot be written (the log itself is failing) is not waited
+   * for: the error that stops the run says what failed. */
+  async #failed(w: Work<Env>, attempt: number, error: unknown): Promise<void> {
+    const name = w.actor.def.name;
+    const willRetry = attempt < this.#retry.attempts && !certainToRepeat(error);
+    const failure: EffectFailure = { actor: name, effectKey: w.effect.key, attempt, willRetry, error };
+    let record: NewEvent;
+    try {
+      record = w.actor.def.failureEvent?.(w.effect, failure, this.#env) ?? effectFailedEvent(this.#runId, failure);
+    } catch {
+      record = effectFailedEvent(this.#runId, failure);
+    }
+    // Tried again after a restart, the same effect fails at attempt 1 again: the position keeps
+    // that record apart from the first process's.
+    const at = String(this.#position);
+    await this.#tryAppend(name, [{ ...record, runId: this.#runId }], failureCommitId(this.#runId, name, `${w.effect.key}@${at}`, attempt));
+    if (willRetry) {
+      await sleep(backoffAfter(this.#retry, attempt));
+      return;
+    }
+    const stopped = new RunFailedError(name, w.effect.key, attempt, error);
+    // One RunFailed per stop, though other effects of the step may reach their limit too.
+    if (this.#runFailedWritten) throw stopped;
+    this.#runFailedWritten = true;
+    const refused = await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${w.effect.key}@${at}`));
+    throw refused === null ? stopped : new RunFailedError(name, w.effect.key, attempt, error, refused);
+  }
+
+  /** Appends a failure record; returns why the log refused it, or null. */
+  async #tryAppend(stream: string, events: NewEvent[], commitId: string): Promise<string | null> {
+    try {
+      await this.#log.append(stream, events, { commitId });
+      return null;
+    } catch (err) {
+      const why = errorText(err);
+      this.#unrecorded.push(`${commitId}: ${why}`);
+      return why;
+    }
+  }
+
+  /** Failure records the log refused (it was failing too), most recent last. */
+  get unrecordedFailures(): readonly string[] {
+    return this.#unrecorded;
+  }
+}
+
+interface Work<Env> {
+  actor: LiveActor<Env>;
+  effect: Effect;
+  snapshot: SnapshotFrom<AnyStateMachine>;
+}
+
+interface StepCommit<Env> {
+  work: Work<Env>;
+  commit: CommitRequest;
 }

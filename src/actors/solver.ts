@@ -54,7 +54,7 @@ export const solver: ActorDefinition<typeof solverMachine, SolverEffect, RunEnv>
   machine: solverMachine,
   pending: (snapshot: SnapshotFrom<typeof solverMachine>) => snapshot.context.jobs,
   async run(job, env) {
-    const problem = env.problem(job.problemId);
+    const problem = await env.problem(job.problemId);
     const seed = env.seed('solver', job.round, job.problemId);
     const policy = await env.policy('code', job.version);
     const generations = await policy.generate({

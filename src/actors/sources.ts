@@ -1,13 +1,17 @@
 /**
  * Where a run's problems and policies come from. The embedded default is the bundled demo set
  * with the offline catalog policy; its candidate programs (including AST mutants, which need
- * python) are built once and cached in the run's blob store.
+ * python) are built once (and kept in a local cache between runs), then stored in the run's blob
+ * store and named in RunStarted: a process joining the run reads that one by hash.
  */
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { BlobStore } from '../events/log.js';
 import type { RunConfig } from '../config/schema.js';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Problem } from '../core/problem.js';
+import { TestCase, type Problem } from '../core/problem.js';
+import { ProgramCandidate } from '../datasets/demo/catalog/programs.js';
 import { loadDemo, type DemoProblem } from '../datasets/demo/index.js';
 import { readProblemFile } from '../datasets/problemFile.js';
 import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
@@ -89,6 +93,37 @@ class CatalogBackend implements PolicyBackend {
 export interface PreparedRun {
   problems: Problem[];
   backend: PolicyBackend;
+  /** The catalog's blob when the backend is the catalog and a blob store was given, else null. */
+  catalogHash: string | null;
+}
+
+/** Where a run records its catalog: the blob store, and the blob RunStarted names (null: none
+ * recorded yet; the catalog is built or read from the local cache, then stored). */
+export interface CatalogRecord {
+  blobs: BlobStore;
+  hash: string | null;
+}
+
+/** The shape checked when a recorded catalog is read back (it crossed a process boundary). */
+const RecordedUniverse = z.strictObject({
+  programs: z.record(z.string(), z.array(ProgramCandidate)),
+  tests: z.record(z.string(), z.array(z.strictObject({ testId: z.string().min(1), test: TestCase, origin: z.string() }))),
+  validTests: z.record(z.string(), z.array(z.string())),
+});
+
+async function recordedUniverse(record: CatalogRecord & { hash: string }, problemIds: readonly string[]): Promise<CatalogUniverse> {
+  const where = `the catalog recorded in RunStarted (blob ${record.hash.slice(0, 12)})`;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await record.blobs.getText(record.hash));
+  } catch (err) {
+    throw new UnsupportedSourceError(`${where} cannot be read: ${(err as Error).message}`);
+  }
+  const parsed = RecordedUniverse.safeParse(raw);
+  if (!parsed.success) throw new UnsupportedSourceError(`${where} is not a catalog (${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || 'catalog'}: ${i.message}`).join('; ')})`);
+  const missing = problemIds.filter((id) => !parsed.data.programs[id] || !parsed.data.tests[id] || !parsed.data.validTests[id]);
+  if (missing.length > 0) throw new UnsupportedSourceError(`${where} has no candidates for problem ${missing.join(', ')}`);
+  return parsed.data;
 }
 
 /** The demo problems a problem file keeps (an evolved dataset, `crucible evolved`), each with
@@ -104,7 +139,9 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
 /** `runDir`: where a served backend keeps its checkpoints and batch files. */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir): Promise<PreparedRun> {
+/** `record`: the run's blob store and the catalog RunStarted names, if any (then it is used as
+ * recorded, not built). */
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir, record?: CatalogRecord): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -119,7 +156,8 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     .digest('hex');
   const cacheFile = cacheDir ? path.join(cacheDir, `catalog-${cacheKey.slice(0, 24)}.json`) : null;
   let universe: CatalogUniverse | undefined;
-  if (cacheFile && existsSync(cacheFile)) universe = JSON.parse(readFileSync(cacheFile, 'utf8')) as CatalogUniverse;
+  if (record?.hash) universe = await recordedUniverse({ ...record, hash: record.hash }, demo.map((d) => d.problem.id));
+  else if (cacheFile && existsSync(cacheFile)) universe = JSON.parse(readFileSync(cacheFile, 'utf8')) as CatalogUniverse;
   if (!universe) {
     universe = await buildCatalogUniverse(demo, sandbox, options);
     if (cacheFile) {
@@ -134,6 +172,8 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir) : new CatalogBackend(universe, config);
-  return { problems, backend };
+  if (config.policies.code.backend === 'openai') return { problems, backend: new ServedBackend(config, problems, runDir), catalogHash: null };
+  // Canonical JSON: the same catalog is the same blob in every process.
+  const catalogHash = record ? (record.hash ?? (await record.blobs.put(canonicalJson(universe)))) : null;
+  return { problems, backend: new CatalogBackend(universe, config), catalogHash };
 }

@@ -1,5 +1,6 @@
 import { ConfigError } from '../config/load.js';
 import { RunMismatchError } from '../actors/run.js';
+import { RunFailedError } from '../actors/effect-failures.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
@@ -38,6 +39,10 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   // A model server or trainer that stayed unreachable: what is recorded stays, and running the
   // same command again resumes the run.
+  if (err instanceof RunFailedError) {
+    const recorded = err.unrecorded === null ? 'RunFailed is recorded in the log; ' : '';
+    return { message: `${err.message}\n(${recorded}once the cause is fixed, running the same command again resumes the run)`, exitCode: EXIT_FAILED };
+  }
   if (err instanceof ModelRequestError || err instanceof BridgeError) return { message: `${err.message}\n(the run is resumable: run the same command again)`, exitCode: EXIT_FAILED };
   return null;
 }

@@ -111,12 +111,22 @@ const definitions = {
       crucibleVersion: Id,
       /** The dataset of the run, in schedule order; each problem record is a blob. */
       problems: z.array(z.strictObject({ problemId: Id, problemHash: Hash })),
+      /** The offline catalog (candidate programs and tests) the catalog policies sample from, as
+       * a blob, so every process of the run uses the same one; null for other policies (and in
+       * logs written before it was recorded). */
+      catalogHash: Hash.nullable().default(null),
     }),
   }),
   /** Conductor, after the last round. */
   RunCompleted: defineEvent({ version: 1, schema: z.strictObject({ rounds: Count }) }),
-  /** Conductor, when the run cannot go on (the reason a person reads). */
+  /** The runtime, when the run cannot go on: an effect failed on every try (the reason a person reads). */
   RunFailed: defineEvent({ version: 1, schema: z.strictObject({ reason: z.string().min(1) }) }),
+  /** The runtime: one try of an actor's effect threw (an actor with a failure event of its own,
+   * the Learner's TrainingStepFailed, records that instead). willRetry: whether it is tried again. */
+  EffectFailed: defineEvent({
+    version: 1,
+    schema: z.strictObject({ actor: Id, effectKey: Id, attempt: z.int().positive(), willRetry: z.boolean(), error: z.string().min(1) }),
+  }),
   /** Conductor: a round begins over these problems. */
   RoundStarted: defineEvent({ version: 1, schema: z.strictObject({ round: Round, problemIds: z.array(Id) }) }),
   /** Conductor: one problem enters the round; solvers and adversaries react to it. */

@@ -86,10 +86,16 @@ export function pairResultsOf(event: EventEnvelope, pairsOf: (requestId: string)
   return pairs ? expandResults(pairs, d) : [];
 }
 
-/** Folds one more load outcome of a program into what is known: an outcome the sandbox told
- * (ran, raised, compile_error) stands; unknown never replaces one. */
+/** Load outcomes from least to most telling of a failure. */
+const LOAD_RANK: Record<ModuleLoad, number> = { unknown: 0, ran: 1, raised: 2, compile_error: 3 };
+
+/** Folds one more load outcome of a program into what is known: unknown never replaces an
+ * outcome the sandbox told; two told outcomes that disagree (a module body that raised once,
+ * e.g. out of time under load) keep the failure. Commutative, so what is known does not depend
+ * on the order the executions were recorded in. */
 export function mergeLoad(known: ModuleLoad | undefined, next: ModuleLoad): ModuleLoad {
-  return known === undefined || known === 'unknown' ? next : known;
+  if (known === undefined) return next;
+  return LOAD_RANK[next] > LOAD_RANK[known] ? next : known;
 }
 
 /** One verdict as its request names it. */

@@ -44,8 +44,11 @@ interface Accumulator {
   valid: number;
   targets: number;
   killed: number;
-  codeReward: number;
-  testReward: number;
+  /** Mean rewards by problem: summed at the end in the round's schedule order, never in the
+   * order the problems were judged, so float sums do not depend on arrival order. */
+  rewards: Record<string, { code: number; test: number }>;
+  /** The round's problems in schedule order (RoundStarted). */
+  schedule: string[];
   startedAt: string | null;
   completedAt: string | null;
   mistakeBook: number | null;
@@ -71,8 +74,8 @@ const blank = (): Accumulator => ({
   valid: 0,
   targets: 0,
   killed: 0,
-  codeReward: 0,
-  testReward: 0,
+  rewards: {},
+  schedule: [],
   startedAt: null,
   completedAt: null,
   mistakeBook: null,
@@ -109,7 +112,7 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
     }
     case 'RoundStarted': {
       const d = event.data as EventData<'RoundStarted'>;
-      return withRound(state, d.round, () => ({ startedAt: event.at }));
+      return withRound(state, d.round, () => ({ startedAt: event.at, schedule: d.problemIds }));
     }
     case 'ProblemEvaluated': {
       const d = event.data as EventData<'ProblemEvaluated'>;
@@ -121,8 +124,7 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
         valid: a.valid + d.tests.valid,
         targets: a.targets + d.kill.targets * d.kill.suites,
         killed: a.killed + d.kill.killed,
-        codeReward: a.codeReward + d.rewards.code,
-        testReward: a.testReward + d.rewards.test,
+        rewards: { ...a.rewards, [d.problemId]: { code: d.rewards.code, test: d.rewards.test } },
       }));
     }
     case 'PolicyEvaluated': {
@@ -150,6 +152,22 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
   }
 }
 
+/** Sums of the round's per-problem rewards, scheduled problems first in schedule order, any other
+ * after them by id: the same figures whatever order the problems were judged in. */
+function rewardSums(a: Accumulator): { code: number; test: number } {
+  const scheduled = new Set(a.schedule);
+  const others = Object.keys(a.rewards).filter((id) => !scheduled.has(id)).sort();
+  let code = 0;
+  let test = 0;
+  for (const id of [...a.schedule, ...others]) {
+    const r = a.rewards[id];
+    if (!r) continue;
+    code += r.code;
+    test += r.test;
+  }
+  return { code, test };
+}
+
 const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
 /** A figure over generated tests: null when none was judged, or the denominator is empty. */
 const ofJudged = (a: Accumulator, num: number, den: number) => (a.judged === 0 || den === 0 ? null : num / den);
@@ -160,7 +178,8 @@ export function roundRows(state: RoundTableState): RoundRow[] {
     .map(([round, a]) => ({ round: Number(round), a }))
     .filter(({ a }) => a.completedAt !== null)
     .sort((x, y) => x.round - y.round)
-    .map(({ round, a }) => ({
+    .map(({ round, a }) => ({ round, a, sums: rewardSums(a) }))
+    .map(({ round, a, sums }) => ({
       round,
       problems: a.problems,
       heldOutPass: ratio(a.passed, a.programs),
@@ -171,8 +190,8 @@ export function roundRows(state: RoundTableState): RoundRow[] {
       trainedValid: a.exact?.trainedValid ?? null,
       killRate: ofJudged(a, a.killed, a.targets),
       mistakeBook: state.keepsBook ? (a.mistakeBook ?? 0) : null,
-      codeReward: ratio(a.codeReward, a.problems),
-      testReward: ofJudged(a, a.testReward, a.problems),
+      codeReward: ratio(sums.code, a.problems),
+      testReward: ofJudged(a, sums.test, a.problems),
       seconds: a.startedAt && a.completedAt ? (Date.parse(a.completedAt) - Date.parse(a.startedAt)) / 1000 : null,
     }));
 }

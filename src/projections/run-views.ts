@@ -12,7 +12,8 @@ import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, ro
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
-  version: 3,
+  // 4: rewards kept per problem, summed in schedule order.
+  version: 4,
   types: ['RunStarted', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
   initial: emptyRoundTable,
   reduce: reduceRoundTable,
@@ -188,7 +189,8 @@ export const policyVersionsProjection: RowProjection = {
 export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
   name: 'answer-selection',
   // 5: the recorded verdicts in its state are kept per program hash (recorded-verdicts.ts).
-  version: 5,
+  // 6: load outcomes merged by rank, not first come.
+  version: 6,
   types: ANSWER_SELECTION_TYPES,
   initial: emptyAnswerSelection,
   reduce: reduceAnswerSelection,
