@@ -12,6 +12,7 @@ import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
+import type { Problem } from '../core/problem.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
 import { SqliteSnapshotTable } from './snapshots.js';
 import { RunEnv, type PolicyBackend } from './env.js';
@@ -109,6 +110,34 @@ async function firstEvent(log: EventLog, runId: string | undefined, type: string
   return undefined;
 }
 
+/** Appends the run's RunStarted (its config, and each problem as a blob) to a log that has
+ * none; a log that already holds a run must hold this one (same id and config). */
+export async function recordRunStart(log: EventLog, config: RunConfig, problems: readonly Problem[], dir: string): Promise<void> {
+  const runId = runIdOf(config);
+  const hash = configHash(config);
+  const started = await firstEvent(log, undefined, 'RunStarted');
+  if (started) {
+    const d = started.data as EventData<'RunStarted'>;
+    if (started.runId !== runId || d.configHash !== hash) {
+      throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
+    }
+  } else {
+    const problemRefs = [];
+    for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
+    await log.append(
+      'conductor',
+      [
+        {
+          type: 'RunStarted',
+          runId,
+          data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
+        },
+      ],
+      { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
+    );
+  }
+}
+
 export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const { config } = opts;
   const runId = runIdOf(config);
@@ -124,28 +153,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   try {
     const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
     backendToClose = backend;
-    const hash = configHash(config);
-    const started = await firstEvent(log, undefined, 'RunStarted');
-    if (started) {
-      const d = started.data as EventData<'RunStarted'>;
-      if (started.runId !== runId || d.configHash !== hash) {
-        throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
-      }
-    } else {
-      const problemRefs = [];
-      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(canonicalJson(p)) });
-      await log.append(
-        'conductor',
-        [
-          {
-            type: 'RunStarted',
-            runId,
-            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs },
-          },
-        ],
-        { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
-      );
-    }
+    await recordRunStart(log, config, problems, dir);
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend, problems });
     snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {

@@ -29,6 +29,8 @@ export interface OpenRunLogOptions {
   /** JetStream: replicas of streams this call creates. */
   replicas?: number;
   jetstream?: Partial<JetStreamLogOptions>;
+  /** JetStream: a NATS credentials file to connect with (servers that require users). */
+  credsFile?: string;
 }
 
 /** The log of run `runId` at `location`: a nats:// URL, or the path of a SQLite log file. */
