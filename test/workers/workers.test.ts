@@ -20,6 +20,7 @@ import { runStatus, type RunStatus } from '../../src/workers/status.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
+import { runCli } from '../support/cli.js';
 
 /** Short leases, beats and ack deadlines, so that takeovers happen within a test. */
 const WORKER_ARGS = ['--heartbeat-ms', '200', '--lease-ms', '2000', '--ack-wait-ms', '4000'];
@@ -167,6 +168,22 @@ describe('a run as worker processes', () => {
     for (const n of written) expect(n).toBeGreaterThan(0);
     expect(written.reduce((a, b) => a + b, 0)).toBe(facts.programs);
     expect(run.said).toEqual([]);
+
+    // `crucible status`: the run, the queue, the leases (all released) and every worker's last beat.
+    const status = await runCli(['status', '--log', run.location, '--run', run.runId, '--all']);
+    expect(status.code).toBe(0);
+    const lines = status.out.split('\n');
+    expect(lines[0]).toMatch(new RegExp(`^run ${run.runId}: complete; log head \\d+$`));
+    expect(lines[1]).toBe('programs queue: 0 waiting, 0 claimed');
+    expect(lines[2]).toBe('leases: conductor -, solver -, adversary -, judge -, learner -');
+    expect(lines[4]).toMatch(/^\s*role\s+state\s+pid\s+host\s+lag\s+running\s+pending\s+commits\s+beat$/);
+    const rows = lines.slice(6).filter((l) => l.trim().length > 0).map((l) => l.trim().split(/\s+/));
+    expect(rows.map((r) => r[0])).toEqual(['conductor', 'solver', 'adversary', 'executor', 'executor', 'judge', 'learner']);
+    // Every worker stopped at RunCompleted, having folded the whole log (lag 0).
+    for (const r of rows) {
+      expect(['stopping', 'gone']).toContain(r[1]);
+      expect(r[4]).toBe('0');
+    }
   }, 300_000);
 
   it('survives SIGKILL of an executor running programs and of the judge mid-run: same table, every pair once, no commit lost or doubled', async () => {
