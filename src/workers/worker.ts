@@ -50,8 +50,9 @@ export interface WorkerOptions {
   location: string;
   runId: string;
   /** Effects (singletons) or programs (executors) run at once. Default: 1 for singletons (their
-   * outputs then reach the log in the order the actor lists its work), the sandbox's workers for
-   * executors. */
+   * outputs then reach the log in the order the actor lists its work); for executors twice the
+   * sandbox's workers, so that its pool has the next program queued while a claim and an append
+   * are under way. */
   concurrency?: number;
   credsFile?: string;
   /** Where built catalogs are cached (default <config.dir>/.cache). */
@@ -134,7 +135,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       env: run.env,
       wake,
       completion,
-      concurrency: opts.concurrency ?? (opts.role === 'executor' ? run.config.executor.workers ?? defaultWorkers() : 1),
+      concurrency: opts.concurrency ?? (opts.role === 'executor' ? 2 * (run.config.executor.workers ?? defaultWorkers()) : 1),
       figures,
       fold: () => (folding = folding.then(async () => {
         await runtime.foldNew();

@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { freePort } from '../../src/events/nats-server.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { WorkerSupervisor } from '../../src/workers/supervisor.js';
 
 let nats: TestNats;
 beforeAll(async () => {
@@ -71,4 +75,30 @@ describe('worker errors', () => {
     expect(zero.code).toBe(2);
     expect(zero.err).toBe('crucible: --workers "judge=0": judge=0: every role needs 1 to 64 processes\n');
   });
+});
+
+describe('the run command\'s supervisor', () => {
+  it('starts a worker that died again, and gives the run up when one keeps dying', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
+    const said: string[] = [];
+    const sup = new WorkerSupervisor({
+      location: nats.urls[0]!,
+      runId: 'demo-s7-00000000',
+      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
+      logFile: path.join(dir, 'workers.log'),
+      maxRestarts: 1,
+      say: (l) => said.push(l),
+    });
+    try {
+      sup.start();
+      await expect(sup.failed()).rejects.toThrow(`the judge worker exited with status 2 2 times; see ${path.join(dir, 'workers.log')}`);
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatch(/^judge worker \(pid \d+\) exited with status 2: starting another$/);
+      // The worker's own line, in the workers' log.
+      expect(readFileSync(path.join(dir, 'workers.log'), 'utf8')).toContain('crucible: run demo-s7-00000000 does not exist at');
+    } finally {
+      await sup.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

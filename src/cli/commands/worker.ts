@@ -18,7 +18,7 @@ export function registerWorker(program: Command): void {
     .requiredOption('--role <role>', 'conductor, solver, adversary, executor, judge or learner')
     .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
     .requiredOption('--run <id>', 'the run id (printed by `crucible run`)')
-    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, the sandbox\'s workers for executors', positiveInt('--concurrency'))
+    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, twice the sandbox\'s workers for executors', positiveInt('--concurrency'))
     .option('--creds <file>', 'NATS credentials file')
     .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
     .option('--lease-ms <ms>', 'a singleton\'s lease: a standby takes over this long after the live copy dies (default 6000)', positiveInt('--lease-ms'))
