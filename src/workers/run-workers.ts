@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openRunLog } from '../events/open-log.js';
-import { LOG_POINTER_FILE, VIEWS_FILE, recordRunStart, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
+import { LOG_POINTER_FILE, SNAPSHOTS_FILE, VIEWS_FILE, recordRunStart, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
 import { prepareRun } from '../actors/sources.js';
 import { createSandbox } from '../sandbox/index.js';
 import { ProjectionRunner } from '../projections/runner.js';
@@ -52,7 +52,8 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
       location: opts.location,
       runId,
       counts: opts.counts,
-      args: [...(cacheDir === null ? [] : ['--cache-dir', cacheDir]), ...(opts.workerArgs ?? [])],
+      // The workers of this machine share the run directory's snapshot file.
+      args: [...(cacheDir === null ? [] : ['--cache-dir', cacheDir]), '--snapshots', path.join(dir, SNAPSHOTS_FILE), ...(opts.workerArgs ?? [])],
       logFile: path.join(dir, 'workers.log'),
       ...(opts.say ? { say: opts.say } : {}),
     });

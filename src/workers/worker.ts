@@ -2,7 +2,7 @@
  * One worker process: ONE role's actor over a run's JetStream log.
  *
  * Everything it needs comes from the log (the config in RunStarted, the problems by blob hash);
- * it folds the log (from the start: an actor's snapshots are local files, see README), is woken
+ * it folds the log (from its latest snapshot when given a snapshot file), is woken
  * by the log's subscription instead of exiting when idle, appends each effect's output as soon
  * as that effect finishes (a duplicate is success), beats on the worker board, and stops when
  * RunCompleted is in the log.
@@ -23,7 +23,8 @@ import { adversary } from '../actors/adversary.js';
 import { executor } from '../actors/executor.js';
 import { judge } from '../actors/judge.js';
 import { learner } from '../actors/learner.js';
-import { sandboxOptions } from '../actors/run.js';
+import { CRUCIBLE_VERSION, sandboxOptions } from '../actors/run.js';
+import { SqliteSnapshotTable } from '../actors/snapshots.js';
 import { createSandbox, defaultWorkers } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { AnyStateMachine } from 'xstate';
@@ -65,6 +66,9 @@ export interface WorkerOptions {
   /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default 30000. */
   ackWaitMs?: number;
   workerId?: string;
+  /** Actor snapshots: the checkpoint file (shared by the workers of one machine) and how many
+   * folded events apart they are taken (0: only read). Without it the actor folds from the start. */
+  snapshots?: { file: string; every: number };
   /** Lines about the worker's state (taking over, standing by), without the trailing newline. */
   say?(line: string): void;
   /** Stops the worker (its effects in flight finish and are appended first). */
@@ -103,6 +107,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   let backend: PolicyBackend | null = null;
   const wake = new Wake();
   let beat: NodeJS.Timeout | null = null;
+  let table: SqliteSnapshotTable | null = null;
   const figures: WorkerFigures = { state: 'standby', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 };
   try {
     const started = await runStartedOf(log, opts.runId);
@@ -112,7 +117,15 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     backend = run.backend;
     const completion = new CompletionView();
     const work = opts.role === 'executor' ? new ProgramWork() : null;
-    const runtime = new ActorRuntime(log, opts.runId, run.env, [ACTORS[opts.role]], { views: [run.env.view, completion, ...(work ? [work] : [])] });
+    if (opts.snapshots) table = new SqliteSnapshotTable(opts.snapshots.file, opts.runId);
+    const runtime = new ActorRuntime(log, opts.runId, run.env, [ACTORS[opts.role]], {
+      views: [run.env.view, completion, ...(work ? [work] : [])],
+      ...(table ? { snapshots: { table, every: opts.snapshots!.every, codeVersion: CRUCIBLE_VERSION } } : {}),
+      onRestart: (r) => {
+        if (r.refused) say(r.refused.message);
+        say(`${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`);
+      },
+    });
     await runtime.start();
     const board = await WorkerBoard.open(log);
     const startedAt = Date.now();
@@ -154,6 +167,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     await wake.close();
     await backend?.close?.();
     await sandbox?.close();
+    table?.close();
     await log.close();
   }
 }

@@ -104,7 +104,7 @@ interface WorkersRun {
   workersLog: string;
 }
 
-async function workersRun(name: string, spec: string, during?: (location: string, runId: string) => Promise<void>): Promise<WorkersRun> {
+async function workersRun(name: string, spec: string, during?: (location: string, runId: string) => Promise<void>, extraArgs: string[] = []): Promise<WorkersRun> {
   const nats = await startTestNats(1);
   const location = nats.urls[0]!;
   const said: string[] = [];
@@ -115,7 +115,7 @@ async function workersRun(name: string, spec: string, during?: (location: string
       dir: path.join(root, name),
       location,
       counts: parseWorkerCounts(spec),
-      workerArgs: WORKER_ARGS,
+      workerArgs: [...WORKER_ARGS, ...extraArgs],
       say: (line) => said.push(line),
       onStarted: () => {
         if (during) watcher = during(location, runIdOf());
@@ -186,7 +186,7 @@ describe('a run as worker processes', () => {
     }
   }, 300_000);
 
-  it('survives SIGKILL of an executor running programs and of the judge mid-run: same table, every pair once, no commit lost or doubled', async () => {
+  it('survives SIGKILL of an executor running programs and of the judge mid-run (restarted from its snapshot): same table, every pair once, no commit lost or doubled', async () => {
     const killed: string[] = [];
     const run = await workersRun('sigkill', 'executor=2', async (location, runId) => {
       const executorBusy = await until('an executor running a program', 120_000, async () => {
@@ -204,12 +204,16 @@ describe('a run as worker processes', () => {
       });
       process.kill(judge.pid, 'SIGKILL');
       killed.push('judge');
-    });
+    }, ['--snapshot-every', '20']);
     natsToStop.push(run.nats);
     expect(killed).toEqual(['executor', 'judge']);
     // The supervisor started another of each.
     expect(run.said.some((l) => /^executor worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
     expect(run.said.some((l) => /^judge worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
+    // The new judge started from the snapshot the killed one stored, not from the log's start.
+    const judgeStarts = [...run.workersLog.matchAll(/crucible worker judge \(pid \d+\): (started from [^:]+): (\d+) events folded/g)].map((m) => m[1]!);
+    expect(judgeStarts[0]).toBe('started from the start of the log');
+    expect(judgeStarts.at(-1)).toMatch(/^started from its snapshot at position \d+$/);
     expect(figures(run.rows)).toEqual(figures(reference.rows));
     const events = await eventsOf(run.location, run.runId);
     expect(singletonCommits(events)).toEqual(reference.commits);

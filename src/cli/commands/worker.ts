@@ -4,6 +4,7 @@ import { parseRole } from '../../workers/roles.js';
 import { runStatus, type RunStatus } from '../../workers/status.js';
 import { UserError } from '../errors.js';
 import { formatTable } from '../table.js';
+import { DEFAULT_SNAPSHOT_EVERY } from '../../actors/run.js';
 
 const positiveInt = (flag: string) => (v: string) => {
   const n = Number(v);
@@ -23,9 +24,12 @@ export function registerWorker(program: Command): void {
     .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
     .option('--lease-ms <ms>', 'a singleton\'s lease: a standby takes over this long after the live copy dies (default 6000)', positiveInt('--lease-ms'))
     .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
+    .option('--snapshots <file>', 'actor snapshots: start from the latest in this file and store new ones (a run directory\'s snapshots.db)')
+    .option('--snapshot-every <n>', 'with --snapshots: store the actor\'s state every n folded events (default 20000)', positiveInt('--snapshot-every'))
     .option('--ack-wait-ms <ms>', 'a claimed program not acked within this goes to another executor (default 30000)', positiveInt('--ack-wait-ms'))
-    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number }) => {
+    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; snapshots?: string; snapshotEvery?: number }) => {
       const role = parseRole(opts.role);
+      if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
       const stop = new AbortController();
       const onSignal = () => stop.abort();
       process.once('SIGTERM', onSignal);
@@ -41,6 +45,7 @@ export function registerWorker(program: Command): void {
           ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
           ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
           ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
+          ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
           say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
           signal: stop.signal,
         });
