@@ -4,6 +4,7 @@
  *   cli -> actors -> (policies, rewards, sandbox, projections, datasets, bridge, config) -> events -> core
  *   cli -> report -> (projections, events, core)
  *   cli -> ablation -> (actors, projections, rewards, config, events, core)
+ *   cli -> workers -> (actors, projections, sandbox, config, events, core)
  *
  * Within the middle layer only the edges listed in `middle-layer-siblings` are allowed. A wrong
  * import fails with the rule's name.
@@ -82,6 +83,20 @@ module.exports = {
       severity: 'error',
       from: { path: layer('ablation') },
       to: { path: '^src/(sandbox|policies|bridge|datasets|report)/(?!api\\.ts$)' },
+    },
+    {
+      name: 'workers-below-cli',
+      comment: 'Worker processes host actors over a shared log: only the CLI starts them; no actor knows it runs in one.',
+      severity: 'error',
+      from: { path: outside('workers', 'cli') },
+      to: { path: layer('workers') },
+    },
+    {
+      name: 'workers-host-actors',
+      comment: 'A worker runs an actor as it is: the policies, rewards, datasets and bridge stay behind the actors.',
+      severity: 'error',
+      from: { path: layer('workers') },
+      to: { path: '^src/(policies|rewards|datasets|bridge|report|ablation)/' },
     },
     {
       name: 'middle-layer-siblings',

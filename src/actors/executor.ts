@@ -13,7 +13,7 @@ import { dataOf } from './events.js';
 import { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
-import type { EventEnvelope } from '../events/envelope.js';
+import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { compactResults, mergeLoad, pairResultsOf, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
 
@@ -117,79 +117,87 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     serialize: (cache) => cache.serialize(),
     restore: (data) => ExecutionCache.restore(data),
   },
-  async run(request, env, _snapshot, cache) {
-    const problem = await env.problem(request.problemId);
-    const pairs = requestPairs(request);
-    // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
-    // text, whose outputs become generated tests' expected values; a candidate's output is read
-    // by nothing, and naming it would double the log's size.
-    const reference = problem.solutions[0] === undefined ? null : sha256Hex(problem.solutions[0]);
-    const keepsOutput = (programHash: string) => programHash === reference;
-    const results = new Array<ResultFigures | undefined>(pairs.length);
-    // Every pair by its program hash, in request order; the cached ones answered now.
-    // Each distinct test is read and parsed once per request, not once per program running it.
-    const testsByHash = new Map<string, Promise<TestCase>>();
-    const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
-    const byProgram = new Map<string, number[]>();
-    const toRun = new Map<string, number[]>();
-    pairs.forEach((pair, i) => {
-      const all = byProgram.get(pair.programHash) ?? [];
-      all.push(i);
-      byProgram.set(pair.programHash, all);
-      const hit = cache.get(pair.programHash, pair.testHash);
-      // A result recorded without its output (the same text run as another problem's
-      // candidate) does not answer a pair whose output is kept.
-      if (hit && !(keepsOutput(pair.programHash) && hit.outputHash === null && (hit.verdict === 'accepted' || hit.verdict === 'wrong_answer'))) {
-        results[i] = { ...hit, cached: true };
-        return;
-      }
-      const list = toRun.get(pair.programHash) ?? [];
-      list.push(i);
-      toRun.set(pair.programHash, list);
-    });
-    const loads = new Map<string, ModuleLoad>();
-    await Promise.all(
-      [...toRun].map(async ([programHash, indexes]) => {
-        const program = await env.blobs.getText(programHash);
-        // A test listed twice for one program (two samples of one candidate) runs once.
-        const unique = [...new Set(indexes.map((i) => pairs[i]!.testHash))];
-        const verdicts = await env.sandbox.run({
-          program,
-          // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
-          role: indexes.some((i) => pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
-          tests: await Promise.all(unique.map(testOf)),
-          entryPoint: problem.entryPoint,
-          limits: problem.limits,
-          comparison: problem.comparison,
-          checker: problem.checker,
-        });
-        loads.set(programHash, moduleLoadOfResults(verdicts));
-        const byTest = new Map<string, (typeof verdicts)[number]>();
-        for (const v of verdicts) byTest.set(unique[v.test]!, v);
-        for (const i of indexes) {
-          const v = byTest.get(pairs[i]!.testHash);
-          if (!v) continue;
-          results[i] = {
-            verdict: v.verdict,
-            timeMs: v.timeMs,
-            memoryKb: v.memoryKb,
-            outputHash: v.output === undefined || !keepsOutput(programHash) ? null : await env.blobs.put(v.output),
-            exceptionType: v.exceptionType ?? null,
-            isolated: v.isolated,
-            cached: false,
-          };
-        }
-      }),
-    );
-    return [...byProgram].map(([programHash, indexes]) => {
-      const figures = indexes.map((i) => {
-        const r = results[i];
-        if (!r) throw new Error(`sandbox returned no result for pair ${i} of ${request.requestId}`);
-        return r;
-      });
-      const fresh = loads.get(programHash);
-      const load = fresh === undefined ? cache.load(programHash) : mergeLoad(cache.load(programHash), fresh);
-      return env.event('ProgramExecuted', compactResults(request.requestId, programHash, indexes, figures, load));
-    });
-  },
+  run: (request, env, _snapshot, cache) => executePrograms(request, env, cache),
 };
+
+/**
+ * Runs a request's pairs (or only those of the programs in `only`) and returns one
+ * ProgramExecuted per program, in request order. Executor processes sharing a request's work
+ * call it per program and record each program's event as its own commit.
+ */
+export async function executePrograms(request: Request, env: RunEnv, cache: ExecutionCache, only?: ReadonlySet<string>): Promise<NewEvent[]> {
+  const problem = await env.problem(request.problemId);
+  const pairs = requestPairs(request);
+  // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
+  // text, whose outputs become generated tests' expected values; a candidate's output is read
+  // by nothing, and naming it would double the log's size.
+  const reference = problem.solutions[0] === undefined ? null : sha256Hex(problem.solutions[0]);
+  const keepsOutput = (programHash: string) => programHash === reference;
+  const results = new Array<ResultFigures | undefined>(pairs.length);
+  // Every pair by its program hash, in request order; the cached ones answered now.
+  // Each distinct test is read and parsed once per request, not once per program running it.
+  const testsByHash = new Map<string, Promise<TestCase>>();
+  const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
+  const byProgram = new Map<string, number[]>();
+  const toRun = new Map<string, number[]>();
+  pairs.forEach((pair, i) => {
+    if (only && !only.has(pair.programHash)) return;
+    const all = byProgram.get(pair.programHash) ?? [];
+    all.push(i);
+    byProgram.set(pair.programHash, all);
+    const hit = cache.get(pair.programHash, pair.testHash);
+    // A result recorded without its output (the same text run as another problem's
+    // candidate) does not answer a pair whose output is kept.
+    if (hit && !(keepsOutput(pair.programHash) && hit.outputHash === null && (hit.verdict === 'accepted' || hit.verdict === 'wrong_answer'))) {
+      results[i] = { ...hit, cached: true };
+      return;
+    }
+    const list = toRun.get(pair.programHash) ?? [];
+    list.push(i);
+    toRun.set(pair.programHash, list);
+  });
+  const loads = new Map<string, ModuleLoad>();
+  await Promise.all(
+    [...toRun].map(async ([programHash, indexes]) => {
+      const program = await env.blobs.getText(programHash);
+      // A test listed twice for one program (two samples of one candidate) runs once.
+      const unique = [...new Set(indexes.map((i) => pairs[i]!.testHash))];
+      const verdicts = await env.sandbox.run({
+        program,
+        // The reference (oracle outputs) runs on a pool of its own, never beside candidates.
+        role: indexes.some((i) => pairs[i]!.programId === 'reference') ? 'reference' : 'candidate',
+        tests: await Promise.all(unique.map(testOf)),
+        entryPoint: problem.entryPoint,
+        limits: problem.limits,
+        comparison: problem.comparison,
+        checker: problem.checker,
+      });
+      loads.set(programHash, moduleLoadOfResults(verdicts));
+      const byTest = new Map<string, (typeof verdicts)[number]>();
+      for (const v of verdicts) byTest.set(unique[v.test]!, v);
+      for (const i of indexes) {
+        const v = byTest.get(pairs[i]!.testHash);
+        if (!v) continue;
+        results[i] = {
+          verdict: v.verdict,
+          timeMs: v.timeMs,
+          memoryKb: v.memoryKb,
+          outputHash: v.output === undefined || !keepsOutput(programHash) ? null : await env.blobs.put(v.output),
+          exceptionType: v.exceptionType ?? null,
+          isolated: v.isolated,
+          cached: false,
+        };
+      }
+    }),
+  );
+  return [...byProgram].map(([programHash, indexes]) => {
+    const figures = indexes.map((i) => {
+      const r = results[i];
+      if (!r) throw new Error(`sandbox returned no result for pair ${i} of ${request.requestId}`);
+      return r;
+    });
+    const fresh = loads.get(programHash);
+    const load = fresh === undefined ? cache.load(programHash) : mergeLoad(cache.load(programHash), fresh);
+    return env.event('ProgramExecuted', compactResults(request.requestId, programHash, indexes, figures, load));
+  });
+}

@@ -39,6 +39,9 @@ export interface JudgeContext {
   tcsBuffers: Record<string, TcsBufferedSuite[]>;
   /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
   tcs: { bufferSize: number; maxStaleness: number | null } | null;
+  /** Per open request, the program hashes whose results are still to come: executors may
+   * record a request's programs in one commit or in one commit each (separate processes). */
+  awaiting: Record<string, string[]>;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -49,8 +52,21 @@ function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<Pr
   return { open: { ...ctx.open, [k]: { ...p, ...f(p) } } };
 }
 
-/** requestId is "<round>/<problemId>/<purpose>"; all results of a request are one commit, so
- * its first result completes it. */
+/** A program's results arrived: the request is complete once every program it names has its
+ * ProgramExecuted. A repeat (the same program recorded again) changes nothing. */
+function programExecuted(ctx: JudgeContext, requestId: string, programHash: string): Partial<JudgeContext> {
+  const left = ctx.awaiting[requestId];
+  // Not awaited (issued by an older log without the list, or already complete): its first
+  // result completes it, as when a request's results were always one commit.
+  if (left === undefined) return completedRequest(ctx, requestId);
+  if (!left.includes(programHash)) return {};
+  const rest = left.filter((h) => h !== programHash);
+  if (rest.length > 0) return { awaiting: { ...ctx.awaiting, [requestId]: rest } };
+  const { [requestId]: _done, ...awaiting } = ctx.awaiting;
+  return { ...completedRequest(ctx, requestId), awaiting };
+}
+
+/** requestId is "<round>/<problemId>/<purpose>". */
 function completedRequest(ctx: JudgeContext, requestId: string): Partial<JudgeContext> {
   const k = requestId.slice(0, requestId.lastIndexOf('/'));
   if (ctx.open[k]?.completed.includes(requestId) ?? true) return {};
@@ -61,7 +77,7 @@ export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null },
+  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null, awaiting: {} },
   on: {
     RunStarted: {
       actions: assign(({ event }) => {
@@ -117,14 +133,20 @@ export const judgeMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'ExecutionRequested');
         // An empty request has nothing to wait for: it is complete when issued.
-        return update(context, key(d.round, d.problemId), (p) => ({
+        const issued = update(context, key(d.round, d.problemId), (p) => ({
           issued: [...p.issued, d.requestId],
           completed: requestSize(d) === 0 ? [...p.completed, d.requestId] : p.completed,
         }));
+        if (requestSize(d) === 0 || issued.open === undefined) return issued;
+        const programs = [...new Set(requestPairs(d).map((pair) => pair.programHash))];
+        return { ...issued, awaiting: { ...context.awaiting, [d.requestId]: programs } };
       }),
     },
     ProgramExecuted: {
-      actions: assign(({ context, event }) => completedRequest(context, dataOf(event.envelope, 'ProgramExecuted').requestId)),
+      actions: assign(({ context, event }) => {
+        const d = dataOf(event.envelope, 'ProgramExecuted');
+        return programExecuted(context, d.requestId, d.programHash);
+      }),
     },
     ExecutionCompleted: {
       actions: assign(({ context, event }) => completedRequest(context, dataOf(event.envelope, 'ExecutionCompleted').requestId)),
@@ -333,10 +355,12 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   name: 'judge',
   machine: judgeMachine,
   pending: judgePending,
-  // All verdicts of a request are one commit; the machine reads only the request id.
-  foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load outcomes merged by rank.
-  snapshotVersion: 3,
+  // An old log's per-pair verdicts of a request are one commit; the machine reads only the
+  // request id. ProgramExecuted is folded one by one: each names the program it completes.
+  foldOncePerCommit: ['ExecutionCompleted'],
+  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
+  // outcomes merged by rank. 4: requests await each program.
+  snapshotVersion: 4,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

@@ -12,6 +12,7 @@ import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
+import type { Problem } from '../core/problem.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
 import type { RetryPolicy } from './effect-failures.js';
 import type { TestOnlyReorderOptions } from './test-only-reorder.js';
@@ -119,6 +120,37 @@ async function firstEvent(log: EventLog, runId: string | undefined, type: string
   return undefined;
 }
 
+/** The log's RunStarted, checked to be this run's (same id and config); null when the log holds
+ * no run yet. */
+export async function startedRun(log: EventLog, config: RunConfig, dir: string): Promise<EventData<'RunStarted'> | null> {
+  const started = await firstEvent(log, undefined, 'RunStarted');
+  if (!started) return null;
+  const d = started.data as EventData<'RunStarted'>;
+  if (started.runId !== runIdOf(config) || d.configHash !== configHash(config)) {
+    throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
+  }
+  return d;
+}
+
+/** Appends the run's RunStarted (its config, each problem as a blob, the catalog's blob) to a
+ * log that holds no run yet (see startedRun). */
+export async function recordRunStart(log: EventLog, config: RunConfig, problems: readonly Problem[], catalogHash: string | null): Promise<void> {
+  const runId = runIdOf(config);
+  const problemRefs = [];
+  for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(RunEnv.problemBlob(p)) });
+  await log.append(
+    'conductor',
+    [
+      {
+        type: 'RunStarted',
+        runId,
+        data: { method: config.method, config, configHash: configHash(config), seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs, catalogHash },
+      },
+    ],
+    { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
+  );
+}
+
 export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const { config } = opts;
   const runId = runIdOf(config);
@@ -132,34 +164,12 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const hash = configHash(config);
-    const started = await firstEvent(log, undefined, 'RunStarted');
-    if (started) {
-      const d = started.data as EventData<'RunStarted'>;
-      if (started.runId !== runId || d.configHash !== hash) {
-        throw new RunMismatchError(`${dir} holds run ${started.runId}, made with another config (hash ${d.configHash.slice(0, 12)}); use another --dir`);
-      }
-    }
+    const started = await startedRun(log, config, dir);
     // A run that recorded its catalog uses that one, read by hash from the blob store.
-    const recordedCatalog = started ? (started.data as EventData<'RunStarted'>).catalogHash : null;
-    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: recordedCatalog });
+    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null });
     backendToClose = prepared;
     const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
-    if (!started) {
-      const problemRefs = [];
-      for (const p of problems) problemRefs.push({ problemId: p.id, problemHash: await log.blobs.put(RunEnv.problemBlob(p)) });
-      await log.append(
-        'conductor',
-        [
-          {
-            type: 'RunStarted',
-            runId,
-            data: { method: config.method, config, configHash: hash, seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs, catalogHash },
-          },
-        ],
-        { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
-      );
-    }
+    if (!started) await recordRunStart(log, config, problems, catalogHash);
     // The actors read the problems from the log's blobs (RunStarted), not from `problems`.
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend });
     snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);

@@ -401,6 +401,49 @@ export class ActorRuntime<Env> {
     }
   }
 
+  // One actor per process (src/workers): the caller folds, picks the work and appends each
+  // output as soon as its effect finishes, instead of `run()`'s steps.
+
+  /** Folds the events appended since the last fold (taking snapshots as configured); true when
+   * there were any. */
+  async foldNew(): Promise<boolean> {
+    const folded = await this.#foldNewEvents();
+    if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) this.#takeSnapshots();
+    return folded;
+  }
+
+  /** The actor's pending work as of the last fold ([] when it is not alive). */
+  pendingOf(name: string): readonly Effect[] {
+    const actor = this.#require(name);
+    return actor.snapshot === null ? [] : actor.def.pending(actor.snapshot);
+  }
+
+  /** The actor's side index (undefined when it keeps none or is not alive). */
+  indexOf(name: string): unknown {
+    return this.#require(name).index;
+  }
+
+  /** Does one effect of the actor and returns its output as the commit to append (under the
+   * same commit id `run()` uses), without appending it. */
+  async runEffect(name: string, effect: Effect): Promise<CommitRequest> {
+    const actor = this.#require(name);
+    if (actor.snapshot === null) throw new ActorFailedError(name, effect.key, new Error('the actor is not alive'));
+    let output: NewEvent[];
+    try {
+      output = await actor.def.run(effect, this.#env, actor.snapshot, actor.index);
+    } catch (err) {
+      throw new ActorFailedError(name, effect.key, err);
+    }
+    if (output.length === 0) throw new ActorFailedError(name, effect.key, new Error('effect produced no event'));
+    const events = output.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
+    return { stream: name, events, options: { commitId: this.commitIdOf(name, effect.key) } };
+  }
+
+  /** The commit id of an actor's output for the work named `key`. */
+  commitIdOf(name: string, key: string): string {
+    return `${this.#runId}/${name}/${key}`;
+  }
+
   snapshotOf(name: string): SnapshotFrom<AnyStateMachine> | null {
     return this.#require(name).snapshot;
   }

@@ -11,6 +11,7 @@ import { registerEvolved } from './commands/evolved.js';
 import { registerNats } from './commands/nats.js';
 import { registerLog } from './commands/log.js';
 import { registerAblate } from './commands/ablate.js';
+import { registerWorker } from './commands/worker.js';
 import { userFacing } from './errors.js';
 
 /** Builds the `crucible` command tree; each subcommand lives in its own module. */
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerNats(program);
   registerLog(program);
   registerAblate(program);
+  registerWorker(program);
   return program;
 }
 

@@ -7,6 +7,8 @@ import { isNatsLocation } from '../../events/open-log.js';
 import { formatTable } from '../table.js';
 import { summarizeSeeds, type Spread, type SummaryRow } from '../seed-summary.js';
 import type { RunConfig } from '../../config/schema.js';
+import { parseWorkerCounts, type WorkerRole } from '../../workers/roles.js';
+import { runWithWorkers } from '../../workers/run-workers.js';
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 const pctOrDash = (x: number | null) => (x === null ? '-' : pct(x));
@@ -88,15 +90,19 @@ export function registerRun(program: Command): void {
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
     .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
     .option('--creds <file>', 'credentials for a JetStream log on a cluster with auth (DIR/admin.creds.json from `crucible nats up`: one process runs every role)')
+    .option('--workers <spec>', 'with --log nats://...: every role as its own worker processes, e.g. executor=2,judge=1 (roles not named run one)')
     .option('--json', 'print the table as JSON lines, one per round')
     .option('--snapshot-every <n>', 'store each actor\'s state every n folded events, so that a resumed run folds only what came after (0: none; default 20000)', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 0) throw new UserError(`--snapshot-every ${v}: expected a non-negative integer`);
       return n;
     })
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; creds?: string; json?: boolean; snapshotEvery?: number }) => {
+    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; creds?: string; json?: boolean; snapshotEvery?: number; workers?: string }) => {
       if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
       if (opts.creds !== undefined && opts.log === undefined) throw new UserError('--creds is for a log on JetStream: give --log nats://host:port too');
+      if (opts.workers !== undefined && opts.log === undefined) throw new UserError('--workers: worker processes share a JetStream log; add --log nats://host:port');
+      if (opts.workers !== undefined && opts.seeds !== undefined) throw new UserError('--workers runs one seed; run the seeds one after another');
+      const counts = opts.workers === undefined ? undefined : parseWorkerCounts(opts.workers);
       // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
       const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
       if (opts.seeds !== undefined) {
@@ -104,7 +110,7 @@ export function registerRun(program: Command): void {
         await runSeeds(config, opts.seeds, opts.json === true, opts.log, opts.snapshotEvery, opts.creds);
         return;
       }
-      const outcome = await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
+      const outcome = counts !== undefined ? await runWorkers(config, opts.dir, opts.json === true, opts.log!, counts, opts.creds) : await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
       if (opts.json) {
         for (const r of outcome.rows) process.stdout.write(`${JSON.stringify({ runId: outcome.runId, ...r })}\n`);
       } else {
@@ -128,6 +134,26 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
         if (r.refused) process.stderr.write(`crucible: ${r.refused.message}\n`);
       },
       onProgress: tty ? (p) => process.stderr.write(`${progressBar(p)}${label}`) : undefined,
+    });
+  } finally {
+    if (tty) process.stderr.write('\n');
+  }
+  if (outcome.isolation !== 'bwrap') process.stderr.write('crucible: warning: programs ran without bubblewrap (rlimits only)\n');
+  return outcome;
+}
+
+async function runWorkers(config: RunConfig, dir: string | undefined, json: boolean, location: string, counts: Record<WorkerRole, number>, credsFile?: string) {
+  const tty = process.stderr.isTTY && !json;
+  let outcome;
+  try {
+    outcome = await runWithWorkers({
+      config,
+      ...(dir !== undefined ? { dir } : {}),
+      location,
+      counts,
+      ...(credsFile !== undefined ? { credsFile } : {}),
+      onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
+      say: (line) => process.stderr.write(`${tty ? '\n' : ''}crucible: ${line}\n`),
     });
   } finally {
     if (tty) process.stderr.write('\n');

@@ -1,0 +1,94 @@
+import type { Command } from 'commander';
+import { runWorker } from '../../workers/worker.js';
+import { parseRole } from '../../workers/roles.js';
+import { runStatus, type RunStatus } from '../../workers/status.js';
+import { UserError } from '../errors.js';
+import { formatTable } from '../table.js';
+import { DEFAULT_SNAPSHOT_EVERY } from '../../actors/run.js';
+
+const positiveInt = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new UserError(`${flag} ${v}: expected a positive integer`);
+  return n;
+};
+
+export function registerWorker(program: Command): void {
+  program
+    .command('worker')
+    .description('run one role of a run as its own process over the run\'s JetStream log (stops when the run is complete)')
+    .requiredOption('--role <role>', 'conductor, solver, adversary, executor, judge or learner')
+    .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
+    .requiredOption('--run <id>', 'the run id (printed by `crucible run`)')
+    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, twice the sandbox\'s workers for executors', positiveInt('--concurrency'))
+    .option('--creds <file>', 'NATS credentials file')
+    .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
+    .option('--lease-ms <ms>', 'a singleton\'s lease: a standby takes over this long after the live copy dies (default 6000)', positiveInt('--lease-ms'))
+    .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
+    .option('--snapshots <file>', 'actor snapshots: start from the latest in this file and store new ones (a run directory\'s snapshots.db)')
+    .option('--snapshot-every <n>', 'with --snapshots: store the actor\'s state every n folded events (default 20000)', positiveInt('--snapshot-every'))
+    .option('--ack-wait-ms <ms>', 'a claimed program not acked within this goes to another executor (default 30000)', positiveInt('--ack-wait-ms'))
+    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; snapshots?: string; snapshotEvery?: number }) => {
+      const role = parseRole(opts.role);
+      if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGTERM', onSignal);
+      process.once('SIGINT', onSignal);
+      try {
+        const outcome = await runWorker({
+          role,
+          location: opts.log,
+          runId: opts.run,
+          ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+          ...(opts.creds !== undefined ? { credsFile: opts.creds } : {}),
+          ...(opts.cacheDir !== undefined ? { cacheDir: opts.cacheDir } : {}),
+          ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
+          ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
+          ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
+          ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
+          say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
+          signal: stop.signal,
+        });
+        const f = outcome.figures;
+        process.stderr.write(
+          `crucible worker ${role} (pid ${process.pid}): ${outcome.completed ? 'run complete' : 'stopped'}; ${f.written} commits written, ${f.duplicates} already there, ${f.fenced} fenced\n`,
+        );
+      } finally {
+        process.off('SIGTERM', onSignal);
+        process.off('SIGINT', onSignal);
+      }
+    });
+
+  program
+    .command('status')
+    .description('the live workers of a run on JetStream: roles, states, lag, queue depth, lease holders')
+    .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
+    .requiredOption('--run <id>', 'the run id')
+    .option('--creds <file>', 'NATS credentials file')
+    .option('--all', 'also list workers whose heartbeat stopped')
+    .option('--json', 'print the status as one JSON object')
+    .action(async (opts: { log: string; run: string; creds?: string; all?: boolean; json?: boolean }) => {
+      const status = await runStatus(opts.log, opts.run, opts.creds !== undefined ? { credsFile: opts.creds } : {});
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(status)}\n`);
+        return;
+      }
+      process.stdout.write(statusText(status, opts.all === true));
+    });
+}
+
+export function statusText(s: RunStatus, all: boolean): string {
+  const now = Date.now();
+  const rows = s.workers.filter((w) => all || !w.gone);
+  const leases = Object.entries(s.leases).map(([role, holder]) => `${role} ${holder ?? '-'}`).join(', ');
+  return (
+    `run ${s.runId}: ${s.completed ? 'complete' : 'running'}; log head ${s.head}\n` +
+    `programs queue: ${s.programs.waiting} waiting, ${s.programs.claimed} claimed\n` +
+    `leases: ${leases}\n\n` +
+    formatTable(
+      ['role', 'state', 'pid', 'host', 'lag', 'running', 'pending', 'commits', 'beat'],
+      rows.map((w) => [w.role, w.gone ? 'gone' : w.state, String(w.pid), w.host, String(w.lag), String(w.running), String(w.pending), String(w.done), `${((now - w.at) / 1000).toFixed(1)}s ago`]),
+    ) +
+    '\n'
+  );
+}

@@ -1,0 +1,141 @@
+/**
+ * Task queues beside a run's JetStream log: small work items that are not events (e.g. one
+ * program of an execution request), shared by every process that opens the queue by name.
+ *
+ * - One work-queue stream per run (`<log stream>_TASKS`); a queue is one subject of it and one
+ *   durable pull consumer with explicit acks, so an item is removed when acked and each item is
+ *   held by one claimer at a time.
+ * - A task's id is its message id: several processes publishing the same task within the
+ *   stream's duplicate window store it once.
+ * - A claimed task not acked within `ackWaitMs` (a process that died) is delivered again;
+ *   `working()` pushes the deadline back while a long task runs.
+ */
+import { headers } from '@nats-io/transport-node';
+import { AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, type Consumer, type StreamConfig } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { JetStreamEventLog } from './jetstream-log.js';
+import { ensureStream, withRetry } from './jetstream-support.js';
+import { InvalidLogArgumentError } from './errors.js';
+
+const DESCRIPTION = 'crucible task queues, format 1';
+
+export interface TaskQueueOptions {
+  /** Letters, digits, '-' and '_'. */
+  name: string;
+  /** A claimed task not acked (nor `working()`) within this many ms is delivered again. Default 30 000. */
+  ackWaitMs?: number;
+}
+
+export interface Task {
+  readonly id: string;
+  readonly body: string;
+  /** 1 on the first delivery. */
+  readonly delivery: number;
+  ack(): Promise<void>;
+  nak(delayMs?: number): void;
+  /** Still working on it: the ack deadline starts again. */
+  working(): void;
+}
+
+export interface TaskQueueDepth {
+  /** Published and not yet claimed. */
+  waiting: number;
+  /** Claimed and not yet acked. */
+  claimed: number;
+}
+
+export class JetStreamTaskQueue {
+  readonly name: string;
+  readonly #log: JetStreamEventLog;
+  readonly #subject: string;
+  readonly #stream: string;
+  readonly #durable: string;
+  readonly #consumer: Consumer;
+
+  private constructor(log: JetStreamEventLog, name: string, stream: string, subject: string, durable: string, consumer: Consumer) {
+    this.name = name;
+    this.#log = log;
+    this.#stream = stream;
+    this.#subject = subject;
+    this.#durable = durable;
+    this.#consumer = consumer;
+  }
+
+  static async open(log: JetStreamEventLog, options: TaskQueueOptions): Promise<JetStreamTaskQueue> {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.name)) throw new InvalidLogArgumentError('taskQueue', [{ path: 'name', message: `"${options.name}": letters, digits, '-' and '_' only (1-64)` }]);
+    const ackWaitMs = options.ackWaitMs ?? 30_000;
+    if (!Number.isInteger(ackWaitMs) || ackWaitMs <= 0) throw new InvalidLogArgumentError('taskQueue', [{ path: 'ackWaitMs', message: `${ackWaitMs}: expected a positive integer` }]);
+    const stream = `${log.streamName}_TASKS`;
+    const prefix = `${log.prefix}-tasks`;
+    const want: Partial<StreamConfig> = {
+      name: stream,
+      description: DESCRIPTION,
+      subjects: [`${prefix}.>`],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      num_replicas: log.replicas,
+      duplicate_window: nanos(120_000),
+    };
+    await ensureStream(log.jsm, log.retryForMs, want, true, (c) =>
+      c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not crucible task queues'`,
+    );
+    const subject = `${prefix}.${options.name}`;
+    const durable = `tq_${options.name}`;
+    const config = {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(ackWaitMs),
+      max_deliver: -1,
+      deliver_policy: DeliverPolicy.All,
+      max_ack_pending: 10_000,
+      filter_subject: subject,
+    };
+    try {
+      await withRetry(log.retryForMs, () => log.jsm.consumers.info(stream, durable));
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === 10014)) throw err;
+      try {
+        await withRetry(log.retryForMs, () => log.jsm.consumers.add(stream, config));
+      } catch (addErr) {
+        // Another process made it meanwhile: use theirs (same name, same config).
+        await withRetry(log.retryForMs, () => log.jsm.consumers.info(stream, durable)).catch(() => {
+          throw addErr;
+        });
+      }
+    }
+    const consumer = await withRetry(log.retryForMs, () => log.js.consumers.get(stream, durable));
+    return new JetStreamTaskQueue(log, options.name, stream, subject, durable, consumer);
+  }
+
+  /** Stores the task unless a task with this id was published within the duplicate window;
+   * true when it was new. */
+  async publish(id: string, body: string): Promise<boolean> {
+    const h = headers();
+    const ack = await withRetry(this.#log.retryForMs, () => this.#log.js.publish(this.#subject, Buffer.from(body, 'utf8'), { msgID: id, headers: h }));
+    return !ack.duplicate;
+  }
+
+  /** Up to `max` tasks, waiting up to `waitMs` (at least 1 s) when none is ready. */
+  async claim(max = 1, waitMs = 1000): Promise<Task[]> {
+    const out: Task[] = [];
+    const batch = await this.#consumer.fetch({ max_messages: max, expires: Math.max(1000, waitMs) });
+    for await (const m of batch) {
+      out.push({
+        id: m.headers?.get('Nats-Msg-Id') ?? `seq-${m.seq}`,
+        body: m.string(),
+        delivery: m.info.deliveryCount,
+        ack: async () => {
+          await m.ackAck();
+        },
+        nak: (delayMs?: number) => m.nak(delayMs),
+        working: () => m.working(),
+      });
+    }
+    return out;
+  }
+
+  async depth(): Promise<TaskQueueDepth> {
+    const info = await withRetry(this.#log.retryForMs, () => this.#log.jsm.consumers.info(this.#stream, this.#durable));
+    return { waiting: info.num_pending, claimed: info.num_ack_pending };
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * `crucible run CONFIG --log nats://... --workers executor=2,...`: records the run's start in
+ * the log, starts every role as worker processes, and follows the log for the progress bar and
+ * the round table until RunCompleted.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { RunConfig } from '../config/schema.js';
+import { openRunLog } from '../events/open-log.js';
+import { roleCredentialsFile } from '../events/nats-auth.js';
+import { LOG_POINTER_FILE, SNAPSHOTS_FILE, VIEWS_FILE, recordRunStart, startedRun, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
+import { prepareRun } from '../actors/sources.js';
+import { createSandbox } from '../sandbox/index.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { roundRows, type RoundTableState } from '../projections/round-table.js';
+import { WorkerSupervisor, type WorkerChild } from './supervisor.js';
+import type { WorkerRole } from './roles.js';
+
+export interface WorkersRunOptions {
+  config: RunConfig;
+  dir?: string;
+  location: string;
+  counts: Record<WorkerRole, number>;
+  /** Extra arguments for every worker (lease and heartbeat settings, credentials). */
+  workerArgs?: readonly string[];
+  cacheDir?: string | null;
+  /** A cluster with auth: `crucible nats up`'s credentials directory (each worker gets its role's
+   * file, this process the admin's) or one file for every process. */
+  credsFile?: string;
+  onProgress?(p: RunProgress): void;
+  /** Called once the workers are started, with a way to list them (tests kill some). */
+  onStarted?(children: () => WorkerChild[]): void;
+  say?(line: string): void;
+}
+
+export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcome> {
+  const { config } = opts;
+  const runId = runIdOf(config);
+  const dir = opts.dir ?? path.join(config.dir, runId);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location: opts.location, runId })}\n`);
+  const cacheDir = opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir;
+  const log = await openRunLog(opts.location, runId, opts.credsFile !== undefined ? { credsFile: roleCredentialsFile(opts.credsFile, 'admin') } : {});
+  const sandbox = await createSandbox(sandboxOptions(config));
+  let views: ProjectionRunner | null = null;
+  let supervisor: WorkerSupervisor | null = null;
+  try {
+    // Built here once (and cached), so that every worker reads the catalog instead of building it.
+    const started = await startedRun(log, config, dir);
+    const prepared = await prepareRun(config, cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null });
+    await prepared.backend.close?.();
+    if (!started) await recordRunStart(log, config, prepared.problems, prepared.catalogHash);
+    views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
+    await views.catchUp();
+    supervisor = new WorkerSupervisor({
+      location: opts.location,
+      runId,
+      counts: opts.counts,
+      // The workers of this machine share the run directory's snapshot file.
+      args: [...(cacheDir === null ? [] : ['--cache-dir', cacheDir]), '--snapshots', path.join(dir, SNAPSHOTS_FILE), ...(opts.workerArgs ?? [])],
+      logFile: path.join(dir, 'workers.log'),
+      ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
+      ...(opts.say ? { say: opts.say } : {}),
+    });
+    supervisor.start();
+    const sup = supervisor;
+    opts.onStarted?.(() => sup.children);
+    let round = 0;
+    let events = 0;
+    let completed = false;
+    const sub = log.subscribe({ filter: { runId } });
+    const follow = (async () => {
+      for await (const item of sub) {
+        if (item.kind !== 'event') continue;
+        events++;
+        const e = item.event;
+        if (e.type === 'RoundCompleted') {
+          round = (e.data as { round: number }).round;
+          await views!.catchUp();
+        }
+        opts.onProgress?.({ round, rounds: config.rounds, events });
+        if (e.type === 'RunCompleted') {
+          completed = true;
+          break;
+        }
+      }
+    })();
+    try {
+      await Promise.race([follow, sup.failed()]);
+    } finally {
+      await sub.close();
+    }
+    await sup.finish(30_000);
+    await views.catchUp();
+    return { runId, dir, finished: completed, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
+  } finally {
+    await supervisor?.stop();
+    await views?.close();
+    await sandbox.close();
+    await log.close();
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Starts worker processes (`crucible worker ...`) as children and keeps them running until the
+ * run is complete: a child that dies before (killed, crashed) is started again, a few times per
+ * role at most. Their stderr goes to one file (the progress bar owns the terminal).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { roleCredentialsFile } from '../events/nats-auth.js';
+import { closeSync, openSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { WORKER_ROLES, type WorkerRole } from './roles.js';
+import { WorkerError } from './errors.js';
+
+/** The `crucible` entry point of this checkout. */
+export const CRUCIBLE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/crucible.js');
+
+export interface SupervisorOptions {
+  location: string;
+  runId: string;
+  counts: Record<WorkerRole, number>;
+  /** Appended to every worker's command line (e.g. --cache-dir, --creds). */
+  args?: readonly string[];
+  /** Credentials directory or file: each worker is given its role's file (see roleCredentialsFile). */
+  credsFile?: string;
+  /** Where the workers' stderr goes (appended). */
+  logFile: string;
+  /** Restarts allowed per role before the run is given up. Default 5. */
+  maxRestarts?: number;
+  say?(line: string): void;
+}
+
+export interface WorkerChild {
+  role: WorkerRole;
+  slot: number;
+  process: ChildProcess;
+}
+
+export class WorkerSupervisor {
+  readonly #opts: SupervisorOptions;
+  readonly #children = new Map<string, WorkerChild>();
+  readonly #restarts = new Map<WorkerRole, number>();
+  #fd: number | null = null;
+  #stopping = false;
+  #failure: WorkerError | null = null;
+  #onFailure: ((err: WorkerError) => void) | null = null;
+  /** Workers that exited after RunCompleted or when stopped. */
+  #exits = 0;
+
+  constructor(opts: SupervisorOptions) {
+    this.#opts = opts;
+  }
+
+  start(): void {
+    this.#fd = openSync(this.#opts.logFile, 'a');
+    for (const role of WORKER_ROLES) for (let slot = 0; slot < this.#opts.counts[role]; slot++) this.#spawn(role, slot);
+  }
+
+  /** The live children, by role. */
+  get children(): WorkerChild[] {
+    return [...this.#children.values()];
+  }
+
+  /** Rejects when a role died more often than allowed. */
+  failed(): Promise<never> {
+    return new Promise((_, reject) => {
+      if (this.#failure) reject(this.#failure);
+      this.#onFailure = reject;
+    });
+  }
+
+  #spawn(role: WorkerRole, slot: number): void {
+    const args = [CRUCIBLE_BIN, 'worker', '--role', role, '--log', this.#opts.location, '--run', this.#opts.runId, ...(this.#opts.args ?? []), ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : [])];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', this.#fd!] });
+    const key = `${role}/${slot}`;
+    this.#children.set(key, { role, slot, process: child });
+    child.on('exit', (code, signal) => {
+      if (this.#children.get(key)?.process === child) this.#children.delete(key);
+      if (this.#stopping || code === 0) {
+        this.#exits++;
+        return;
+      }
+      const n = (this.#restarts.get(role) ?? 0) + 1;
+      this.#restarts.set(role, n);
+      const how = signal ? `was killed (${signal})` : `exited with status ${code}`;
+      if (n > (this.#opts.maxRestarts ?? 5)) {
+        this.#failure = new WorkerError(`the ${role} worker ${how} ${n} times; see ${this.#opts.logFile}`);
+        this.#onFailure?.(this.#failure);
+        return;
+      }
+      this.#opts.say?.(`${role} worker (pid ${child.pid}) ${how}: starting another`);
+      setTimeout(() => {
+        if (!this.#stopping) this.#spawn(role, slot);
+      }, 300);
+    });
+  }
+
+  /** Waits up to `ms` for every child to exit on its own (they stop at RunCompleted), then
+   * stops the rest with SIGTERM. */
+  async finish(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.#children.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await this.stop();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    const waits = this.children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.process.exitCode !== null || c.process.signalCode !== null) return resolve();
+          c.process.once('exit', () => resolve());
+          c.process.kill('SIGTERM');
+          setTimeout(() => {
+            c.process.kill('SIGKILL');
+            resolve();
+          }, 10_000).unref();
+        }),
+    );
+    await Promise.all(waits);
+    if (this.#fd !== null) closeSync(this.#fd);
+    this.#fd = null;
+  }
+}

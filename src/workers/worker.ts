@@ -1,0 +1,173 @@
+/**
+ * One worker process: ONE role's actor over a run's JetStream log.
+ *
+ * Everything it needs comes from the log (the config in RunStarted, the problems by blob hash);
+ * it folds the log (from its latest snapshot when given a snapshot file), is woken
+ * by the log's subscription instead of exiting when idle, appends each effect's output as soon
+ * as that effect finishes (a duplicate is success), beats on the worker board, and stops when
+ * RunCompleted is in the log.
+ */
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { isNatsLocation, openRunLog } from '../events/open-log.js';
+import { JetStreamEventLog } from '../events/jetstream-log.js';
+import { WorkerBoard } from '../events/jetstream-board.js';
+import { LogNotFoundError } from '../events/errors.js';
+import { seqOf } from '../events/positions.js';
+import type { EventLog } from '../events/log.js';
+import { ActorRuntime, type ActorDefinition, type Effect } from '../actors/runtime.js';
+import type { RunEnv, PolicyBackend } from '../actors/env.js';
+import { conductor } from '../actors/conductor.js';
+import { solver } from '../actors/solver.js';
+import { adversary } from '../actors/adversary.js';
+import { executor } from '../actors/executor.js';
+import { judge } from '../actors/judge.js';
+import { learner } from '../actors/learner.js';
+import { CRUCIBLE_VERSION, sandboxOptions } from '../actors/run.js';
+import { SqliteSnapshotTable } from '../actors/snapshots.js';
+import { createSandbox, defaultWorkers } from '../sandbox/index.js';
+import type { Sandbox } from '../sandbox/api.js';
+import type { AnyStateMachine } from 'xstate';
+import { CompletionView, type LoopContext, type WorkerFigures } from './context.js';
+import { RunNotFoundError, WorkerUsageError } from './errors.js';
+import { loadRunFromLog, runStartedOf } from './run-source.js';
+import { runSingleton } from './singleton.js';
+import { ProgramWork, runExecutor } from './executor-tasks.js';
+import { Wake } from './wake.js';
+import type { WorkerRole } from './roles.js';
+
+const ACTORS: Record<WorkerRole, ActorDefinition<AnyStateMachine, Effect, RunEnv, unknown>> = {
+  conductor,
+  solver,
+  adversary,
+  executor,
+  judge,
+  learner,
+} as never;
+
+export interface WorkerOptions {
+  role: WorkerRole;
+  /** nats://host:port (several comma-separated for a cluster). */
+  location: string;
+  runId: string;
+  /** Effects (singletons) or programs (executors) run at once. Default: 1 for singletons (their
+   * outputs then reach the log in the order the actor lists its work); for executors twice the
+   * sandbox's workers, so that its pool has the next program queued while a claim and an append
+   * are under way. */
+  concurrency?: number;
+  credsFile?: string;
+  /** Where built catalogs are cached (default <config.dir>/.cache). */
+  cacheDir?: string | null;
+  /** How long a singleton's lease lasts unrenewed: a standby takes over about this long after
+   * the live copy dies. Default 6000 ms. */
+  leaseMs?: number;
+  /** Heartbeats on the worker board every this many ms. Default 2000. */
+  heartbeatMs?: number;
+  /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default 30000. */
+  ackWaitMs?: number;
+  workerId?: string;
+  /** Actor snapshots: the checkpoint file (shared by the workers of one machine) and how many
+   * folded events apart they are taken (0: only read). Without it the actor folds from the start. */
+  snapshots?: { file: string; every: number };
+  /** Lines about the worker's state (taking over, standing by), without the trailing newline. */
+  say?(line: string): void;
+  /** Stops the worker (its effects in flight finish and are appended first). */
+  signal?: AbortSignal;
+}
+
+export interface WorkerOutcome {
+  workerId: string;
+  /** RunCompleted is in the log. */
+  completed: boolean;
+  figures: WorkerFigures;
+}
+
+async function openWorkerLog(location: string, runId: string, credsFile: string | undefined): Promise<JetStreamEventLog> {
+  let log: EventLog;
+  try {
+    log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
+  } catch (err) {
+    if (err instanceof LogNotFoundError) throw new RunNotFoundError(runId, location);
+    throw err;
+  }
+  if (!(log instanceof JetStreamEventLog)) {
+    await log.close();
+    throw new WorkerUsageError(`--log ${location}: workers share a JetStream log (nats://host:port)`);
+  }
+  return log;
+}
+
+export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
+  if (!isNatsLocation(opts.location)) throw new WorkerUsageError(`--log ${opts.location}: workers share a JetStream log: expected nats://host:port`);
+  if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1)) throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
+  const say = opts.say ?? (() => {});
+  const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile);
+  let sandbox: Sandbox | null = null;
+  let backend: PolicyBackend | null = null;
+  const wake = new Wake();
+  let beat: NodeJS.Timeout | null = null;
+  let table: SqliteSnapshotTable | null = null;
+  const figures: WorkerFigures = { state: 'standby', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 };
+  try {
+    const started = await runStartedOf(log, opts.runId);
+    if (!started) throw new RunNotFoundError(opts.runId, opts.location);
+    sandbox = await createSandbox(sandboxOptions(started.config));
+    const run = await loadRunFromLog(log, opts.runId, sandbox, opts.cacheDir === undefined ? {} : { cacheDir: opts.cacheDir });
+    backend = run.backend;
+    const completion = new CompletionView();
+    const work = opts.role === 'executor' ? new ProgramWork() : null;
+    if (opts.snapshots) table = new SqliteSnapshotTable(opts.snapshots.file, opts.runId);
+    const runtime = new ActorRuntime(log, opts.runId, run.env, [ACTORS[opts.role]], {
+      views: [run.env.view, completion, ...(work ? [work] : [])],
+      ...(table ? { snapshots: { table, every: opts.snapshots!.every, codeVersion: CRUCIBLE_VERSION } } : {}),
+      onRestart: (r) => {
+        if (r.refused) say(r.refused.message);
+        say(`${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`);
+      },
+    });
+    await runtime.start();
+    const board = await WorkerBoard.open(log);
+    const startedAt = Date.now();
+    const heartbeat = async () => {
+      await board
+        .beat({ workerId, role: opts.role, pid: process.pid, host: os.hostname(), state: figures.state, folded: seqOf(runtime.position), running: figures.running, pending: Math.max(0, figures.pending), done: figures.written, startedAt, at: Date.now() })
+        .catch(() => undefined);
+    };
+    await heartbeat();
+    beat = setInterval(() => void heartbeat(), opts.heartbeatMs ?? 2000);
+    wake.listen(log, opts.runId, runtime.position);
+    let folding: Promise<void> = Promise.resolve();
+    const ctx: LoopContext = {
+      role: opts.role,
+      runId: opts.runId,
+      workerId,
+      log,
+      board,
+      runtime,
+      env: run.env,
+      wake,
+      completion,
+      concurrency: opts.concurrency ?? (opts.role === 'executor' ? 2 * (run.config.executor.workers ?? defaultWorkers()) : 1),
+      figures,
+      fold: () => (folding = folding.then(async () => {
+        await runtime.foldNew();
+      })),
+      stopped: () => opts.signal?.aborted ?? false,
+      say,
+    };
+    opts.signal?.addEventListener('abort', () => wake.signal());
+    if (opts.role === 'executor') await runExecutor(ctx, work!, { ackWaitMs: opts.ackWaitMs ?? 30_000 });
+    else await runSingleton(ctx, opts.leaseMs ?? 6000);
+    figures.state = 'stopping';
+    await heartbeat();
+    return { workerId, completed: completion.completed, figures };
+  } finally {
+    if (beat) clearInterval(beat);
+    await wake.close();
+    await backend?.close?.();
+    await sandbox?.close();
+    table?.close();
+    await log.close();
+  }
+}

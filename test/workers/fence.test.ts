@@ -1,0 +1,103 @@
+/**
+ * Fencing of singleton roles on a real nats-server: a lease has one holder, a lapsed lease is
+ * taken over, and a holder that was paused past its lease can neither renew nor append; an
+ * append that expects a stream position another writer has moved is refused. The program
+ * queue: a task published twice is stored once, and a claimed task not acked goes to another
+ * claimer.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
+import { WorkerBoard } from '../../src/events/jetstream-board.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
+import { FencedWriter } from '../../src/workers/fence.js';
+import type { CommitRequest } from '../../src/events/log.js';
+import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
+
+let nats: TestNats;
+let log: JetStreamEventLog;
+let board: WorkerBoard;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  nats = await startTestNats(1);
+  log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
+  board = await WorkerBoard.open(log);
+}, 60_000);
+afterAll(async () => {
+  await log?.close();
+  await nats?.stop();
+});
+
+const commit = (id: string): CommitRequest => ({
+  stream: 'judge',
+  events: [{ type: 'WorkAbandoned', runId: 'r', data: { queue: 'q', commitId: id, deliveries: 1, reason: 'test' } }],
+  options: { commitId: `r/judge/${id}` },
+});
+
+async function judgeCommits(): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of log.read({}, { streams: ['judge'] })) out.push(e.commitId);
+  return out;
+}
+
+describe('leases and fenced writes', () => {
+  it('one holder at a time; a paused holder loses the lease and can no longer write', async () => {
+    const a = await board.acquire('role-judge', 'A', 800);
+    expect(a).not.toBeNull();
+    expect(await board.acquire('role-judge', 'B', 800)).toBeNull();
+    expect(await board.holderOf('role-judge')).toBe('A');
+    const writerA = new FencedWriter(log, async () => a!.heldFor(100) || (await a!.renew()));
+    expect(await writerA.append(commit('1'))).toBe('written');
+
+    // A stops renewing (a paused process); once the lease lapses B takes it and writes.
+    await sleep(900);
+    const b = await board.acquire('role-judge', 'B', 5000);
+    expect(b).not.toBeNull();
+    expect(await board.holderOf('role-judge')).toBe('B');
+    const writerB = new FencedWriter(log, async () => b!.heldFor(100) || (await b!.renew()));
+    expect(await writerB.append(commit('2'))).toBe('written');
+
+    // A resumes: its renewal fails, so its write is fenced.
+    expect(await writerA.append(commit('3'))).toBe('fenced');
+    expect(await a!.renew()).toBe(false);
+    expect(await judgeCommits()).toEqual(['r/judge/1', 'r/judge/2']);
+
+    // Released, the lease is free at once.
+    await b!.release();
+    expect(await board.holderOf('role-judge')).toBeNull();
+    const c = await board.acquire('role-judge', 'C', 5000);
+    expect(c).not.toBeNull();
+    await c!.release();
+  });
+
+  it('an append expecting a stream position another writer moved is fenced, and writes nothing', async () => {
+    const stale = new FencedWriter(log, async () => true);
+    const other = new FencedWriter(log, async () => true);
+    expect(await stale.append(commit('4'))).toBe('written');
+    expect(await other.append(commit('5'))).toBe('written');
+    expect(await stale.append(commit('6'))).toBe('fenced');
+    // The same commit again is a duplicate, not a second copy.
+    expect(await other.append(commit('5'))).toBe('duplicate');
+    expect((await judgeCommits()).slice(-2)).toEqual(['r/judge/4', 'r/judge/5']);
+  });
+});
+
+describe('the program queue', () => {
+  it('stores a task published twice once; an unacked claim is delivered again to another claimer', async () => {
+    const q1 = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
+    const q2 = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
+    expect(await q1.publish('req/1/p', '{"n":1}')).toBe(true);
+    expect(await q2.publish('req/1/p', '{"n":1}')).toBe(false);
+    expect(await q1.publish('req/1/q', '{"n":2}')).toBe(true);
+    expect(await q1.depth()).toEqual({ waiting: 2, claimed: 0 });
+    const [t1] = await q1.claim(1, 1000);
+    const [t2] = await q2.claim(1, 1000);
+    expect([t1!.body, t2!.body].sort()).toEqual(['{"n":1}', '{"n":2}']);
+    await t2!.ack();
+    // t1's claimer dies: after the ack deadline the task goes to the other claimer.
+    const again = await q2.claim(1, 3000);
+    expect(again.map((t) => [t.body, t.delivery])).toEqual([[t1!.body, 2]]);
+    await again[0]!.ack();
+    expect(await q1.depth()).toEqual({ waiting: 0, claimed: 0 });
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * `crucible worker`, `crucible status` and `run --workers` given what they cannot work with:
+ * one clear line and an exit status, through the CLI's own error mapping (real nats-server).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { freePort } from '../../src/events/nats-server.js';
+import { startTestNats, type TestNats } from '../support/nats.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { WorkerSupervisor } from '../../src/workers/supervisor.js';
+
+let nats: TestNats;
+beforeAll(async () => {
+  nats = await startTestNats(1);
+}, 60_000);
+afterAll(async () => {
+  await nats?.stop();
+});
+
+/** Runs the CLI in this process; its exit status and what it printed on stderr. */
+async function cli(args: string[]): Promise<{ code: number; err: string }> {
+  let err = '';
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string) => ((err += chunk), true)) as typeof process.stderr.write;
+  const before = process.exitCode;
+  process.exitCode = 0;
+  try {
+    await main(['node', 'crucible', ...args]);
+    return { code: Number(process.exitCode ?? 0), err };
+  } finally {
+    process.stderr.write = write;
+    process.exitCode = before;
+  }
+}
+
+describe('worker errors', () => {
+  it('a run that does not exist', async () => {
+    const r = await cli(['worker', '--role', 'judge', '--log', nats.urls[0]!, '--run', 'demo-s7-00000000']);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe(`crucible: run demo-s7-00000000 does not exist at ${nats.urls[0]} (no RunStarted recorded; \`crucible run CONFIG --log ${nats.urls[0]}\` starts it)\n`);
+    const s = await cli(['status', '--log', nats.urls[0]!, '--run', 'demo-s7-00000000']);
+    expect(s.code).toBe(2);
+    expect(s.err).toMatch(/^crucible: run demo-s7-00000000 does not exist at /);
+  });
+
+  it('a wrong role', async () => {
+    const r = await cli(['worker', '--role', 'referee', '--log', nats.urls[0]!, '--run', 'x']);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe('crucible: --role referee: expected one of conductor, solver, adversary, executor, judge, learner\n');
+  });
+
+  it('a server it cannot reach', async () => {
+    const port = await freePort();
+    const r = await cli(['worker', '--role', 'executor', '--log', `nats://127.0.0.1:${port}`, '--run', 'x']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(new RegExp(`^crucible: .*127\\.0\\.0\\.1:${port}.*is nats-server running\\?`));
+  }, 30_000);
+
+  it('a log that is not JetStream', async () => {
+    const r = await cli(['worker', '--role', 'judge', '--log', 'runs/x/log.db', '--run', 'x']);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe('crucible: --log runs/x/log.db: workers share a JetStream log: expected nats://host:port\n');
+  });
+
+  it('run --workers without a JetStream log, or with a bad spec', async () => {
+    const noLog = await cli(['run', 'configs/demo.yaml', '--workers', 'executor=2']);
+    expect(noLog.code).toBe(2);
+    expect(noLog.err).toBe('crucible: --workers: worker processes share a JetStream log; add --log nats://host:port\n');
+    const bad = await cli(['run', 'configs/demo.yaml', '--log', nats.urls[0]!, '--workers', 'executor=2,referee=1']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toBe('crucible: --workers "executor=2,referee=1": unknown role "referee" (roles: conductor, solver, adversary, executor, judge, learner)\n');
+    const zero = await cli(['run', 'configs/demo.yaml', '--log', nats.urls[0]!, '--workers', 'judge=0']);
+    expect(zero.code).toBe(2);
+    expect(zero.err).toBe('crucible: --workers "judge=0": judge=0: every role needs 1 to 64 processes\n');
+  });
+});
+
+describe('the run command\'s supervisor', () => {
+  it('starts a worker that died again, and gives the run up when one keeps dying', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
+    const said: string[] = [];
+    const sup = new WorkerSupervisor({
+      location: nats.urls[0]!,
+      runId: 'demo-s7-00000000',
+      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
+      logFile: path.join(dir, 'workers.log'),
+      maxRestarts: 1,
+      say: (l) => said.push(l),
+    });
+    try {
+      sup.start();
+      await expect(sup.failed()).rejects.toThrow(`the judge worker exited with status 2 2 times; see ${path.join(dir, 'workers.log')}`);
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatch(/^judge worker \(pid \d+\) exited with status 2: starting another$/);
+      // The worker's own line, in the workers' log.
+      expect(readFileSync(path.join(dir, 'workers.log'), 'utf8')).toContain('crucible: run demo-s7-00000000 does not exist at');
+    } finally {
+      await sup.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

@@ -1,0 +1,265 @@
+/**
+ * The demo as separate worker processes over JetStream: real nats-servers, real `crucible worker`
+ * child processes, SIGKILL. Each run is compared with the in-process run of the same config and
+ * seed (SQLite log): the same round table, the same commits of every singleton role, and every
+ * (program, test) pair of every request executed exactly once.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runExperiment, LOG_FILE } from '../../src/actors/run.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
+import { openRunLog } from '../../src/events/open-log.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import { requestSize, type EventData } from '../../src/events/catalog.js';
+import { seqOf } from '../../src/events/positions.js';
+import { runWithWorkers } from '../../src/workers/run-workers.js';
+import { parseWorkerCounts } from '../../src/workers/roles.js';
+import { runStatus, type RunStatus } from '../../src/workers/status.js';
+import type { RunConfig } from '../../src/config/schema.js';
+import { smallConfig } from '../support/small-config.js';
+import { startTestNats, type TestNats } from '../support/nats.js';
+import { runCli } from '../support/cli.js';
+
+/** Short leases, beats and ack deadlines, so that takeovers happen within a test. */
+const WORKER_ARGS = ['--heartbeat-ms', '200', '--lease-ms', '2000', '--ack-wait-ms', '4000'];
+
+let root: string;
+let config: RunConfig;
+let reference: { rows: RoundRow[]; commits: string[] };
+
+/** The table without wall times, numbers to 12 significant digits: the Judge's per-problem
+ * outputs reach the log in the order the executors finish, and the round table sums them in log
+ * order, so a sum may differ from the in-process run's in its last bit. */
+const figures = (rows: readonly RoundRow[]) =>
+  rows.map(({ seconds: _s, ...r }) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'number' ? Number(v.toPrecision(12)) : v])));
+
+async function eventsOf(location: string, runId: string): Promise<EventEnvelope[]> {
+  const log = await openRunLog(location, runId, { create: false });
+  try {
+    const out: EventEnvelope[] = [];
+    for await (const e of log.read({}, { runId })) out.push(e);
+    return out;
+  } finally {
+    await log.close();
+  }
+}
+
+/** Each event of the singleton roles as "commit type", sorted: equal lists mean no commit of
+ * theirs lost or doubled. */
+const singletonCommits = (events: readonly EventEnvelope[]) =>
+  events.filter((e) => e.stream !== 'executor').map((e) => `${e.commitId} ${e.type}`).sort();
+
+/** What the executors recorded: problems found (a pair executed twice or never, a program
+ * recorded twice, a commit stored twice) and how many programs were recorded. */
+function executionFacts(events: readonly EventEnvelope[]) {
+  const problems: string[] = [];
+  const requests = new Map<string, EventData<'ExecutionRequested'>>();
+  const covered = new Map<string, number[]>();
+  const programs = new Set<string>();
+  const commitSeq = new Map<string, number>();
+  const ids = new Set<string>();
+  for (const e of events) {
+    if (ids.has(e.id)) problems.push(`event ${e.id} twice`);
+    ids.add(e.id);
+    const seq = seqOf(e.position);
+    if (commitSeq.has(e.commitId) && commitSeq.get(e.commitId) !== seq) problems.push(`commit ${e.commitId} stored twice`);
+    commitSeq.set(e.commitId, seq);
+    if (e.type === 'ExecutionRequested') {
+      const d = e.data as EventData<'ExecutionRequested'>;
+      requests.set(d.requestId, d);
+      covered.set(d.requestId, new Array<number>(requestSize(d)).fill(0));
+    }
+    if (e.type === 'ProgramExecuted') {
+      const d = e.data as EventData<'ProgramExecuted'>;
+      const key = `${d.requestId} ${d.programHash}`;
+      if (programs.has(key)) problems.push(`program recorded twice: ${key}`);
+      programs.add(key);
+      const counts = covered.get(d.requestId);
+      if (!counts) problems.push(`results of unknown request ${d.requestId}`);
+      else for (const at of d.pairs) counts[at] = (counts[at] ?? 0) + 1;
+    }
+  }
+  for (const [id, counts] of covered) {
+    counts.forEach((n, at) => {
+      if (n !== 1) problems.push(`pair ${at} of ${id} executed ${n} times`);
+    });
+  }
+  return { problems, programs: programs.size, requests: requests.size };
+}
+
+async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe().catch(() => null);
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface WorkersRun {
+  nats: TestNats;
+  location: string;
+  runId: string;
+  rows: RoundRow[];
+  said: string[];
+  workersLog: string;
+}
+
+async function workersRun(name: string, spec: string, during?: (location: string, runId: string) => Promise<void>, extraArgs: string[] = []): Promise<WorkersRun> {
+  const nats = await startTestNats(1);
+  const location = nats.urls[0]!;
+  const said: string[] = [];
+  let watcher: Promise<void> = Promise.resolve();
+  try {
+    const outcome = await runWithWorkers({
+      config,
+      dir: path.join(root, name),
+      location,
+      counts: parseWorkerCounts(spec),
+      workerArgs: [...WORKER_ARGS, ...extraArgs],
+      say: (line) => said.push(line),
+      onStarted: () => {
+        if (during) watcher = during(location, runIdOf());
+      },
+    });
+    await watcher;
+    expect(outcome.finished).toBe(true);
+    return { nats, location, runId: outcome.runId, rows: outcome.rows, said, workersLog: readFileSync(path.join(root, name, 'workers.log'), 'utf8') };
+  } catch (err) {
+    await nats.stop();
+    throw err;
+  }
+}
+
+let refRunId = '';
+const runIdOf = () => refRunId;
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-workers-'));
+  config = smallConfig(root, { rounds: 2 });
+  const inProcess = await runExperiment({ config, dir: path.join(root, 'in-process') });
+  expect(inProcess.finished).toBe(true);
+  refRunId = inProcess.runId;
+  const events = await eventsOf(path.join(inProcess.dir, LOG_FILE), inProcess.runId);
+  reference = { rows: inProcess.rows, commits: singletonCommits(events) };
+}, 300_000);
+
+afterAll(() => {
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+const natsToStop: TestNats[] = [];
+afterAll(async () => {
+  for (const n of natsToStop) await n.stop();
+});
+
+describe('a run as worker processes', () => {
+  it('with two executors gives the in-process round table; both executors record programs; every pair once', async () => {
+    const run = await workersRun('two-executors', 'executor=2');
+    natsToStop.push(run.nats);
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    expect(run.rows.map((r) => r.round)).toEqual([1, 2]);
+    const events = await eventsOf(run.location, run.runId);
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    const facts = executionFacts(events);
+    expect(facts.problems).toEqual([]);
+    // Both executor processes took programs from the shared queue.
+    const written = [...run.workersLog.matchAll(/crucible worker executor \(pid \d+\): run complete; (\d+) commits written/g)].map((m) => Number(m[1]));
+    expect(written).toHaveLength(2);
+    for (const n of written) expect(n).toBeGreaterThan(0);
+    expect(written.reduce((a, b) => a + b, 0)).toBe(facts.programs);
+    expect(run.said).toEqual([]);
+
+    // `crucible status`: the run, the queue, the leases (all released) and every worker's last beat.
+    const status = await runCli(['status', '--log', run.location, '--run', run.runId, '--all']);
+    expect(status.code).toBe(0);
+    const lines = status.out.split('\n');
+    expect(lines[0]).toMatch(new RegExp(`^run ${run.runId}: complete; log head \\d+$`));
+    expect(lines[1]).toBe('programs queue: 0 waiting, 0 claimed');
+    expect(lines[2]).toBe('leases: conductor -, solver -, adversary -, judge -, learner -');
+    expect(lines[4]).toMatch(/^\s*role\s+state\s+pid\s+host\s+lag\s+running\s+pending\s+commits\s+beat$/);
+    const rows = lines.slice(6).filter((l) => l.trim().length > 0).map((l) => l.trim().split(/\s+/));
+    expect(rows.map((r) => r[0])).toEqual(['conductor', 'solver', 'adversary', 'executor', 'executor', 'judge', 'learner']);
+    // Every worker stopped at RunCompleted, having folded the whole log (lag 0).
+    for (const r of rows) {
+      expect(['stopping', 'gone']).toContain(r[1]);
+      expect(r[4]).toBe('0');
+    }
+  }, 300_000);
+
+  it('survives SIGKILL of an executor running programs and of the judge mid-run (restarted from its snapshot): same table, every pair once, no commit lost or doubled', async () => {
+    const killed: string[] = [];
+    const run = await workersRun('sigkill', 'executor=2', async (location, runId) => {
+      const executorBusy = await until('an executor running a program', 120_000, async () => {
+        const s = await runStatus(location, runId);
+        return s.workers.find((w) => w.role === 'executor' && !w.gone && w.state === 'live' && w.running > 0);
+      });
+      process.kill(executorBusy.pid, 'SIGKILL');
+      killed.push('executor');
+      // The Judge mid-run: it has judged some tests and has more to judge.
+      const judge = await until('the judge after its first TestsJudged', 120_000, async () => {
+        const s: RunStatus = await runStatus(location, runId);
+        const events = await eventsOf(location, runId);
+        if (!events.some((e) => e.type === 'TestsJudged')) return null;
+        return s.workers.find((w) => w.role === 'judge' && !w.gone && w.state === 'live');
+      });
+      process.kill(judge.pid, 'SIGKILL');
+      killed.push('judge');
+    }, ['--snapshot-every', '20']);
+    natsToStop.push(run.nats);
+    expect(killed).toEqual(['executor', 'judge']);
+    // The supervisor started another of each.
+    expect(run.said.some((l) => /^executor worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
+    expect(run.said.some((l) => /^judge worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
+    // The new judge started from the snapshot the killed one stored, not from the log's start.
+    const judgeStarts = [...run.workersLog.matchAll(/crucible worker judge \(pid \d+\): (started from [^:]+): (\d+) events folded/g)].map((m) => m[1]!);
+    expect(judgeStarts[0]).toBe('started from the start of the log');
+    expect(judgeStarts.at(-1)).toMatch(/^started from its snapshot at position \d+$/);
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    const events = await eventsOf(run.location, run.runId);
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    expect(executionFacts(events).problems).toEqual([]);
+  }, 300_000);
+
+  it('with two live judges only the lease holder writes; the standby takes over when it is killed', async () => {
+    let before: RunStatus | null = null;
+    let standbyId = '';
+    const run = await workersRun('two-judges', 'judge=2', async (location, runId) => {
+      before = await until('one live judge and one standby', 120_000, async () => {
+        const s = await runStatus(location, runId);
+        const judges = s.workers.filter((w) => w.role === 'judge' && !w.gone);
+        const live = judges.filter((w) => w.state === 'live');
+        const standby = judges.filter((w) => w.state === 'standby');
+        const events = await eventsOf(location, runId);
+        return live.length === 1 && standby.length === 1 && events.some((e) => e.type === 'TestsJudged') ? s : null;
+      });
+      const judges = before.workers.filter((w) => w.role === 'judge');
+      const live = judges.find((w) => w.state === 'live')!;
+      const standby = judges.find((w) => w.state === 'standby')!;
+      standbyId = standby.workerId;
+      // Fenced: the lease names the live one, and the standby has written nothing.
+      expect(before.leases.judge).toBe(live.workerId);
+      expect(live.done).toBeGreaterThan(0);
+      expect(standby.done).toBe(0);
+      process.kill(live.pid, 'SIGKILL');
+      await until('the standby judge to take over', 60_000, async () => {
+        const s = await runStatus(location, runId);
+        return s.leases.judge === standbyId || s.completed;
+      });
+    });
+    natsToStop.push(run.nats);
+    expect(before).not.toBeNull();
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    const events = await eventsOf(run.location, run.runId);
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    expect(executionFacts(events).problems).toEqual([]);
+    const after = await runStatus(run.location, run.runId);
+    const took = after.workers.find((w) => w.workerId === standbyId)!;
+    // The former standby wrote the rest of the Judge's commits.
+    expect(took.done).toBeGreaterThan(0);
+    expect(run.workersLog).toMatch(/crucible worker judge \(pid \d+\): holds the judge lease: live/);
+  }, 300_000);
+});
