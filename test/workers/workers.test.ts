@@ -166,10 +166,11 @@ describe('a run as worker processes', () => {
     expect(singletonCommits(events)).toEqual(reference.commits);
     const facts = executionFacts(events);
     expect(facts.problems).toEqual([]);
-    // Both executor processes took programs from the shared queue.
+    // Both executor processes ran on the shared queue and between them wrote each program once.
+    // How the programs split is timing (on a loaded machine the first one up may take them all);
+    // the queue's hand-over of unacked work is tested in fence.test.ts and by the SIGKILL test.
     const written = [...run.workersLog.matchAll(/crucible worker executor \(pid \d+\): run complete; (\d+) commits written/g)].map((m) => Number(m[1]));
     expect(written).toHaveLength(2);
-    for (const n of written) expect(n).toBeGreaterThan(0);
     expect(written.reduce((a, b) => a + b, 0)).toBe(facts.programs);
     expect(run.said).toEqual([]);
 
