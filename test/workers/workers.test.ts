@@ -157,7 +157,7 @@ afterAll(async () => {
 });
 
 describe('a run as worker processes', () => {
-  it('with two executors gives the in-process round table; both executors record programs; every pair once', async () => {
+  it('with two executors gives the in-process round table; the two executors write each program once; every pair once', async () => {
     const run = await workersRun('two-executors', 'executor=2');
     natsToStop.push(run.nats);
     expect(figures(run.rows)).toEqual(figures(reference.rows));
