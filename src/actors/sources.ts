@@ -135,5 +135,6 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
   const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir) : new CatalogBackend(universe, config);
+  if (backend instanceof ServedBackend) await backend.start();
   return { problems, backend };
 }
