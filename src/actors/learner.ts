@@ -216,7 +216,7 @@ async function warmStart(env: RunEnv) {
   const events = [];
   for (const role of sft.roles) {
     const trainer = await env.trainer(role);
-    const opts = { method: env.config.method, whiteBox: env.config.sampling.whiteBox, suiteSize: env.config.sampling.suiteSize };
+    const opts = { method: env.config.method, whiteBox: env.config.sampling.whiteBox, suiteSize: env.config.sampling.suiteSize, prompts: env.config.policies[role].openai?.prompts ?? 'full' };
     const rows = env.problems.flatMap((p) => sftRows(p, role, opts));
     if (rows.length === 0) throw new Error(`learner.sft: the ${role} role has no row to train on (no known program or public test with an expected value)`);
     const rng = Rng.derive(env.seed('sft', role), 'order');

@@ -112,6 +112,13 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
   }
   let demo = loadDemo();
   if (config.dataset.path !== undefined) demo = await withEvolvedTests(demo, config.dataset.path);
+  if (config.dataset.ids !== undefined) {
+    const known = new Set(demo.map((d) => d.problem.id));
+    const unknown = config.dataset.ids.filter((id) => !known.has(id));
+    if (unknown.length) throw new UnsupportedSourceError(`dataset.ids: ${unknown.join(', ')} not in the dataset (ids look like ${demo[0]?.problem.id ?? 'demo/...'})`);
+    const wanted = new Set(config.dataset.ids);
+    demo = demo.filter((d) => wanted.has(d.problem.id));
+  }
   if (config.dataset.limit !== undefined) demo = demo.slice(0, config.dataset.limit);
   const options = { programs: { seed: config.seed, maxMutants: config.policies.code.mutants }, tests: { seed: config.seed, count: config.policies.test.candidates } };
   const cacheKey = createHash('sha256')

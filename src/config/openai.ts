@@ -21,6 +21,9 @@ export const OpenAIPolicyOptions = z
     model: z.string().min(1),
     /** completions: raw prompt text (token ids and log-probs per choice); chat: one user message. */
     api: z.enum(['completions', 'chat']).default('completions'),
+    /** Prompt templates: full (the method's own) or brief (statement's first paragraph and the
+     * interface only: for a small model with a short context, black-box only). */
+    prompts: z.enum(['full', 'brief']).default('full'),
     /** Name of the environment variable holding the API key, if the server wants one. */
     apiKeyEnv: z.string().min(1).optional(),
     temperature: z.number().nonnegative().default(1),

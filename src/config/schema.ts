@@ -47,6 +47,8 @@ export const RunConfig = z
         path: z.string().optional(),
         /** Use at most this many problems (in the source's order). */
         limit: z.number().int().positive().optional(),
+        /** Use only these problems (ids, in the source's order), before limit. */
+        ids: z.array(z.string().min(1)).min(1).optional(),
       })
       .strict()
       .default({ format: 'demo' }),

@@ -8,7 +8,7 @@
  */
 import type { Problem, TestCase } from '../../core/problem.js';
 import type { Role } from '../../core/roles.js';
-import { renderPrompt, templateFor } from './prompts.js';
+import { renderPrompt, templateFor, type PromptSet } from './prompts.js';
 
 export interface SftRow {
   /** Stable id: problem, role, index. */
@@ -48,20 +48,20 @@ export function formatTests(problem: Problem, tests: readonly TestCase[]): strin
 /** The rows of one problem for one role. White-box test rows pair the public tests with each
  * known program shown in the prompt (the tests do not depend on it: they state the statement's
  * expected values). */
-export function sftRows(problem: Problem, role: Role, opts: { method: string; whiteBox: boolean; suiteSize: number }): SftRow[] {
+export function sftRows(problem: Problem, role: Role, opts: { method: string; whiteBox: boolean; suiteSize: number; prompts: PromptSet }): SftRow[] {
   const fields = { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, starterCode: problem.starterCode, suiteSize: opts.suiteSize };
   const programs = [...problem.solutions, ...problem.incorrectSolutions];
   const rows: Omit<SftRow, 'id'>[] = [];
   if (role === 'code') {
-    const prompt = renderPrompt(templateFor(opts.method, 'code', false), fields).text;
+    const prompt = renderPrompt(templateFor(opts.method, 'code', false, opts.prompts), fields).text;
     for (const program of programs) rows.push({ problemId: problem.id, prompt, completion: program });
   } else {
     const completion = formatTests(problem, problem.tests.public.slice(0, opts.suiteSize));
     if (completion !== '') {
       if (opts.whiteBox) {
-        for (const program of programs) rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', true), { ...fields, program }).text, completion });
+        for (const program of programs) rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', true, opts.prompts), { ...fields, program }).text, completion });
       } else {
-        rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', false), fields).text, completion });
+        rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', false, opts.prompts), fields).text, completion });
       }
     }
   }
