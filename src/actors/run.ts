@@ -23,6 +23,7 @@ import { judge } from './judge.js';
 import { learner } from './learner.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun } from './sources.js';
+import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
@@ -81,6 +82,8 @@ export interface RunOptions {
   /** Actor snapshots every this many folded events (default DEFAULT_SNAPSHOT_EVERY); 0: none
    * taken (existing ones are still used on a restart). */
   snapshotEvery?: number;
+  /** For crash tests: every event of the trainer bridge (a served run's), with its client. */
+  onBridgeEvent?: ServedBackend['onBridgeEvent'];
   /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
   onRestart?(report: RestartReport): void;
 }
@@ -122,7 +125,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, opts.onBridgeEvent);
     backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');

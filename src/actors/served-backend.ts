@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { BridgeClient, startServe, type ServeProcess } from '../bridge/index.js';
+import { BridgeClient, startServe, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
 import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
 
@@ -43,6 +43,8 @@ export class ServedBackend implements PolicyBackend {
     problems: readonly Problem[],
     /** The run's directory: default home of checkpoints and batch files. */
     readonly runDir: string,
+    /** For crash tests: sees every event of the trainer bridge (progress of a step) with its client. */
+    readonly onBridgeEvent?: (e: BridgeEvent, client: BridgeClient) => void,
   ) {
     this.#problems = new Map(problems.map((p) => [p.id, p]));
     if (!config.learner.bridge?.serve) this.#clients = this.#makeClients((role) => this.#section(role).baseUrl!);
@@ -99,7 +101,11 @@ export class ServedBackend implements PolicyBackend {
   async #client(): Promise<BridgeClient> {
     const b = this.config.learner.bridge!;
     const held = await this.#bridge?.catch(() => null);
-    if (!held || !held.alive) this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000 }).then((r) => r.client);
+    if (!held || !held.alive) {
+      const observe = this.onBridgeEvent;
+      let client: BridgeClient | null = null;
+      this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000, ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}) }).then((r) => (client = r.client));
+    }
     return this.#bridge!;
   }
 

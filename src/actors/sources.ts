@@ -104,7 +104,7 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
 /** `cacheDir`: where built catalogs are kept between runs (they depend only on the problems,
  * the seed and the catalog options). */
 /** `runDir`: where a served backend keeps its checkpoints and batch files. */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir): Promise<PreparedRun> {
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir, onBridgeEvent?: ServedBackend['onBridgeEvent']): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -141,7 +141,7 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir) : new CatalogBackend(universe, config);
+  const backend = config.policies.code.backend === 'openai' ? new ServedBackend(config, problems, runDir, onBridgeEvent) : new CatalogBackend(universe, config);
   if (backend instanceof ServedBackend) await backend.start();
   return { problems, backend };
 }

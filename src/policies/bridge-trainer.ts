@@ -41,7 +41,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class BridgeTrainer {
   readonly name: string;
   #params: BridgeParams;
-  #loaded = false;
+  /** The bridge process this trainer's policy was loaded into: a new one (after one died) holds
+   * none of it, whichever role's step found the old one dead. */
+  #loadedInto: BridgeClient | null = null;
   /** The sync of the current checkpoint, once done (returned with every snapshot of it). */
   #synced: { sha256: string; record: WeightSyncRecord } | null = null;
 
@@ -61,7 +63,7 @@ export class BridgeTrainer {
 
   /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
   async #ensureLoaded(client: BridgeClient): Promise<void> {
-    if (this.#loaded) return;
+    if (this.#loadedInto === client) return;
     const o = this.init.options;
     const status = await client.status();
     const held = status.policies[this.init.role] as PolicyInfo | undefined;
@@ -79,7 +81,7 @@ export class BridgeTrainer {
         device: o.device,
       }, { timeoutMs: 600_000 });
     }
-    this.#loaded = true;
+    this.#loadedInto = client;
   }
 
   async trainStep(req: TrainStepRequest): Promise<TrainStepResult> {
@@ -116,7 +118,6 @@ export class BridgeTrainer {
           // A new bridge (the client factory starts one) holds nothing: load this version's
           // checkpoint again, then the same batch id applies the step exactly once.
           client = await this.init.client();
-          this.#loaded = false;
           await this.#ensureLoaded(client);
         }
       }
