@@ -13,6 +13,7 @@ import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
 import { deriveSeed } from '../core/rng.js';
+import type { WeightSyncRecord } from '../policies/weight-sync.js';
 import type { RuntimeView } from './runtime.js';
 
 
@@ -25,8 +26,9 @@ export interface SamplingPolicy {
 export interface LearnerTrainer {
   readonly name: string;
   trainStep(request: TrainStepRequest): Promise<TrainStepResult>;
-  /** Version and serialized parameters (stored as a blob: the checkpoint). */
-  snapshot(): Promise<{ version: number; params: string }>;
+  /** Version and serialized parameters (stored as a blob: the checkpoint); for a served
+   * policy, the weight sync that loaded this version into its server. */
+  snapshot(): Promise<{ version: number; params: string; synced?: WeightSyncRecord }>;
 }
 
 /** Exact per-problem figures of a pair of policies (what the sampled figures estimate). */
@@ -98,6 +100,11 @@ export class RunEnv {
    * error then names the actor, the effect's commit and the field). */
   event<T extends EventType>(type: T, data: EventDataInput<T>): NewEvent {
     return { type, runId: this.runId, data };
+  }
+
+  /** The run's problems, in RunStarted's order, each read as `problem` reads it. */
+  async allProblems(): Promise<Problem[]> {
+    return Promise.all([...this.#problemHashes.keys()].map((id) => this.problem(id)));
   }
 
   /** A problem of the run, as recorded: read by hash from the blob store (RunStarted names each

@@ -15,6 +15,7 @@ import type { TrainSample } from '../policies/port.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { algorithmOf } from './methods/index.js';
 import { Rng } from '../core/rng.js';
+import { sftRows, type SftRow } from '../policies/openai/sft.js';
 
 import type { Role } from '../core/roles.js';
 
@@ -179,12 +180,11 @@ async function publish(env: RunEnv, role: Role, round: number, from?: LearnerTra
   const trainer = from ?? (await env.trainer(role));
   const snap = await trainer.snapshot();
   const paramsHash = await env.blobs.put(snap.params);
-  return env.event('PolicyVersionPublished', {
-    round,
-    policy: { role, name: trainer.name, version: snap.version },
-    checkpoint: paramsHash,
-    paramsHash,
-  });
+  const policy = { role, name: trainer.name, version: snap.version };
+  const published = env.event('PolicyVersionPublished', { round, policy, checkpoint: paramsHash, paramsHash });
+  if (!snap.synced) return [published];
+  const { kind, url, request, status, servedModel } = snap.synced;
+  return [published, env.event('WeightsSynced', { round, policy, kind, url, request, status, servedModel })];
 }
 
 /** The off-policy bound (learner.maxStaleness): a sample drawn at `sampleVersion` is too old
@@ -220,6 +220,45 @@ export class TrainingStepError extends Error {
   }
 }
 
+/** learner.sft: supervised steps on the problems' known programs and public tests before round
+ * 1, one recorded batch and step each (round 0, batch ids `<run>/sft/<step>/<role>`), then the
+ * trained version is published: round 1 samples it. Every control takes the same steps, so the
+ * trained run and its controls start from one warm policy. */
+async function warmStart(env: RunEnv) {
+  const sft = env.config.learner.sft!;
+  const events = [];
+  for (const role of sft.roles) {
+    const trainer = await env.trainer(role);
+    const opts = { method: env.config.method, whiteBox: env.config.sampling.whiteBox, suiteSize: env.config.sampling.suiteSize, prompts: env.config.policies[role].openai?.prompts ?? 'full' };
+    const rows = (await env.allProblems()).flatMap((p) => sftRows(p, role, opts));
+    if (rows.length === 0) throw new Error(`learner.sft: the ${role} role has no row to train on (no known program or public test with an expected value)`);
+    const rng = Rng.derive(env.seed('sft', role), 'order');
+    let order: SftRow[] = [];
+    let version = (await trainer.snapshot()).version;
+    for (let step = 1; step <= sft.steps; step++) {
+      // Seeded passes over all rows, batchSize at a time (a new shuffle for each pass).
+      const batch: SftRow[] = [];
+      while (batch.length < Math.min(sft.batchSize, rows.length)) {
+        if (order.length === 0) order = rng.shuffle(rows);
+        batch.push(order.shift()!);
+      }
+      const samples: TrainSample[] = batch.map((r) => ({ prompt: r.prompt, response: r.completion, advantage: 0, contextKey: r.problemId, choiceKey: null }));
+      const batchId = `${env.runId}/sft/${step}/${role}`;
+      const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
+      events.push(env.event('TrainingBatchFormed', {
+        round: 0, batchId, role, policy: { role, name: trainer.name, version }, batchHash, size: samples.length,
+        sampleIds: batch.map((r) => r.id), control: 'none', advantageFrom: null, staleness: { maxStaleness: null, dropped: [] },
+      }));
+      const result = await trainer.trainStep({ batchId, role, expectedVersion: version, algorithm: 'sft', samples, hyper: { lr: sft.lr } });
+      for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
+      events.push(env.event('TrainingStepCompleted', { round: 0, batchId, role, fromVersion: version, toVersion: result.version, metrics: result.metrics }));
+      version = result.version;
+    }
+    events.push(...(await publish(env, role, 0, trainer)));
+  }
+  return events;
+}
+
 export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
   name: 'learner',
   failureEvent(_effect, failure, env) {
@@ -234,7 +273,8 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
   pending: learnerPending,
   async run(effect, env, snapshot) {
     if (effect.kind === 'init') {
-      return [await publish(env, 'code', 0), await publish(env, 'test', 0)];
+      const initial = [...(await publish(env, 'code', 0)), ...(await publish(env, 'test', 0))];
+      return env.config.learner.sft ? [...initial, ...(await warmStart(env))] : initial;
     }
     const c = snapshot.context;
     const work = c.rounds[effect.round]!;
@@ -333,14 +373,14 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
       if (c.shared) {
         sharedAt = result.version;
         sharedTrainer = trainer;
-      } else published.push(await publish(env, role, effect.round));
+      } else published.push(...(await publish(env, role, effect.round)));
     }
     if (sharedTrainer) {
       const params = (await sharedTrainer.snapshot()).params;
       for (const role of ['code', 'test'] as const) {
         paramsAfter[role] = params;
         versionsAfter[role] = sharedAt;
-        published.push(await publish(env, role, effect.round, sharedTrainer));
+        published.push(...(await publish(env, role, effect.round, sharedTrainer)));
       }
     }
     const evaluated = [];

@@ -26,6 +26,7 @@ import { judge } from './judge.js';
 import { learner } from './learner.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun } from './sources.js';
+import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
@@ -86,6 +87,8 @@ export interface RunOptions {
   /** Actor snapshots every this many folded events (default DEFAULT_SNAPSHOT_EVERY); 0: none
    * taken (existing ones are still used on a restart). */
   snapshotEvery?: number;
+  /** For crash tests: every event of the trainer bridge (a served run's), with its client. */
+  onBridgeEvent?: ServedBackend['onBridgeEvent'];
   /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
   onRestart?(report: RestartReport): void;
   /** How often a failing effect is tried before the run fails (default DEFAULT_RETRY). */
@@ -166,7 +169,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   try {
     const started = await startedRun(log, config, dir);
     // A run that recorded its catalog uses that one, read by hash from the blob store.
-    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null });
+    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null }, opts.onBridgeEvent);
     backendToClose = prepared;
     const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
     if (!started) await recordRunStart(log, config, problems, catalogHash);

@@ -6,14 +6,18 @@
  * takes only frozen steps (learning rate 0, checked by the config and again here), which move
  * the version and change no weight, and its parameters name the server and model.
  */
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { BridgeClient } from '../bridge/index.js';
-import { BridgeParams, BridgeTrainer, reloadServed, type ServedReload } from '../policies/bridge-trainer.js';
+import { BridgeClient, startServe, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
+import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
+
+const ROLES = ['code', 'test'] as const satisfies readonly Role[];
 import type { RunConfig } from '../config/schema.js';
 import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
 import { PolicyInputError, VersionError } from '../policies/port.js';
+import { servedModelFor, syncWeights, type WeightSyncTarget } from '../policies/weight-sync.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 
 interface ServedParams {
@@ -26,8 +30,11 @@ interface ServedParams {
 export class ServedBackend implements PolicyBackend {
   readonly name = 'openai';
   readonly exactBasis = null;
-  readonly #clients: Record<Role, OpenAIClient>;
+  #clients: Record<Role, OpenAIClient> | null = null;
   readonly #problems: ReadonlyMap<string, Problem>;
+  /** learner.bridge.serve: the servers this run started, and their admin token. */
+  #servers: ServeProcess[] = [];
+  #serveToken: string | null = null;
 
   #bridge: Promise<BridgeClient> | null = null;
 
@@ -36,31 +43,86 @@ export class ServedBackend implements PolicyBackend {
     problems: readonly Problem[],
     /** The run's directory: default home of checkpoints and batch files. */
     readonly runDir: string,
+    /** For crash tests: sees every event of the trainer bridge (progress of a step) with its client. */
+    readonly onBridgeEvent?: (e: BridgeEvent, client: BridgeClient) => void,
   ) {
-    const client = (role: Role) => {
-      const o = config.policies[role].openai;
-      if (!o) throw new PolicyInputError(`policies.${role}.openai is missing`);
-      return new OpenAIClient(o);
-    };
-    this.#clients = { code: client('code'), test: client('test') };
     this.#problems = new Map(problems.map((p) => [p.id, p]));
+    if (!config.learner.bridge?.serve) this.#clients = this.#makeClients((role) => this.#section(role).baseUrl!);
+  }
+
+  #section(role: Role) {
+    const o = this.config.policies[role].openai;
+    if (!o) throw new PolicyInputError(`policies.${role}.openai is missing`);
+    return o;
+  }
+
+  #makeClients(baseUrl: (role: Role) => string): Record<Role, OpenAIClient> {
+    const client = (role: Role) => new OpenAIClient({ ...this.#section(role), baseUrl: baseUrl(role) });
+    return { code: client('code'), test: client('test') };
+  }
+
+  get #ready(): Record<Role, OpenAIClient> {
+    if (!this.#clients) throw new PolicyInputError('learner.bridge.serve: the servers are not started (call start() first)');
+    return this.#clients;
+  }
+
+  /** learner.bridge.serve: starts one gpu-bridge serve per role (a no-op otherwise). */
+  async start(): Promise<void> {
+    const b = this.config.learner.bridge;
+    if (!b?.serve || this.#clients) return;
+    const token = randomBytes(24).toString('base64url');
+    const started = await Promise.allSettled(
+      ROLES.map((role) =>
+        startServe({
+          backend: b.backend,
+          ...(b.model ? { model: b.model } : {}),
+          ...(b.config ? { config: b.config } : {}),
+          seed: b.seed,
+          device: b.device === 'auto' ? 'cpu' : b.device,
+          servedModelName: this.#section(role).model,
+          adminToken: token,
+          python: b.python,
+          threads: b.serve!.threads,
+        }),
+      ),
+    );
+    this.#servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = started.find((r) => r.status === 'rejected');
+    if (failed) {
+      await this.close();
+      throw failed.reason;
+    }
+    this.#serveToken = token;
+    const urls = Object.fromEntries(ROLES.map((role, i) => [role, this.#servers[i]!.baseUrl])) as Record<Role, string>;
+    this.#clients = this.#makeClients((role) => urls[role]);
   }
 
   /** One bridge process for both roles, started on first use, and again after one died. */
   async #client(): Promise<BridgeClient> {
     const b = this.config.learner.bridge!;
     const held = await this.#bridge?.catch(() => null);
-    if (!held || !held.alive) this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000 }).then((r) => r.client);
+    if (!held || !held.alive) {
+      const observe = this.onBridgeEvent;
+      let client: BridgeClient | null = null;
+      this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000, ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}) }).then((r) => (client = r.client));
+    }
     return this.#bridge!;
+  }
+
+  /** The bridge process the Learner trains through, if one is running (tests kill it). */
+  async bridgeClient(): Promise<BridgeClient | null> {
+    return (await this.#bridge?.catch(() => null)) ?? null;
   }
 
   async close(): Promise<void> {
     if (this.#bridge) await (await this.#bridge.catch(() => null))?.shutdown();
+    await Promise.all(this.#servers.map((s) => s.close()));
+    this.#servers = [];
   }
 
   initialParams(role: Role): string {
     if (this.config.learner.bridge) return JSON.stringify({ backend: 'bridge', version: 0, checkpoint: null });
-    const o = this.#clients[role].options;
+    const o = this.#ready[role].options;
     return JSON.stringify({ backend: 'openai', baseUrl: o.baseUrl, model: o.model, version: 0 } satisfies ServedParams);
   }
 
@@ -69,25 +131,29 @@ export class ServedBackend implements PolicyBackend {
   }
 
   sampler(role: Role, params: string, version: number): SamplingPolicy {
-    const policy = new OpenAIPolicy({ client: this.#clients[role], role, method: this.config.method, problems: this.#problems, suiteSize: this.config.sampling.suiteSize });
-    const reload = this.#reload(role);
-    if (!reload) return policy;
+    const sync = this.#syncTarget(role);
+    const base = { client: this.#ready[role], role, method: this.config.method, problems: this.#problems, suiteSize: this.config.sampling.suiteSize };
+    if (!sync) return new OpenAIPolicy(base);
+    const policy = new OpenAIPolicy({ ...base, model: servedModelFor(sync, version) });
     // The server may hold other weights (started fresh, or a resumed run): load the named
     // version's checkpoint before its first sample, and check the server says it serves it.
     const parsed = BridgeParams.safeParse(JSON.parse(params));
     if (!parsed.success || !parsed.data.checkpoint) throw new PolicyInputError(`the ${role} policy at version ${version} has no published checkpoint to serve`);
     const cp = parsed.data.checkpoint;
-    let synced: Promise<void> | null = null;
+    let synced: Promise<unknown> | null = null;
     return {
       name: policy.name,
       temperature: policy.temperature,
       async generate(req) {
-        synced ??= reloadServed(reload, cp.path, cp.sha256);
+        synced ??= syncWeights(sync, cp, version);
         await synced;
         const gens = await policy.generate(req);
-        for (const g of gens) {
-          const fp = g.record?.served.fingerprint;
-          if (fp !== undefined && fp !== null && fp !== `v${version}`) throw new VersionError(role, version, Number(fp.replace(/^v/, '')));
+        // gpu-bridge serve names the version it serves in system_fingerprint ("v3").
+        if (sync.kind === 'bridge') {
+          for (const g of gens) {
+            const fp = g.record?.served.fingerprint;
+            if (fp !== undefined && fp !== null && fp !== `v${version}`) throw new VersionError(role, version, Number(fp.replace(/^v/, '')));
+          }
         }
         return gens;
       },
@@ -95,19 +161,31 @@ export class ServedBackend implements PolicyBackend {
   }
 
   /** Where and how to load a version into the role's server, when configured. */
-  #reload(role: Role): ServedReload | null {
+  #syncTarget(role: Role): WeightSyncTarget | null {
     const bridge = this.config.learner.bridge;
-    if (!bridge?.reload) return null;
-    const token = process.env[bridge.reload.adminTokenEnv];
-    if (!token) throw new PolicyInputError(`learner.bridge.reload: environment variable ${bridge.reload.adminTokenEnv} (the server's admin token) is not set`);
-    return { serverUrl: this.#clients[role].options.baseUrl.replace(/\/v1\/?$/, ''), token };
+    if (!bridge) return null;
+    const client = this.#ready[role].options;
+    const serverUrl = client.baseUrl.replace(/\/v1\/?$/, '');
+    const target = { serverUrl, baseModel: client.model, prefix: client.model };
+    if (bridge.serve) return { ...target, kind: 'bridge', token: this.#serveToken };
+    const envToken = (name: string | undefined, key: string, required: boolean): string | null => {
+      if (name === undefined) return null;
+      const token = process.env[name];
+      if (!token && required) throw new PolicyInputError(`${key}: environment variable ${name} is not set`);
+      return token || null;
+    };
+    if (bridge.reload) return { ...target, kind: 'bridge', token: envToken(bridge.reload.adminTokenEnv, 'learner.bridge.reload.adminTokenEnv', true) };
+    const ws = bridge.weightSync;
+    if (!ws) return null;
+    if (ws.kind === 'bridge') return { ...target, kind: 'bridge', token: envToken(ws.adminTokenEnv, 'learner.bridge.weightSync.adminTokenEnv', true) };
+    return { ...target, kind: ws.kind, prefix: (ws.kind === 'vllm-lora' ? ws.prefix : undefined) ?? client.model, token: envToken(ws.apiKeyEnv, 'learner.bridge.weightSync.apiKeyEnv', true) };
   }
 
   trainer(role: Role, params: string, version: number): LearnerTrainer {
     const bridge = this.config.learner.bridge;
     if (bridge) {
       const checkpoints = bridge.checkpoints ?? path.join(this.runDir, 'checkpoints');
-      const reload = this.#reload(role);
+      const reload = this.#syncTarget(role);
       const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.join(this.runDir, 'batches', role), reload }, params);
       if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
       return trainer;

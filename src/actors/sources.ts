@@ -140,8 +140,8 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
  * the seed and the catalog options). */
 /** `runDir`: where a served backend keeps its checkpoints and batch files. */
 /** `record`: the run's blob store and the catalog RunStarted names, if any (then it is used as
- * recorded, not built). */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir, record?: CatalogRecord): Promise<PreparedRun> {
+ * recorded, not built). `onBridgeEvent`: told when a served policy's own bridge starts or stops. */
+export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir, record?: CatalogRecord, onBridgeEvent?: ServedBackend['onBridgeEvent']): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -149,6 +149,13 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
   }
   let demo = loadDemo();
   if (config.dataset.path !== undefined) demo = await withEvolvedTests(demo, config.dataset.path);
+  if (config.dataset.ids !== undefined) {
+    const known = new Set(demo.map((d) => d.problem.id));
+    const unknown = config.dataset.ids.filter((id) => !known.has(id));
+    if (unknown.length) throw new UnsupportedSourceError(`dataset.ids: ${unknown.join(', ')} not in the dataset (ids look like ${demo[0]?.problem.id ?? 'demo/...'})`);
+    const wanted = new Set(config.dataset.ids);
+    demo = demo.filter((d) => wanted.has(d.problem.id));
+  }
   if (config.dataset.limit !== undefined) demo = demo.slice(0, config.dataset.limit);
   const options = { programs: { seed: config.seed, maxMutants: config.policies.code.mutants }, tests: { seed: config.seed, count: config.policies.test.candidates } };
   const cacheKey = createHash('sha256')
@@ -172,7 +179,11 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     ...problem,
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
-  if (config.policies.code.backend === 'openai') return { problems, backend: new ServedBackend(config, problems, runDir), catalogHash: null };
+  if (config.policies.code.backend === 'openai') {
+    const served = new ServedBackend(config, problems, runDir, onBridgeEvent);
+    await served.start();
+    return { problems, backend: served, catalogHash: null };
+  }
   // Canonical JSON: the same catalog is the same blob in every process.
   const catalogHash = record ? (record.hash ?? (await record.blobs.put(canonicalJson(universe)))) : null;
   return { problems, backend: new CatalogBackend(universe, config), catalogHash };

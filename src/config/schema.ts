@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BridgeTrainerOptions, OpenAIPolicyOptions } from './openai.js';
+import { BridgeTrainerOptions, OpenAIPolicySection } from './openai.js';
 
 /**
  * The run config: one YAML file per run, validated here. Every section is strict, so a
@@ -11,7 +11,7 @@ const PolicyConfig = z
     /** catalog: the offline softmax policy over a problem's candidate programs/tests.
      * openai: a model served by an OpenAI-compatible server (settings under `openai`). */
     backend: z.enum(['catalog', 'openai']).default('catalog'),
-    openai: OpenAIPolicyOptions.optional(),
+    openai: OpenAIPolicySection.optional(),
     /** Learning rate of the catalog trainer's softmax policy gradient. */
     lr: z.number().positive().default(0.5),
     /** Catalog code policy: AST mutants of the reference added to each problem's candidates. */
@@ -47,6 +47,8 @@ export const RunConfig = z
         path: z.string().optional(),
         /** Use at most this many problems (in the source's order). */
         limit: z.number().int().positive().optional(),
+        /** Use only these problems (ids, in the source's order), before limit. */
+        ids: z.array(z.string().min(1)).min(1).optional(),
       })
       .strict()
       .default({ format: 'demo' }),
@@ -177,6 +179,21 @@ export const RunConfig = z
         maxStaleness: z.number().int().nonnegative().default(0),
         /** Served (openai) policies: train them through a gpu-bridge process. */
         bridge: BridgeTrainerOptions.optional(),
+        /** Warm start before round 1 (served policies through the bridge): SFT steps on the
+         * problems' known programs (statement -> program: the correct ones and the labelled
+         * wrong ones) and their public tests (statement -> tests), recorded as round-0 training
+         * events and published as the version round 1 samples. Every control takes the same SFT. */
+        sft: z
+          .object({
+            steps: z.number().int().positive(),
+            /** Rows per step, drawn without replacement by a seeded shuffle of all rows each pass. */
+            batchSize: z.number().int().positive().default(16),
+            lr: z.number().positive().default(0.001),
+            /** Roles trained: both, or only one (the other starts from its random weights). */
+            roles: z.array(z.enum(['code', 'test'])).min(1).default(['code', 'test']),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({ control: 'none', maxStaleness: 0 }),
@@ -210,6 +227,16 @@ export const RunConfig = z
     if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
       ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
     }
+    const bridge = c.learner.bridge;
+    for (const role of ['code', 'test'] as const) {
+      const o = c.policies[role].openai;
+      if (o && !o.baseUrl && !bridge?.serve) ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai', 'baseUrl'], message: 'baseUrl is required unless the run starts its own servers (learner.bridge.serve)' });
+      if (o?.baseUrl && bridge?.serve) ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai', 'baseUrl'], message: 'learner.bridge.serve starts the servers: leave baseUrl out' });
+    }
+    if (bridge?.reload && bridge.weightSync) ctx.addIssue({ code: 'custom', path: ['learner', 'bridge', 'weightSync'], message: 'give reload or weightSync, not both (reload is weightSync kind bridge)' });
+    if (bridge?.serve && (bridge.reload || bridge.weightSync)) ctx.addIssue({ code: 'custom', path: ['learner', 'bridge', 'serve'], message: 'a run that starts its own servers syncs their weights itself: leave reload and weightSync out' });
+    if (c.learner.sft && !bridge) ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains served policies through gpu-bridge: it needs learner.bridge' });
+    if (c.learner.sft && c.policies.shared) ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains one policy per role; policies.shared is not supported with it' });
     if (c.learner.bridge && c.policies.code.backend !== 'openai') {
       ctx.addIssue({ code: 'custom', path: ['learner', 'bridge'], message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}` });
     }

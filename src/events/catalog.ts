@@ -428,6 +428,21 @@ const definitions = {
     version: 1,
     schema: z.strictObject({ batchId: Id, role: Role, error: z.string().min(1), retryable: z.boolean() }),
   }),
+  /** Learner: a published version was loaded into the server that samples the role (weight
+   * sync): which kind of server, the request as sent (URL and JSON body, no token) and its
+   * answer's status, and the model name the version's samples ask for. */
+  WeightsSynced: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      policy: PolicyRef,
+      kind: z.enum(['bridge', 'vllm-lora', 'sglang']),
+      url: z.string().min(1),
+      request: z.record(z.string(), z.unknown()),
+      status: z.int(),
+      servedModel: z.string().min(1),
+    }),
+  }),
   /** Learner: a policy version is available for sampling (checkpoint directory, parameter hash). */
   PolicyVersionPublished: defineEvent({
     version: 1,

@@ -12,6 +12,7 @@ import type { BridgeTrainerOptions } from '../config/openai.js';
 import { BridgeClient, BridgeDeadError, BridgeError, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
 import type { Role } from '../core/roles.js';
 import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
+import { syncWeights, type WeightSyncRecord, type WeightSyncTarget } from './weight-sync.js';
 
 /** What a trainer's parameters are: a published checkpoint (or none yet, version 0 fresh). */
 export const BridgeParams = z.strictObject({
@@ -21,11 +22,6 @@ export const BridgeParams = z.strictObject({
 });
 export type BridgeParams = z.infer<typeof BridgeParams>;
 
-export interface ServedReload {
-  /** The server's root URL (without /v1). */
-  serverUrl: string;
-  token: string;
-}
 
 export interface BridgeTrainerInit {
   /** The bridge to use; after one died, a new one. */
@@ -36,7 +32,8 @@ export interface BridgeTrainerInit {
   root: string;
   /** Where batch files are written. */
   batchDir: string;
-  reload: ServedReload | null;
+  /** Where each published version is synced (weight sync), or null. */
+  reload: WeightSyncTarget | null;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -44,8 +41,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class BridgeTrainer {
   readonly name: string;
   #params: BridgeParams;
-  #loaded = false;
-  #reloaded: string | null = null;
+  /** The bridge process this trainer's policy was loaded into: a new one (after one died) holds
+   * none of it, whichever role's step found the old one dead. */
+  #loadedInto: BridgeClient | null = null;
+  /** The sync of the current checkpoint, once done (returned with every snapshot of it). */
+  #synced: { sha256: string; record: WeightSyncRecord } | null = null;
 
   constructor(
     readonly init: BridgeTrainerInit,
@@ -63,7 +63,7 @@ export class BridgeTrainer {
 
   /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
   async #ensureLoaded(client: BridgeClient): Promise<void> {
-    if (this.#loaded) return;
+    if (this.#loadedInto === client) return;
     const o = this.init.options;
     const status = await client.status();
     const held = status.policies[this.init.role] as PolicyInfo | undefined;
@@ -81,7 +81,7 @@ export class BridgeTrainer {
         device: o.device,
       }, { timeoutMs: 600_000 });
     }
-    this.#loaded = true;
+    this.#loadedInto = client;
   }
 
   async trainStep(req: TrainStepRequest): Promise<TrainStepResult> {
@@ -118,15 +118,15 @@ export class BridgeTrainer {
           // A new bridge (the client factory starts one) holds nothing: load this version's
           // checkpoint again, then the same batch id applies the step exactly once.
           client = await this.init.client();
-          this.#loaded = false;
           await this.#ensureLoaded(client);
         }
       }
     }
   }
 
-  /** Publishes the current version (idempotent) and loads it into the server when asked. */
-  async snapshot(): Promise<{ version: number; params: string }> {
+  /** Publishes the current version (idempotent) and loads it into the server when asked; the
+   * sync's request and answer come back with every snapshot of that version, for the log. */
+  async snapshot(): Promise<{ version: number; params: string; synced?: WeightSyncRecord }> {
     const client = await this.init.client();
     await this.#ensureLoaded(client);
     if (!this.#params.checkpoint) {
@@ -134,11 +134,10 @@ export class BridgeTrainer {
       this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256 } };
     }
     const cp = this.#params.checkpoint!;
-    if (this.init.reload && this.#reloaded !== cp.sha256) {
-      await reloadServed(this.init.reload, cp.path, cp.sha256);
-      this.#reloaded = cp.sha256;
+    if (this.init.reload && this.#synced?.sha256 !== cp.sha256) {
+      this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, cp, this.#params.version) };
     }
-    return { version: this.#params.version, params: JSON.stringify(this.#params) };
+    return { version: this.#params.version, params: JSON.stringify(this.#params), ...(this.#synced?.sha256 === cp.sha256 ? { synced: this.#synced.record } : {}) };
   }
 }
 
@@ -161,15 +160,4 @@ export function batchRows(req: TrainStepRequest): { rows: unknown[]; placeholder
   if (rows.length > 0) return { rows, placeholder: false, oldLogprobRows };
   if (algorithm !== 'grpo') throw new PolicyInputError(`batch ${req.batchId}: no sample with text to train on (${algorithm} needs at least one)`);
   return { rows: [{ prompt: ' ', completion: ' ', eos: true, advantage: 0 }], placeholder: true, oldLogprobRows: 0 };
-}
-
-/** gpu-bridge serve's weight sync: only a stable, hash-verified checkpoint loads. */
-export async function reloadServed(reload: ServedReload, checkpoint: string, sha256: string): Promise<void> {
-  const res = await fetch(`${reload.serverUrl.replace(/\/+$/, '')}/admin/load_version`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${reload.token}` },
-    body: JSON.stringify({ path: checkpoint, sha256 }),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new PolicyInputError(`${reload.serverUrl}: loading ${checkpoint} into the server failed: HTTP ${res.status} ${text.slice(0, 300)}`);
 }

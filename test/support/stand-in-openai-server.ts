@@ -4,6 +4,10 @@
  * from a function the test gives, and can be told to misbehave on chosen requests: malformed
  * JSON, an HTTP status, no choices, the wrong number of choices, or a hang (headers never sent).
  * Every request body it received is kept, with the fault it answered with.
+ *
+ * It also stands in for the weight-sync endpoints of vLLM (POST /v1/load_lora_adapter: 200, or
+ * 400 "already been loaded" for a name it holds) and SGLang (POST /update_weights_from_disk:
+ * {success, message}), recording each call; it loads nothing.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,6 +52,14 @@ export class StandInOpenAIServer {
     return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/v1`;
   }
 
+  /** vLLM stand-in: LoRA adapter names loaded so far, in order. */
+  readonly adapters: string[] = [];
+
+  #send(res: http.ServerResponse, status: number, text: string): void {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(text);
+  }
+
   async close(): Promise<void> {
     for (const r of this.#hung) r.destroy();
     this.#server.closeAllConnections();
@@ -61,6 +73,13 @@ export class StandInOpenAIServer {
     const path = req.url ?? '';
     const fault = this.faults.shift() ?? null;
     this.requests.push({ path, body, fault });
+    if (path === '/v1/load_lora_adapter') {
+      const name = String(body.lora_name);
+      if (this.adapters.includes(name)) return void this.#send(res, 400, `{"object":"error","message":"The lora adapter '${name}' has already been loaded."}`);
+      this.adapters.push(name);
+      return void this.#send(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
+    }
+    if (path === '/update_weights_from_disk') return void this.#send(res, 200, JSON.stringify({ success: true, message: `stand-in: weights of ${String(body.model_path)} noted` }));
     const chat = path.endsWith('/chat/completions');
     const prompt = chat ? String((body.messages as { content: string }[])[0]?.content ?? '') : String(body.prompt);
     const n = Number(body.n ?? 1);

@@ -39,6 +39,8 @@ export interface CompletionRequest {
   prompt: string;
   n: number;
   seed: number;
+  /** The model name to ask for, when not the configured one (vLLM: a version's LoRA adapter). */
+  model?: string;
 }
 
 export interface CompletionAnswer {
@@ -99,7 +101,7 @@ export class OpenAIClient {
   /** The request body as sent: what a sample records as its sampling parameters. */
   body(req: CompletionRequest): Record<string, unknown> {
     const o = this.options;
-    const common = { model: o.model, n: req.n, seed: req.seed, temperature: o.temperature, top_p: o.topP, max_tokens: o.maxTokens, ...(o.stop.length ? { stop: o.stop } : {}) };
+    const common = { model: req.model ?? o.model, n: req.n, seed: req.seed, temperature: o.temperature, top_p: o.topP, max_tokens: o.maxTokens, ...(o.stop.length ? { stop: o.stop } : {}) };
     if (o.api === 'chat') return { ...common, messages: [{ role: 'user', content: req.prompt }], ...(o.logprobs ? { logprobs: true } : {}) };
     return { ...common, prompt: req.prompt, ...(o.logprobs ? { logprobs: 1 } : {}) };
   }

@@ -26,6 +26,8 @@ export interface OpenAIPolicyInit {
   problems: ReadonlyMap<string, Problem>;
   /** Tests per suite asked for and kept. */
   suiteSize: number;
+  /** The model name this policy's requests ask for, when not the client's (a version's adapter). */
+  model?: string;
 }
 
 export class OpenAIPolicy implements PolicyPort {
@@ -49,10 +51,11 @@ export class OpenAIPolicy implements PolicyPort {
     const problem = this.init.problems.get(problemId);
     if (!problem) throw new PolicyInputError(`prompt ${p.key}: problem ${problemId} is not in this run's dataset`);
     const program = p.context.program;
-    const t = templateFor(method, role, role === 'test' && program !== undefined);
+    const t = templateFor(method, role, role === 'test' && program !== undefined, client.options.prompts);
     const prompt = renderPrompt(t, { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, starterCode: problem.starterCode, suiteSize, program });
-    const answer = await client.complete({ prompt: prompt.text, n: req.n, seed });
-    const { prompt: _p, messages: _m, ...params } = client.body({ prompt: '', n: req.n, seed });
+    const model = this.init.model !== undefined ? { model: this.init.model } : {};
+    const answer = await client.complete({ prompt: prompt.text, n: req.n, seed, ...model });
+    const { prompt: _p, messages: _m, ...params } = client.body({ prompt: '', n: req.n, seed, ...model });
     return answer.choices.map((c, index) => {
       let text: string;
       let parse;

@@ -128,7 +128,32 @@ const TEMPLATES: PromptTemplate[] = [
         testFormat(f, false),
       ].join('\n'),
   },
+  {
+    // For a small model with a short context (gpu-bridge's byte-level toy model on CPU): the
+    // statement's first paragraph and the interface, no instructions (every prompt byte costs
+    // a forward pass on each sampled and trained token).
+    id: 'solve-brief',
+    version: 1,
+    role: 'code',
+    whiteBox: false,
+    render: (f) => `Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n`,
+  },
+  {
+    id: 'tests-brief',
+    version: 1,
+    role: 'test',
+    whiteBox: false,
+    render: (f) => `Tests (${f.style === 'stdio' ? 'Input/Output blocks' : 'assert lines'}) for a Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n`,
+  },
 ];
+
+function briefInterface(f: PromptFields): string {
+  return f.style === 'stdio' ? 'reads stdin, writes stdout' : `defines \`${f.entryPoint ?? '(unnamed)'}\``;
+}
+
+function firstParagraph(statement: string): string {
+  return statement.trim().split(/\n\s*\n/)[0]!.trim();
+}
 
 const byKey = new Map(TEMPLATES.map((t) => [`${t.id}@v${t.version}`, t]));
 
@@ -138,9 +163,16 @@ export function template(id: string, version: number): PromptTemplate {
   return t;
 }
 
+/** full: the method's templates; brief: the short black-box ones, for small models. */
+export type PromptSet = 'full' | 'brief';
+
 /** The template a method uses for a role: the solver prompt for code; for tests, the white-box
  * attack when the adversary sees the program, else the black-box prompt (inputs only for ACE). */
-export function templateFor(method: string, role: Role, whiteBox: boolean): PromptTemplate {
+export function templateFor(method: string, role: Role, whiteBox: boolean, prompts: PromptSet = 'full'): PromptTemplate {
+  if (prompts === 'brief') {
+    if (whiteBox || method === 'ace') throw new PromptTemplateError(`the brief prompts are black-box prompts with expected values: not for ${whiteBox ? 'a white-box adversary' : 'ACE'}`);
+    return template(role === 'code' ? 'solve-brief' : 'tests-brief', 1);
+  }
   if (role === 'code') return template('solve', 1);
   if (whiteBox) return template('attack-white-box', 1);
   return method === 'ace' ? template('inputs-black-box', 1) : template('tests-black-box', 1);
