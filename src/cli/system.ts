@@ -74,6 +74,10 @@ export function systemChecks(): Check[] {
   checks.push({ name: 'iproute2', ok: ipBin !== null, detail: ipBin ?? 'not installed', debian: 'iproute2', usedBy: 'multi-host tests (network namespaces joined by veth links)', forTests: true });
   const openssl = onPath('openssl');
   checks.push({ name: 'openssl', ok: openssl !== null, detail: openssl ?? 'not installed', debian: 'openssl', usedBy: '`crucible nats up --tls` (a CA and server certificates) and its tests', forTests: true });
+  // torch on CPU spends its time in BLAS: the reference libblas3 is about 20x slower than OpenBLAS.
+  const openblas = run('dpkg-query', ['-W', '-f=${Status}', 'libopenblas0-pthread']);
+  const openblasOk = openblas.ok && openblas.out.includes('install ok installed');
+  checks.push({ name: 'openblas', ok: openblasOk, detail: openblasOk ? 'libopenblas0-pthread installed' : 'not installed: torch on CPU uses the reference BLAS', debian: 'libopenblas0-pthread', usedBy: 'the neural demo (the toy model trained on CPU); optional', forTests: false });
   const chromium = onPath('chromium');
   let chromiumDetail = 'not installed';
   if (chromium) {
