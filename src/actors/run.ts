@@ -22,7 +22,7 @@ import { executor } from './executor.js';
 import { judge } from './judge.js';
 import { learner } from './learner.js';
 import { canonicalJson } from '../core/canonical-json.js';
-import { prepareRun } from './sources.js';
+import { prepareRun, type PreparedRun } from './sources.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
@@ -83,6 +83,9 @@ export interface RunOptions {
   snapshotEvery?: number;
   /** Called for each actor built at start or restarted: from a snapshot or not, events folded. */
   onRestart?(report: RestartReport): void;
+  /** The problems and policy backend to run with, instead of those the config names (a
+   * benchmark's generated problems and its stand-in policy). The config still names the run. */
+  prepared?: PreparedRun;
 }
 
 export interface RunOutcome {
@@ -122,7 +125,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   let backendToClose: PolicyBackend | null = null;
   const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
   try {
-    const { problems, backend } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir);
+    const { problems, backend } = opts.prepared ?? (await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir));
     backendToClose = backend;
     const hash = configHash(config);
     const started = await firstEvent(log, undefined, 'RunStarted');
