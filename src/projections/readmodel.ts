@@ -20,6 +20,8 @@ export interface TableSpec {
   key: readonly string[];
   /** Extra indexes, each a list of columns. */
   indexes?: readonly (readonly string[])[];
+  /** Working rows the projection keeps for itself (not what it shows): left out of its state hash. */
+  internal?: boolean;
 }
 
 export type Row = Record<string, unknown>;
@@ -76,6 +78,7 @@ export class Table {
   readonly columns: Column[];
   readonly byName: Map<string, Column>;
   readonly key: string[];
+  readonly internal: boolean;
   readonly #stmts = new Map<string, Database.Statement>();
 
   constructor(
@@ -96,6 +99,7 @@ export class Table {
     });
     this.byName = new Map(this.columns.map((c) => [c.name, c]));
     this.key = [...spec.key];
+    this.internal = spec.internal === true;
     if (this.key.length === 0) throw new ReadModelError(`table "${name}" needs a primary key`);
     for (const k of this.key) {
       const c = this.byName.get(k);

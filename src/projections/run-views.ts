@@ -8,7 +8,9 @@ import { del, put } from './readmodel.js';
 import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
-import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from './answer-selection.js';
+import { answerSelectionProjection } from './answer-selection-rows.js';
+
+export { answerSelectionProjection };
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
@@ -182,61 +184,6 @@ export const policyVersionsProjection: RowProjection = {
     const d = e.data as EventData<'PolicyVersionPublished'>;
     return [put('policy_versions', { role: d.policy.role, version: d.policy.version, name: d.policy.name, round: d.round, params_hash: d.paramsHash })];
   },
-};
-
-/** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
-export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
-  name: 'answer-selection',
-  // 5: the recorded verdicts in its state are kept per program hash (recorded-verdicts.ts).
-  version: 5,
-  types: ANSWER_SELECTION_TYPES,
-  initial: emptyAnswerSelection,
-  reduce: reduceAnswerSelection,
-  tables: {
-    answer_selection: {
-      columns: {
-        round: 'integer',
-        problem_id: 'text',
-        candidates: 'integer',
-        passing: 'integer',
-        selected_generated: 'text?',
-        generated_pass: 'boolean',
-        selected_with_book: 'text?',
-        with_book_pass: 'boolean',
-        random_pass: 'real',
-        oracle_pass: 'boolean',
-        scores: 'json',
-      },
-      key: ['round', 'problem_id'],
-    },
-    answer_selection_rounds: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
-      key: ['round'],
-    },
-  },
-  rows: (state) => ({
-    answer_selection: state.problems.map((p) => ({
-      round: p.round,
-      problem_id: p.problemId,
-      candidates: p.candidates,
-      passing: p.passing,
-      selected_generated: p.selectedGenerated,
-      generated_pass: p.generatedPass,
-      selected_with_book: p.selectedWithBook,
-      with_book_pass: p.withBookPass,
-      random_pass: p.randomPass,
-      oracle_pass: p.oraclePass,
-      scores: p.scores,
-    })),
-    answer_selection_rounds: roundSelections(state.problems).map((r) => ({
-      round: r.round,
-      problems: r.problems,
-      generated: r.generated,
-      with_book: r.withBook,
-      random: r.random,
-      oracle: r.oracle,
-    })),
-  }),
 };
 
 export const RUN_PROJECTIONS: readonly Projection[] = [
