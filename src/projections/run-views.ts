@@ -3,9 +3,9 @@
  * log by `crucible replay`. Each is a pure function of events; `replay --verify` compares their
  * state hashes with the live ones.
  */
-import { requestPairs, type EventData } from '../events/catalog.js';
+import type { EventData } from '../events/catalog.js';
+import { verdictOfCode } from '../core/verdicts.js';
 import { del, put } from './readmodel.js';
-import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
 import { answerSelectionProjection } from './answer-selection-rows.js';
@@ -115,7 +115,8 @@ export const rewardsProjection: RowProjection = {
  * event then reads and parses a few kilobytes, not every pair of the request spelled out. */
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  version: 3,
+  // 4: rows built from the stored lists directly and flushed many per statement (same rows).
+  version: 4,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     executions: {
@@ -131,23 +132,49 @@ export const executionsProjection: RowProjection = {
       const d = e.data as EventData<'ExecutionRequested'>;
       return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body: storedBody(d) })];
     }
-    const results = pairResultsOf(e, (id) => {
-      const text = view.get('execution_requests', { request_id: id })?.body as string | undefined;
-      return text === undefined ? undefined : pairsOfStoredBody(text);
-    });
-    return results.map((d) =>
-      put('executions', {
+    if (e.type === 'ExecutionCompleted') return [executionRow(e.data as EventData<'ExecutionCompleted'>)];
+    const d = e.data as EventData<'ProgramExecuted'>;
+    const text = view.get('execution_requests', { request_id: d.requestId })?.body as string | undefined;
+    // A result of a request this log never announced names no pairs.
+    if (text === undefined) return [];
+    // Rows straight from the stored lists and the compact arrays: no per-pair object between.
+    const b = JSON.parse(text) as StoredBody;
+    const size = b.pairs.length / 2;
+    const cached = new Set(d.cached);
+    return d.pairs.map((at, i) => {
+      if (at >= size) throw new Error(`ProgramExecuted of ${d.requestId} names pair ${at}, but the request has ${size}`);
+      const [programId, programHash] = b.programs[b.pairs[2 * at]!]!;
+      const [testId, testHash] = b.tests[b.pairs[2 * at + 1]!]!;
+      return put('executions', {
         request_id: d.requestId,
-        program_id: d.programId,
-        test_id: d.testId,
-        program_hash: d.programHash,
-        test_hash: d.testHash,
-        verdict: d.verdict,
-        cached: d.cached,
-      }),
-    );
+        program_id: programId,
+        test_id: testId,
+        program_hash: programHash,
+        test_hash: testHash,
+        verdict: verdictOfCode(d.verdicts[i]!),
+        cached: cached.has(i),
+      });
+    });
   },
 };
+
+function executionRow(d: EventData<'ExecutionCompleted'>) {
+  return put('executions', {
+    request_id: d.requestId,
+    program_id: d.programId,
+    test_id: d.testId,
+    program_hash: d.programHash,
+    test_hash: d.testHash,
+    verdict: d.verdict,
+    cached: d.cached,
+  });
+}
+
+interface StoredBody {
+  programs: [string, string][];
+  tests: [string, string][];
+  pairs: number[];
+}
 
 /** What execution_requests keeps of a request: the lists its results name by position, as
  * [id, hash] pairs so the text does not depend on the key order of the event data. */
@@ -156,16 +183,6 @@ function storedBody(d: EventData<'ExecutionRequested'>): string {
     programs: d.programs.map((p) => [p.programId, p.programHash]),
     tests: d.tests.map((t) => [t.testId, t.testHash]),
     pairs: d.pairs,
-  });
-}
-
-function pairsOfStoredBody(text: string) {
-  const b = JSON.parse(text) as { programs: [string, string][]; tests: [string, string][]; pairs: number[] };
-  return requestPairs({
-    programs: b.programs.map(([programId, programHash]) => ({ programId, programHash })),
-    tests: b.tests.map(([testId, testHash]) => ({ testId, testHash })),
-    pairs: b.pairs,
-    reused: [],
   });
 }
 
