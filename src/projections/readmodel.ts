@@ -205,8 +205,16 @@ export class Table {
    * a statement's call costs more than a row's work in SQLite. */
   upsertManyEncoded(rows: readonly (readonly unknown[])[]): void {
     const per = Math.max(1, Math.min(UPSERT_ROWS, Math.floor(MAX_PARAMS / this.columns.length)));
+    const n = this.columns.length;
+    const params = new Array<unknown>(per * n);
     let at = 0;
-    for (; at + per <= rows.length; at += per) this.#upsertStatement(per).run(...rows.slice(at, at + per).flat());
+    for (; at + per <= rows.length; at += per) {
+      for (let r = 0; r < per; r++) {
+        const row = rows[at + r]!;
+        for (let c = 0; c < n; c++) params[r * n + c] = row[c];
+      }
+      this.#upsertStatement(per).run(params);
+    }
     for (; at < rows.length; at++) this.upsertEncoded(rows[at]!);
   }
 
@@ -240,8 +248,10 @@ export class Table {
   }
 }
 
-/** A put row, kept as its encoded values. */
-const PUT: unique symbol = Symbol('put');
+/** A put row, kept as its encoded values (`encodeRow`'s order). */
+class Encoded {
+  constructor(readonly values: readonly unknown[]) {}
+}
 
 /**
  * The writes of one batch, kept in memory and flushed at commit, each touched row once and
@@ -250,19 +260,8 @@ const PUT: unique symbol = Symbol('put');
  * Reads (a projection's view) see the batch's own writes first.
  */
 export class BatchWriter {
-  readonly #rows = new Map<Table, Map<string, Row | typeof PUT | null>>();
-  /** A put row's values as encoded when it was checked, so the flush does not encode them
-   * again (a JSON column costs a canonical serialization each time); dropped when the row
-   * changes after the put. */
-  readonly #encoded = new Map<Table, Map<string, unknown[]>>();
-
-  #encodedOf(t: Table): Map<string, unknown[]> {
-    let m = this.#encoded.get(t);
-    if (!m) this.#encoded.set(t, (m = new Map()));
-    return m;
-  }
-
-  #slot(t: Table): Map<string, Row | typeof PUT | null> {
+  readonly #rows = new Map<Table, Map<string, Row | Encoded | null>>();
+  #slot(t: Table): Map<string, Row | Encoded | null> {
     let m = this.#rows.get(t);
     if (!m) this.#rows.set(t, (m = new Map()));
     return m;
@@ -294,7 +293,7 @@ export class BatchWriter {
     const m = this.#slot(t);
     let row = m.get(k);
     if (row === undefined) m.set(k, (row = t.get(key) ?? null));
-    else if (row === PUT) m.set(k, (row = t.decodeValues(this.#encoded.get(t)!.get(k)!)));
+    else if (row instanceof Encoded) m.set(k, (row = t.decodeValues(row.values)));
     return row;
   }
 
@@ -320,8 +319,7 @@ export class BatchWriter {
         }
         // A column the table lacks is refused with encode's message.
         if (given !== Object.keys(w.row).length) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
-        this.#slot(t).set(k, PUT);
-        this.#encodedOf(t).set(k, encoded);
+        this.#slot(t).set(k, new Encoded(encoded));
         return;
       }
       case 'merge': {
@@ -330,7 +328,6 @@ export class BatchWriter {
         // Rows in the batch are owned by it (get() hands out copies): update in place.
         const m = this.#slot(t);
         let row = this.#current(t, w.row, k);
-        this.#encoded.get(t)?.delete(k);
         const created = !row;
         if (!row) m.set(k, (row = t.blank(w.row)));
         Object.assign(row, w.row);
@@ -341,7 +338,6 @@ export class BatchWriter {
         const k = this.#keyOf(t, w.key);
         const m = this.#slot(t);
         let row = this.#current(t, w.key, k);
-        this.#encoded.get(t)?.delete(k);
         const created = !row;
         if (!row) m.set(k, (row = t.blank(w.key)));
         for (const c in w.values) {
@@ -358,7 +354,6 @@ export class BatchWriter {
       }
       case 'delete': {
         const k = this.#keyOf(t, w.key);
-        this.#encoded.get(t)?.delete(k);
         this.#slot(t).set(k, null);
         return;
       }
@@ -376,17 +371,15 @@ export class BatchWriter {
   /** Writes every touched row (inside the caller's transaction), many rows per statement. */
   flush(): void {
     for (const [t, rows] of this.#rows) {
-      const encoded = this.#encoded.get(t);
       const puts: (readonly unknown[])[] = [];
-      for (const [k, row] of rows) {
-        if (row === PUT) puts.push(encoded!.get(k)!);
+      for (const row of rows.values()) {
+        if (row instanceof Encoded) puts.push(row.values);
         else if (row) puts.push(t.encodeRow(row));
       }
       t.upsertManyEncoded(puts);
       for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
     }
     this.#rows.clear();
-    this.#encoded.clear();
   }
 }
 
