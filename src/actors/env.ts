@@ -6,7 +6,7 @@ import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
 import type { EventDataInput, EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import type { Problem } from '../core/problem.js';
+import { TestCase, type Problem } from '../core/problem.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
@@ -92,6 +92,21 @@ export class RunEnv {
     const p = this.#problems.get(id);
     if (!p) throw new Error(`problem ${id} is in the log but not in the dataset this run was started with`);
     return p;
+  }
+
+  /** Parsed test blobs (content-addressed, so never stale), a bounded number: the Judge reads
+   * each sampled test for the oracle, again for validity and again for the Mistake Book. */
+  readonly #tests = new Map<string, TestCase>();
+
+  /** The test stored under `hash`, parsed and checked once; callers must not mutate it. */
+  async test(hash: string): Promise<TestCase> {
+    let t = this.#tests.get(hash);
+    if (!t) {
+      t = TestCase.parse(JSON.parse(await this.blobs.getText(hash)));
+      if (this.#tests.size >= 65_536) this.#tests.delete(this.#tests.keys().next().value!);
+      this.#tests.set(hash, t);
+    }
+    return t;
   }
 
   /** A seed for one effect, independent of every other effect's. */

@@ -37,7 +37,7 @@ const HIST_SUITE = 'mistake-book';
 /** Whether a generated test goes to the reference: well-formed and stating an expected value. */
 export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; testHash: string }): Promise<boolean> {
   if (!test.wellFormed) return false;
-  return codeA1HasExpected(TestCaseSchema.parse(JSON.parse(await env.blobs.getText(test.testHash))));
+  return codeA1HasExpected(await env.test(test.testHash));
 }
 
 /** The test with the reference's output as its expected value (an assert test states its own). */
@@ -59,7 +59,7 @@ export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle
       const run = hasExpected ? byHash.get(t.testHash) : undefined;
       let correctedKey: string | null = null;
       if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
-        const original = TestCaseSchema.parse(JSON.parse(await env.blobs.getText(t.testHash)));
+        const original = await env.test(t.testHash);
         const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
         if (fixed !== null) correctedKey = await env.blobs.put(canonicalJson(fixed));
       }

@@ -17,7 +17,7 @@
 import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
-import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
+import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
 import { put, del, type ReadView, type RowWrite } from './readmodel.js';
 import type { RowProjection } from './runner.js';
 import {
@@ -98,30 +98,29 @@ function noteProgram(view: ReadView, problemId: string, programHash: string, req
   return [put(PROGRAMS, { ...key, requests: JSON.stringify(requests) })];
 }
 
-/** The newest recorded verdict of a pair in a problem that is not a sandbox error. */
-function recordedVerdict(view: ReadView, bodies: Bodies, problemId: string, programHash: string, testHash: string): Verdict | undefined {
+/** A program's recorded verdicts in a problem, by test hash: the newest that is not a sandbox
+ * error (its requests in log order, each request's pairs in order, later ones overwriting). */
+function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, programHash: string): Map<string, string> {
+  const out = new Map<string, string>();
   const row = view.get(PROGRAMS, { problem_id: problemId, program_hash: programHash }) as { requests: string } | undefined;
-  if (!row) return undefined;
-  const requests = JSON.parse(row.requests) as string[];
-  for (let r = requests.length - 1; r >= 0; r--) {
-    const req = requestRow(view, requests[r]!);
+  if (!row) return out;
+  for (const requestId of JSON.parse(row.requests) as string[]) {
+    const req = requestRow(view, requestId);
     if (!req) continue;
-    // Older per-pair results outside the request's pairs came after its pairs' results.
-    if (req.extra) {
-      const extra = JSON.parse(req.extra) as [string, string, string, string, string][];
-      for (let i = extra.length - 1; i >= 0; i--) {
-        const [, ph, , th, letter] = extra[i]!;
-        if (ph === programHash && th === testHash && letter !== SANDBOX_ERROR) return verdictOfCode(letter);
-      }
-    }
     const b = bodies.of(req.body);
-    for (let i = b.pairs.length / 2 - 1; i >= 0; i--) {
+    for (let i = 0; i < b.pairs.length / 2; i++) {
       const letter = req.codes[i]!;
       if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
-      if (b.programs[b.pairs[2 * i]!]![1] === programHash && b.tests[b.pairs[2 * i + 1]!]![1] === testHash) return verdictOfCode(letter);
+      if (b.programs[b.pairs[2 * i]!]![1] === programHash) out.set(b.tests[b.pairs[2 * i + 1]!]![1], letter);
+    }
+    // Older per-pair results outside the request's pairs came after its pairs' results.
+    if (req.extra) {
+      for (const [, ph, , th, letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) {
+        if (ph === programHash && letter !== SANDBOX_ERROR) out.set(th, letter);
+      }
     }
   }
-  return undefined;
+  return out;
 }
 
 /** What the reducer's verdictsOf gives for a collected request: executed, then reused. */
@@ -142,11 +141,15 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
       out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
     }
   }
+  // Each reused program's recorded verdicts are gathered once, not once per pair.
+  const byProgram = new Map<string, Map<string, string>>();
   for (let i = 0; i < b.reused.length; i += 2) {
     const [programId, programHash] = b.programs[b.reused[i]!]!;
     const [testId, testHash] = b.tests[b.reused[i + 1]!]!;
-    const verdict = recordedVerdict(view, bodies, req.problem_id, programHash, testHash);
-    if (verdict !== undefined) out.push({ programId, programHash, testId, testHash, verdict, reused: true });
+    let known = byProgram.get(programHash);
+    if (!known) byProgram.set(programHash, (known = recordedVerdicts(view, bodies, req.problem_id, programHash)));
+    const letter = known.get(testHash);
+    if (letter !== undefined) out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: true });
   }
   return out;
 }
