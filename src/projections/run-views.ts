@@ -138,7 +138,7 @@ export const executionsProjection: RowProjection = {
     // A result of a request this log never announced names no pairs.
     if (text === undefined) return [];
     // Rows straight from the stored lists and the compact arrays: no per-pair object between.
-    const b = JSON.parse(text) as StoredBody;
+    const b = parsedBody(text);
     const size = b.pairs.length / 2;
     const cached = new Set(d.cached);
     return d.pairs.map((at, i) => {
@@ -174,6 +174,19 @@ interface StoredBody {
   programs: [string, string][];
   tests: [string, string][];
   pairs: number[];
+}
+
+/** The last few bodies parsed, by their text: each program's event of a request reads the
+ * same body (a reward request's is tens of kilobytes). Pure: the text determines the value. */
+const bodies = new Map<string, StoredBody>();
+function parsedBody(text: string): StoredBody {
+  let b = bodies.get(text);
+  if (!b) {
+    b = JSON.parse(text) as StoredBody;
+    if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
+    bodies.set(text, b);
+  }
+  return b;
 }
 
 /** What execution_requests keeps of a request: the lists its results name by position, as
