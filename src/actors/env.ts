@@ -100,12 +100,20 @@ export class RunEnv {
 
   /** The test stored under `hash`, parsed and checked once; callers must not mutate it. */
   async test(hash: string): Promise<TestCase> {
-    let t = this.#tests.get(hash);
-    if (!t) {
-      t = TestCase.parse(JSON.parse(await this.blobs.getText(hash)));
-      if (this.#tests.size >= 65_536) this.#tests.delete(this.#tests.keys().next().value!);
-      this.#tests.set(hash, t);
-    }
+    return this.#tests.get(hash) ?? this.#keepTest(hash, await this.blobs.getText(hash));
+  }
+
+  /** Notes a test blob this process just put (`canonical` is its text, `hash` what put
+   * returned), parsed as `test` would parse it: its readers need not read it back. */
+  rememberTest(hash: string, canonical: string): void {
+    if (!this.#tests.has(hash)) this.#keepTest(hash, canonical);
+  }
+
+  #keepTest(hash: string, text: string): TestCase {
+    const t = TestCase.parse(JSON.parse(text));
+    // A step's sampled and corrected tests (Code-A1 shape: ~200k) stay until they are run.
+    if (this.#tests.size >= 262_144) this.#tests.delete(this.#tests.keys().next().value!);
+    this.#tests.set(hash, t);
     return t;
   }
 

@@ -61,7 +61,11 @@ export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle
       if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
         const original = await env.test(t.testHash);
         const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
-        if (fixed !== null) correctedKey = await env.blobs.put(canonicalJson(fixed));
+        if (fixed !== null) {
+          const text = canonicalJson(fixed);
+          correctedKey = await env.blobs.put(text);
+          env.rememberTest(correctedKey, text);
+        }
       }
       if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);
       records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: run?.verdict ?? null, correctedKey });
