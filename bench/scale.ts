@@ -76,9 +76,12 @@ export async function runBench(args: string[]): Promise<void> {
       sampling: { problemsPerRound: problems, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
       selection: { testSamples: 'all' },
     });
+    const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
+    const c0 = cpu();
     const outcome = await runExperiment({ config, cacheDir: null, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
     const runSeconds = (performance.now() - t0) / 1000;
+    const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
 
@@ -109,25 +112,31 @@ export async function runBench(args: string[]): Promise<void> {
       for (const r of batch) ins.run(...r);
     });
     const tRaw = performance.now();
+    const cRaw = cpu();
     for (let at = 0; at < rows.length; at += 64) insertMany(rows.slice(at, at + 64));
     const rawAppendSeconds = (performance.now() - tRaw) / 1000;
+    const rawAppendCpu = cpu() - cRaw;
     raw.close();
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
     const tReplay = performance.now();
+    const cReplay = cpu();
     const views = await ProjectionRunner.replayInto(path.join(root, 'replayed-views.db'), { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
     const replaySeconds = (performance.now() - tReplay) / 1000;
+    const replayCpu = cpu() - cReplay;
     await views.close();
 
     // Baseline: SELECT the same rows and JSON.parse each one's data.
     const ro = new Database(logPath, { readonly: true });
     const tRead = performance.now();
+    const cRead = cpu();
     let parsed = 0;
     for (const r of ro.prepare('SELECT position, type, data, sum FROM events ORDER BY position').raw().iterate() as Iterable<unknown[]>) {
       if (JSON.parse(r[2] as string) !== null) parsed++;
     }
     const rawReadSeconds = (performance.now() - tRead) / 1000;
+    const rawReadCpu = cpu() - cRead;
     ro.close();
 
     // Judge restart at the end: from its snapshot, and from position 0 (baseline).
@@ -152,8 +161,9 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
     console.log(`  ${rows.length} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
     console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
-    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s`);
-    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw`);
+    // CPU seconds beside wall seconds: on a shared machine the wall clock also counts waiting for a core.
+    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
     rmSync(root, { recursive: true, force: true });
