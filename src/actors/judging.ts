@@ -4,7 +4,7 @@
  * computed by the pure functions of src/rewards on an execution matrix built here.
  */
 import type { Problem, TestCase } from '../core/problem.js';
-import { TestCase as TestCaseSchema, withExpectedOutput } from '../core/problem.js';
+import { withExpectedOutput } from '../core/problem.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import {
