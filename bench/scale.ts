@@ -1,13 +1,12 @@
 /**
- * A run of Code-A1's shape (per step: problems x 8 programs x 8 suites x 8 tests) through the
- * real actors, SQLite log and read models, for as many steps as `--fraction` of a 15M-result
- * run. Verdicts come from InstantVerdictsForBenchmark (a seeded stand-in sandbox: a hash of
- * program and test, no process started); programs and tests from the catalog policy over the
- * bundled demo set, which is seeded and offline and holds 24 problems, so a step here has 24
- * problems where Code-A1 has 256. Steps are counted from the pairs a step asks for; the catalog
- * draws from a fixed set of candidates, so after the first step most pairs are answered from
- * recorded verdicts rather than executed (both counts are printed), and per-result figures
- * are over executed results.
+ * A run of Code-A1's shape (per step: 256 problems x 8 programs x 8 suites x 8 tests) through
+ * the real actors, SQLite log and read models, for as many steps as `--fraction` of a
+ * 15M-result run. Verdicts come from InstantVerdictsForBenchmark (a seeded stand-in sandbox: a
+ * hash of program and test, no process started); problems are generated and programs and tests
+ * come from SeededStandInPolicyForBenchmark (scale-policy.ts), which draws fresh ones at every
+ * sample, so the results are executed, as a model's would be, not reused. Steps are counted
+ * from the nominal 256 x 8 x 8 x 8 results; the figures are over the results the run recorded
+ * (the reference's oracle runs and held-out runs included).
  *
  * Figures, each beside a baseline measured in the same run on the same rows:
  *  - log bytes per execution result (the log file over the run's results);
@@ -17,7 +16,7 @@
  *    same rows;
  *  - Judge restart at the end, from its snapshot and from position 0.
  *
- *   npm run bench -- scale [--fraction 0.1]
+ *   npm run bench -- scale [--fraction 0.1] [--problems 256]
  */
 import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -33,12 +32,13 @@ import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
+import { standInRun } from './scale-policy.js';
 
 const FULL_RUN_RESULTS = 15_000_000;
 const PROGRAMS = 8;
 const SUITES = 8;
 const TESTS = 8;
-const DEMO_PROBLEMS = 24;
+const PROBLEMS = 256;
 
 function fraction(args: string[]): number {
   const i = args.indexOf('--fraction');
@@ -48,11 +48,20 @@ function fraction(args: string[]): number {
   return f;
 }
 
+function problemsFlag(args: string[]): number {
+  const i = args.indexOf('--problems');
+  if (i < 0) return PROBLEMS;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--problems needs a positive integer, got "${args[i + 1] ?? ''}"`);
+  return n;
+}
+
 const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
 
 export async function runBench(args: string[]): Promise<void> {
   const f = fraction(args);
-  const perStep = DEMO_PROBLEMS * PROGRAMS * SUITES * TESTS;
+  const problems = problemsFlag(args);
+  const perStep = problems * PROGRAMS * SUITES * TESTS;
   const steps = Math.max(1, Math.round((f * FULL_RUN_RESULTS) / perStep));
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
   try {
@@ -62,17 +71,17 @@ export async function runBench(args: string[]): Promise<void> {
       rounds: steps,
       dir: root,
       log: { synchronous: 'full' },
-      dataset: { format: 'demo', limit: DEMO_PROBLEMS },
-      sampling: { problemsPerRound: DEMO_PROBLEMS, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
+      // Not read: the problems and policy are the benchmark's own (prepared below).
+      dataset: { format: 'demo' },
+      sampling: { problemsPerRound: problems, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
       selection: { testSamples: 'all' },
     });
-    // The candidate catalog (AST mutants, via python) is built outside the measured run.
-    const cacheDir = path.join(os.tmpdir(), 'crucible-bench-catalog');
-    await runExperiment({ config: parseConfig({ ...config, rounds: 1, name: 'bench-scale-warmup' }), cacheDir, sandbox: new InstantVerdictsForBenchmark() });
-
+    const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
-    const outcome = await runExperiment({ config, cacheDir, sandbox: new InstantVerdictsForBenchmark() });
+    const c0 = cpu();
+    const outcome = await runExperiment({ config, cacheDir: null, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
     const runSeconds = (performance.now() - t0) / 1000;
+    const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
 
@@ -103,25 +112,31 @@ export async function runBench(args: string[]): Promise<void> {
       for (const r of batch) ins.run(...r);
     });
     const tRaw = performance.now();
+    const cRaw = cpu();
     for (let at = 0; at < rows.length; at += 64) insertMany(rows.slice(at, at + 64));
     const rawAppendSeconds = (performance.now() - tRaw) / 1000;
+    const rawAppendCpu = cpu() - cRaw;
     raw.close();
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
     const tReplay = performance.now();
+    const cReplay = cpu();
     const views = await ProjectionRunner.replayInto(path.join(root, 'replayed-views.db'), { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
     const replaySeconds = (performance.now() - tReplay) / 1000;
+    const replayCpu = cpu() - cReplay;
     await views.close();
 
     // Baseline: SELECT the same rows and JSON.parse each one's data.
     const ro = new Database(logPath, { readonly: true });
     const tRead = performance.now();
+    const cRead = cpu();
     let parsed = 0;
     for (const r of ro.prepare('SELECT position, type, data, sum FROM events ORDER BY position').raw().iterate() as Iterable<unknown[]>) {
       if (JSON.parse(r[2] as string) !== null) parsed++;
     }
     const rawReadSeconds = (performance.now() - tRead) / 1000;
+    const rawReadCpu = cpu() - cRead;
     ro.close();
 
     // Judge restart at the end: from its snapshot, and from position 0 (baseline).
@@ -143,11 +158,12 @@ export async function runBench(args: string[]): Promise<void> {
 
     const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
     const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
-    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${DEMO_PROBLEMS} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
-    console.log(`  ${rows.length} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, seeded catalog policy); run ${runSeconds.toFixed(1)} s`);
+    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
+    console.log(`  ${rows.length} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
     console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
-    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s`);
-    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw`);
+    // CPU seconds beside wall seconds: on a shared machine the wall clock also counts waiting for a core.
+    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -6,7 +6,7 @@ import type { BlobStore } from '../events/log.js';
 import type { NewEvent } from '../events/envelope.js';
 import type { EventData, EventDataInput, EventType } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import { Problem } from '../core/problem.js';
+import { Problem, TestCase } from '../core/problem.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { Role } from '../core/roles.js';
@@ -141,6 +141,29 @@ export class RunEnv {
   /** The canonical text of a problem record, as RunStarted stores it (the blob's content). */
   static problemBlob(problem: Problem): string {
     return canonicalJson(problem);
+  }
+
+  /** Parsed test blobs (content-addressed, so never stale), a bounded number: the Judge reads
+   * each sampled test for the oracle, again for validity and again for the Mistake Book. */
+  readonly #tests = new Map<string, TestCase>();
+
+  /** The test stored under `hash`, parsed and checked once; callers must not mutate it. */
+  async test(hash: string): Promise<TestCase> {
+    return this.#tests.get(hash) ?? this.#keepTest(hash, await this.blobs.getText(hash));
+  }
+
+  /** Notes a test blob this process just put (`canonical` is its text, `hash` what put
+   * returned), parsed as `test` would parse it: its readers need not read it back. */
+  rememberTest(hash: string, canonical: string): void {
+    if (!this.#tests.has(hash)) this.#keepTest(hash, canonical);
+  }
+
+  #keepTest(hash: string, text: string): TestCase {
+    const t = TestCase.parse(JSON.parse(text));
+    // A step's sampled and corrected tests (Code-A1 shape: ~200k) stay until they are run.
+    if (this.#tests.size >= 262_144) this.#tests.delete(this.#tests.keys().next().value!);
+    this.#tests.set(hash, t);
+    return t;
   }
 
   /** A seed for one effect, independent of every other effect's. */

@@ -10,7 +10,7 @@ import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
-import { TestCase } from '../core/problem.js';
+import type { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
@@ -98,8 +98,9 @@ export class ExecutionCache {
   }
 }
 
+/** Through the run's parsed-test cache: the Judge has just read most of these tests. */
 async function loadTest(env: RunEnv, hash: string): Promise<TestCase> {
-  return TestCase.parse(JSON.parse(await env.blobs.getText(hash)));
+  return env.test(hash);
 }
 
 export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, RunEnv, ExecutionCache> = {

@@ -4,7 +4,7 @@
  * computed by the pure functions of src/rewards on an execution matrix built here.
  */
 import type { Problem, TestCase } from '../core/problem.js';
-import { TestCase as TestCaseSchema, withExpectedOutput } from '../core/problem.js';
+import { withExpectedOutput } from '../core/problem.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import {
@@ -37,7 +37,7 @@ const HIST_SUITE = 'mistake-book';
 /** Whether a generated test goes to the reference: well-formed and stating an expected value. */
 export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; testHash: string }): Promise<boolean> {
   if (!test.wellFormed) return false;
-  return codeA1HasExpected(TestCaseSchema.parse(JSON.parse(await env.blobs.getText(test.testHash))));
+  return codeA1HasExpected(await env.test(test.testHash));
 }
 
 /** The test with the reference's output as its expected value (an assert test states its own). */
@@ -59,9 +59,13 @@ export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle
       const run = hasExpected ? byHash.get(t.testHash) : undefined;
       let correctedKey: string | null = null;
       if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
-        const original = TestCaseSchema.parse(JSON.parse(await env.blobs.getText(t.testHash)));
+        const original = await env.test(t.testHash);
         const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
-        if (fixed !== null) correctedKey = await env.blobs.put(canonicalJson(fixed));
+        if (fixed !== null) {
+          const text = canonicalJson(fixed);
+          correctedKey = await env.blobs.put(text);
+          env.rememberTest(correctedKey, text);
+        }
       }
       if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);
       records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: run?.verdict ?? null, correctedKey });

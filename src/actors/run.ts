@@ -25,7 +25,7 @@ import { executor } from './executor.js';
 import { judge } from './judge.js';
 import { learner } from './learner.js';
 import { canonicalJson } from '../core/canonical-json.js';
-import { prepareRun } from './sources.js';
+import { prepareRun, type PreparedRun } from './sources.js';
 import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
@@ -97,6 +97,9 @@ export interface RunOptions {
   testOnlyReorder?: TestOnlyReorderOptions;
   /** Fault-injection tests only: wraps the run's policy backend (e.g. a trainer that fails). */
   testOnlyWrapBackend?(backend: PolicyBackend): PolicyBackend;
+  /** The problems and policy backend to run with, instead of those the config names (a
+   * benchmark's generated problems and its stand-in policy). The config still names the run. */
+  prepared?: PreparedRun;
 }
 
 export interface RunOutcome {
@@ -169,7 +172,9 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   try {
     const started = await startedRun(log, config, dir);
     // A run that recorded its catalog uses that one, read by hash from the blob store.
-    const { problems, backend: prepared, catalogHash } = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null }, opts.onBridgeEvent);
+    const { problems, backend: prepared, catalogHash } =
+      opts.prepared ??
+      (await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null }, opts.onBridgeEvent));
     backendToClose = prepared;
     const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
     if (!started) await recordRunStart(log, config, problems, catalogHash);

@@ -497,6 +497,9 @@ export class ActorRuntime<Env> {
     for await (const envelope of this.#log.read(range, filter)) yield [envelope];
   }
 
+  /** Snapshots not taken because the actor's state was too large to serialize. */
+  readonly snapshotsSkipped: { actor: string; position: Position }[] = [];
+
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
   #takeSnapshots(): void {
     const position = this.#position;
@@ -505,7 +508,18 @@ export class ActorRuntime<Env> {
       const state = actor.snapshottable ? this.persistedStateOf(actor.def.name) : null;
       if (state === null) continue;
       const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
-      const bytes = Buffer.from(JSON.stringify(body));
+      let text: string;
+      try {
+        text = JSON.stringify(body);
+      } catch (err) {
+        // An index past what one string can hold (~512 MB: every verdict of a run of a few
+        // million results) cannot be written this way: the actor keeps its last snapshot and
+        // a restart folds more, rather than the run failing.
+        if (!(err instanceof RangeError)) throw err;
+        this.snapshotsSkipped.push({ actor: actor.def.name, position });
+        continue;
+      }
+      const bytes = Buffer.from(text);
       taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes });
     }
     this.#snapshots!.table.save(taken);

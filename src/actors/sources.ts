@@ -15,7 +15,7 @@ import { ProgramCandidate } from '../datasets/demo/catalog/programs.js';
 import { loadDemo, type DemoProblem } from '../datasets/demo/index.js';
 import { readProblemFile } from '../datasets/problemFile.js';
 import { buildCatalogUniverse, type CatalogUniverse } from '../datasets/demo/catalog/index.js';
-import { CatalogPolicy, SharedCatalogPolicy, exactFigures } from '../policies/catalog/index.js';
+import { CatalogPolicy, SharedCatalogPolicy, exactFigures, type CatalogState } from '../policies/catalog/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
 import type { Role } from '../core/roles.js';
@@ -55,7 +55,14 @@ class CatalogBackend implements PolicyBackend {
     return this.#shared ? 'catalog-shared' : `catalog-${role}`;
   }
 
+  /** States this backend's trainers just snapshotted, by role and params text (a few): the
+   * sampler of a version published a moment ago uses the state as it was serialized instead of
+   * parsing and validating the whole policy again, the largest cost of a round's bookkeeping. */
+  readonly #snapshotted = new Map<string, CatalogState>();
+
   #policy(role: Role, params: string): CatalogPolicy | SharedCatalogPolicy {
+    const known = this.#shared ? undefined : this.#snapshotted.get(`${role}\0${params}`);
+    if (known) return new CatalogPolicy(role, this.universe, this.#options(), known);
     return this.#shared ? SharedCatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options()) : CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
   }
 
@@ -85,7 +92,15 @@ class CatalogBackend implements PolicyBackend {
     return {
       name: this.#name(role),
       trainStep: (r) => policy.trainStep(r),
-      snapshot: async () => ({ version: policy.version, params: JSON.stringify(policy.toJSON()) }),
+      snapshot: async () => {
+        const state = policy.toJSON();
+        const params = JSON.stringify(state);
+        if (policy instanceof CatalogPolicy) {
+          if (this.#snapshotted.size >= 4) this.#snapshotted.delete(this.#snapshotted.keys().next().value!);
+          this.#snapshotted.set(`${role}\0${params}`, state as CatalogState);
+        }
+        return { version: policy.version, params };
+      },
     };
   }
 }

@@ -20,6 +20,8 @@ export interface TableSpec {
   key: readonly string[];
   /** Extra indexes, each a list of columns. */
   indexes?: readonly (readonly string[])[];
+  /** Working rows the projection keeps for itself (not what it shows): left out of its state hash. */
+  internal?: boolean;
 }
 
 export type Row = Record<string, unknown>;
@@ -61,6 +63,9 @@ export class NotAReadModelError extends ReadModelError {
 }
 
 export const READ_MODEL_FORMAT = 1;
+/** Rows per multi-row upsert, and SQLite's bound on parameters per statement. */
+const UPSERT_ROWS = 64;
+const MAX_PARAMS = 32_000;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Tables of the runner itself; projection tables may not use the prefix. */
 export const RESERVED_PREFIX = 'crucible_';
@@ -76,6 +81,7 @@ export class Table {
   readonly columns: Column[];
   readonly byName: Map<string, Column>;
   readonly key: string[];
+  readonly internal: boolean;
   readonly #stmts = new Map<string, Database.Statement>();
 
   constructor(
@@ -96,6 +102,7 @@ export class Table {
     });
     this.byName = new Map(this.columns.map((c) => [c.name, c]));
     this.key = [...spec.key];
+    this.internal = spec.internal === true;
     if (this.key.length === 0) throw new ReadModelError(`table "${name}" needs a primary key`);
     for (const k of this.key) {
       const c = this.byName.get(k);
@@ -144,6 +151,16 @@ export class Table {
     return out;
   }
 
+  /** A row from its values as encoded (`encodeRow`'s order), as `decode` gives it. */
+  decodeValues(values: readonly unknown[]): Row {
+    const out: Row = {};
+    this.columns.forEach((c, i) => {
+      const v = values[i];
+      out[c.name] = v === null || v === undefined ? null : c.type === 'boolean' ? v === 1 : c.type === 'json' ? JSON.parse(v as string) : v;
+    });
+    return out;
+  }
+
   statement(sig: string, sql: () => string): Database.Statement {
     let s = this.#stmts.get(sig);
     if (!s) this.#stmts.set(sig, (s = this.db.prepare(sql())));
@@ -184,6 +201,33 @@ export class Table {
     stmt.run(...values);
   }
 
+  /** Writes complete rows already encoded, inserting or replacing, several rows per statement:
+   * a statement's call costs more than a row's work in SQLite. */
+  upsertManyEncoded(rows: readonly (readonly unknown[])[]): void {
+    const per = Math.max(1, Math.min(UPSERT_ROWS, Math.floor(MAX_PARAMS / this.columns.length)));
+    const n = this.columns.length;
+    const params = new Array<unknown>(per * n);
+    let at = 0;
+    for (; at + per <= rows.length; at += per) {
+      for (let r = 0; r < per; r++) {
+        const row = rows[at + r]!;
+        for (let c = 0; c < n; c++) params[r * n + c] = row[c];
+      }
+      this.#upsertStatement(per).run(params);
+    }
+    for (; at < rows.length; at++) this.upsertEncoded(rows[at]!);
+  }
+
+  #upsertStatement(n: number): Database.Statement {
+    return this.statement(`upsert*${n}`, () => {
+      const cols = this.columns.map((c) => c.name);
+      const set = cols.filter((c) => !this.key.includes(c));
+      const one = `(${cols.map(() => '?').join(', ')})`;
+      const conflict = set.length ? `DO UPDATE SET ${set.map((c) => `${c} = excluded.${c}`).join(', ')}` : 'DO NOTHING';
+      return `INSERT INTO ${this.name} (${cols.join(', ')}) VALUES ${Array(n).fill(one).join(', ')} ON CONFLICT (${this.key.join(', ')}) ${conflict}`;
+    });
+  }
+
   /** Deletes by key values already encoded (as `keyValues` returns them). */
   removeEncoded(keyValues: readonly unknown[]): void {
     const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
@@ -204,25 +248,20 @@ export class Table {
   }
 }
 
+/** A put row, kept as its encoded values (`encodeRow`'s order). */
+class Encoded {
+  constructor(readonly values: readonly unknown[]) {}
+}
+
 /**
- * The writes of one batch, kept in memory and flushed as one statement per touched row at
- * commit: a batch of thousands of events that bump a few counters costs a few statements.
+ * The writes of one batch, kept in memory and flushed at commit, each touched row once and
+ * many rows per statement: a batch of thousands of events that bump a few counters costs a few
+ * statements, and one that adds a hundred thousand rows a few thousand.
  * Reads (a projection's view) see the batch's own writes first.
  */
 export class BatchWriter {
-  readonly #rows = new Map<Table, Map<string, Row | null>>();
-  /** A put row's values as encoded when it was checked, so the flush does not encode them
-   * again (a JSON column costs a canonical serialization each time); dropped when the row
-   * changes after the put. */
-  readonly #encoded = new Map<Table, Map<string, unknown[]>>();
-
-  #encodedOf(t: Table): Map<string, unknown[]> {
-    let m = this.#encoded.get(t);
-    if (!m) this.#encoded.set(t, (m = new Map()));
-    return m;
-  }
-
-  #slot(t: Table): Map<string, Row | null> {
+  readonly #rows = new Map<Table, Map<string, Row | Encoded | null>>();
+  #slot(t: Table): Map<string, Row | Encoded | null> {
     let m = this.#rows.get(t);
     if (!m) this.#rows.set(t, (m = new Map()));
     return m;
@@ -230,50 +269,62 @@ export class BatchWriter {
 
   #keyOf(t: Table, key: Row): string {
     const values = t.keyValues(key);
-    // One text key (the common case) needs no JSON; the prefix keeps it apart from JSON keys.
-    return values.length === 1 && typeof values[0] === 'string' ? `s${values[0]}` : `j${JSON.stringify(values)}`;
+    // Text keys (the common case) need no JSON: joined by a NUL, which none of them holds; the
+    // prefix keeps them apart from JSON keys.
+    let text = true;
+    for (const v of values) if (typeof v !== 'string' || v.includes('\0')) text = false;
+    return text ? `s${values.join('\0')}` : `j${JSON.stringify(values)}`;
   }
 
   #decodeKey(k: string): unknown[] {
-    return k.startsWith('s') ? [k.slice(1)] : (JSON.parse(k.slice(1)) as unknown[]);
+    return k.startsWith('s') ? k.slice(1).split('\0') : (JSON.parse(k.slice(1)) as unknown[]);
   }
 
   /** The current row (batch writes included), or undefined. */
   get(t: Table, key: Row): Row | undefined {
     const k = this.#keyOf(t, key);
-    const m = this.#slot(t);
-    if (!m.has(k)) m.set(k, t.get(key) ?? null);
-    const row = m.get(k);
+    const row = this.#current(t, key, k);
     return row ? { ...row } : undefined;
   }
 
+  /** The batch's row of a key, read from the read model on first use. A put row is kept
+   * encoded only (most are never read back) and decoded here when it is. */
   #current(t: Table, key: Row, k: string): Row | null {
     const m = this.#slot(t);
-    if (!m.has(k)) m.set(k, t.get(key) ?? null);
-    return m.get(k)!;
+    let row = m.get(k);
+    if (row === undefined) m.set(k, (row = t.get(key) ?? null));
+    else if (row instanceof Encoded) m.set(k, (row = t.decodeValues(row.values)));
+    return row;
   }
 
   write(t: Table, w: RowWrite): void {
     switch (w.op) {
       case 'put': {
         const k = this.#keyOf(t, w.row);
-        // A column the table lacks is refused with encode's message.
-        for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
-        const row: Row = {};
-        for (const c of t.columns) {
+        // One pass, checking every column: the values as they will be stored (decoded again
+        // only if the batch reads the row back).
+        const encoded = new Array<unknown>(t.columns.length);
+        let given = 0;
+        for (let i = 0; i < t.columns.length; i++) {
+          const c = t.columns[i]!;
           const v = w.row[c.name];
-          if (v === undefined && !c.nullable) throw new ReadModelError(`put on "${t.name}" lacks column "${c.name}"`);
-          row[c.name] = v ?? null;
+          if (v === undefined) {
+            if (c.name in w.row) given++;
+            if (!c.nullable) throw new ReadModelError(`put on "${t.name}" lacks column "${c.name}"`);
+            encoded[i] = null;
+          } else {
+            given++;
+            encoded[i] = t.encode(c.name, v);
+          }
         }
-        const encoded = t.encodeRow(row);
-        this.#slot(t).set(k, row);
-        this.#encodedOf(t).set(k, encoded);
+        // A column the table lacks is refused with encode's message.
+        if (given !== Object.keys(w.row).length) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
+        this.#slot(t).set(k, new Encoded(encoded));
         return;
       }
       case 'merge': {
         const k = this.#keyOf(t, w.row);
         for (const c in w.row) t.encode(c, w.row[c]);
-        this.#encoded.get(t)?.delete(k);
         // Rows in the batch are owned by it (get() hands out copies): update in place.
         const m = this.#slot(t);
         let row = this.#current(t, w.row, k);
@@ -285,7 +336,6 @@ export class BatchWriter {
       }
       case 'add': {
         const k = this.#keyOf(t, w.key);
-        this.#encoded.get(t)?.delete(k);
         const m = this.#slot(t);
         let row = this.#current(t, w.key, k);
         const created = !row;
@@ -304,7 +354,6 @@ export class BatchWriter {
       }
       case 'delete': {
         const k = this.#keyOf(t, w.key);
-        this.#encoded.get(t)?.delete(k);
         this.#slot(t).set(k, null);
         return;
       }
@@ -319,20 +368,18 @@ export class BatchWriter {
     }
   }
 
-  /** Writes every touched row (inside the caller's transaction). */
+  /** Writes every touched row (inside the caller's transaction), many rows per statement. */
   flush(): void {
     for (const [t, rows] of this.#rows) {
-      const encoded = this.#encoded.get(t);
-      for (const [k, row] of rows) {
-        if (!row) continue;
-        const values = encoded?.get(k);
-        if (values) t.upsertEncoded(values);
-        else t.upsert(row);
+      const puts: (readonly unknown[])[] = [];
+      for (const row of rows.values()) {
+        if (row instanceof Encoded) puts.push(row.values);
+        else if (row) puts.push(t.encodeRow(row));
       }
+      t.upsertManyEncoded(puts);
       for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
     }
     this.#rows.clear();
-    this.#encoded.clear();
   }
 }
 

@@ -3,12 +3,14 @@
  * log by `crucible replay`. Each is a pure function of events; `replay --verify` compares their
  * state hashes with the live ones.
  */
-import { requestPairs, type EventData } from '../events/catalog.js';
+import type { EventData } from '../events/catalog.js';
+import { verdictOfCode } from '../core/verdicts.js';
 import { del, put } from './readmodel.js';
-import { pairResultsOf } from './recorded-verdicts.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
-import { ANSWER_SELECTION_TYPES, emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from './answer-selection.js';
+import { answerSelectionProjection } from './answer-selection-rows.js';
+
+export { answerSelectionProjection };
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
@@ -114,7 +116,8 @@ export const rewardsProjection: RowProjection = {
  * event then reads and parses a few kilobytes, not every pair of the request spelled out. */
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  version: 3,
+  // 4: rows built from the stored lists directly and flushed many per statement (same rows).
+  version: 4,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     executions: {
@@ -130,23 +133,62 @@ export const executionsProjection: RowProjection = {
       const d = e.data as EventData<'ExecutionRequested'>;
       return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body: storedBody(d) })];
     }
-    const results = pairResultsOf(e, (id) => {
-      const text = view.get('execution_requests', { request_id: id })?.body as string | undefined;
-      return text === undefined ? undefined : pairsOfStoredBody(text);
-    });
-    return results.map((d) =>
-      put('executions', {
+    if (e.type === 'ExecutionCompleted') return [executionRow(e.data as EventData<'ExecutionCompleted'>)];
+    const d = e.data as EventData<'ProgramExecuted'>;
+    const text = view.get('execution_requests', { request_id: d.requestId })?.body as string | undefined;
+    // A result of a request this log never announced names no pairs.
+    if (text === undefined) return [];
+    // Rows straight from the stored lists and the compact arrays: no per-pair object between.
+    const b = parsedBody(text);
+    const size = b.pairs.length / 2;
+    const cached = new Set(d.cached);
+    return d.pairs.map((at, i) => {
+      if (at >= size) throw new Error(`ProgramExecuted of ${d.requestId} names pair ${at}, but the request has ${size}`);
+      const [programId, programHash] = b.programs[b.pairs[2 * at]!]!;
+      const [testId, testHash] = b.tests[b.pairs[2 * at + 1]!]!;
+      return put('executions', {
         request_id: d.requestId,
-        program_id: d.programId,
-        test_id: d.testId,
-        program_hash: d.programHash,
-        test_hash: d.testHash,
-        verdict: d.verdict,
-        cached: d.cached,
-      }),
-    );
+        program_id: programId,
+        test_id: testId,
+        program_hash: programHash,
+        test_hash: testHash,
+        verdict: verdictOfCode(d.verdicts[i]!),
+        cached: cached.has(i),
+      });
+    });
   },
 };
+
+function executionRow(d: EventData<'ExecutionCompleted'>) {
+  return put('executions', {
+    request_id: d.requestId,
+    program_id: d.programId,
+    test_id: d.testId,
+    program_hash: d.programHash,
+    test_hash: d.testHash,
+    verdict: d.verdict,
+    cached: d.cached,
+  });
+}
+
+interface StoredBody {
+  programs: [string, string][];
+  tests: [string, string][];
+  pairs: number[];
+}
+
+/** The last few bodies parsed, by their text: each program's event of a request reads the
+ * same body (a reward request's is tens of kilobytes). Pure: the text determines the value. */
+const bodies = new Map<string, StoredBody>();
+function parsedBody(text: string): StoredBody {
+  let b = bodies.get(text);
+  if (!b) {
+    b = JSON.parse(text) as StoredBody;
+    if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
+    bodies.set(text, b);
+  }
+  return b;
+}
 
 /** What execution_requests keeps of a request: the lists its results name by position, as
  * [id, hash] pairs so the text does not depend on the key order of the event data. */
@@ -155,16 +197,6 @@ function storedBody(d: EventData<'ExecutionRequested'>): string {
     programs: d.programs.map((p) => [p.programId, p.programHash]),
     tests: d.tests.map((t) => [t.testId, t.testHash]),
     pairs: d.pairs,
-  });
-}
-
-function pairsOfStoredBody(text: string) {
-  const b = JSON.parse(text) as { programs: [string, string][]; tests: [string, string][]; pairs: number[] };
-  return requestPairs({
-    programs: b.programs.map(([programId, programHash]) => ({ programId, programHash })),
-    tests: b.tests.map(([testId, testHash]) => ({ testId, testHash })),
-    pairs: b.pairs,
-    reused: [],
   });
 }
 
@@ -183,62 +215,6 @@ export const policyVersionsProjection: RowProjection = {
     const d = e.data as EventData<'PolicyVersionPublished'>;
     return [put('policy_versions', { role: d.policy.role, version: d.policy.version, name: d.policy.name, round: d.round, params_hash: d.paramsHash })];
   },
-};
-
-/** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
-export const answerSelectionProjection: ReducerProjection<AnswerSelectionState> = {
-  name: 'answer-selection',
-  // 5: the recorded verdicts in its state are kept per program hash (recorded-verdicts.ts).
-  // 6: load outcomes merged by rank, not first come.
-  version: 6,
-  types: ANSWER_SELECTION_TYPES,
-  initial: emptyAnswerSelection,
-  reduce: reduceAnswerSelection,
-  tables: {
-    answer_selection: {
-      columns: {
-        round: 'integer',
-        problem_id: 'text',
-        candidates: 'integer',
-        passing: 'integer',
-        selected_generated: 'text?',
-        generated_pass: 'boolean',
-        selected_with_book: 'text?',
-        with_book_pass: 'boolean',
-        random_pass: 'real',
-        oracle_pass: 'boolean',
-        scores: 'json',
-      },
-      key: ['round', 'problem_id'],
-    },
-    answer_selection_rounds: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
-      key: ['round'],
-    },
-  },
-  rows: (state) => ({
-    answer_selection: state.problems.map((p) => ({
-      round: p.round,
-      problem_id: p.problemId,
-      candidates: p.candidates,
-      passing: p.passing,
-      selected_generated: p.selectedGenerated,
-      generated_pass: p.generatedPass,
-      selected_with_book: p.selectedWithBook,
-      with_book_pass: p.withBookPass,
-      random_pass: p.randomPass,
-      oracle_pass: p.oraclePass,
-      scores: p.scores,
-    })),
-    answer_selection_rounds: roundSelections(state.problems).map((r) => ({
-      round: r.round,
-      problems: r.problems,
-      generated: r.generated,
-      with_book: r.withBook,
-      random: r.random,
-      oracle: r.oracle,
-    })),
-  }),
 };
 
 export const RUN_PROJECTIONS: readonly Projection[] = [

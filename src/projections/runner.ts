@@ -460,13 +460,14 @@ export class ProjectionRunner {
     });
   }
 
-  /** sha256 over the projection's read model (rows in key order; a table-less reducer: its state). */
+  /** sha256 over the projection's read model (rows in key order; a table-less reducer: its
+   * state). Internal tables (working rows) are left out: the hash is of what it shows. */
   async stateHash(name: string): Promise<string> {
     const slot = this.#slot(name);
     if (slot.tables.length === 0) {
       return createHash('sha256').update(canonicalJson(slot.kind === 'reducer' ? slot.state : null)).digest('hex');
     }
-    return this.readModel.hashTables(slot.tables);
+    return this.readModel.hashTables(slot.tables.filter((t) => !t.internal));
   }
 
   async close(): Promise<void> {

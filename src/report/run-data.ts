@@ -12,7 +12,8 @@ import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
-import { roundSelections, type AnswerSelectionState, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
+import { roundSelections, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
+import { readProblemSelections } from '../projections/answer-selection-rows.js';
 import { collectMatrices, type ProblemMatrix, type ReplayedTest } from './matrix.js';
 import { VERDICT_EVENT_TYPES } from '../projections/recorded-verdicts.js';
 
@@ -100,7 +101,7 @@ async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: Projecti
     runner = await ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId });
     await runner.catchUp();
     const config = started.data.config as { name?: unknown; rounds?: unknown } | null;
-    const selection = runner.state<AnswerSelectionState>('answer-selection');
+    const problems = readProblemSelections(runner.readModel.db);
     const summary: RunSummary = {
       dir,
       runId,
@@ -111,7 +112,7 @@ async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: Projecti
       failure: failed?.data.reason ?? null,
       plannedRounds: typeof config?.rounds === 'number' ? config.rounds : null,
       rows: roundRows(runner.state<RoundTableState>('round-table')),
-      selection: roundSelections(selection.problems),
+      selection: roundSelections(problems),
       config: started.data.config,
     };
     return await f(log, runner, summary);
@@ -150,7 +151,7 @@ export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Pr
     }
     return {
       ...summary,
-      problems: runner.state<AnswerSelectionState>('answer-selection').problems,
+      problems: readProblemSelections(runner.readModel.db),
       rewards,
       mistakeBook,
       matrices,

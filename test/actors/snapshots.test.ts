@@ -23,6 +23,7 @@ import { executor } from '../../src/actors/executor.js';
 import { judge } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { makeEvent } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
@@ -110,6 +111,29 @@ describe('actor snapshots', () => {
     // Snapshots live beside the log, never in it.
     expect(await eventsOf(dir)).toEqual(await eventsOf(baseline.dir));
   }, 300_000);
+
+  it('an actor whose state is too large for one JSON string is not snapshotted, and the run goes on', async () => {
+    const dir = path.join(root, 'too-large');
+    cpSync(baseline.dir, dir, { recursive: true });
+    const runId = runIdOf(config());
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(path.join(dir, 'too-large-snapshots.db'), runId);
+    try {
+      // What JSON.stringify throws past V8's longest string (an index of millions of verdicts).
+      const tooLarge = { ...judge, index: { ...judge.index!, serialize: () => ({ toJSON: () => { throw new RangeError('Invalid string length'); } }) } };
+      const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1, codeVersion: '0.1.0' } });
+      await runtime.start();
+      // One more event after the start: the next step folds it and takes snapshots.
+      await log.append('test', [makeEvent('RunFailed', runId, { reason: 'a test event after the run' })], { commitId: 'too-large/after' });
+      expect(await runtime.run()).toBe(true);
+      expect(runtime.snapshotsSkipped.map((s) => s.actor)).toEqual(['judge']);
+      expect(table.latest('judge')).toBeNull();
+      expect(table.latest('solver')).not.toBeNull();
+    } finally {
+      table.close();
+      await log.close();
+    }
+  }, 120_000);
 
   it('a restart from a snapshot and a restart from position 0 give identical actor state', async () => {
     const dir = copyOfStopped('same-state');

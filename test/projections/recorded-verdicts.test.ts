@@ -103,10 +103,12 @@ async function replay(name: string, commits: NewEvent[][], v1 = false) {
   await log.close();
   const db = new Database(join(dir, `${name}-rm.db`), { readonly: true });
   const rows = db.prepare('SELECT * FROM executions ORDER BY request_id, program_id, test_id').all();
+  // Answer selection keeps one verdict letter per pair of a request, whichever shape recorded it.
+  const letters = db.prepare('SELECT request_id, codes, extra FROM answer_selection_requests ORDER BY request_id').all();
   db.close();
   let state = emptyRecordedVerdicts();
   for (const e of stored) state = observeVerdicts(state, e, () => true);
-  return { stored, rows, answers: ['1/p/reward', '2/p/reward'].map((id) => verdictsOf(state, id)) };
+  return { stored, rows, letters, answers: ['1/p/reward', '2/p/reward'].map((id) => verdictsOf(state, id)) };
 }
 
 describe('compact execution records', () => {
@@ -129,6 +131,11 @@ describe('compact execution records', () => {
     expect(compact.rows).toEqual(old.rows);
     expect(compact.rows).toHaveLength(6);
     expect(compact.answers).toEqual(old.answers);
+    expect(compact.letters).toEqual([
+      { request_id: '1/p/reward', codes: 'ARWAS', extra: null },
+      { request_id: '2/p/reward', codes: 'T', extra: null },
+    ]);
+    expect(old.letters).toEqual(compact.letters);
     // Round 2: its executed pair, then the reused ones answered from round 1 (not the sandbox error).
     expect(compact.answers[1]!.map((v) => [v.programId, v.testId, v.verdict, v.reused])).toEqual([
       ['2/p/s0', 'g/2', 'time_limit', false],

@@ -341,3 +341,43 @@ describe('files', () => {
     expect(() => ReadModel.open(join(dir, 'log.db'))).toThrow(NotAReadModelError);
   });
 });
+
+describe('a batch of many rows', () => {
+  it('writes each put row once, many per statement, and reads back puts, merges and deletes within the batch', async () => {
+    // 200 rounds in one commit: one batch puts 200 rows (three multi-row statements and a rest),
+    // merges into some after their put, deletes others, and reads a put row back.
+    const events = Array.from({ length: 200 }, (_, k) => makeEvent('RoundStarted', 'run-a', { round: k, problemIds: [`p${k}`] }));
+    await log.append('s/0', events, { commitId: 'many' });
+    const many: RowProjection = {
+      name: 'many',
+      version: 1,
+      types: ['RoundStarted'],
+      tables: { rounds: { columns: { round: 'integer', name: 'text', doubled: 'integer', flag: 'boolean', extra: 'json?' }, key: ['round', 'name'] } },
+      apply: (e, view) => {
+        if (!isEvent(e, 'RoundStarted')) return [];
+        const r = e.data.round;
+        const key = { round: r, name: e.data.problemIds[0]! };
+        const writes = [put('rounds', { ...key, doubled: 2 * r, flag: r % 2 === 0, extra: r % 5 === 0 ? { at: [r] } : null })];
+        if (r >= 10) {
+          // Reads a row put earlier in the same batch, as stored (booleans and JSON decoded).
+          const back = view.get('rounds', { round: r - 10, name: `p${r - 10}` });
+          if (back && (r - 10) % 5 === 0 && JSON.stringify(back.extra) !== JSON.stringify({ at: [r - 10] })) throw new Error(`read back ${JSON.stringify(back)}`);
+          if (back && r % 7 === 0) writes.push(merge('rounds', { ...key, doubled: (back.doubled as number) + 1 }));
+        }
+        if (r % 11 === 0) writes.push(del('rounds', { round: r - 1, name: `p${r - 1}` }));
+        return writes;
+      },
+    };
+    const r = await runner({ projections: [many] });
+    await r.catchUp();
+    const rows = r.readModel.db.prepare('SELECT round, name, doubled, flag, extra FROM rounds ORDER BY round').all() as { round: number; doubled: number; flag: number; extra: string | null }[];
+    const expected = [];
+    for (let k = 0; k < 200; k++) {
+      if ((k + 1) % 11 === 0) continue;
+      // Merged when the row read back (k - 10) was not deleted by then.
+      const merged = k >= 10 && k % 7 === 0 && (k - 9) % 11 !== 0;
+      expected.push({ round: k, name: `p${k}`, doubled: merged ? 2 * (k - 10) + 1 : 2 * k, flag: k % 2 === 0 ? 1 : 0, extra: k % 5 === 0 ? `{"at":[${k}]}` : null });
+    }
+    expect(rows).toEqual(expected);
+  });
+});

@@ -16,6 +16,9 @@ import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { loadRunDetail, loadRunSummary } from '../../src/report/run-data.js';
 import { compareRuns } from '../../src/report/compare.js';
+import { ProjectionRunner, type ReducerProjection } from '../../src/projections/runner.js';
+import { answerSelectionProjection } from '../../src/projections/run-views.js';
+import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM } from './browser.js';
 
 const exec = promisify(execFile);
@@ -93,6 +96,41 @@ describe('answer selection on a recorded run', () => {
     }
     // The oracle bounds every selector.
     for (const s of detail.selection) expect(Math.max(s.generated ?? 0, s.withBook ?? 0, s.random)).toBeLessThanOrEqual(s.oracle);
+  });
+
+  it('holds, as rows, what the pure reducer over the same log shows (reused verdicts included)', async () => {
+    // The reducer kept as the reference: its state, shown through the same two tables.
+    const shown = answerSelectionProjection.tables;
+    const reference: ReducerProjection<AnswerSelectionState> = {
+      name: 'answer-selection',
+      version: 1,
+      types: answerSelectionProjection.types!,
+      initial: emptyAnswerSelection,
+      reduce: reduceAnswerSelection,
+      tables: { answer_selection: shown.answer_selection!, answer_selection_rounds: shown.answer_selection_rounds! },
+      rows: (state) => ({
+        answer_selection: state.problems.map((p) => ({
+          round: p.round, problem_id: p.problemId, candidates: p.candidates, passing: p.passing, selected_generated: p.selectedGenerated,
+          generated_pass: p.generatedPass, selected_with_book: p.selectedWithBook, with_book_pass: p.withBookPass, random_pass: p.randomPass,
+          oracle_pass: p.oraclePass, scores: p.scores,
+        })),
+        answer_selection_rounds: roundSelections(state.problems).map((r) => ({ round: r.round, problems: r.problems, generated: r.generated, with_book: r.withBook, random: r.random, oracle: r.oracle })),
+      }),
+    };
+    const log = await openSqliteLog(path.join(a.dir, 'log.db'), { create: false });
+    const hashes: string[] = [];
+    const rows: unknown[] = [];
+    for (const [i, p] of [reference, answerSelectionProjection].entries()) {
+      // Small batches: the row projection reads rows written by earlier batches.
+      const runner = await ProjectionRunner.replayInto(path.join(root, `selection-${i}.db`), { log, projections: [p], runId: a.runId, batchSize: 97 });
+      hashes.push(await runner.stateHash('answer-selection'));
+      rows.push(runner.readModel.db.prepare('SELECT * FROM answer_selection_rounds ORDER BY round').all());
+      await runner.close();
+    }
+    await log.close();
+    expect(rows[1]).toEqual(rows[0]);
+    expect((rows[0] as unknown[]).length).toBe(4);
+    expect(hashes[1]).toBe(hashes[0]);
   });
 
   it('is kept live and verified by replay like every read model', async () => {

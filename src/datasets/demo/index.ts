@@ -95,8 +95,19 @@ export function toDemoProblem(f: DemoProblemFile, file: string): DemoProblem {
   return { problem, extras, file };
 }
 
-/** Every demo problem with its extras, in file order. Ids are checked unique. */
+/** The bundled set as parsed once per process (its files ship with the package and are never
+ * written): YAML parsing costs more than a small run's whole orchestration. */
+let bundled: DemoProblem[] | null = null;
+
+/** Every demo problem with its extras, in file order. Ids are checked unique. Each call gets
+ * its own copy. */
 export function loadDemo(dir = DEMO_DIR): DemoProblem[] {
+  if (dir !== DEMO_DIR) return parseDemoDir(dir);
+  bundled ??= parseDemoDir(dir);
+  return structuredClone(bundled);
+}
+
+function parseDemoDir(dir: string): DemoProblem[] {
   const out = demoFiles(dir).map((file) => toDemoProblem(readDemoFile(file), file));
   const seen = new Set<string>();
   for (const d of out) {

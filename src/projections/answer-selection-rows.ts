@@ -1,0 +1,355 @@
+/**
+ * Answer selection (see answer-selection.ts) as a row projection: what the reducer kept in one
+ * state, serialized whole at every checkpoint (every verdict of the run), is kept here in
+ * internal rows, so a batch writes only the rows its events touch:
+ *  - answer_selection_requests: each request's lists in stored form and one verdict letter per
+ *    pair ('.' until answered); kept, since a later request may reuse its verdicts;
+ *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
+ *    log order: a reused pair's verdict is the newest of them that ran the pair (not a
+ *    sandbox error), the reducer's by-pair memory read backwards;
+ *  - answer_selection_open: the candidates and usable generated tests of a problem-round until
+ *    ProblemEvaluated;
+ *  - answer_selection_round_sums: per round, the running sums whose means answer_selection_rounds
+ *    shows, added in event order so the means are the reducer's to the last bit.
+ * The shown tables (answer_selection, answer_selection_rounds) hold the reducer's rows exactly,
+ * so the projection's state hash, which reads shown tables only, is the reducer's.
+ */
+import type Database from 'better-sqlite3';
+import type { EventEnvelope } from '../events/envelope.js';
+import type { EventData, ExecutionPair } from '../events/catalog.js';
+import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
+import { put, del, type ReadView, type RowWrite } from './readmodel.js';
+import type { RowProjection } from './runner.js';
+import {
+  ANSWER_SELECTION_TYPES,
+  scoreCandidates,
+  selectForProblem,
+  type CandidateScore,
+  type ProblemSelection,
+} from './answer-selection.js';
+import type { RequestVerdict } from './recorded-verdicts.js';
+
+const REQUESTS = 'answer_selection_requests';
+const PROGRAMS = 'answer_selection_programs';
+const OPEN = 'answer_selection_open';
+const SUMS = 'answer_selection_round_sums';
+/** A pair whose result is not recorded yet. */
+const UNANSWERED = '.';
+const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
+
+/** A request as kept: its lists, as [id, hash] and flat index pairs. */
+interface StoredRequest {
+  programs: [string, string][];
+  tests: [string, string][];
+  pairs: number[];
+  reused: number[];
+}
+
+interface RequestRow {
+  request_id: string;
+  problem_id: string;
+  body: string;
+  codes: string;
+  /** Older per-pair results that name no pair of the request: [programId, programHash, testId, testHash, letter]. */
+  extra: string | null;
+}
+
+interface OpenRow {
+  candidates: { solutionId: string; programHash: string; index: number }[];
+  generatedTests: string[];
+}
+
+const collected = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
+
+/** Parsed request bodies, by their text: a problem-round's requests are read several times. */
+class Bodies {
+  readonly #parsed = new Map<string, StoredRequest>();
+  of(text: string): StoredRequest {
+    let b = this.#parsed.get(text);
+    if (!b) {
+      b = JSON.parse(text) as StoredRequest;
+      if (this.#parsed.size > 64) this.#parsed.clear();
+      this.#parsed.set(text, b);
+    }
+    return b;
+  }
+}
+
+function requestRow(view: ReadView, requestId: string): RequestRow | undefined {
+  return view.get(REQUESTS, { request_id: requestId }) as RequestRow | undefined;
+}
+
+/** Sets the letters of `positions` (a ProgramExecuted's pairs) in a request's letter string. */
+function withLetters(codes: string, positions: readonly number[], letters: string): string {
+  const chars = codes.split('');
+  positions.forEach((at, i) => {
+    if (at >= 0 && at < chars.length) chars[at] = letters[i]!;
+  });
+  return chars.join('');
+}
+
+/** Notes that `requestId` executed `programHash` (once per request; log order). */
+function noteProgram(view: ReadView, problemId: string, programHash: string, requestId: string): RowWrite[] {
+  const key = { problem_id: problemId, program_hash: programHash };
+  const row = view.get(PROGRAMS, key) as { requests: string } | undefined;
+  const requests = row ? (JSON.parse(row.requests) as string[]) : [];
+  if (requests[requests.length - 1] === requestId) return [];
+  requests.push(requestId);
+  return [put(PROGRAMS, { ...key, requests: JSON.stringify(requests) })];
+}
+
+/** A program's recorded verdicts in a problem, by test hash: the newest that is not a sandbox
+ * error (its requests in log order, each request's pairs in order, later ones overwriting). */
+function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, programHash: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const row = view.get(PROGRAMS, { problem_id: problemId, program_hash: programHash }) as { requests: string } | undefined;
+  if (!row) return out;
+  for (const requestId of JSON.parse(row.requests) as string[]) {
+    const req = requestRow(view, requestId);
+    if (!req) continue;
+    const b = bodies.of(req.body);
+    for (let i = 0; i < b.pairs.length / 2; i++) {
+      const letter = req.codes[i]!;
+      if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
+      if (b.programs[b.pairs[2 * i]!]![1] === programHash) out.set(b.tests[b.pairs[2 * i + 1]!]![1], letter);
+    }
+    // Older per-pair results outside the request's pairs came after its pairs' results.
+    if (req.extra) {
+      for (const [, ph, , th, letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) {
+        if (ph === programHash && letter !== SANDBOX_ERROR) out.set(th, letter);
+      }
+    }
+  }
+  return out;
+}
+
+/** What the reducer's verdictsOf gives for a collected request: executed, then reused. */
+function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): RequestVerdict[] {
+  const req = requestRow(view, requestId);
+  if (!req) return [];
+  const b = bodies.of(req.body);
+  const out: RequestVerdict[] = [];
+  for (let i = 0; i < b.pairs.length / 2; i++) {
+    const letter = req.codes[i]!;
+    if (letter === UNANSWERED) continue;
+    const [programId, programHash] = b.programs[b.pairs[2 * i]!]!;
+    const [testId, testHash] = b.tests[b.pairs[2 * i + 1]!]!;
+    out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
+  }
+  if (req.extra) {
+    for (const [programId, programHash, testId, testHash, letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) {
+      out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
+    }
+  }
+  // Each reused program's recorded verdicts are gathered once, not once per pair.
+  const byProgram = new Map<string, Map<string, string>>();
+  for (let i = 0; i < b.reused.length; i += 2) {
+    const [programId, programHash] = b.programs[b.reused[i]!]!;
+    const [testId, testHash] = b.tests[b.reused[i + 1]!]!;
+    let known = byProgram.get(programHash);
+    if (!known) byProgram.set(programHash, (known = recordedVerdicts(view, bodies, req.problem_id, programHash)));
+    const letter = known.get(testHash);
+    if (letter !== undefined) out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: true });
+  }
+  return out;
+}
+
+function openRow(view: ReadView, key: string): OpenRow {
+  const row = view.get(OPEN, { key }) as { body: string } | undefined;
+  return row ? (JSON.parse(row.body) as OpenRow) : { candidates: [], generatedTests: [] };
+}
+
+const ran = (scores: readonly CandidateScore[], withBook: boolean) =>
+  scores.some((c) => c.generated.run + (withBook ? c.book.run : 0) > 0);
+
+interface SumsRow {
+  round: number;
+  problems: number;
+  generated: number;
+  with_book: number;
+  random: number;
+  oracle: number;
+  generated_ran: boolean;
+  with_book_ran: boolean;
+}
+
+function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>): RowWrite[] {
+  const key = `${d.round}/${d.problemId}`;
+  const o = openRow(view, key);
+  const bodies = new Bodies();
+  const scores = scoreCandidates({
+    candidates: o.candidates,
+    generatedTests: new Set(o.generatedTests),
+    reward: verdictsOfRequest(view, bodies, `${key}/reward`),
+    heldOut: verdictsOfRequest(view, bodies, `${key}/heldout`),
+  });
+  const p = selectForProblem(d.round, d.problemId, scores);
+  const s = (view.get(SUMS, { round: d.round }) as SumsRow | undefined) ?? {
+    round: d.round, problems: 0, generated: 0, with_book: 0, random: 0, oracle: 0, generated_ran: false, with_book_ran: false,
+  };
+  // Added in event order, as the reducer's means add the round's problems.
+  const sums: SumsRow = {
+    round: d.round,
+    problems: s.problems + 1,
+    generated: s.generated + (p.generatedPass ? 1 : 0),
+    with_book: s.with_book + (p.withBookPass ? 1 : 0),
+    random: s.random + p.randomPass,
+    oracle: s.oracle + (p.oraclePass ? 1 : 0),
+    generated_ran: s.generated_ran || ran(scores, false),
+    with_book_ran: s.with_book_ran || ran(scores, true),
+  };
+  return [
+    del(OPEN, { key }),
+    put('answer_selection', selectionRow(p)),
+    put(SUMS, { ...sums }),
+    put('answer_selection_rounds', {
+      round: d.round,
+      problems: sums.problems,
+      generated: sums.generated_ran ? sums.generated / sums.problems : null,
+      with_book: sums.with_book_ran ? sums.with_book / sums.problems : null,
+      random: sums.random / sums.problems,
+      oracle: sums.oracle / sums.problems,
+    }),
+  ];
+}
+
+function selectionRow(p: ProblemSelection) {
+  return {
+    round: p.round,
+    problem_id: p.problemId,
+    candidates: p.candidates,
+    passing: p.passing,
+    selected_generated: p.selectedGenerated,
+    generated_pass: p.generatedPass,
+    selected_with_book: p.selectedWithBook,
+    with_book_pass: p.withBookPass,
+    random_pass: p.randomPass,
+    oracle_pass: p.oraclePass,
+    scores: p.scores,
+  };
+}
+
+function requested(d: EventData<'ExecutionRequested'>): RowWrite[] {
+  const body: StoredRequest = {
+    programs: d.programs.map((p) => [p.programId, p.programHash]),
+    tests: d.tests.map((t) => [t.testId, t.testHash]),
+    pairs: d.pairs,
+    // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
+    reused: collected(d.purpose) ? d.reused : [],
+  };
+  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, body: JSON.stringify(body), codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
+}
+
+function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
+  const req = requestRow(view, d.requestId);
+  // A result of a request this log never announced is nobody's verdict.
+  if (!req) return [];
+  return [put(REQUESTS, { ...req, codes: withLetters(req.codes, d.pairs, d.verdicts) }), ...noteProgram(view, req.problem_id, d.programHash, d.requestId)];
+}
+
+/** An older per-pair result: set at its pair's position, or kept beside when it names none. */
+function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite[] {
+  const req = requestRow(view, d.requestId);
+  if (!req) return [];
+  const b = JSON.parse(req.body) as StoredRequest;
+  const letter = VERDICT_CODES[d.verdict];
+  let at = -1;
+  for (let i = 0; i < b.pairs.length / 2 && at < 0; i++) {
+    if (b.programs[b.pairs[2 * i]!]![0] === d.programId && b.tests[b.pairs[2 * i + 1]!]![0] === d.testId && req.codes[i] === UNANSWERED) at = i;
+  }
+  const row =
+    at >= 0
+      ? { ...req, codes: withLetters(req.codes, [at], letter) }
+      : { ...req, extra: JSON.stringify([...(req.extra ? (JSON.parse(req.extra) as unknown[]) : []), [d.programId, d.programHash, d.testId, d.testHash, letter]]) };
+  return [put(REQUESTS, row), ...noteProgram(view, req.problem_id, d.programHash, d.requestId)];
+}
+
+export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly RowWrite[] {
+  switch (e.type) {
+    case 'SolutionSampled': {
+      const d = e.data as EventData<'SolutionSampled'>;
+      const key = `${d.round}/${d.problemId}`;
+      const o = openRow(view, key);
+      o.candidates.push({ solutionId: d.solutionId, programHash: d.programHash, index: d.sampling.index });
+      return [put(OPEN, { key, body: JSON.stringify(o) })];
+    }
+    case 'TestsJudged': {
+      const d = e.data as EventData<'TestsJudged'>;
+      const key = `${d.round}/${d.problemId}`;
+      const o = openRow(view, key);
+      for (const t of d.tests) if (t.oracleHash !== null) o.generatedTests.push(t.testId);
+      return [put(OPEN, { key, body: JSON.stringify(o) })];
+    }
+    case 'ExecutionRequested':
+      return requested(e.data as EventData<'ExecutionRequested'>);
+    case 'ProgramExecuted':
+      return executed(view, e.data as EventData<'ProgramExecuted'>);
+    case 'ExecutionCompleted':
+      return completed(view, e.data as EventData<'ExecutionCompleted'>);
+    case 'ProblemEvaluated':
+      return evaluated(view, e.data as EventData<'ProblemEvaluated'>);
+    default:
+      return [];
+  }
+}
+
+/** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
+export const answerSelectionProjection: RowProjection = {
+  name: 'answer-selection',
+  // 6: rows (internal tables for the verdicts), not a state serialized at every checkpoint.
+  version: 6,
+  types: ANSWER_SELECTION_TYPES,
+  tables: {
+    answer_selection: {
+      columns: {
+        round: 'integer',
+        problem_id: 'text',
+        candidates: 'integer',
+        passing: 'integer',
+        selected_generated: 'text?',
+        generated_pass: 'boolean',
+        selected_with_book: 'text?',
+        with_book_pass: 'boolean',
+        random_pass: 'real',
+        oracle_pass: 'boolean',
+        scores: 'json',
+      },
+      key: ['round', 'problem_id'],
+    },
+    answer_selection_rounds: {
+      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
+      key: ['round'],
+    },
+    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', body: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
+    [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
+    [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
+    [SUMS]: {
+      columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real', generated_ran: 'boolean', with_book_ran: 'boolean' },
+      key: ['round'],
+      internal: true,
+    },
+  },
+  apply: applyAnswerSelection,
+};
+
+/** The problem selections of a read model, in the order they were evaluated (rows are only
+ * ever inserted, so rowid order is event order). */
+export function readProblemSelections(db: Database.Database): ProblemSelection[] {
+  const rows = db.prepare('SELECT round, problem_id, candidates, passing, selected_generated, generated_pass, selected_with_book, with_book_pass, random_pass, oracle_pass, scores FROM answer_selection ORDER BY rowid').all() as {
+    round: number; problem_id: string; candidates: number; passing: number; selected_generated: string | null; generated_pass: number;
+    selected_with_book: string | null; with_book_pass: number; random_pass: number; oracle_pass: number; scores: string;
+  }[];
+  return rows.map((r) => ({
+    round: r.round,
+    problemId: r.problem_id,
+    candidates: r.candidates,
+    passing: r.passing,
+    selectedGenerated: r.selected_generated,
+    generatedPass: r.generated_pass === 1,
+    selectedWithBook: r.selected_with_book,
+    withBookPass: r.with_book_pass === 1,
+    randomPass: r.random_pass,
+    oraclePass: r.oracle_pass === 1,
+    scores: JSON.parse(r.scores) as CandidateScore[],
+  }));
+}
