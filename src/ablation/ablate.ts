@@ -24,7 +24,7 @@ import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_T
 import { AblationError, VariantRefusedError } from './errors.js';
 import { OverlayBlobStore } from './variant-log.js';
 import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
-import { JUDGE_STREAM, RecordedAnswers, VariantJudge } from './rejudge.js';
+import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
@@ -139,9 +139,11 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     const blobs = new OverlayBlobStore(req.log.blobs);
     const problems = new Map<string, Problem>();
     for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await blobs.getText(ref.problemHash))));
-    let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs));
+    const recordedJudge = new RecordedJudge();
+    let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge));
     let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
-    let answers = new RecordedAnswers(verdicts);
+    // The recorded verdicts as the variants read them, built again only after a verdict event.
+    let answers: RecordedAnswers | null = null;
     const requestsOf = new Map<string, string[]>();
     const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
     const pages = req.log.readPages ? req.log.readPages({ to }, { runId }) : (async function* () {
@@ -153,13 +155,14 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
         eventsRead++;
         if (verdictTypes.has(e.type)) {
           verdicts = observeVerdicts(verdicts, e, () => true);
-          answers = new RecordedAnswers(verdicts);
+          answers = null;
           if (e.type === 'ExecutionRequested') {
             const r = e.data as EventData<'ExecutionRequested'>;
             const k = `${r.round}/${r.problemId}`;
             requestsOf.set(k, [...(requestsOf.get(k) ?? []), r.requestId]);
           }
         }
+        answers ??= new RecordedAnswers(verdicts);
         for (const judge of judges) {
           try {
             await judge.step(e, answers);
@@ -169,12 +172,13 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
             judges = judges.filter((j) => j !== judge);
           }
         }
+        recordedJudge.fold(e);
         if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) {
           // Every variant has judged this problem-round: its per-request lists can go.
           const r = e.data as EventData<'ProblemEvaluated'>;
           const k = `${r.round}/${r.problemId}`;
           verdicts = forgetRequests(verdicts, requestsOf.get(k) ?? []);
-          answers = new RecordedAnswers(verdicts);
+          answers = null;
           requestsOf.delete(k);
         }
       }

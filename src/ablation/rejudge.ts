@@ -15,7 +15,7 @@
 import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { judgeMachine } from '../actors/judge.js';
 import { judgementOf } from '../actors/methods/index.js';
-import type { Pair, Verdicts } from '../actors/methods/contract.js';
+import type { JudgeArgs, JudgementSteps, Pair, Verdicts } from '../actors/methods/contract.js';
 import { RunEnv, type PolicyBackend } from '../actors/env.js';
 import type { ProblemRound } from '../actors/judge-state.js';
 import type { Problem } from '../core/problem.js';
@@ -25,7 +25,7 @@ import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
 import { loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
-import { emptyMistakeBook, topTests } from '../rewards/mistake-book.js';
+import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookState } from '../rewards/mistake-book.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { BOOK_SETTINGS, type Variant } from './variant.js';
 
@@ -47,7 +47,7 @@ const NO_SANDBOX: Sandbox = {
 };
 
 /** A variant samples and trains nothing: the policy backend it is given refuses. */
-const NO_POLICIES: PolicyBackend = {
+export const NO_POLICIES: PolicyBackend = {
   name: 'none',
   exactBasis: null,
   initialParams: () => {
@@ -107,26 +107,73 @@ export class RecordedAnswers {
   }
 }
 
+/**
+ * The Judge's state as the recorded events build it (problem-rounds, stages, EvolveCoder and TCS
+ * state), folded once for every variant: a variant changes none of it. Only the Mistake Books
+ * differ between variants, and each variant keeps its own. Also keeps, per problem-round, the
+ * settings-free part of a judgement (JudgementSteps.basis) computed from the recorded requests,
+ * so variants that judge the same recorded verdicts compute it once.
+ */
+export class RecordedJudge {
+  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  readonly #bases = new Map<string, Map<unknown, Promise<unknown>>>();
+
+  /** Folds one recorded event (after every variant has stepped over it). */
+  fold(e: EventEnvelope): void {
+    if (!MACHINE_TYPES.has(e.type) || (e.type === 'MistakeBookUpdated' && e.stream === JUDGE_STREAM)) return;
+    const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: e });
+    if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
+    this.#snapshot = next;
+    // The problem-round is closed: its bases are not asked for again.
+    if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#bases.delete(roundKey(e.data as { round: number; problemId: string }));
+  }
+
+  get context(): SnapshotFrom<typeof judgeMachine>['context'] {
+    return this.#snapshot.context;
+  }
+
+  open(key: string): ProblemRound {
+    const p = this.#snapshot.context.open[key];
+    if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
+    return p;
+  }
+
+  /** The basis of `key` from the recorded requests, computed by the first variant asking. */
+  basis<B>(key: string, steps: JudgementSteps<B>, compute: () => Promise<B>): Promise<B> {
+    let byStep = this.#bases.get(key);
+    if (!byStep) this.#bases.set(key, (byStep = new Map()));
+    let out = byStep.get(steps.basis) as Promise<B> | undefined;
+    if (!out) byStep.set(steps.basis, (out = compute()));
+    return out;
+  }
+}
+
 export class VariantJudge {
   readonly variant: Variant;
   /** The variant's events, positions renumbered from 1. */
   readonly events: EventEnvelope[] = [];
   readonly #env: RunEnv;
   readonly #problems: ReadonlyMap<string, Problem>;
-  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  readonly #recorded: RecordedJudge;
+  /** The variant's own Mistake Books, folded from the changes its judgement made. */
+  #books: Record<string, MistakeBookState> = {};
   readonly #judged = new Set<string>();
   /** Requests whose pairs the variant planned again: requestId -> the pairs it needs. */
   readonly #replanned = new Map<string, Pair[]>();
+  /** Problem-rounds with a request planned again: their judgement reads the variant's own verdicts. */
+  readonly #replannedRounds = new Set<string>();
   readonly #rederivesBook: boolean;
 
-  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore) {
+  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore, recorded: RecordedJudge) {
     this.variant = variant;
     this.#problems = problems;
+    this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
     this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
   }
 
-  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it. */
+  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it.
+   * The shared RecordedJudge has folded every event before this one. */
   async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
     if (e.stream !== JUDGE_STREAM) return this.#emit(e);
     if (e.type === 'ExecutionRequested') {
@@ -142,12 +189,10 @@ export class VariantJudge {
   }
 
   #emit(e: EventEnvelope): void {
-    const out = { ...e, position: asPosition(this.events.length + 1) };
-    this.events.push(out);
-    if (MACHINE_TYPES.has(e.type)) {
-      const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: out });
-      if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
-      this.#snapshot = next;
+    this.events.push({ ...e, position: asPosition(this.events.length + 1) });
+    if (e.type === 'MistakeBookUpdated') {
+      const d = e.data as EventData<'MistakeBookUpdated'>;
+      this.#books = { ...this.#books, [d.problemId]: applyMistakeBookChanges(this.#books[d.problemId] ?? emptyMistakeBook(), d.changes) };
     }
   }
 
@@ -167,19 +212,13 @@ export class VariantJudge {
     };
   }
 
-  #open(key: string): ProblemRound {
-    const p = this.#snapshot.context.open[key];
-    if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
-    return p;
-  }
-
   /** The reward request as the variant's Mistake Book plans it: the recorded generated-test pairs,
    * then the variant's replayed tests per program (and the reference on them for the blacklist),
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
-    const p = this.#open(roundKey(d));
+    const p = this.#recorded.open(roundKey(d));
     const cfg = this.variant.config.mistakeBook;
-    const book = this.#snapshot.context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
+    const book = this.#books[d.problemId] ?? emptyMistakeBook();
     const history = cfg.enabled ? topTests(book, cfg.replay) : [];
     const recorded = [...requestPairs(d), ...reusedPairs(d)];
     const generated = recorded.filter((x) => !x.testId.startsWith(HIST_SUITE));
@@ -202,6 +241,7 @@ export class VariantJudge {
     })();
     if (same) return e;
     this.#replanned.set(d.requestId, want);
+    this.#replannedRounds.add(roundKey(d));
     // Pairs this request executed in the run stay its own, in their recorded order (the recorded
     // results name them by position); the others are answered from earlier records. What the
     // variant's judgement reads is `want` (see #verdicts).
@@ -251,20 +291,26 @@ export class VariantJudge {
   }
 
   async #judge(key: string, answers: RecordedAnswers): Promise<NewEvent[]> {
-    const p = this.#open(key);
-    const ctx = this.#snapshot.context;
+    const p = this.#recorded.open(key);
+    const ctx = this.#recorded.context;
     const problem = this.#problems.get(p.problemId);
     if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
-    return judgementOf(this.variant.config.method).judge({
+    const args: JudgeArgs = {
       env: this.#env,
       problem,
       round: p,
-      book: ctx.mistakeBooks[p.problemId] ?? emptyMistakeBook(),
+      book: this.#books[p.problemId] ?? emptyMistakeBook(),
       verdicts: (requestId) => this.#verdicts(requestId, p, answers),
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
       tcsBuffer: ctx.tcsBuffers[p.problemId] ?? [],
-    });
+    };
+    const method = judgementOf(this.variant.config.method);
+    const steps = method.steps;
+    if (!steps) return method.judge(args);
+    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
+    // A variant that planned a request of this problem-round again judges its own verdicts.
+    return steps.finish(await (this.#replannedRounds.has(key) ? basis() : this.#recorded.basis(key, steps, basis)), args);
   }
 }
