@@ -10,7 +10,8 @@
  *  - the judgement (rewards, advantages, TOPVAR, Mistake Book changes, evaluation) is computed
  *    again by the run's own method module (src/actors/methods), every verdict it asks for
  *    answered from the recorded verdicts (read only through src/projections/recorded-verdicts).
- * A verdict the log does not hold refuses the variant, naming the settings that asked for it.
+ * A verdict the log does not hold refuses the variant, naming the settings that asked for it, or
+ * with --execute is run into the variant's own log (./execute.ts).
  */
 import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { judgeMachine } from '../actors/judge.js';
@@ -24,17 +25,21 @@ import { catalog, requestBody, requestPairs, reusedPairs, type EventData } from 
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
-import { loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
+import { emptyRecordedVerdicts, loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
 import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookState } from '../rewards/mistake-book.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { BOOK_SETTINGS, type Variant } from './variant.js';
+import type { VariantExecutions } from './execute.js';
 
 /** The stream the Judge writes to (runtime.ts appends each actor's outputs under its name). */
 export const JUDGE_STREAM = 'judge';
 const HIST_SUITE = 'mistake-book/';
+/** The purpose (and request id suffix) of the executions a variant runs with --execute. */
+const EXECUTED_PURPOSE = 'mistake-book';
 /** Events of the Judge's judgement commit; the first of a problem-round triggers the variant's. */
 const JUDGEMENT_TYPES = new Set(['RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated']);
-/** What the Judge's machine folds (executions are answered from recorded verdicts instead). */
+/** What the Judge's machine folds (executions are answered from recorded verdicts instead); it is
+ * folded once over the recorded events for every variant (RecordedJudge). */
 const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
 
 const refuseWork = (what: string) => new AblationError(`a variant re-judges recorded executions: ${what} is never called`);
@@ -163,9 +168,14 @@ export class VariantJudge {
   /** Problem-rounds with a request planned again: their judgement reads the variant's own verdicts. */
   readonly #replannedRounds = new Set<string>();
   readonly #rederivesBook: boolean;
+  /** With --execute: where the pairs nobody recorded are run (else such a variant is refused). */
+  readonly #executions: VariantExecutions | null;
+  /** The verdicts of the executions the variant ran (or found in its own log). */
+  #own: RecordedVerdicts = emptyRecordedVerdicts();
 
-  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore, recorded: RecordedJudge) {
+  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore, recorded: RecordedJudge, executions: VariantExecutions | null = null) {
     this.variant = variant;
+    this.#executions = executions;
     this.#problems = problems;
     this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
@@ -251,14 +261,13 @@ export class VariantJudge {
     return { ...e, id: `${e.id}/${this.variant.name}`, data };
   }
 
-  /** Verdicts of a request as the variant needs them, from the recorded ones. */
-  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
-    const want = this.#replanned.get(requestId);
-    if (!want) return answers.of(requestId);
-    const state = answers.state;
-    const byKey = new Map<string, RequestVerdict>(verdictsOf(state, requestId).map((v) => [pairKey(v), v]));
-    const lacking = want.filter((x) => !byKey.has(pairKey(x)));
-    if (lacking.length > 0) {
+  /** What a replanned request needs, answered from the recorded verdicts (its own, then those
+   * other requests of the problem recorded) and then from the variant's own executions. */
+  #answer(requestId: string, want: readonly Pair[], p: ProblemRound, answers: RecordedAnswers): { byKey: Map<string, RequestVerdict>; missing: Pair[] } {
+    const byKey = new Map<string, RequestVerdict>(verdictsOf(answers.state, requestId).map((v) => [pairKey(v), v]));
+    for (const state of [answers.state, this.#own]) {
+      const lacking = want.filter((x) => !byKey.has(pairKey(x)));
+      if (lacking.length === 0) break;
       // Pairs recorded by other requests of the problem: asked for as one more request reusing them.
       const probe = `${requestId}/variant`;
       const asked: EventEnvelope = {
@@ -276,7 +285,29 @@ export class VariantJudge {
       };
       for (const v of verdictsOf(observeVerdicts(state, asked, () => true), probe)) byKey.set(pairKey(v), v);
     }
-    const missing = want.filter((x) => !byKey.has(pairKey(x)));
+    return { byKey, missing: want.filter((x) => !byKey.has(pairKey(x))) };
+  }
+
+  /** With --execute: runs the pairs the problem-round's replanned requests need and nobody
+   * recorded, into the variant's own log, and adds them to the variant's events. */
+  async #executeMissing(key: string, p: ProblemRound, answers: RecordedAnswers): Promise<void> {
+    if (!this.#executions) return;
+    for (const [requestId, want] of this.#replanned) {
+      if (!requestId.startsWith(`${key}/`)) continue;
+      const { missing } = this.#answer(requestId, want, p, answers);
+      if (missing.length === 0) continue;
+      for (const e of await this.#executions.run(p.round, p.problemId, `${key}/${EXECUTED_PURPOSE}`, missing)) {
+        this.#emit(e);
+        this.#own = observeVerdicts(this.#own, e, () => false);
+      }
+    }
+  }
+
+  /** Verdicts of a request as the variant needs them, from the recorded ones (and its own executions). */
+  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
+    const want = this.#replanned.get(requestId);
+    if (!want) return answers.of(requestId);
+    const { byKey, missing } = this.#answer(requestId, want, p, answers);
     if (missing.length > 0) {
       const settings = this.variant.overrides.map((o) => o.key).filter((k) => BOOK_SETTINGS.includes(k));
       const first = missing[0]!;
@@ -284,7 +315,7 @@ export class VariantJudge {
         this.variant.name,
         settings.length > 0 ? settings.join(', ') : null,
         `needs ${missing.length} verdict(s) the run never recorded (round ${p.round}, problem ${p.problemId}: e.g. program ${first.programId} on ${first.testId.startsWith(HIST_SUITE) ? 'Mistake Book test' : 'test'} ${first.testHash.slice(0, 12)}); ` +
-          'a variant answers only from recorded executions (executing new ones, --execute, is not built)',
+          'a variant answers only from recorded executions unless --execute runs the missing ones into its own log',
       );
     }
     return want.map((x) => asCompleted(requestId, byKey.get(pairKey(x))!));
@@ -295,6 +326,7 @@ export class VariantJudge {
     const ctx = this.#recorded.context;
     const problem = this.#problems.get(p.problemId);
     if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
+    await this.#executeMissing(key, p, answers);
     const args: JudgeArgs = {
       env: this.#env,
       problem,

@@ -5,7 +5,8 @@
  * rewards; refusals name the setting and why; a second call is answered from the variant's file.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -15,7 +16,10 @@ import { smallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
-import type { EventData } from '../../src/events/catalog.js';
+import { requestPairs, type EventData } from '../../src/events/catalog.js';
+import type { RunConfig } from '../../src/config/schema.js';
+import { sandboxOptions } from '../../src/actors/run.js';
+import { createSandbox } from '../../src/sandbox/index.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
@@ -56,6 +60,26 @@ function rewardsOf(file: string, role: 'code' | 'test'): Map<string, RewardRow> 
   }
 }
 
+/** sha256 of the run's log files (the log and its WAL), by name. */
+function fileDigests(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir).filter((n) => n.startsWith('log.db')).sort()) {
+    const file = path.join(dir, name);
+    if (statSync(file).isFile()) out[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
+  }
+  return out;
+}
+
+/** A black-box run (a program runs only the replayed tests, so a wider replay needs pairs the
+ * run never executed), made once for the tests that need it. */
+let blackboxRun: Promise<{ outcome: RunOutcome; log: EventLog }> | null = null;
+const blackbox = () =>
+  (blackboxRun ??= (async () => {
+    const config = smallConfig(root, { name: 'blackbox' });
+    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
+    return { outcome: bb, log: await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false }) };
+  })());
+
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-ablate-'));
   // White-box with TOPVAR: each suite has one target program, whose validity the test reward reads.
@@ -74,6 +98,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await log?.close();
+  if (blackboxRun) await (await blackboxRun).log.close();
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -211,22 +236,79 @@ describe('crucible ablate', () => {
   });
 
   it('refuses, mid-way and alone, a variant whose Mistake Book replays tests on programs that never ran them', async () => {
-    // Black-box: a program runs only the replayed tests, so a larger replay asks for pairs the run never executed.
-    const config = smallConfig(root, { name: 'blackbox' });
-    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
-    const bbLog = await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false });
+    const bb = await blackbox();
+    const result = await ablate({ log: bb.log, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
+    const [wide, narrow] = result.variants;
+    expect(wide?.status).toBe('refused');
+    if (wide?.status !== 'refused') return;
+    expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
+    expect(wide.reason).toMatch(
+      /^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions unless --execute runs the missing ones into its own log$/,
+    );
+    // The other variant of the same read is answered.
+    expect(narrow?.status).toBe('answered');
+    expect(answered(narrow).log).toBeNull();
+  }, 300_000);
+
+  it('--execute runs the missing executions in a real sandbox into the variant\'s own log, never the run\'s', async () => {
+    const bb = await blackbox();
+    const logFile = path.join(bb.outcome.dir, 'log.db');
+    const before = fileDigests(bb.outcome.dir);
+    const dir = path.join(root, 'ablations-exec');
+    const execute = { sandbox: (config: RunConfig) => createSandbox(sandboxOptions(config)) };
+    const wideSpec = () => spec('wide:mistakeBook.replay=64,mistakeBook.cap=null');
+    const first = await ablate({ log: bb.log, dir, variants: [wideSpec(), spec('narrow:mistakeBook.replay=1')], execute });
+    const [wide, narrow] = first.variants.map(answered);
+    expect(wide!.executed).toBeGreaterThan(0);
+    // A variant that needs no new execution runs none and has no log of its own.
+    expect([narrow!.executed, narrow!.log]).toEqual([0, null]);
+    // The variant's log holds the new executions: Mistake Book tests on the run's programs.
+    const own = await openSqliteLog(wide!.log!, { create: false });
+    let pairs = 0;
+    let results = 0;
     try {
-      const result = await ablate({ log: bbLog, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
-      const [wide, narrow] = result.variants;
-      expect(wide?.status).toBe('refused');
-      if (wide?.status !== 'refused') return;
-      expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
-      expect(wide.reason).toMatch(/^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions/);
-      // The other variant of the same read is answered.
-      expect(narrow?.status).toBe('answered');
+      for await (const e of own.read({}, {})) {
+        expect(e.runId).toBe(bb.outcome.runId);
+        if (e.type === 'ExecutionRequested') {
+          const d = e.data as EventData<'ExecutionRequested'>;
+          expect(d.purpose).toBe('mistake-book');
+          for (const x of requestPairs(d)) expect(x.testId.startsWith('mistake-book/')).toBe(true);
+          pairs += requestPairs(d).length;
+        } else if (e.type === 'ProgramExecuted') {
+          results += (e.data as EventData<'ProgramExecuted'>).pairs.length;
+        } else throw new Error(`unexpected ${e.type} in the variant's log`);
+      }
     } finally {
-      await bbLog.close();
+      await own.close();
     }
+    expect(pairs).toBe(wide!.executed);
+    expect(results).toBe(pairs);
+    // The recorded log is untouched, byte for byte (its events and blobs).
+    expect(fileDigests(bb.outcome.dir)).toEqual(before);
+    expect(before[path.basename(logFile)]).toBeDefined();
+    // The new executions reach the read models: answer selection counts more Mistake Book runs
+    // per candidate than the run made (they are the wider replay's).
+    const bookRuns = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        const rows = db.prepare('SELECT scores FROM answer_selection').all() as { scores: string }[];
+        return rows.reduce((n, r) => n + (JSON.parse(r.scores) as { book: { run: number } }[]).reduce((m, c) => m + c.book.run, 0), 0);
+      } finally {
+        db.close();
+      }
+    };
+    expect(bookRuns(wide!.file)).toBeGreaterThan(bookRuns(path.join(bb.outcome.dir, 'views.db')));
+    // A second call is answered from the stored variant, without reading the log or executing.
+    const again = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute });
+    expect(again.eventsRead).toBe(0);
+    expect(answered(again.variants[0])).toMatchObject({ fromStore: true, executed: 0, log: wide!.log, hashes: wide!.hashes });
+    // Without --execute too: what the variant executed is stored with it.
+    expect(answered((await ablate({ log: bb.log, dir, variants: [wideSpec()] })).variants[0]).fromStore).toBe(true);
+    // Read models lost, log kept (a call stopped before projecting): the log's executions answer, none runs again.
+    rmSync(wide!.file);
+    const rebuilt = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute });
+    expect(answered(rebuilt.variants[0])).toMatchObject({ fromStore: false, executed: 0, hashes: wide!.hashes });
+    expect(fileDigests(bb.outcome.dir)).toEqual(before);
   }, 300_000);
 
   it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {
