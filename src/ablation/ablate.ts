@@ -46,6 +46,8 @@ export interface AblationRequest {
   /** Run the executions a variant needs that the log lacks, into the variant's own log
    * (without it, such a variant is refused). */
   execute?: ExecuteOptions;
+  /** Compute each variant's read-model state hashes (a pass over every row; default false). */
+  hashes?: boolean;
 }
 
 export type VariantOutcome =
@@ -56,7 +58,8 @@ export type VariantOutcome =
       file: string;
       fromStore: boolean;
       rows: RoundRow[];
-      hashes: Record<string, string>;
+      /** sha256 of each read model, when asked for (AblationRequest.hashes). */
+      hashes: Record<string, string> | null;
       /** The variant's own log of the executions it ran with --execute (null: it needed none). */
       log: string | null;
       /** Pairs executed by this call (0 when answered from the recorded ones or the variant's log). */
@@ -94,10 +97,10 @@ export function variantFile(dir: string, runId: string, variant: Variant, to: Po
   return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
 }
 
-async function readStored(log: EventLog, runId: string, file: string): Promise<Projected> {
+async function readStored(log: EventLog, runId: string, file: string, hashes: boolean): Promise<Projected> {
   const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
   try {
-    return await summarize(runner);
+    return await summarize(runner, hashes);
   } finally {
     await runner.close();
   }
@@ -134,7 +137,9 @@ async function rejudgeAll(
   const runId = started.runId;
   const blobs = new OverlayBlobStore(req.log.blobs);
   const recordedJudge = new RecordedJudge();
-  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, executions.get(variant) ?? null));
+  // A variant keeps only the events its read models read (the largest, TestsSampled, none of them does).
+  const keep = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
+  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep }));
   let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
   // The recorded verdicts as the variants read them, built again only after a verdict event.
   let answers: RecordedAnswers | null = null;
@@ -211,7 +216,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   for (const variant of variants) {
     const file = variantFile(req.dir, runId, variant, to);
     const log = executionLogOf(file);
-    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file)), log: existsSync(log) ? log : null, executed: 0 });
+    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file, req.hashes ?? false)), log: existsSync(log) ? log : null, executed: 0 });
     else pending.push({ variant, file });
   }
 
@@ -233,7 +238,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       eventsRead = events;
       timings.judgeMs = performance.now() - judgeStart;
       const projectStart = performance.now();
-      const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events }));
+      const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events, hashes: req.hashes ?? false }));
       const projected = await projectAll(jobs, req.threads ?? 1);
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);

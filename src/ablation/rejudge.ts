@@ -155,7 +155,7 @@ export class RecordedJudge {
 
 export class VariantJudge {
   readonly variant: Variant;
-  /** The variant's events, positions renumbered from 1. */
+  /** The variant's events of the kept types, positions renumbered from 1. */
   readonly events: EventEnvelope[] = [];
   readonly #env: RunEnv;
   readonly #problems: ReadonlyMap<string, Problem>;
@@ -173,9 +173,20 @@ export class VariantJudge {
   /** The verdicts of the executions the variant ran (or found in its own log). */
   #own: RecordedVerdicts = emptyRecordedVerdicts();
 
-  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore, recorded: RecordedJudge, executions: VariantExecutions | null = null) {
+  /** The event types the variant's read models read (null: all); the others are not kept. */
+  readonly #kept: ReadonlySet<string> | null;
+
+  constructor(
+    variant: Variant,
+    runId: string,
+    problems: ReadonlyMap<string, Problem>,
+    blobs: BlobStore,
+    recorded: RecordedJudge,
+    opts: { executions?: VariantExecutions | null; keep?: readonly string[] | null } = {},
+  ) {
     this.variant = variant;
-    this.#executions = executions;
+    this.#kept = opts.keep ? new Set(opts.keep) : null;
+    this.#executions = opts.executions ?? null;
     this.#problems = problems;
     this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
@@ -199,7 +210,7 @@ export class VariantJudge {
   }
 
   #emit(e: EventEnvelope): void {
-    this.events.push({ ...e, position: asPosition(this.events.length + 1) });
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position: asPosition(this.events.length + 1) });
     if (e.type === 'MistakeBookUpdated') {
       const d = e.data as EventData<'MistakeBookUpdated'>;
       this.#books = { ...this.#books, [d.problemId]: applyMistakeBookChanges(this.#books[d.problemId] ?? emptyMistakeBook(), d.changes) };

@@ -93,6 +93,7 @@ beforeAll(async () => {
     log,
     dir: path.join(root, 'ablations'),
     variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')],
+    hashes: true,
   });
 }, 300_000);
 
@@ -109,13 +110,14 @@ describe('crucible ablate', () => {
     const live = await ProjectionRunner.open({ log, readModel: path.join(outcome.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: outcome.runId });
     try {
       // Every read model a variant can change (executions and policy versions pass through untouched).
-      expect(Object.keys(same.hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
-      for (const name of Object.keys(same.hashes)) expect({ [name]: same.hashes[name] }).toEqual({ [name]: await live.stateHash(name) });
+      const hashes = same.hashes!;
+      expect(Object.keys(hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
+      for (const name of Object.keys(hashes)) expect({ [name]: hashes[name] }).toEqual({ [name]: await live.stateHash(name) });
     } finally {
       await live.close();
     }
     // The comparison can fail: a variant that changes the rewards has another rewards hash.
-    expect(answered(first.variants.find((v) => v.name === 'a0')).hashes.rewards).not.toBe(same.hashes.rewards);
+    expect(answered(first.variants.find((v) => v.name === 'a0')).hashes!.rewards).not.toBe(same.hashes!.rewards);
     expect(same.rows).toEqual(outcome.rows);
     expect(first.recorded).toEqual(outcome.rows);
   });
@@ -206,10 +208,12 @@ describe('crucible ablate', () => {
     const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')] });
     expect(again.eventsRead).toBe(0);
     expect(again.variants.map((v) => answered(v).fromStore)).toEqual([true, true, true, true]);
+    // State hashes only when asked for (they read every row).
+    expect(again.variants.map((v) => answered(v).hashes)).toEqual([null, null, null, null]);
     expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
     expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
     // Projected on two threads: the same read models.
-    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2 });
+    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2, hashes: true });
     expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
     // Another stop position is another file.
     const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
@@ -257,7 +261,7 @@ describe('crucible ablate', () => {
     const dir = path.join(root, 'ablations-exec');
     const execute = { sandbox: (config: RunConfig) => createSandbox(sandboxOptions(config)) };
     const wideSpec = () => spec('wide:mistakeBook.replay=64,mistakeBook.cap=null');
-    const first = await ablate({ log: bb.log, dir, variants: [wideSpec(), spec('narrow:mistakeBook.replay=1')], execute });
+    const first = await ablate({ log: bb.log, dir, variants: [wideSpec(), spec('narrow:mistakeBook.replay=1')], execute, hashes: true });
     const [wide, narrow] = first.variants.map(answered);
     expect(wide!.executed).toBeGreaterThan(0);
     // A variant that needs no new execution runs none and has no log of its own.
@@ -299,14 +303,14 @@ describe('crucible ablate', () => {
     };
     expect(bookRuns(wide!.file)).toBeGreaterThan(bookRuns(path.join(bb.outcome.dir, 'views.db')));
     // A second call is answered from the stored variant, without reading the log or executing.
-    const again = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute });
+    const again = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
     expect(again.eventsRead).toBe(0);
     expect(answered(again.variants[0])).toMatchObject({ fromStore: true, executed: 0, log: wide!.log, hashes: wide!.hashes });
     // Without --execute too: what the variant executed is stored with it.
     expect(answered((await ablate({ log: bb.log, dir, variants: [wideSpec()] })).variants[0]).fromStore).toBe(true);
     // Read models lost, log kept (a call stopped before projecting): the log's executions answer, none runs again.
     rmSync(wide!.file);
-    const rebuilt = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute });
+    const rebuilt = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
     expect(answered(rebuilt.variants[0])).toMatchObject({ fromStore: false, executed: 0, hashes: wide!.hashes });
     expect(fileDigests(bb.outcome.dir)).toEqual(before);
   }, 300_000);

@@ -82,6 +82,7 @@ export function registerAblate(program: Command): void {
         else if (opts.until !== undefined) to = asPosition(opts.until);
         const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}), ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
           // The sandbox the recorded run would have used (its executor settings), started only if a variant needs it.
+          hashes: opts.json === true,
           ...(opts.execute ? { execute: { sandbox: (config: RunConfig) => createSandbox(sandboxOptions(config)) } } : {}),
         });
         const refused = result.variants.filter((v) => v.status === 'refused');
