@@ -6,7 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -20,6 +20,7 @@ import { requestPairs, type EventData } from '../../src/events/catalog.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { sandboxOptions } from '../../src/actors/run.js';
 import { createSandbox } from '../../src/sandbox/index.js';
+import { runCli } from '../support/cli.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
@@ -313,6 +314,20 @@ describe('crucible ablate', () => {
     const rebuilt = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
     expect(answered(rebuilt.variants[0])).toMatchObject({ fromStore: false, executed: 0, hashes: wide!.hashes });
     expect(fileDigests(bb.outcome.dir)).toEqual(before);
+    // The command: refused without --execute (exit status 2); with it, the sandbox is the one the
+    // recorded run's executor settings describe, and the line names the variant's log.
+    const cliDir = path.join(root, 'cli-exec');
+    mkdirSync(cliDir);
+    for (const f of ['log.db', 'log.db-wal']) if (existsSync(path.join(bb.outcome.dir, f))) copyFileSync(path.join(bb.outcome.dir, f), path.join(cliDir, f));
+    const refused = await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null']);
+    expect(refused.code).toBe(2);
+    expect(refused.out).toMatch(/wide: REFUSED \(mistakeBook\.replay, mistakeBook\.cap\): needs \d+ verdict/);
+    const ran = await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--execute']);
+    expect(ran.code).toBe(0);
+    expect(ran.out).toMatch(new RegExp(`wide: mistakeBook\\.replay=64, mistakeBook\\.cap=null \\(written to \\S+\\.db; ${wide!.executed} new executions in \\S+\\.log\\.db\\)`));
+    const json = JSON.parse((await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--json'])).out) as { variants: { fromStore: boolean; executed: number; log: string; hashes: Record<string, string> }[] };
+    expect(json.variants[0]).toMatchObject({ fromStore: true, executed: 0, hashes: wide!.hashes });
+    expect(json.variants[0]!.log.startsWith(path.join(cliDir, 'ablations'))).toBe(true);
   }, 300_000);
 
   it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {
