@@ -16,7 +16,7 @@
 import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { judgeMachine } from '../actors/judge.js';
 import { judgementOf } from '../actors/methods/index.js';
-import type { JudgeArgs, JudgementSteps, Pair, Verdicts } from '../actors/methods/contract.js';
+import type { JudgeArgs, Pair, Verdicts } from '../actors/methods/contract.js';
 import { RunEnv, type PolicyBackend } from '../actors/env.js';
 import type { ProblemRound } from '../actors/judge-state.js';
 import type { Problem } from '../core/problem.js';
@@ -26,7 +26,8 @@ import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
 import { emptyRecordedVerdicts, loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
-import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookState } from '../rewards/mistake-book.js';
+import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookChange, type MistakeBookState } from '../rewards/mistake-book.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { BOOK_SETTINGS, type Variant } from './variant.js';
 import type { VariantExecutions } from './execute.js';
@@ -121,7 +122,10 @@ export class RecordedAnswers {
  */
 export class RecordedJudge {
   #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
-  readonly #bases = new Map<string, Map<unknown, Promise<unknown>>>();
+  /** Per open problem-round: what variants computed alike, by the identities of its inputs. */
+  readonly #shared = new Map<string, Map<unknown, unknown>>();
+  /** Mistake Books after a change, by the book and the change list (both shared objects). */
+  readonly #applied = new WeakMap<MistakeBookState, WeakMap<readonly unknown[], MistakeBookState>>();
 
   /** Folds one recorded event (after every variant has stepped over it). */
   fold(e: EventEnvelope): void {
@@ -130,7 +134,7 @@ export class RecordedJudge {
     if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
     this.#snapshot = next;
     // The problem-round is closed: its bases are not asked for again.
-    if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#bases.delete(roundKey(e.data as { round: number; problemId: string }));
+    if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#shared.delete(roundKey(e.data as { round: number; problemId: string }));
   }
 
   get context(): SnapshotFrom<typeof judgeMachine>['context'] {
@@ -143,15 +147,38 @@ export class RecordedJudge {
     return p;
   }
 
-  /** The basis of `key` from the recorded requests, computed by the first variant asking. */
-  basis<B>(key: string, steps: JudgementSteps<B>, compute: () => Promise<B>): Promise<B> {
-    let byStep = this.#bases.get(key);
-    if (!byStep) this.#bases.set(key, (byStep = new Map()));
-    let out = byStep.get(steps.basis) as Promise<B> | undefined;
-    if (!out) byStep.set(steps.basis, (out = compute()));
+  /** What `compute` gives for problem-round `key` and inputs `tokens` (compared by identity),
+   * computed by the first variant asking: variants whose settings lead to the same inputs share
+   * the (pure) result. */
+  share<T>(key: string, tokens: readonly unknown[], compute: () => T): T {
+    let node = this.#shared.get(key);
+    if (!node) this.#shared.set(key, (node = new Map()));
+    for (const t of tokens) {
+      let next = node.get(t) as Map<unknown, unknown> | undefined;
+      if (!next) node.set(t, (next = new Map()));
+      node = next;
+    }
+    // The value sits under its own key: one token list may be the start of another.
+    if (node.has(RESULT)) return node.get(RESULT) as T;
+    const out = compute();
+    node.set(RESULT, out);
+    return out;
+  }
+
+  /** `applyMistakeBookChanges`, the same book and change list giving the same book object. */
+  applyChanges(book: MistakeBookState, changes: readonly MistakeBookChange[]): MistakeBookState {
+    let byChanges = this.#applied.get(book);
+    if (!byChanges) this.#applied.set(book, (byChanges = new WeakMap()));
+    let out = byChanges.get(changes);
+    if (!out) byChanges.set(changes, (out = applyMistakeBookChanges(book, changes)));
     return out;
   }
 }
+
+const RESULT = Symbol('result');
+
+/** The book of a problem without entries: one object, so that variants' books share identities. */
+const EMPTY_BOOK: MistakeBookState = emptyMistakeBook();
 
 export class VariantJudge {
   readonly variant: Variant;
@@ -213,7 +240,7 @@ export class VariantJudge {
     if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position: asPosition(this.events.length + 1) });
     if (e.type === 'MistakeBookUpdated') {
       const d = e.data as EventData<'MistakeBookUpdated'>;
-      this.#books = { ...this.#books, [d.problemId]: applyMistakeBookChanges(this.#books[d.problemId] ?? emptyMistakeBook(), d.changes) };
+      this.#books = { ...this.#books, [d.problemId]: this.#recorded.applyChanges(this.#books[d.problemId] ?? EMPTY_BOOK, d.changes) };
     }
   }
 
@@ -237,9 +264,20 @@ export class VariantJudge {
    * then the variant's replayed tests per program (and the reference on them for the blacklist),
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
+    const cfg = this.variant.config.mistakeBook;
+    const book = this.#books[d.problemId] ?? EMPTY_BOOK;
+    // Variants with the same book and Mistake Book settings plan alike.
+    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, canonicalJson(cfg)], () => this.#replan(e, d, book));
+    if (want) {
+      this.#replanned.set(d.requestId, want);
+      this.#replannedRounds.add(roundKey(d));
+    }
+    return event;
+  }
+
+  #replan(e: EventEnvelope, d: EventData<'ExecutionRequested'>, book: MistakeBookState): { event: EventEnvelope; want: Pair[] | null } {
     const p = this.#recorded.open(roundKey(d));
     const cfg = this.variant.config.mistakeBook;
-    const book = this.#books[d.problemId] ?? emptyMistakeBook();
     const history = cfg.enabled ? topTests(book, cfg.replay) : [];
     const recorded = [...requestPairs(d), ...reusedPairs(d)];
     const generated = recorded.filter((x) => !x.testId.startsWith(HIST_SUITE));
@@ -260,16 +298,14 @@ export class VariantJudge {
       const keys = new Set(recorded.map(pairKey));
       return want.every((x) => keys.has(pairKey(x)));
     })();
-    if (same) return e;
-    this.#replanned.set(d.requestId, want);
-    this.#replannedRounds.add(roundKey(d));
+    if (same) return { event: e, want: null };
     // Pairs this request executed in the run stay its own, in their recorded order (the recorded
     // results name them by position); the others are answered from earlier records. What the
     // variant's judgement reads is `want` (see #verdicts).
     const executed = requestPairs(d);
     const executedKeys = new Set(executed.map(pairKey));
     const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
-    return { ...e, id: `${e.id}/${this.variant.name}`, data };
+    return { event: { ...e, id: `${e.id}/replanned`, data }, want };
   }
 
   /** What a replanned request needs, answered from the recorded verdicts (its own, then those
@@ -342,7 +378,7 @@ export class VariantJudge {
       env: this.#env,
       problem,
       round: p,
-      book: this.#books[p.problemId] ?? emptyMistakeBook(),
+      book: this.#books[p.problemId] ?? EMPTY_BOOK,
       verdicts: (requestId) => this.#verdicts(requestId, p, answers),
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
@@ -353,7 +389,11 @@ export class VariantJudge {
     const steps = method.steps;
     if (!steps) return method.judge(args);
     const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
-    // A variant that planned a request of this problem-round again judges its own verdicts.
-    return steps.finish(await (this.#replannedRounds.has(key) ? basis() : this.#recorded.basis(key, steps, basis)), args);
+    // Shared by the variants that judge the same requests: the recorded ones, or the same
+    // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
+    const replanned = this.#replannedRounds.has(key);
+    if (replanned && this.#executions) return steps.finish(await basis(), args);
+    const wants = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)).map(([, want]) => want) : [];
+    return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }
 }

@@ -19,7 +19,7 @@ import {
   type GeneratedTestRecord,
 } from '../rewards/code-a1.js';
 import { type ExecutionMatrix, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
-import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
+import { topTests, updateMistakeBook, type MistakeBookOptionsInput, type MistakeBookState, type MistakeBookUpdate, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
@@ -121,6 +121,10 @@ export interface CodeA1Basis {
   /** Every valid program's verdict on every usable test it ran, and the reference's replays
    * (asked for only when the Mistake Book is on: it reads the tests' text). */
   observations(): Promise<readonly MistakeObservation[]>;
+  /** The book's update by this round's observations under `options`: the same book object and
+   * options give the same update object (judgements under settings that leave the Mistake Book
+   * alone share it). */
+  bookUpdate(book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate>;
   readonly figures: ReturnType<typeof evaluationFigures>;
   readonly tests: { sampled: number; wellFormed: number; valid: number };
 }
@@ -191,12 +195,23 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
     return observations;
   };
 
+  const updates = new WeakMap<MistakeBookState, Map<string, Promise<MistakeBookUpdate>>>();
+  const bookUpdate = (book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate> => {
+    let byOptions = updates.get(book);
+    if (!byOptions) updates.set(book, (byOptions = new Map()));
+    const key = canonicalJson({ round, options });
+    let out = byOptions.get(key);
+    if (!out) byOptions.set(key, (out = (observed ??= observe()).then((observations) => updateMistakeBook(book, { round, observations }, options))));
+    return out;
+  };
+
   // Evaluation figures for the table.
   const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, (judgedBySuite.get(suite.suiteId) ?? []).filter((t) => t.oracleHash).map((t) => t.oracleHash!)]));
   return {
     matrix,
     suites,
     observations: () => (observed ??= observe()),
+    bookUpdate,
     figures: evaluationFigures(problem, p, args.verdicts, usableBySuite),
     tests: { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
   };
@@ -272,16 +287,12 @@ export async function judgeWithBasis(
   let bookSize = book.entries.filter((e) => !e.blacklisted).length;
   if (cfg.mistakeBook.enabled) {
     const mb = cfg.mistakeBook;
-    const update = updateMistakeBook(
-      book,
-      { round: p.round, observations: [...(await basis.observations())] },
-      {
-        cap: mb.cap,
-        decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
-        blacklistOnReferenceFail: mb.blacklist,
-        sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
-      },
-    );
+    const update = await basis.bookUpdate(book, p.round, {
+      cap: mb.cap,
+      decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
+      blacklistOnReferenceFail: mb.blacklist,
+      sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
+    });
     bookSize = update.state.entries.filter((e) => !e.blacklisted).length;
     if (update.changes.length > 0) events.push(env.event('MistakeBookUpdated', { ...base, changes: update.changes }));
   }
