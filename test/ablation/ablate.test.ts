@@ -216,6 +216,12 @@ describe('crucible ablate', () => {
     // Projected on two threads: the same read models.
     const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2, hashes: true });
     expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
+    // What variants share when judged together (the recorded judgement basis, the Mistake Book
+    // plan and updates of equal Mistake Book settings) leaves each one as it is alone.
+    for (const [i, v] of ['same:', 'a1:rewards.alpha=1'].entries()) {
+      const alone = await ablate({ log, dir: path.join(root, `ablations-alone-${i}`), variants: [spec(v)], hashes: true });
+      expect(answered(alone.variants[0]).hashes).toEqual(answered(first.variants[i === 0 ? 0 : 2]).hashes);
+    }
     // Another stop position is another file.
     const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
     expect(answered(early.variants[0]).fromStore).toBe(false);
