@@ -47,7 +47,8 @@ export class SharedSandbox {
   }
 
   async close(): Promise<void> {
-    if (this.#sandbox) await (await this.#sandbox).close();
+    // A sandbox that failed to start has nothing to close (its error went to the variant).
+    if (this.#sandbox) await this.#sandbox.then((s) => s.close(), () => undefined);
   }
 }
 

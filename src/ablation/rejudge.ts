@@ -116,9 +116,10 @@ export class RecordedAnswers {
 /**
  * The Judge's state as the recorded events build it (problem-rounds, stages, EvolveCoder and TCS
  * state), folded once for every variant: a variant changes none of it. Only the Mistake Books
- * differ between variants, and each variant keeps its own. Also keeps, per problem-round, the
- * settings-free part of a judgement (JudgementSteps.basis) computed from the recorded requests,
- * so variants that judge the same recorded verdicts compute it once.
+ * differ between variants, and each variant keeps its own. Also keeps, per problem-round, what
+ * variants compute alike from the same inputs: the settings-free part of a judgement
+ * (JudgementSteps.basis) of the same requests, and the Mistake Book's replay plan and updates
+ * under the same book and Mistake Book settings.
  */
 export class RecordedJudge {
   #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
@@ -393,7 +394,10 @@ export class VariantJudge {
     // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
     const replanned = this.#replannedRounds.has(key);
     if (replanned && this.#executions) return steps.finish(await basis(), args);
-    const wants = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)).map(([, want]) => want) : [];
+    const ofRound = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)) : [];
+    // A variant lacking a verdict is refused in its own name before anything is shared.
+    for (const [id] of ofRound) this.#verdicts(id, p, answers);
+    const wants = ofRound.map(([, want]) => want);
     return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }
 }
