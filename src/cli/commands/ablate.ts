@@ -110,7 +110,8 @@ export function registerAblate(program: Command): void {
             );
           }
           process.stdout.write(`\n${ablationTable(result)}\n`);
-          process.stdout.write('\nThe samples, executions and policies are the recorded ones: a variant re-derives the judgement of the recorded samples.\n');
+          const own = result.variants.some((v) => v.status === 'answered' && v.log !== null) ? " (plus the Mistake Book replays executed into a variant's own log)" : '';
+          process.stdout.write(`\nThe samples, executions and policies are the recorded ones${own}: a variant re-derives the judgement of the recorded samples.\n`);
         }
         if (refused.length > 0) process.exitCode = 2;
       } finally {
