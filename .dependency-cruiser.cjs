@@ -79,7 +79,7 @@ module.exports = {
     },
     {
       name: 'ablation-reads-the-log',
-      comment: 'A variant re-judges recorded executions: it never reaches the sandbox, the policies or the bridge (those stay with the actors).',
+      comment: 'A variant re-judges recorded executions: it never reaches the sandbox (only its api.ts contract, a sandbox handed in for --execute), the policies or the bridge (those stay with the actors).',
       severity: 'error',
       from: { path: layer('ablation') },
       to: { path: '^src/(sandbox|policies|bridge|datasets|report)/(?!api\\.ts$)' },

@@ -22,9 +22,10 @@ import { roundTableProjection } from '../projections/run-views.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
+import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
 import { OverlayBlobStore } from './variant-log.js';
 import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
-import { JUDGE_STREAM, RecordedAnswers, VariantJudge } from './rejudge.js';
+import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
@@ -42,10 +43,28 @@ export interface AblationRequest {
   /** Threads projecting several variants at once (default 1: this thread). Measured on 2 cores
    * (`npm run bench -- ablate`), threads lose: each one loads the projection code through tsx. */
   threads?: number;
+  /** Run the executions a variant needs that the log lacks, into the variant's own log
+   * (without it, such a variant is refused). */
+  execute?: ExecuteOptions;
+  /** Compute each variant's read-model state hashes (a pass over every row; default false). */
+  hashes?: boolean;
 }
 
 export type VariantOutcome =
-  | { name: string; status: 'answered'; variant: Variant; file: string; fromStore: boolean; rows: RoundRow[]; hashes: Record<string, string> }
+  | {
+      name: string;
+      status: 'answered';
+      variant: Variant;
+      file: string;
+      fromStore: boolean;
+      rows: RoundRow[];
+      /** sha256 of each read model, when asked for (AblationRequest.hashes). */
+      hashes: Record<string, string> | null;
+      /** The variant's own log of the executions it ran with --execute (null: it needed none). */
+      log: string | null;
+      /** Pairs executed by this call (0 when answered from the recorded ones or the variant's log). */
+      executed: number;
+    }
   | { name: string; status: 'refused'; variant: Variant; setting: string | null; reason: string };
 
 export interface AblationResult {
@@ -67,6 +86,9 @@ async function runStarted(log: EventLog, runId: string | undefined): Promise<Eve
   throw new AblationError(`${log.location}: no RunStarted event${runId ? ` for run ${runId}` : ''}: not a crucible run`);
 }
 
+/** The variant's own log of the executions it ran (--execute), beside its read models. */
+export const executionLogOf = (file: string) => file.replace(/\.db$/, '.log.db');
+
 /** Where a variant's read models are kept: one file per projection versions, settings and stop. */
 export function variantFile(dir: string, runId: string, variant: Variant, to: Position): string {
   const key = createHash('sha256')
@@ -75,10 +97,10 @@ export function variantFile(dir: string, runId: string, variant: Variant, to: Po
   return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
 }
 
-async function readStored(log: EventLog, runId: string, file: string): Promise<Projected> {
+async function readStored(log: EventLog, runId: string, file: string, hashes: boolean): Promise<Projected> {
   const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
   try {
-    return await summarize(runner);
+    return await summarize(runner, hashes);
   } finally {
     await runner.close();
   }
@@ -98,6 +120,71 @@ async function projectAll(jobs: ProjectionJob[], threads: number): Promise<Proje
   } finally {
     await pool.destroy();
   }
+}
+
+/** One read of the log re-judged by every pending variant: each event is folded once into the
+ * recorded verdicts and the Judge's recorded state, and handed to every variant. A variant
+ * refused mid-way is recorded in `outcomes` and dropped; the others go on. */
+async function rejudgeAll(
+  req: AblationRequest,
+  started: EventEnvelope,
+  problems: ReadonlyMap<string, Problem>,
+  to: Position,
+  pending: readonly { variant: Variant; file: string }[],
+  executions: ReadonlyMap<Variant, VariantExecutions | null>,
+  outcomes: Map<string, VariantOutcome>,
+): Promise<{ judges: VariantJudge[]; events: number }> {
+  const runId = started.runId;
+  const blobs = new OverlayBlobStore(req.log.blobs);
+  const recordedJudge = new RecordedJudge();
+  // A variant keeps only the events its read models read (the largest, TestsSampled, none of them does).
+  const keep = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
+  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep }));
+  let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
+  // The recorded verdicts as the variants read them, built again only after a verdict event.
+  let answers: RecordedAnswers | null = null;
+  const requestsOf = new Map<string, string[]>();
+  const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
+  const pages = req.log.readPages
+    ? req.log.readPages({ to }, { runId })
+    : (async function* () {
+        for await (const e of req.log.read({ to }, { runId })) yield [e];
+      })();
+  let events = 0;
+  for await (const page of pages) {
+    for (const e of page) {
+      events++;
+      if (verdictTypes.has(e.type)) {
+        verdicts = observeVerdicts(verdicts, e, () => true);
+        answers = null;
+        if (e.type === 'ExecutionRequested') {
+          const r = e.data as EventData<'ExecutionRequested'>;
+          const k = `${r.round}/${r.problemId}`;
+          requestsOf.set(k, [...(requestsOf.get(k) ?? []), r.requestId]);
+        }
+      }
+      answers ??= new RecordedAnswers(verdicts);
+      for (const judge of judges) {
+        try {
+          await judge.step(e, answers);
+        } catch (err) {
+          if (!(err instanceof VariantRefusedError)) throw err;
+          outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
+          judges = judges.filter((j) => j !== judge);
+        }
+      }
+      recordedJudge.fold(e);
+      if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) {
+        // Every variant has judged this problem-round: its per-request lists can go.
+        const r = e.data as EventData<'ProblemEvaluated'>;
+        const k = `${r.round}/${r.problemId}`;
+        verdicts = forgetRequests(verdicts, requestsOf.get(k) ?? []);
+        answers = null;
+        requestsOf.delete(k);
+      }
+    }
+  }
+  return { judges, events };
 }
 
 export async function ablate(req: AblationRequest): Promise<AblationResult> {
@@ -128,7 +215,8 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   const pending: { variant: Variant; file: string }[] = [];
   for (const variant of variants) {
     const file = variantFile(req.dir, runId, variant, to);
-    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file)) });
+    const log = executionLogOf(file);
+    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file, req.hashes ?? false)), log: existsSync(log) ? log : null, executed: 0 });
     else pending.push({ variant, file });
   }
 
@@ -136,57 +224,32 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   const timings = { judgeMs: 0, projectMs: 0 };
   if (pending.length > 0) {
     const judgeStart = performance.now();
-    const blobs = new OverlayBlobStore(req.log.blobs);
     const problems = new Map<string, Problem>();
-    for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await blobs.getText(ref.problemHash))));
-    let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs));
-    let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
-    let answers = new RecordedAnswers(verdicts);
-    const requestsOf = new Map<string, string[]>();
-    const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
-    const pages = req.log.readPages ? req.log.readPages({ to }, { runId }) : (async function* () {
-      for await (const e of req.log.read({ to }, { runId })) yield [e];
-    })();
-    // One read of the log; each event is folded once into the recorded verdicts and handed to every variant.
-    for await (const page of pages) {
-      for (const e of page) {
-        eventsRead++;
-        if (verdictTypes.has(e.type)) {
-          verdicts = observeVerdicts(verdicts, e, () => true);
-          answers = new RecordedAnswers(verdicts);
-          if (e.type === 'ExecutionRequested') {
-            const r = e.data as EventData<'ExecutionRequested'>;
-            const k = `${r.round}/${r.problemId}`;
-            requestsOf.set(k, [...(requestsOf.get(k) ?? []), r.requestId]);
-          }
-        }
-        for (const judge of judges) {
-          try {
-            await judge.step(e, answers);
-          } catch (err) {
-            if (!(err instanceof VariantRefusedError)) throw err;
-            outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
-            judges = judges.filter((j) => j !== judge);
-          }
-        }
-        if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) {
-          // Every variant has judged this problem-round: its per-request lists can go.
-          const r = e.data as EventData<'ProblemEvaluated'>;
-          const k = `${r.round}/${r.problemId}`;
-          verdicts = forgetRequests(verdicts, requestsOf.get(k) ?? []);
-          answers = new RecordedAnswers(verdicts);
-          requestsOf.delete(k);
-        }
-      }
+    for (const ref of d.problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await req.log.blobs.getText(ref.problemHash))));
+    const sandbox = req.execute ? new SharedSandbox(req.execute, recordedConfig) : null;
+    const executions = new Map(
+      pending.map(({ variant, file }) => [
+        variant,
+        sandbox ? new VariantExecutions({ file: executionLogOf(file), blobs: req.log.blobs, sandbox, runId, config: variant.config, problems: [...problems.values()] }) : null,
+      ]),
+    );
+    try {
+      const { judges, events } = await rejudgeAll(req, started, problems, to, pending, executions, outcomes);
+      eventsRead = events;
+      timings.judgeMs = performance.now() - judgeStart;
+      const projectStart = performance.now();
+      const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events, hashes: req.hashes ?? false }));
+      const projected = await projectAll(jobs, req.threads ?? 1);
+      judges.forEach((judge, i) => {
+        const ran = executions.get(judge.variant);
+        const log = ran && existsSync(ran.file) ? ran.file : null;
+        outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file: jobs[i]!.file, fromStore: false, ...projected[i]!, log, executed: ran?.executed ?? 0 });
+      });
+      timings.projectMs = performance.now() - projectStart;
+    } finally {
+      for (const x of executions.values()) await x?.close();
+      await sandbox?.close();
     }
-    timings.judgeMs = performance.now() - judgeStart;
-    const projectStart = performance.now();
-    const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events }));
-    const projected = await projectAll(jobs, req.threads ?? 1);
-    judges.forEach((judge, i) => {
-      outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file: jobs[i]!.file, fromStore: false, ...projected[i]! });
-    });
-    timings.projectMs = performance.now() - projectStart;
   }
   return {
     runId,

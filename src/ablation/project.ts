@@ -21,17 +21,23 @@ export interface ProjectionJob {
   runId: string;
   file: string;
   events: readonly EventEnvelope[];
+  /** Whether to compute the read models' state hashes (a pass over every row). */
+  hashes: boolean;
 }
 
 export interface Projected {
   rows: RoundRow[];
-  hashes: Record<string, string>;
+  /** sha256 of each read model (null when not asked for). */
+  hashes: Record<string, string> | null;
 }
 
-/** Round rows and state hashes of an open runner's variant read models. */
-export async function summarize(runner: ProjectionRunner): Promise<Projected> {
-  const hashes: Record<string, string> = {};
-  for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
+/** Round rows and (when asked) state hashes of an open runner's variant read models. */
+export async function summarize(runner: ProjectionRunner, withHashes: boolean): Promise<Projected> {
+  let hashes: Record<string, string> | null = null;
+  if (withHashes) {
+    hashes = {};
+    for (const p of VARIANT_PROJECTIONS) hashes[p.name] = await runner.stateHash(p.name);
+  }
   return { rows: roundRows(runner.state<RoundTableState>('round-table')), hashes };
 }
 
@@ -42,7 +48,7 @@ export async function projectVariant(job: ProjectionJob): Promise<Projected> {
   const log = new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore());
   const runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId: job.runId });
   try {
-    const out = await summarize(runner);
+    const out = await summarize(runner, job.hashes);
     await runner.close();
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
     renameSync(tmp, job.file);

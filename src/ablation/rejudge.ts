@@ -10,12 +10,13 @@
  *  - the judgement (rewards, advantages, TOPVAR, Mistake Book changes, evaluation) is computed
  *    again by the run's own method module (src/actors/methods), every verdict it asks for
  *    answered from the recorded verdicts (read only through src/projections/recorded-verdicts).
- * A verdict the log does not hold refuses the variant, naming the settings that asked for it.
+ * A verdict the log does not hold refuses the variant, naming the settings that asked for it, or
+ * with --execute is run into the variant's own log (./execute.ts).
  */
 import { initialTransition, transition, type SnapshotFrom } from 'xstate';
 import { judgeMachine } from '../actors/judge.js';
 import { judgementOf } from '../actors/methods/index.js';
-import type { Pair, Verdicts } from '../actors/methods/contract.js';
+import type { JudgeArgs, Pair, Verdicts } from '../actors/methods/contract.js';
 import { RunEnv, type PolicyBackend } from '../actors/env.js';
 import type { ProblemRound } from '../actors/judge-state.js';
 import type { Problem } from '../core/problem.js';
@@ -24,17 +25,22 @@ import { catalog, requestBody, requestPairs, reusedPairs, type EventData } from 
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
-import { loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
-import { emptyMistakeBook, topTests } from '../rewards/mistake-book.js';
+import { emptyRecordedVerdicts, loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
+import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookChange, type MistakeBookState } from '../rewards/mistake-book.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { BOOK_SETTINGS, type Variant } from './variant.js';
+import type { VariantExecutions } from './execute.js';
 
 /** The stream the Judge writes to (runtime.ts appends each actor's outputs under its name). */
 export const JUDGE_STREAM = 'judge';
 const HIST_SUITE = 'mistake-book/';
+/** The purpose (and request id suffix) of the executions a variant runs with --execute. */
+const EXECUTED_PURPOSE = 'mistake-book';
 /** Events of the Judge's judgement commit; the first of a problem-round triggers the variant's. */
 const JUDGEMENT_TYPES = new Set(['RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated']);
-/** What the Judge's machine folds (executions are answered from recorded verdicts instead). */
+/** What the Judge's machine folds (executions are answered from recorded verdicts instead); it is
+ * folded once over the recorded events for every variant (RecordedJudge). */
 const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
 
 const refuseWork = (what: string) => new AblationError(`a variant re-judges recorded executions: ${what} is never called`);
@@ -47,7 +53,7 @@ const NO_SANDBOX: Sandbox = {
 };
 
 /** A variant samples and trains nothing: the policy backend it is given refuses. */
-const NO_POLICIES: PolicyBackend = {
+export const NO_POLICIES: PolicyBackend = {
   name: 'none',
   exactBasis: null,
   initialParams: () => {
@@ -107,26 +113,116 @@ export class RecordedAnswers {
   }
 }
 
+/**
+ * The Judge's state as the recorded events build it (problem-rounds, stages, EvolveCoder and TCS
+ * state), folded once for every variant: a variant changes none of it. Only the Mistake Books
+ * differ between variants, and each variant keeps its own. Also keeps, per problem-round, what
+ * variants compute alike from the same inputs: the settings-free part of a judgement
+ * (JudgementSteps.basis) of the same requests, and the Mistake Book's replay plan and updates
+ * under the same book and Mistake Book settings.
+ */
+export class RecordedJudge {
+  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  /** Per open problem-round: what variants computed alike, by the identities of its inputs. */
+  readonly #shared = new Map<string, Map<unknown, unknown>>();
+  /** Mistake Books after a change, by the book and the change list (both shared objects). */
+  readonly #applied = new WeakMap<MistakeBookState, WeakMap<readonly unknown[], MistakeBookState>>();
+
+  /** Folds one recorded event (after every variant has stepped over it). */
+  fold(e: EventEnvelope): void {
+    if (!MACHINE_TYPES.has(e.type) || (e.type === 'MistakeBookUpdated' && e.stream === JUDGE_STREAM)) return;
+    const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: e });
+    if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
+    this.#snapshot = next;
+    // The problem-round is closed: its bases are not asked for again.
+    if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#shared.delete(roundKey(e.data as { round: number; problemId: string }));
+  }
+
+  get context(): SnapshotFrom<typeof judgeMachine>['context'] {
+    return this.#snapshot.context;
+  }
+
+  open(key: string): ProblemRound {
+    const p = this.#snapshot.context.open[key];
+    if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
+    return p;
+  }
+
+  /** What `compute` gives for problem-round `key` and inputs `tokens` (compared by identity),
+   * computed by the first variant asking: variants whose settings lead to the same inputs share
+   * the (pure) result. */
+  share<T>(key: string, tokens: readonly unknown[], compute: () => T): T {
+    let node = this.#shared.get(key);
+    if (!node) this.#shared.set(key, (node = new Map()));
+    for (const t of tokens) {
+      let next = node.get(t) as Map<unknown, unknown> | undefined;
+      if (!next) node.set(t, (next = new Map()));
+      node = next;
+    }
+    // The value sits under its own key: one token list may be the start of another.
+    if (node.has(RESULT)) return node.get(RESULT) as T;
+    const out = compute();
+    node.set(RESULT, out);
+    return out;
+  }
+
+  /** `applyMistakeBookChanges`, the same book and change list giving the same book object. */
+  applyChanges(book: MistakeBookState, changes: readonly MistakeBookChange[]): MistakeBookState {
+    let byChanges = this.#applied.get(book);
+    if (!byChanges) this.#applied.set(book, (byChanges = new WeakMap()));
+    let out = byChanges.get(changes);
+    if (!out) byChanges.set(changes, (out = applyMistakeBookChanges(book, changes)));
+    return out;
+  }
+}
+
+const RESULT = Symbol('result');
+
+/** The book of a problem without entries: one object, so that variants' books share identities. */
+const EMPTY_BOOK: MistakeBookState = emptyMistakeBook();
+
 export class VariantJudge {
   readonly variant: Variant;
-  /** The variant's events, positions renumbered from 1. */
+  /** The variant's events of the kept types, positions renumbered from 1. */
   readonly events: EventEnvelope[] = [];
   readonly #env: RunEnv;
   readonly #problems: ReadonlyMap<string, Problem>;
-  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  readonly #recorded: RecordedJudge;
+  /** The variant's own Mistake Books, folded from the changes its judgement made. */
+  #books: Record<string, MistakeBookState> = {};
   readonly #judged = new Set<string>();
   /** Requests whose pairs the variant planned again: requestId -> the pairs it needs. */
   readonly #replanned = new Map<string, Pair[]>();
+  /** Problem-rounds with a request planned again: their judgement reads the variant's own verdicts. */
+  readonly #replannedRounds = new Set<string>();
   readonly #rederivesBook: boolean;
+  /** With --execute: where the pairs nobody recorded are run (else such a variant is refused). */
+  readonly #executions: VariantExecutions | null;
+  /** The verdicts of the executions the variant ran (or found in its own log). */
+  #own: RecordedVerdicts = emptyRecordedVerdicts();
 
-  constructor(variant: Variant, runId: string, problems: ReadonlyMap<string, Problem>, blobs: BlobStore) {
+  /** The event types the variant's read models read (null: all); the others are not kept. */
+  readonly #kept: ReadonlySet<string> | null;
+
+  constructor(
+    variant: Variant,
+    runId: string,
+    problems: ReadonlyMap<string, Problem>,
+    blobs: BlobStore,
+    recorded: RecordedJudge,
+    opts: { executions?: VariantExecutions | null; keep?: readonly string[] | null } = {},
+  ) {
     this.variant = variant;
+    this.#kept = opts.keep ? new Set(opts.keep) : null;
+    this.#executions = opts.executions ?? null;
     this.#problems = problems;
+    this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
     this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
   }
 
-  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it. */
+  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it.
+   * The shared RecordedJudge has folded every event before this one. */
   async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
     if (e.stream !== JUDGE_STREAM) return this.#emit(e);
     if (e.type === 'ExecutionRequested') {
@@ -142,12 +238,10 @@ export class VariantJudge {
   }
 
   #emit(e: EventEnvelope): void {
-    const out = { ...e, position: asPosition(this.events.length + 1) };
-    this.events.push(out);
-    if (MACHINE_TYPES.has(e.type)) {
-      const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: out });
-      if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
-      this.#snapshot = next;
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position: asPosition(this.events.length + 1) });
+    if (e.type === 'MistakeBookUpdated') {
+      const d = e.data as EventData<'MistakeBookUpdated'>;
+      this.#books = { ...this.#books, [d.problemId]: this.#recorded.applyChanges(this.#books[d.problemId] ?? EMPTY_BOOK, d.changes) };
     }
   }
 
@@ -167,19 +261,24 @@ export class VariantJudge {
     };
   }
 
-  #open(key: string): ProblemRound {
-    const p = this.#snapshot.context.open[key];
-    if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
-    return p;
-  }
-
   /** The reward request as the variant's Mistake Book plans it: the recorded generated-test pairs,
    * then the variant's replayed tests per program (and the reference on them for the blacklist),
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
-    const p = this.#open(roundKey(d));
     const cfg = this.variant.config.mistakeBook;
-    const book = this.#snapshot.context.mistakeBooks[d.problemId] ?? emptyMistakeBook();
+    const book = this.#books[d.problemId] ?? EMPTY_BOOK;
+    // Variants with the same book and Mistake Book settings plan alike.
+    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, canonicalJson(cfg)], () => this.#replan(e, d, book));
+    if (want) {
+      this.#replanned.set(d.requestId, want);
+      this.#replannedRounds.add(roundKey(d));
+    }
+    return event;
+  }
+
+  #replan(e: EventEnvelope, d: EventData<'ExecutionRequested'>, book: MistakeBookState): { event: EventEnvelope; want: Pair[] | null } {
+    const p = this.#recorded.open(roundKey(d));
+    const cfg = this.variant.config.mistakeBook;
     const history = cfg.enabled ? topTests(book, cfg.replay) : [];
     const recorded = [...requestPairs(d), ...reusedPairs(d)];
     const generated = recorded.filter((x) => !x.testId.startsWith(HIST_SUITE));
@@ -200,25 +299,23 @@ export class VariantJudge {
       const keys = new Set(recorded.map(pairKey));
       return want.every((x) => keys.has(pairKey(x)));
     })();
-    if (same) return e;
-    this.#replanned.set(d.requestId, want);
+    if (same) return { event: e, want: null };
     // Pairs this request executed in the run stay its own, in their recorded order (the recorded
     // results name them by position); the others are answered from earlier records. What the
     // variant's judgement reads is `want` (see #verdicts).
     const executed = requestPairs(d);
     const executedKeys = new Set(executed.map(pairKey));
     const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
-    return { ...e, id: `${e.id}/${this.variant.name}`, data };
+    return { event: { ...e, id: `${e.id}/replanned`, data }, want };
   }
 
-  /** Verdicts of a request as the variant needs them, from the recorded ones. */
-  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
-    const want = this.#replanned.get(requestId);
-    if (!want) return answers.of(requestId);
-    const state = answers.state;
-    const byKey = new Map<string, RequestVerdict>(verdictsOf(state, requestId).map((v) => [pairKey(v), v]));
-    const lacking = want.filter((x) => !byKey.has(pairKey(x)));
-    if (lacking.length > 0) {
+  /** What a replanned request needs, answered from the recorded verdicts (its own, then those
+   * other requests of the problem recorded) and then from the variant's own executions. */
+  #answer(requestId: string, want: readonly Pair[], p: ProblemRound, answers: RecordedAnswers): { byKey: Map<string, RequestVerdict>; missing: Pair[] } {
+    const byKey = new Map<string, RequestVerdict>(verdictsOf(answers.state, requestId).map((v) => [pairKey(v), v]));
+    for (const state of [answers.state, this.#own]) {
+      const lacking = want.filter((x) => !byKey.has(pairKey(x)));
+      if (lacking.length === 0) break;
       // Pairs recorded by other requests of the problem: asked for as one more request reusing them.
       const probe = `${requestId}/variant`;
       const asked: EventEnvelope = {
@@ -236,7 +333,29 @@ export class VariantJudge {
       };
       for (const v of verdictsOf(observeVerdicts(state, asked, () => true), probe)) byKey.set(pairKey(v), v);
     }
-    const missing = want.filter((x) => !byKey.has(pairKey(x)));
+    return { byKey, missing: want.filter((x) => !byKey.has(pairKey(x))) };
+  }
+
+  /** With --execute: runs the pairs the problem-round's replanned requests need and nobody
+   * recorded, into the variant's own log, and adds them to the variant's events. */
+  async #executeMissing(key: string, p: ProblemRound, answers: RecordedAnswers): Promise<void> {
+    if (!this.#executions) return;
+    for (const [requestId, want] of this.#replanned) {
+      if (!requestId.startsWith(`${key}/`)) continue;
+      const { missing } = this.#answer(requestId, want, p, answers);
+      if (missing.length === 0) continue;
+      for (const e of await this.#executions.run(p.round, p.problemId, `${key}/${EXECUTED_PURPOSE}`, missing)) {
+        this.#emit(e);
+        this.#own = observeVerdicts(this.#own, e, () => false);
+      }
+    }
+  }
+
+  /** Verdicts of a request as the variant needs them, from the recorded ones (and its own executions). */
+  #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
+    const want = this.#replanned.get(requestId);
+    if (!want) return answers.of(requestId);
+    const { byKey, missing } = this.#answer(requestId, want, p, answers);
     if (missing.length > 0) {
       const settings = this.variant.overrides.map((o) => o.key).filter((k) => BOOK_SETTINGS.includes(k));
       const first = missing[0]!;
@@ -244,27 +363,41 @@ export class VariantJudge {
         this.variant.name,
         settings.length > 0 ? settings.join(', ') : null,
         `needs ${missing.length} verdict(s) the run never recorded (round ${p.round}, problem ${p.problemId}: e.g. program ${first.programId} on ${first.testId.startsWith(HIST_SUITE) ? 'Mistake Book test' : 'test'} ${first.testHash.slice(0, 12)}); ` +
-          'a variant answers only from recorded executions (executing new ones, --execute, is not built)',
+          'a variant answers only from recorded executions unless --execute runs the missing ones into its own log',
       );
     }
     return want.map((x) => asCompleted(requestId, byKey.get(pairKey(x))!));
   }
 
   async #judge(key: string, answers: RecordedAnswers): Promise<NewEvent[]> {
-    const p = this.#open(key);
-    const ctx = this.#snapshot.context;
+    const p = this.#recorded.open(key);
+    const ctx = this.#recorded.context;
     const problem = this.#problems.get(p.problemId);
     if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
-    return judgementOf(this.variant.config.method).judge({
+    await this.#executeMissing(key, p, answers);
+    const args: JudgeArgs = {
       env: this.#env,
       problem,
       round: p,
-      book: ctx.mistakeBooks[p.problemId] ?? emptyMistakeBook(),
+      book: this.#books[p.problemId] ?? EMPTY_BOOK,
       verdicts: (requestId) => this.#verdicts(requestId, p, answers),
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
       tcsBuffer: ctx.tcsBuffers[p.problemId] ?? [],
-    });
+    };
+    const method = judgementOf(this.variant.config.method);
+    const steps = method.steps;
+    if (!steps) return method.judge(args);
+    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
+    // Shared by the variants that judge the same requests: the recorded ones, or the same
+    // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
+    const replanned = this.#replannedRounds.has(key);
+    if (replanned && this.#executions) return steps.finish(await basis(), args);
+    const ofRound = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)) : [];
+    // A variant lacking a verdict is refused in its own name before anything is shared.
+    for (const [id] of ofRound) this.#verdicts(id, p, answers);
+    const wants = ofRound.map(([, want]) => want);
+    return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }
 }

@@ -9,13 +9,15 @@ import { ORIGIN, asPosition, type EventLog, type LogCapabilities, type Position,
 import type { WorkQueue } from '../events/work-queue.js';
 import { AblationError } from './errors.js';
 
-/** Reads from the recorded store; puts go to memory (a variant never writes into the run it re-judges). */
+/** Reads from the recorded store; puts go to memory or to the variant's own log (a variant never
+ * writes into the run it re-judges). */
 export class OverlayBlobStore implements BlobStore {
   readonly #base: BlobStore;
-  readonly #own = new MemoryBlobStore();
+  readonly #own: BlobStore;
 
-  constructor(base: BlobStore) {
+  constructor(base: BlobStore, own: BlobStore = new MemoryBlobStore()) {
     this.#base = base;
+    this.#own = own;
   }
 
   put(content: Uint8Array | string): Promise<string> {

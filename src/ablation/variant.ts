@@ -120,7 +120,7 @@ function checkKey(variant: string, key: string, value: unknown, method: Method):
       throw new VariantRefusedError(
         variant,
         key,
-        `${String(value)} judges other executions than ${method} (its own test validity and test sets); the log holds ${method}'s, and executing new ones (--execute) is not built`,
+        `${String(value)} judges other executions than ${method} (its own test validity and test sets); the log holds ${method}'s, and --execute runs only the Mistake Book replays a variant adds`,
       );
     }
     return;

@@ -15,10 +15,11 @@ import {
   codeA1ProgramValid,
   codeA1Rewards,
   codeA1TopVarSuites,
+  type CodeA1Suite,
   type GeneratedTestRecord,
 } from '../rewards/code-a1.js';
-import { type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
-import { topTests, updateMistakeBook, type MistakeBookState, type MistakeObservation } from '../rewards/mistake-book.js';
+import { type ExecutionMatrix, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
+import { topTests, updateMistakeBook, type MistakeBookOptionsInput, type MistakeBookState, type MistakeBookUpdate, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
@@ -26,7 +27,7 @@ import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
 import { planEvents } from './methods/common.js';
-import type { JudgeArgs, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
+import type { BasisArgs, JudgeArgs, JudgementSteps, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
 import type { ModuleLoad } from '../projections/recorded-verdicts.js';
 
 type Pair = ExecutionPair;
@@ -115,20 +116,25 @@ export async function planEvaluation(args: {
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
 
-export async function judgeProblem(args: {
-  env: RunEnv;
-  problem: Problem;
-  round: ProblemRound;
-  book: MistakeBookState;
-  verdicts: (requestId: string) => Verdicts;
-  /** The load outcome of a program (see JudgeArgs.load). */
-  load: (programHash: string) => ModuleLoad;
-  /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
-   * objective both roles of a single model share, instead of Code-A1's attack reward. */
-  shared?: boolean;
-}): Promise<NewEvent[]> {
-  const { env, problem, round: p, book } = args;
-  const cfg = env.config;
+/** What a Code-A1 judgement derives from the recorded verdicts alone, under any settings: the
+ * execution matrix, the suites, the Mistake Book observations and the evaluation figures.
+ * Re-judging a problem-round under several settings (ablation) computes it once. */
+export interface CodeA1Basis {
+  readonly matrix: ExecutionMatrix;
+  readonly suites: readonly CodeA1Suite[];
+  /** Every valid program's verdict on every usable test it ran, and the reference's replays
+   * (asked for only when the Mistake Book is on: it reads the tests' text). */
+  observations(): Promise<readonly MistakeObservation[]>;
+  /** The book's update by this round's observations under `options`: the same book object and
+   * options give the same update object (judgements under settings that leave the Mistake Book
+   * alone share it). */
+  bookUpdate(book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate>;
+  readonly figures: ReturnType<typeof evaluationFigures>;
+  readonly tests: { sampled: number; wellFormed: number; valid: number };
+}
+
+export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
+  const { problem, round: p } = args;
   const judged = p.judgedTests ?? [];
   const rewardRuns = args.verdicts(`${p.key}/reward`);
   const cells = new Map(rewardRuns.map((v) => [cellKey(v.programId, v.testId), v.verdict]));
@@ -136,6 +142,13 @@ export async function judgeProblem(args: {
   // The matrix: solutions x (usable generated tests, by suite; then the replayed Mistake Book tests).
   const statusOf = (t: JudgedTest): TestStatus => t.status;
   const suiteOf = (testId: string) => testId.slice(0, testId.lastIndexOf('/'));
+  const judgedBySuite = new Map<string, JudgedTest[]>();
+  for (const t of judged) {
+    const suite = suiteOf(t.testId);
+    const list = judgedBySuite.get(suite);
+    if (list) list.push(t);
+    else judgedBySuite.set(suite, [t]);
+  }
   const genTests = judged.filter((t) => t.oracleHash);
   const histIds = [...new Set(rewardRuns.filter((v) => v.testId.startsWith(`${HIST_SUITE}/`)).map((v) => v.testId))];
   const histHash = new Map(rewardRuns.filter((v) => v.testId.startsWith(`${HIST_SUITE}/`)).map((v) => [v.testId, v.testHash]));
@@ -160,9 +173,69 @@ export async function judgeProblem(args: {
   const suites = p.suites.map((s) => ({
     id: s.suiteId,
     program: s.targetSolutionId ?? p.solutions[0]!.solutionId,
-    invalidCount: codeA1InvalidCount(judged.filter((t) => suiteOf(t.testId) === s.suiteId)),
+    invalidCount: codeA1InvalidCount(judgedBySuite.get(s.suiteId) ?? []),
     nonprintableRatio: s.nonprintableRatio,
   }));
+
+  let observed: Promise<MistakeObservation[]> | null = null;
+  const observe = async (): Promise<MistakeObservation[]> => {
+    const observations: MistakeObservation[] = [];
+    const keyOf = new Map<string, { key: string; hash: string }>();
+    for (const t of genTests) keyOf.set(t.testId, { key: normalizeTestKey(await args.blobs.getText(t.oracleHash!)), hash: t.oracleHash! });
+    for (const id of histIds) keyOf.set(id, { key: id.slice(HIST_SUITE.length + 1), hash: histHash.get(id)! });
+    matrix.programs.forEach((prog, pi) => {
+      matrix.tests.forEach((t, ti) => {
+        const v = matrix.verdicts[pi]![ti];
+        if (v === null || v === undefined) return;
+        const k = keyOf.get(t.id)!;
+        observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
+      });
+    });
+    for (const v of rewardRuns) {
+      if (v.programId !== 'reference') continue;
+      const k = keyOf.get(v.testId);
+      if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
+    }
+    return observations;
+  };
+
+  const updates = new WeakMap<MistakeBookState, Map<string, Promise<MistakeBookUpdate>>>();
+  const bookUpdate = (book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate> => {
+    let byOptions = updates.get(book);
+    if (!byOptions) updates.set(book, (byOptions = new Map()));
+    const key = canonicalJson({ round, options });
+    let out = byOptions.get(key);
+    if (!out) byOptions.set(key, (out = (observed ??= observe()).then((observations) => updateMistakeBook(book, { round, observations }, options))));
+    return out;
+  };
+
+  // Evaluation figures for the table.
+  const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, (judgedBySuite.get(suite.suiteId) ?? []).filter((t) => t.oracleHash).map((t) => t.oracleHash!)]));
+  return {
+    matrix,
+    suites,
+    observations: () => (observed ??= observe()),
+    bookUpdate,
+    figures: evaluationFigures(problem, p, args.verdicts, usableBySuite),
+    tests: { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
+  };
+}
+
+/** Rewards, advantages, TOPVAR, the Mistake Book change and the evaluation, under `env.config`. */
+export async function judgeWithBasis(
+  basis: CodeA1Basis,
+  args: {
+    env: RunEnv;
+    round: ProblemRound;
+    book: MistakeBookState;
+    /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
+     * objective both roles of a single model share, instead of Code-A1's attack reward. */
+    shared?: boolean;
+  },
+): Promise<NewEvent[]> {
+  const { env, round: p, book } = args;
+  const cfg = env.config;
+  const { matrix, suites } = basis;
   const result = codeA1Rewards({ matrix, suites }, { alpha: cfg.rewards.alpha, suiteCap: cfg.sampling.suiteSize, histCap: cfg.mistakeBook.replay || 8, histSuite: HIST_SUITE });
 
   // Code policy: one group per problem.
@@ -217,42 +290,16 @@ export async function judgeProblem(args: {
   const base = { round: p.round, problemId: p.problemId };
   let bookSize = book.entries.filter((e) => !e.blacklisted).length;
   if (cfg.mistakeBook.enabled) {
-    const observations: MistakeObservation[] = [];
-    const keyOf = new Map<string, { key: string; hash: string }>();
-    for (const t of genTests) keyOf.set(t.testId, { key: normalizeTestKey(await env.blobs.getText(t.oracleHash!)), hash: t.oracleHash! });
-    for (const id of histIds) keyOf.set(id, { key: id.slice(HIST_SUITE.length + 1), hash: histHash.get(id)! });
-    matrix.programs.forEach((prog, pi) => {
-      matrix.tests.forEach((t, ti) => {
-        const v = matrix.verdicts[pi]![ti];
-        if (v === null || v === undefined) return;
-        const k = keyOf.get(t.id)!;
-        observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
-      });
-    });
-    for (const v of rewardRuns) {
-      if (v.programId !== 'reference') continue;
-      const k = keyOf.get(v.testId);
-      if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
-    }
     const mb = cfg.mistakeBook;
-    const update = updateMistakeBook(
-      book,
-      { round: p.round, observations },
-      {
-        cap: mb.cap,
-        decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
-        blacklistOnReferenceFail: mb.blacklist,
-        sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
-      },
-    );
+    const update = await basis.bookUpdate(book, p.round, {
+      cap: mb.cap,
+      decay: mb.decay > 0 ? { every: 1, amount: mb.decay } : null,
+      blacklistOnReferenceFail: mb.blacklist,
+      sources: cfg.codeA1.mistakeBookRule === 'release' ? 'code-a1' : 'any',
+    });
     bookSize = update.state.entries.filter((e) => !e.blacklisted).length;
     if (update.changes.length > 0) events.push(env.event('MistakeBookUpdated', { ...base, changes: update.changes }));
   }
-
-  // Evaluation figures for the table.
-  const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, judged.filter((t) => t.oracleHash && suiteOf(t.testId) === suite.suiteId).map((t) => t.oracleHash!)]));
-  const figures = evaluationFigures(problem, p, args.verdicts, usableBySuite);
-  const sampled = p.suites.reduce((n, s) => n + s.tests.length, 0);
 
   events.unshift(
     env.event('RewardsAssigned', { ...base, role: 'code', rewardFn: result.rewardId, items: codeItems }),
@@ -261,13 +308,17 @@ export async function judgeProblem(args: {
   events.push(
     env.event('ProblemEvaluated', {
       ...base,
-      ...figures,
-      tests: { sampled, wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
+      ...basis.figures,
+      tests: basis.tests,
       mistakeBook: { size: bookSize },
       rewards: { code: mean(rCodes), test: mean(testItems.map((t) => t.reward)) },
     }),
   );
   return events;
+}
+
+export async function judgeProblem(args: JudgeArgs & { shared?: boolean }): Promise<NewEvent[]> {
+  return judgeWithBasis(await codeA1Basis({ ...args, blobs: args.env.blobs }), args);
 }
 
 /** The reference on each distinct test that states an expected value: oracle outputs and validity. */
@@ -288,10 +339,17 @@ export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemR
   return pairs;
 }
 
+/** The two steps of Code-A1's judgement, for judging one problem-round under several settings. */
+export const codeA1Steps: JudgementSteps<CodeA1Basis> = {
+  basis: (a) => codeA1Basis(a),
+  finish: (basis, a) => judgeWithBasis(basis, a),
+};
+
 export const codeA1: MethodJudgement = {
   oracle: referenceOracle,
   plan: (a: PlanArgs) => planEvaluation(a),
   judge: (a: JudgeArgs) => judgeProblem(a),
+  steps: codeA1Steps,
 };
 
 /** Self-play baseline: Code-A1's loop with one objective for both roles (no separation). */
@@ -299,4 +357,5 @@ export const selfPlay: MethodJudgement = {
   oracle: referenceOracle,
   plan: (a: PlanArgs) => planEvaluation(a),
   judge: (a: JudgeArgs) => judgeProblem({ ...a, shared: true }),
+  steps: { basis: codeA1Steps.basis, finish: (basis, a) => judgeWithBasis(basis as CodeA1Basis, { ...a, shared: true }) },
 };

@@ -459,6 +459,8 @@ export const CodeA1Suite = z.object({
   nonprintableRatio: z.number().min(0).max(1),
 });
 export type CodeA1Suite = z.infer<typeof CodeA1Suite>;
+/** Built once: a zod schema costs more to build than to check a few suites with. */
+const CodeA1Suites = z.array(CodeA1Suite);
 
 export interface CodeA1SuiteResult extends CodeA1SuiteReward {
   suite: string;
@@ -492,7 +494,7 @@ export interface CodeA1Input {
  */
 export function codeA1Rewards(input: CodeA1Input, options: CodeA1OptionsInput = {}): CodeA1Result {
   const o = parseWith(CodeA1Options, options, 'Code-A1 options');
-  const suites = parseWith(z.array(CodeA1Suite), input.suites, 'Code-A1 suites');
+  const suites = parseWith(CodeA1Suites, input.suites, 'Code-A1 suites');
   const m = input.matrix;
   const programIds = new Set(m.programs.map((p) => p.id));
   const seenSuites = new Set<string>();

@@ -5,7 +5,8 @@
  * rewards; refusals name the setting and why; a second call is answered from the variant's file.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -15,7 +16,11 @@ import { smallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
-import type { EventData } from '../../src/events/catalog.js';
+import { requestPairs, type EventData } from '../../src/events/catalog.js';
+import type { RunConfig } from '../../src/config/schema.js';
+import { sandboxOptions } from '../../src/actors/run.js';
+import { createSandbox } from '../../src/sandbox/index.js';
+import { runCli } from '../support/cli.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
@@ -56,6 +61,26 @@ function rewardsOf(file: string, role: 'code' | 'test'): Map<string, RewardRow> 
   }
 }
 
+/** sha256 of the run's log files (the log and its WAL), by name. */
+function fileDigests(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir).filter((n) => n.startsWith('log.db')).sort()) {
+    const file = path.join(dir, name);
+    if (statSync(file).isFile()) out[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
+  }
+  return out;
+}
+
+/** A black-box run (a program runs only the replayed tests, so a wider replay needs pairs the
+ * run never executed), made once for the tests that need it. */
+let blackboxRun: Promise<{ outcome: RunOutcome; log: EventLog }> | null = null;
+const blackbox = () =>
+  (blackboxRun ??= (async () => {
+    const config = smallConfig(root, { name: 'blackbox' });
+    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
+    return { outcome: bb, log: await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false }) };
+  })());
+
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-ablate-'));
   // White-box with TOPVAR: each suite has one target program, whose validity the test reward reads.
@@ -69,11 +94,13 @@ beforeAll(async () => {
     log,
     dir: path.join(root, 'ablations'),
     variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')],
+    hashes: true,
   });
 }, 300_000);
 
 afterAll(async () => {
   await log?.close();
+  if (blackboxRun) await (await blackboxRun).log.close();
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -84,13 +111,14 @@ describe('crucible ablate', () => {
     const live = await ProjectionRunner.open({ log, readModel: path.join(outcome.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: outcome.runId });
     try {
       // Every read model a variant can change (executions and policy versions pass through untouched).
-      expect(Object.keys(same.hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
-      for (const name of Object.keys(same.hashes)) expect({ [name]: same.hashes[name] }).toEqual({ [name]: await live.stateHash(name) });
+      const hashes = same.hashes!;
+      expect(Object.keys(hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
+      for (const name of Object.keys(hashes)) expect({ [name]: hashes[name] }).toEqual({ [name]: await live.stateHash(name) });
     } finally {
       await live.close();
     }
     // The comparison can fail: a variant that changes the rewards has another rewards hash.
-    expect(answered(first.variants.find((v) => v.name === 'a0')).hashes.rewards).not.toBe(same.hashes.rewards);
+    expect(answered(first.variants.find((v) => v.name === 'a0')).hashes!.rewards).not.toBe(same.hashes!.rewards);
     expect(same.rows).toEqual(outcome.rows);
     expect(first.recorded).toEqual(outcome.rows);
   });
@@ -181,11 +209,19 @@ describe('crucible ablate', () => {
     const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')] });
     expect(again.eventsRead).toBe(0);
     expect(again.variants.map((v) => answered(v).fromStore)).toEqual([true, true, true, true]);
+    // State hashes only when asked for (they read every row).
+    expect(again.variants.map((v) => answered(v).hashes)).toEqual([null, null, null, null]);
     expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
     expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
     // Projected on two threads: the same read models.
-    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2 });
+    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2, hashes: true });
     expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
+    // What variants share when judged together (the recorded judgement basis, the Mistake Book
+    // plan and updates of equal Mistake Book settings) leaves each one as it is alone.
+    for (const [i, v] of ['same:', 'a1:rewards.alpha=1'].entries()) {
+      const alone = await ablate({ log, dir: path.join(root, `ablations-alone-${i}`), variants: [spec(v)], hashes: true });
+      expect(answered(alone.variants[0]).hashes).toEqual(answered(first.variants[i === 0 ? 0 : 2]).hashes);
+    }
     // Another stop position is another file.
     const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
     expect(answered(early.variants[0]).fromStore).toBe(false);
@@ -211,22 +247,93 @@ describe('crucible ablate', () => {
   });
 
   it('refuses, mid-way and alone, a variant whose Mistake Book replays tests on programs that never ran them', async () => {
-    // Black-box: a program runs only the replayed tests, so a larger replay asks for pairs the run never executed.
-    const config = smallConfig(root, { name: 'blackbox' });
-    const bb = await runExperiment({ config, dir: path.join(root, 'blackbox'), cacheDir: path.join(root, 'cache') });
-    const bbLog = await openSqliteLog(path.join(bb.dir, 'log.db'), { create: false });
+    const bb = await blackbox();
+    const result = await ablate({ log: bb.log, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
+    const [wide, narrow] = result.variants;
+    expect(wide?.status).toBe('refused');
+    if (wide?.status !== 'refused') return;
+    expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
+    expect(wide.reason).toMatch(
+      /^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions unless --execute runs the missing ones into its own log$/,
+    );
+    // The other variant of the same read is answered.
+    expect(narrow?.status).toBe('answered');
+    expect(answered(narrow).log).toBeNull();
+  }, 300_000);
+
+  it('--execute runs the missing executions in a real sandbox into the variant\'s own log, never the run\'s', async () => {
+    const bb = await blackbox();
+    const logFile = path.join(bb.outcome.dir, 'log.db');
+    const before = fileDigests(bb.outcome.dir);
+    const dir = path.join(root, 'ablations-exec');
+    const execute = { sandbox: (config: RunConfig) => createSandbox(sandboxOptions(config)) };
+    const wideSpec = () => spec('wide:mistakeBook.replay=64,mistakeBook.cap=null');
+    const first = await ablate({ log: bb.log, dir, variants: [wideSpec(), spec('narrow:mistakeBook.replay=1')], execute, hashes: true });
+    const [wide, narrow] = first.variants.map(answered);
+    expect(wide!.executed).toBeGreaterThan(0);
+    // A variant that needs no new execution runs none and has no log of its own.
+    expect([narrow!.executed, narrow!.log]).toEqual([0, null]);
+    // The variant's log holds the new executions: Mistake Book tests on the run's programs.
+    const own = await openSqliteLog(wide!.log!, { create: false });
+    let pairs = 0;
+    let results = 0;
     try {
-      const result = await ablate({ log: bbLog, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
-      const [wide, narrow] = result.variants;
-      expect(wide?.status).toBe('refused');
-      if (wide?.status !== 'refused') return;
-      expect(wide.setting).toBe('mistakeBook.replay, mistakeBook.cap');
-      expect(wide.reason).toMatch(/^needs \d+ verdict\(s\) the run never recorded \(round \d+, problem demo\/[a-z-]+: e\.g\. program \S+ on Mistake Book test [0-9a-f]{12}\); a variant answers only from recorded executions/);
-      // The other variant of the same read is answered.
-      expect(narrow?.status).toBe('answered');
+      for await (const e of own.read({}, {})) {
+        expect(e.runId).toBe(bb.outcome.runId);
+        if (e.type === 'ExecutionRequested') {
+          const d = e.data as EventData<'ExecutionRequested'>;
+          expect(d.purpose).toBe('mistake-book');
+          for (const x of requestPairs(d)) expect(x.testId.startsWith('mistake-book/')).toBe(true);
+          pairs += requestPairs(d).length;
+        } else if (e.type === 'ProgramExecuted') {
+          results += (e.data as EventData<'ProgramExecuted'>).pairs.length;
+        } else throw new Error(`unexpected ${e.type} in the variant's log`);
+      }
     } finally {
-      await bbLog.close();
+      await own.close();
     }
+    expect(pairs).toBe(wide!.executed);
+    expect(results).toBe(pairs);
+    // The recorded log is untouched, byte for byte (its events and blobs).
+    expect(fileDigests(bb.outcome.dir)).toEqual(before);
+    expect(before[path.basename(logFile)]).toBeDefined();
+    // The new executions reach the read models: answer selection counts more Mistake Book runs
+    // per candidate than the run made (they are the wider replay's).
+    const bookRuns = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        const rows = db.prepare('SELECT scores FROM answer_selection').all() as { scores: string }[];
+        return rows.reduce((n, r) => n + (JSON.parse(r.scores) as { book: { run: number } }[]).reduce((m, c) => m + c.book.run, 0), 0);
+      } finally {
+        db.close();
+      }
+    };
+    expect(bookRuns(wide!.file)).toBeGreaterThan(bookRuns(path.join(bb.outcome.dir, 'views.db')));
+    // A second call is answered from the stored variant, without reading the log or executing.
+    const again = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
+    expect(again.eventsRead).toBe(0);
+    expect(answered(again.variants[0])).toMatchObject({ fromStore: true, executed: 0, log: wide!.log, hashes: wide!.hashes });
+    // Without --execute too: what the variant executed is stored with it.
+    expect(answered((await ablate({ log: bb.log, dir, variants: [wideSpec()] })).variants[0]).fromStore).toBe(true);
+    // Read models lost, log kept (a call stopped before projecting): the log's executions answer, none runs again.
+    rmSync(wide!.file);
+    const rebuilt = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
+    expect(answered(rebuilt.variants[0])).toMatchObject({ fromStore: false, executed: 0, hashes: wide!.hashes });
+    expect(fileDigests(bb.outcome.dir)).toEqual(before);
+    // The command: refused without --execute (exit status 2); with it, the sandbox is the one the
+    // recorded run's executor settings describe, and the line names the variant's log.
+    const cliDir = path.join(root, 'cli-exec');
+    mkdirSync(cliDir);
+    for (const f of ['log.db', 'log.db-wal']) if (existsSync(path.join(bb.outcome.dir, f))) copyFileSync(path.join(bb.outcome.dir, f), path.join(cliDir, f));
+    const refused = await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null']);
+    expect(refused.code).toBe(2);
+    expect(refused.out).toMatch(/wide: REFUSED \(mistakeBook\.replay, mistakeBook\.cap\): needs \d+ verdict/);
+    const ran = await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--execute']);
+    expect(ran.code).toBe(0);
+    expect(ran.out).toMatch(new RegExp(`wide: mistakeBook\\.replay=64, mistakeBook\\.cap=null \\(written to \\S+\\.db; ${wide!.executed} new executions in \\S+\\.log\\.db\\)`));
+    const json = JSON.parse((await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--json'])).out) as { variants: { fromStore: boolean; executed: number; log: string; hashes: Record<string, string> }[] };
+    expect(json.variants[0]).toMatchObject({ fromStore: true, executed: 0, hashes: wide!.hashes });
+    expect(json.variants[0]!.log.startsWith(path.join(cliDir, 'ablations'))).toBe(true);
   }, 300_000);
 
   it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {

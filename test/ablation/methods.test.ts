@@ -38,7 +38,7 @@ async function ablateRun(method: string, variants: string[]) {
   expect(out.finished).toBe(true);
   const log = await openSqliteLog(path.join(out.dir, 'log.db'), { create: false });
   try {
-    const result = await ablate({ log, dir: path.join(out.dir, 'ablations'), variants: variants.map(parseVariantSpec) });
+    const result = await ablate({ log, dir: path.join(out.dir, 'ablations'), variants: variants.map(parseVariantSpec), hashes: true });
     const live = await ProjectionRunner.open({ log, readModel: path.join(out.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: out.runId });
     const liveHashes: Record<string, string> = {};
     for (const p of RUN_PROJECTIONS) liveHashes[p.name] = await live.stateHash(p.name);
@@ -66,7 +66,7 @@ describe('ablation of each method judgement', () => {
       expect(same?.status).toBe('answered');
       expect(v?.status).toBe('answered');
       if (same?.status !== 'answered') return;
-      for (const [name, hash] of Object.entries(same.hashes)) expect({ [name]: hash }).toEqual({ [name]: liveHashes[name] });
+      for (const [name, hash] of Object.entries(same.hashes!)) expect({ [name]: hash }).toEqual({ [name]: liveHashes[name] });
     }, 180_000);
   }
 

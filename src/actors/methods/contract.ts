@@ -11,6 +11,7 @@ import type { MistakeBookState } from '../../rewards/mistake-book.js';
 import type { ModuleLoad, PairResult } from '../../projections/recorded-verdicts.js';
 import type { TcsBufferedSuite } from '../../rewards/tcs.js';
 import type { RunEnv } from '../env.js';
+import type { BlobStore } from '../../events/blobs.js';
 import type { ProblemRound } from '../judge-state.js';
 
 export type Pair = ExecutionPair;
@@ -54,9 +55,29 @@ export interface JudgeArgs {
   tcsBuffer: readonly TcsBufferedSuite[];
 }
 
+/** What a judgement reads apart from the settings and the Judge's own state. */
+export interface BasisArgs {
+  blobs: BlobStore;
+  problem: Problem;
+  round: ProblemRound;
+  verdicts: (requestId: string) => Verdicts;
+  load: (programHash: string) => ModuleLoad;
+}
+
+/** A judgement in two steps: `basis` derives what the recorded verdicts alone decide (no
+ * setting read), `finish` the rest under `env.config`. `finish(await basis(a), a)` is `judge(a)`;
+ * judging one problem-round under several settings (ablation) computes the basis once. */
+export interface JudgementSteps<B> {
+  basis(args: BasisArgs): Promise<B>;
+  finish(basis: B, args: JudgeArgs): Promise<NewEvent[]>;
+}
+
 export interface MethodJudgement {
   /** Reference runs needed before planning (oracle outputs, validity). */
   oracle(env: RunEnv, problem: Problem, round: ProblemRound): Promise<Pair[]>;
   plan(args: PlanArgs): Promise<NewEvent[]>;
   judge(args: JudgeArgs): Promise<NewEvent[]>;
+  /** The same judgement in two steps, where the method has a settings-free part worth sharing. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  steps?: JudgementSteps<any>;
 }

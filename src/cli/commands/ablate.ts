@@ -7,6 +7,9 @@ import { parseVariantSpec, type VariantSpec } from '../../ablation/variant.js';
 import { formatTable } from '../table.js';
 import { openRecordedLog, resolveRunLocation } from '../run-location.js';
 import { UserError } from '../errors.js';
+import type { RunConfig } from '../../config/schema.js';
+import { sandboxOptions } from '../../actors/run.js';
+import { createSandbox } from '../../sandbox/index.js';
 
 /** Variant read models live beside the run's own: <run>/ablations/<name>-<key>.db. */
 export const ABLATIONS_DIR = 'ablations';
@@ -64,13 +67,10 @@ export function registerAblate(program: Command): void {
     .requiredOption('--variant <spec>', 'NAME:key=value,... (repeatable), e.g. a0:rewards.alpha=0 or nobook:mistakeBook.enabled=false', collect, [])
     .option('--round <k>', 'stop after round k', nonNegative('--round'))
     .option('--until <position>', 'stop after this log position', nonNegative('--until'))
-    .option('--execute', 'run the executions a variant needs that the log lacks (not built: such a variant is refused)')
+    .option('--execute', "run the executions a variant needs that the log lacks in a sandbox, into the variant's own log (never the run's)")
     .option('--threads <n>', 'project several variants on this many threads (default 1: measured slower on 2 cores)', nonNegative('--threads'))
     .option('--json', 'print JSON')
     .action(async (dir: string, opts: { variant: VariantSpec[]; round?: number; until?: number; threads?: number; execute?: boolean; json?: boolean }) => {
-      if (opts.execute) {
-        throw new UserError('--execute is not built yet: a variant is answered from the recorded executions only, and one that needs others is refused');
-      }
       if (opts.round !== undefined && opts.until !== undefined) throw new UserError('give --round or --until, not both');
       const where = resolveRunLocation(dir);
       if (!where.dir) throw new UserError(`${dir}: ablate needs a run directory (it keeps the variants' read models there)`);
@@ -80,7 +80,11 @@ export function registerAblate(program: Command): void {
         let to: Position | undefined;
         if (opts.round !== undefined) to = await positionAfterRound(log, runId, opts.round);
         else if (opts.until !== undefined) to = asPosition(opts.until);
-        const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}), ...(opts.threads !== undefined ? { threads: opts.threads } : {}) });
+        const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}), ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
+          // The sandbox the recorded run would have used (its executor settings), started only if a variant needs it.
+          hashes: opts.json === true,
+          ...(opts.execute ? { execute: { sandbox: (config: RunConfig) => createSandbox(sandboxOptions(config)) } } : {}),
+        });
         const refused = result.variants.filter((v) => v.status === 'refused');
         if (opts.json) {
           process.stdout.write(
@@ -90,7 +94,7 @@ export function registerAblate(program: Command): void {
               recorded: result.recorded,
               variants: result.variants.map((v) =>
                 v.status === 'answered'
-                  ? { name: v.name, status: v.status, overrides: v.variant.overrides, settingsHash: v.variant.settingsHash, file: v.file, fromStore: v.fromStore, rows: v.rows, hashes: v.hashes }
+                  ? { name: v.name, status: v.status, overrides: v.variant.overrides, settingsHash: v.variant.settingsHash, file: v.file, fromStore: v.fromStore, log: v.log, executed: v.executed, rows: v.rows, hashes: v.hashes }
                   : { name: v.name, status: v.status, overrides: v.variant.overrides, setting: v.setting, reason: v.reason },
               ),
             })}\n`,
@@ -101,12 +105,13 @@ export function registerAblate(program: Command): void {
             const settings = v.variant.overrides.map((o) => `${o.key}=${JSON.stringify(o.value)}`).join(', ') || 'the recorded settings';
             process.stdout.write(
               v.status === 'answered'
-                ? `  ${v.name}: ${settings} (${v.fromStore ? 'answered from' : 'written to'} ${v.file})\n`
+                ? `  ${v.name}: ${settings} (${v.fromStore ? 'answered from' : 'written to'} ${v.file}${v.log ? `; ${v.executed > 0 ? `${v.executed} new executions in` : 'executions in'} ${v.log}` : ''})\n`
                 : `  ${v.name}: REFUSED${v.setting ? ` (${v.setting})` : ''}: ${v.reason}\n`,
             );
           }
           process.stdout.write(`\n${ablationTable(result)}\n`);
-          process.stdout.write('\nThe samples, executions and policies are the recorded ones: a variant re-derives the judgement of the recorded samples.\n');
+          const own = result.variants.some((v) => v.status === 'answered' && v.log !== null) ? " (plus the Mistake Book replays executed into a variant's own log)" : '';
+          process.stdout.write(`\nThe samples, executions and policies are the recorded ones${own}: a variant re-derives the judgement of the recorded samples.\n`);
         }
         if (refused.length > 0) process.exitCode = 2;
       } finally {
