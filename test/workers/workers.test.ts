@@ -29,11 +29,9 @@ let root: string;
 let config: RunConfig;
 let reference: { rows: RoundRow[]; commits: string[] };
 
-/** The table without wall times, numbers to 12 significant digits: the Judge's per-problem
- * outputs reach the log in the order the executors finish, and the round table sums them in log
- * order, so a sum may differ from the in-process run's in its last bit. */
-const figures = (rows: readonly RoundRow[]) =>
-  rows.map(({ seconds: _s, ...r }) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'number' ? Number(v.toPrecision(12)) : v])));
+/** The table without wall times. Exact: the round table sums the Judge's per-problem outputs in
+ * the round's schedule order, whatever order the executors finished them in. */
+const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 async function eventsOf(location: string, runId: string): Promise<EventEnvelope[]> {
   const log = await openRunLog(location, runId, { create: false });
