@@ -21,6 +21,7 @@ import { openSqliteLog } from '../src/events/sqlite-log.js';
 import type { RunRequest, Sandbox, TestResult } from '../src/sandbox/api.js';
 import type { EventEnvelope, NewEvent } from '../src/events/envelope.js';
 import { allPairResults } from '../src/projections/recorded-verdicts.js';
+import { flag } from './flags.js';
 
 /** Verdicts from a hash of (program, test): deterministic, and no process is started. */
 export class InstantVerdictsForBenchmark implements Sandbox {
@@ -40,13 +41,6 @@ export class InstantVerdictsForBenchmark implements Sandbox {
 
 const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
 
-function flag(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(`--${name}`);
-  if (i < 0) return fallback;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} needs a positive integer`);
-  return n;
-}
 
 type Synchronous = 'full' | 'normal';
 

@@ -22,14 +22,8 @@ import { judge } from '../src/actors/judge.js';
 import { learner } from '../src/actors/learner.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
+import { flag } from './flags.js';
 
-function flag(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(`--${name}`);
-  if (i < 0) return fallback;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} needs a positive integer`);
-  return n;
-}
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 

@@ -26,14 +26,8 @@ import { natsDown, natsUp } from '../src/events/nats-server.js';
 import { JetStreamTaskQueue } from '../src/events/jetstream-tasks.js';
 import { runWithWorkers } from '../src/workers/run-workers.js';
 import { parseWorkerCounts } from '../src/workers/roles.js';
+import { flag } from './flags.js';
 
-function flag(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(`--${name}`);
-  if (i < 0) return fallback;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} needs a positive integer`);
-  return n;
-}
 
 interface Figures {
   label: string;
