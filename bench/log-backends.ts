@@ -16,6 +16,7 @@ import { commitPayload, connectNats, openJetStreamLog } from '../src/events/jets
 import { DEFAULT_MAX_COMMIT_BYTES, MAX_COMMIT_EVENTS, type EventLog } from '../src/events/log.js';
 import { natsDown, natsUp } from '../src/events/nats-server.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { issueAll } from './pipeline.js';
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 const WINDOW = 256;
@@ -43,17 +44,7 @@ async function timed(fn: () => Promise<number | void>): Promise<{ ms: number; n:
 async function appendAll(log: EventLog, commits: readonly NewEvent[][], tag: string, pipelined: boolean): Promise<Figures> {
   const events = commits.reduce((a, c) => a + c.length, 0);
   const { ms } = await timed(async () => {
-    if (!pipelined) {
-      for (let i = 0; i < commits.length; i++) await log.append(`s/${i % 8}`, commits[i]!, { commitId: `${tag}-${i}` });
-      return;
-    }
-    const inFlight = new Set<Promise<unknown>>();
-    for (let i = 0; i < commits.length; i++) {
-      const p: Promise<unknown> = log.append(`s/${i % 8}`, commits[i]!, { commitId: `${tag}-${i}` }).then(() => inFlight.delete(p));
-      inFlight.add(p);
-      if (inFlight.size >= WINDOW) await Promise.race(inFlight);
-    }
-    await Promise.all(inFlight);
+    await issueAll(commits.length, pipelined, WINDOW, (i) => log.append(`s/${i % 8}`, commits[i]!, { commitId: `${tag}-${i}` }));
   });
   return { commits: commits.length, events, ms };
 }
@@ -98,20 +89,11 @@ class RawClient {
     const js = jetstream(this.nc);
     await this.jsm.streams.add({ name, subjects: [`${name}.>`], num_replicas: this.replicas });
     const { ms } = await timed(async () => {
-      const inFlight = new Set<Promise<unknown>>();
-      for (let i = 0; i < payloads.length; i++) {
+      await issueAll(payloads.length, pipelined, WINDOW, (i) => {
         const h = headers();
         h.set('Crucible-Count', String(commits[i]!.length));
-        const p = js.publish(`${name}.s.${i % 8}`, payloads[i]!, { msgID: `${name}-${i}`, headers: h });
-        if (!pipelined) {
-          await p;
-          continue;
-        }
-        const q: Promise<unknown> = p.then(() => inFlight.delete(q));
-        inFlight.add(q);
-        if (inFlight.size >= WINDOW) await Promise.race(inFlight);
-      }
-      await Promise.all(inFlight);
+        return js.publish(`${name}.s.${i % 8}`, payloads[i]!, { msgID: `${name}-${i}`, headers: h });
+      });
     });
     return { commits: payloads.length, events: commits.reduce((a, c) => a + c.length, 0), ms };
   }

@@ -21,6 +21,7 @@ import { credentialsFile } from '../src/events/nats-auth.js';
 import { natsDown, natsUp, type NatsCluster } from '../src/events/nats-server.js';
 import { openRunLog } from '../src/events/open-log.js';
 import { machinesAvailable, startMachines, type Machines } from '../test/support/machines.js';
+import { issueAll } from './pipeline.js';
 
 const WINDOW = 256;
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -46,18 +47,7 @@ async function open(s: Setup, runId: string, role: 'conductor' | 'executor' | 'r
 
 async function appendMs(log: EventLog, runId: string, commits: number, pipelined: boolean): Promise<number> {
   const t0 = performance.now();
-  const inFlight = new Set<Promise<unknown>>();
-  for (let i = 0; i < commits; i++) {
-    const p = log.append('executor', [makeEvent('RunFailed', runId, { reason: `bench ${i}` })], { commitId: `${runId}-${i}` });
-    if (!pipelined) {
-      await p;
-      continue;
-    }
-    const q: Promise<unknown> = p.then(() => inFlight.delete(q));
-    inFlight.add(q);
-    if (inFlight.size >= WINDOW) await Promise.race(inFlight);
-  }
-  await Promise.all(inFlight);
+  await issueAll(commits, pipelined, WINDOW, (i) => log.append('executor', [makeEvent('RunFailed', runId, { reason: `bench ${i}` })], { commitId: `${runId}-${i}` }));
   return performance.now() - t0;
 }
 
