@@ -15,10 +15,10 @@ import { StandInOpenAIServer } from '../support/stand-in-openai-server.js';
 import { torchMissing } from '../support/bridge-serve.js';
 import { runCli } from '../support/cli.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { recordedEvents } from '../support/run-log.js';
 
 const missing = torchMissing();
 let root: string;
@@ -64,10 +64,7 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
         }
       },
     });
-    const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
-    events = [];
-    for await (const e of log.read()) events.push(e);
-    await log.close();
+    events = await recordedEvents(outcome.dir);
   }, 300_000);
 
   afterAll(async () => {

@@ -22,19 +22,12 @@ import { createSandbox } from '../../src/sandbox/index.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { userFacing } from '../../src/cli/errors.js';
+import { recordedEvents } from '../support/run-log.js';
 
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 const FAST = { attempts: 3, backoffMs: 5, maxBackoffMs: 20 };
-
-async function eventsOf(dir: string): Promise<EventEnvelope[]> {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: EventEnvelope[] = [];
-  for await (const e of log.read()) out.push(e);
-  await log.close();
-  return out;
-}
 
 /** Fault injection around the real sandbox: its first `failures` runs throw (-1: every run). */
 class FailingFirstSandbox implements Sandbox {
@@ -84,7 +77,7 @@ describe('an effect that fails, then succeeds', () => {
     const run = await runExperiment({ config: smallConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-executor'), cacheDir: cacheDir(), sandbox: flaky, retry: FAST });
     expect(run.finished).toBe(true);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
-    const events = await eventsOf(run.dir);
+    const events = await recordedEvents(run.dir);
     const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean; error: string });
     // The two failed sandbox runs, whichever effects met them (effects of a step run together):
     // each effect's tries are numbered from 1, and each was tried again.
@@ -96,7 +89,7 @@ describe('an effect that fails, then succeeds', () => {
     expect(events.some((e) => e.type === 'RunFailed')).toBe(false);
     // Apart from the failure records, the same log as the run without failures.
     const decisions = (list: EventEnvelope[]) => list.filter((e) => e.type !== 'EffectFailed').map((e) => ({ id: e.id, commitId: e.commitId, type: e.type }));
-    expect(decisions(events)).toEqual(decisions(await eventsOf(baseline.dir)));
+    expect(decisions(events)).toEqual(decisions(await recordedEvents(baseline.dir)));
   }, 300_000);
 
   it('the learner: a training step that throws is recorded as TrainingStepFailed and the same batch is trained again', async () => {
@@ -124,7 +117,7 @@ describe('an effect that fails, then succeeds', () => {
     expect(run.finished).toBe(true);
     expect(thrown).toBe(2);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
-    const events = await eventsOf(run.dir);
+    const events = await recordedEvents(run.dir);
     const failed = events.filter((e) => e.type === 'TrainingStepFailed').map((e) => e.data);
     expect(failed).toEqual([{ batchId: `${run.runId}/round/1/test`, role: 'test', error: 'trainer process died (injected)', retryable: true }]);
     expect(events.some((e) => e.type === 'EffectFailed' || e.type === 'RunFailed')).toBe(false);
@@ -147,7 +140,7 @@ describe('an effect that always fails', () => {
     expect(error).toBeInstanceOf(RunFailedError);
     expect((error as Error).message).toMatch(/actor executor failed on \S+ 3 times \(the retry limit\); last error: sandbox worker lost \(injected failure \d+\)/);
     expect(userFacing(error)).toMatchObject({ exitCode: 1, message: expect.stringMatching(/RunFailed is recorded/) });
-    const events = await eventsOf(dir);
+    const events = await recordedEvents(dir);
     const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean });
     // Every executor effect of the step fails on its own; each one's tries are recorded.
     expect(failed.length).toBeGreaterThanOrEqual(3);

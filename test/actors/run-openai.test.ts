@@ -12,11 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { StandInOpenAIServer, type Fault } from '../support/stand-in-openai-server.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseConfig } from '../../src/config/load.js';
 import { runCli } from '../support/cli.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { recordedEvents } from '../support/run-log.js';
 
 /** A JSON value as a Python literal. */
 const py = (v: unknown): string =>
@@ -58,10 +58,7 @@ beforeAll(async () => {
     learner: { control: 'frozen' },
   });
   outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
-  const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
-  events = [];
-  for await (const e of log.read()) events.push(e);
-  await log.close();
+  events = await recordedEvents(outcome.dir);
 }, 300_000);
 
 afterAll(async () => {
