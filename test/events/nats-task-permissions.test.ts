@@ -1,9 +1,10 @@
 /**
- * The executor task queue is the executors' own: the server refuses another role's pull, ack,
- * or consumer under the queue's name (real nats-server with auth), so a process with the solver's
- * or the reader's credentials cannot take (or drop) the programs the executors are to run. The
- * executors still claim and ack, and a task some other role tried to pull is delivered to an
- * executor first-hand.
+ * The worker board and task queues by role, enforced by the server (real nats-server with
+ * auth): the executor task queue is the executors' own (another role's pull, ack, or consumer
+ * under the queue's name is refused, so a process with the solver's or the reader's
+ * credentials cannot take or drop the programs the executors are to run; a task another role
+ * tried to pull reaches an executor first-hand), and each singleton role takes its own lease
+ * only.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,10 +14,13 @@ import { AckPolicy } from '@nats-io/jetstream';
 import type { Status } from '@nats-io/transport-node';
 import type { JetStreamEventLog } from '../../src/events/jetstream-log.js';
 import { JetStreamTaskQueue, taskQueueConsumer } from '../../src/events/jetstream-tasks.js';
+import { WorkerBoard } from '../../src/events/jetstream-board.js';
+import { permissionFailure } from '../../src/events/nats-connect.js';
 import { credentialsFile, NATS_ROLES, rolePermissions, type NatsRole } from '../../src/events/nats-auth.js';
 import { natsDown, natsUp, type NatsCluster } from '../../src/events/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
-import { PROGRAM_QUEUE } from '../../src/workers/names.js';
+import { leaseNameOf, PROGRAM_QUEUE } from '../../src/workers/names.js';
+import { WORKER_ROLES, SHARED_ROLES } from '../../src/workers/roles.js';
 
 let dir: string;
 let cluster: NatsCluster;
@@ -61,7 +65,7 @@ afterAll(async () => {
 
 describe('the executor task queue on a cluster with auth', () => {
   it('grants the executor alone pulls, acks and the consumer of the program queue', () => {
-    expect(rolePermissions('executor')!.publish.deny).toBeUndefined();
+    expect(rolePermissions('executor')!.publish).not.toHaveProperty('deny');
     for (const role of OTHERS) {
       expect(rolePermissions(role)!.publish.deny).toContain(`$JS.API.CONSUMER.MSG.NEXT.*.${CONSUMER}`);
       expect(rolePermissions(role)!.publish.deny).toContain(`$JS.ACK.*.${CONSUMER}.>`);
@@ -77,10 +81,10 @@ describe('the executor task queue on a cluster with auth', () => {
         const log = await open(role);
         const refused = violations(log);
         try {
-          // A pull through the executors' consumer: the server drops it and says why.
-          const reply = log.connection.request(`$JS.API.CONSUMER.MSG.NEXT.${TASKS_STREAM}.${CONSUMER}`, JSON.stringify({ batch: 1, expires: 500_000_000 }), { timeout: 1500 });
-          const pulled = await settled(reply);
-          expect(pulled, `${role} pulled a task`).toBeInstanceOf(Error);
+          // A claim through the executors' consumer, as an executor makes it: the server drops
+          // the pull and says why (the claim fails or comes back empty).
+          const claimed = await settled(JetStreamTaskQueue.open(log, { name: PROGRAM_QUEUE, ackWaitMs: 30_000 }).then((q) => q.claim(1, 1000)));
+          expect(Array.isArray(claimed) ? claimed : [], `${role} claimed a task`).toEqual([]);
           // An ack of a delivery (as if it had one), and the consumer made or replaced under the queue's name.
           log.connection.publish(`$JS.ACK.${TASKS_STREAM}.${CONSUMER}.1.1.1.0.0`, '+ACK');
           const made = await settled(log.jsm.consumers.add(TASKS_STREAM, { durable_name: CONSUMER, ack_policy: AckPolicy.Explicit, filter_subject: `${runStreamNames(RUN).subjectPrefix}-tasks.${PROGRAM_QUEUE}` }));
@@ -103,6 +107,25 @@ describe('the executor task queue on a cluster with auth', () => {
       expect(await queue.depth()).toEqual({ waiting: 0, claimed: 0 });
     } finally {
       await executor.close();
+    }
+  }, 60_000);
+
+  it('lets each singleton role take its own lease on the worker board and no other role\'s', async () => {
+    const singletons = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r));
+    for (const role of singletons) {
+      const log = await open(role);
+      try {
+        const board = await WorkerBoard.open(log);
+        const own = await board.acquire(leaseNameOf(role), `${role}-1`, 5000);
+        expect(own, `${role} took its own lease`).not.toBeNull();
+        await own!.release();
+        const other = singletons.find((r) => r !== role)!;
+        const taken = await settled(board.acquire(leaseNameOf(other), `${role}-1`, 5000));
+        expect(permissionFailure(taken, role, 'take a lease'), `${role} took the ${other} lease`).not.toBeNull();
+        expect(await board.holderOf(leaseNameOf(other))).toBeNull();
+      } finally {
+        await log.close();
+      }
     }
   }, 60_000);
 });
