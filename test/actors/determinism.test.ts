@@ -1,5 +1,5 @@
 /**
- * The three determinism statements of the README, on real runs of the demo (real SQLite log,
+ * The three determinism statements of docs/determinism.md, on real runs of the demo (real SQLite log,
  * real sandbox, real python):
  *   (a) replaying a given log always gives the same read-model state hashes;
  *   (b) a commit depends only on the config, the seed and the content of the events that caused

@@ -3,7 +3,7 @@
  * steps, a smaller toy model): the run starts its own gpu-bridge servers, warms both policies up
  * by SFT (recorded as round-0 training events on the problems' known programs and public tests,
  * in the prompts the policies sample with), publishes the warm version and syncs it into the
- * servers, then trains by GRPO each round. The figures of the full demo are in the README.
+ * servers, then trains by GRPO each round. The figures of the full demo are in docs/models.md.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
