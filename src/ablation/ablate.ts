@@ -261,11 +261,3 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     timings,
   };
 }
-
-/** The log position just after round `round` completed. */
-export async function positionAfterRound(log: EventLog, runId: string | undefined, round: number): Promise<Position> {
-  for await (const e of log.read({}, runId ? { runId, types: ['RoundCompleted'] } : { types: ['RoundCompleted'] })) {
-    if ((e.data as EventData<'RoundCompleted'>).round === round) return e.position;
-  }
-  throw new AblationError(`round ${round} was not completed in this run`);
-}
