@@ -6,7 +6,7 @@
  * with the same variant is answered from that file without reading the log.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import path from 'node:path';
@@ -23,8 +23,8 @@ import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
-import { OverlayBlobStore } from './variant-log.js';
-import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
+import { OverlayBlobStore, variantHead, variantPosition } from './variant-log.js';
+import { projectShared, projectVariant, summarize, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
 import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
@@ -106,19 +106,83 @@ async function readStored(log: EventLog, runId: string, file: string, hashes: bo
   }
 }
 
-/** Projects the variants: on piscina threads when there are several (each projection is
- * independent SQLite work), else in this thread, which avoids starting a thread for one. */
-async function projectAll(jobs: ProjectionJob[], threads: number): Promise<Projected[]> {
-  if (jobs.length < 2 || threads < 2) {
+/**
+ * Which variants can share one answer selection: those its inputs do not tell apart. It reads the
+ * samples, the test verdicts (TestsJudged), the execution requests and results, and which
+ * problem-round was evaluated (a ProblemEvaluated's round and problem, which every variant writes
+ * where the recorded judgement was). Of these a variant changes only the reward request its
+ * Mistake Book plans (the Code-A1 family: mistakeBook.* and codeA1.mistakeBookRule, the settings
+ * that also decide what the book holds) and, with --execute, the executions it runs. So
+ * rewards.*, selection.testSamples, codeA1.codeGroupFilter, method (code-a1 or self-play), tcs.*
+ * and ace.* never reach it; variants alike in the Mistake Book settings share it, once their
+ * events are found alike (sameSelectionInput: a variant that ran executions is not).
+ */
+function selectionGroup(variant: Variant): string {
+  const c = variant.config;
+  return c.method === 'code-a1' || c.method === 'self-play' ? canonicalJson({ mistakeBook: c.mistakeBook, rule: c.codeA1.mistakeBookRule }) : 'plans no request';
+}
+
+const SELECTION_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) => p.types) ? new Set(SHARED_PROJECTIONS.flatMap((p) => p.types!)) : null;
+
+/** Whether the shared read models built from `a` are those of `b`: the same events of their
+ * types in the same order (one object when passed through or planned alike), or a
+ * ProblemEvaluated of the same problem-round (all answer selection reads of it). */
+function sameSelectionInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
+  if (SELECTION_TYPES === null) return false;
+  const read = (events: readonly EventEnvelope[]) => events.filter((e) => SELECTION_TYPES.has(e.type));
+  const x = read(a);
+  const y = read(b);
+  if (x.length !== y.length) return false;
+  return x.every((e, i) => {
+    const f = y[i]!;
+    if (e === f) return true;
+    if (e.type !== 'ProblemEvaluated' || f.type !== 'ProblemEvaluated') return false;
+    const [d, g] = [e.data as EventData<'ProblemEvaluated'>, f.data as EventData<'ProblemEvaluated'>];
+    return d.round === g.round && d.problemId === g.problemId;
+  });
+}
+
+/** Projection jobs for the judged variants: variants sharing an answer selection get a base file
+ * with it, built once from the first one's events. */
+function planProjection(judges: readonly VariantJudge[], fileOf: (judge: VariantJudge) => string, runId: string, head: Position, hashes: boolean): { shared: SharedJob[]; jobs: ProjectionJob[] } {
+  const shared: SharedJob[] = [];
+  const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null }));
+  const groups = new Map<string, ProjectionJob[]>();
+  for (const job of jobs) {
+    const key = selectionGroup(judges[jobs.indexOf(job)]!.variant);
+    groups.set(key, [...(groups.get(key) ?? []), job]);
+  }
+  for (const members of groups.values()) {
+    const [first, ...rest] = members;
+    const alike = rest.filter((job) => sameSelectionInput(first!.events, job.events));
+    if (alike.length === 0) continue;
+    const base = `${first!.file}.shared-${process.pid}`;
+    shared.push({ kind: 'shared', name: first!.name, runId, file: base, events: first!.events, head });
+    for (const job of [first!, ...alike]) job.base = base;
+  }
+  return { shared, jobs };
+}
+
+/** Projects the variants, the shared read models first: on piscina threads when there are
+ * several (each projection is independent SQLite work), else in this thread, which avoids
+ * starting a thread for one. */
+async function projectAll(shared: readonly SharedJob[], jobs: readonly ProjectionJob[], threads: number): Promise<Projected[]> {
+  const pool =
+    jobs.length < 2 || threads < 2
+      ? null
+      : new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
+  try {
+    if (pool) {
+      await Promise.all(shared.map((job) => pool.run(job)));
+      return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
+    }
+    for (const job of shared) await projectShared(job);
     const out: Projected[] = [];
     for (const job of jobs) out.push(await projectVariant(job));
     return out;
-  }
-  const pool = new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
-  try {
-    return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
   } finally {
-    await pool.destroy();
+    await pool?.destroy();
+    for (const job of shared) for (const suffix of ['', '-wal', '-shm']) rmSync(`${job.file}${suffix}`, { force: true });
   }
 }
 
@@ -138,8 +202,9 @@ async function rejudgeAll(
   const blobs = new OverlayBlobStore(req.log.blobs);
   const recordedJudge = new RecordedJudge();
   // A variant keeps only the events its read models read (the largest, TestsSampled, none of them does).
-  const keep = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
-  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep }));
+  const kept = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
+  const keep = kept && new Set(kept);
+  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep: kept }));
   let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
   // The recorded verdicts as the variants read them, built again only after a verdict event.
   let answers: RecordedAnswers | null = null;
@@ -154,6 +219,8 @@ async function rejudgeAll(
   for await (const page of pages) {
     for (const e of page) {
       events++;
+      // One object at the variant position for every variant that passes the event through.
+      const moved = keep === null || keep.has(e.type) ? { ...e, position: variantPosition(events, 0) } : null;
       if (verdictTypes.has(e.type)) {
         verdicts = observeVerdicts(verdicts, e, () => true);
         answers = null;
@@ -166,7 +233,7 @@ async function rejudgeAll(
       answers ??= new RecordedAnswers(verdicts);
       for (const judge of judges) {
         try {
-          await judge.step(e, answers);
+          await judge.step(e, answers, events, moved);
         } catch (err) {
           if (!(err instanceof VariantRefusedError)) throw err;
           outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
@@ -238,8 +305,9 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       eventsRead = events;
       timings.judgeMs = performance.now() - judgeStart;
       const projectStart = performance.now();
-      const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events, hashes: req.hashes ?? false }));
-      const projected = await projectAll(jobs, req.threads ?? 1);
+      const fileOf = (judge: VariantJudge) => pending.find((x) => x.variant === judge.variant)!.file;
+      const { shared, jobs } = planProjection(judges, fileOf, runId, variantHead(events), req.hashes ?? false);
+      const projected = await projectAll(shared, jobs, req.threads ?? 1);
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);
         const log = ran && existsSync(ran.file) ? ran.file : null;

@@ -1,12 +1,15 @@
 /**
  * Projects one variant's events into its own SQLite file with the read models a variant can
  * change. Written under a temporary name, then renamed: a stored variant file is always whole.
- * Runs in the calling thread or on a piscina thread (./project.worker.mjs): its input and output
- * are plain data.
+ * Read models that several variants build from the same events (answer selection, see
+ * ./ablate.ts) are projected once into a base file (projectShared), which each of them copies
+ * before projecting the rest on top. Runs in the calling thread or on a piscina thread
+ * (./project.worker.mjs): its input and output are plain data.
  */
-import { renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, renameSync, rmSync } from 'node:fs';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
+import type { Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
@@ -16,13 +19,32 @@ import { VariantLog } from './variant-log.js';
  * own (a variant passes those events through untouched), so they are not projected again. */
 export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'executions' && p.name !== 'policy-versions');
 
+/** The read models variants may share: answer selection (which settings reach it: ./ablate.ts). */
+export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection');
+
 export interface ProjectionJob {
+  kind: 'variant';
   name: string;
   runId: string;
   file: string;
   events: readonly EventEnvelope[];
+  /** Where the variant's log ends (variantHead of the events read: the same for every variant). */
+  head: Position;
   /** Whether to compute the read models' state hashes (a pass over every row). */
   hashes: boolean;
+  /** A file holding SHARED_PROJECTIONS built at `head` from events equal to this variant's
+   * (projectShared): copied, and only the other read models projected (null: all of them). */
+  base: string | null;
+}
+
+/** The shared read models of a group of variants, built from one of them's events. */
+export interface SharedJob {
+  kind: 'shared';
+  name: string;
+  runId: string;
+  file: string;
+  events: readonly EventEnvelope[];
+  head: Position;
 }
 
 export interface Projected {
@@ -41,13 +63,38 @@ export async function summarize(runner: ProjectionRunner, withHashes: boolean): 
   return { rows: roundRows(runner.state<RoundTableState>('round-table')), hashes };
 }
 
+const removeDb = (file: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+};
+
+// Projections fold events only; they read no blob.
+const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore(), job.head);
+
+/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read models). */
+export async function projectShared(job: SharedJob): Promise<void> {
+  removeDb(job.file);
+  const runner = await ProjectionRunner.replayInto(job.file, { log: logOf(job), projections: SHARED_PROJECTIONS, runId: job.runId });
+  await runner.close();
+}
+
 export async function projectVariant(job: ProjectionJob): Promise<Projected> {
   const tmp = `${job.file}.tmp-${process.pid}-${job.name}`;
-  rmSync(tmp, { force: true });
-  // Projections fold events only; they read no blob.
-  const log = new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore());
-  const runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId: job.runId });
+  removeDb(tmp);
+  const log = logOf(job);
+  let runner: ProjectionRunner;
   try {
+    if (job.base === null) runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId: job.runId });
+    else {
+      // The shared read models stand at the head already: catching up projects only the others.
+      for (const suffix of ['', '-wal']) if (existsSync(`${job.base}${suffix}`)) copyFileSync(`${job.base}${suffix}`, `${tmp}${suffix}`);
+      runner = await ProjectionRunner.open({ log, readModel: tmp, projections: VARIANT_PROJECTIONS, runId: job.runId });
+    }
+  } catch (err) {
+    removeDb(tmp);
+    throw err;
+  }
+  try {
+    if (job.base !== null) await runner.catchUp();
     const out = await summarize(runner, job.hashes);
     await runner.close();
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
@@ -55,7 +102,12 @@ export async function projectVariant(job: ProjectionJob): Promise<Projected> {
     return out;
   } catch (err) {
     await runner.close();
-    rmSync(tmp, { force: true });
+    removeDb(tmp);
     throw err;
   }
+}
+
+/** A job of either kind (the piscina worker's entry). */
+export function runJob(job: ProjectionJob | SharedJob): Promise<Projected | void> {
+  return job.kind === 'shared' ? projectShared(job) : projectVariant(job);
 }

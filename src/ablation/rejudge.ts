@@ -25,6 +25,7 @@ import { catalog, requestBody, requestPairs, reusedPairs, type EventData } from 
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
+import { variantPosition } from './variant-log.js';
 import { emptyRecordedVerdicts, loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
 import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookChange, type MistakeBookState } from '../rewards/mistake-book.js';
 import { canonicalJson } from '../core/canonical-json.js';
@@ -183,8 +184,13 @@ const EMPTY_BOOK: MistakeBookState = emptyMistakeBook();
 
 export class VariantJudge {
   readonly variant: Variant;
-  /** The variant's events of the kept types, positions renumbered from 1. */
+  /** The variant's events of the kept types, at variant positions (./variant-log.ts): events
+   * passed through are the objects the fan-out gives every variant. */
   readonly events: EventEnvelope[] = [];
+  /** The recorded event being stepped over (its ordinal in the read) and how many events the
+   * variant has written for it. */
+  #ordinal = 0;
+  #written = 0;
   readonly #env: RunEnv;
   readonly #problems: ReadonlyMap<string, Problem>;
   readonly #recorded: RecordedJudge;
@@ -221,15 +227,23 @@ export class VariantJudge {
     this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
   }
 
-  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it.
-   * The shared RecordedJudge has folded every event before this one. */
-  async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
-    if (e.stream !== JUDGE_STREAM) return this.#emit(e);
+  /** Folds one recorded event, the `ordinal`-th of the read; `verdicts` holds every verdict
+   * recorded up to and including it. The shared RecordedJudge has folded every event before
+   * this one. `moved`: the event at its variant position, one object for every variant (null
+   * when no variant keeps its type). */
+  async step(e: EventEnvelope, verdicts: RecordedAnswers, ordinal: number, moved: EventEnvelope | null): Promise<void> {
+    this.#ordinal = ordinal;
+    this.#written = 0;
+    if (e.stream !== JUDGE_STREAM) return this.#pass(e, moved);
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      return this.#emit(d.purpose === 'reward' && this.#rederivesBook ? this.#replanReward(e, d) : e);
+      if (d.purpose === 'reward' && this.#rederivesBook) {
+        const planned = this.#replanReward(e, d);
+        return this.#pass(planned === e ? e : planned, planned === e ? moved : planned);
+      }
+      return this.#pass(e, moved);
     }
-    if (!JUDGEMENT_TYPES.has(e.type)) return this.#emit(e);
+    if (!JUDGEMENT_TYPES.has(e.type)) return this.#pass(e, moved);
     const key = roundKey(e.data as { round: number; problemId: string });
     if (this.#judged.has(key)) return;
     this.#judged.add(key);
@@ -237,8 +251,21 @@ export class VariantJudge {
     outputs.forEach((ne, i) => this.#emit(this.#envelope(ne, e, i)));
   }
 
+  /** A recorded event passed through unchanged: the shared object at its variant position. */
+  #pass(e: EventEnvelope, moved: EventEnvelope | null): void {
+    if (moved === null || this.#written > 0) return this.#emit(e);
+    this.#written++;
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push(moved);
+    this.#foldBook(e);
+  }
+
   #emit(e: EventEnvelope): void {
-    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position: asPosition(this.events.length + 1) });
+    const position = variantPosition(this.#ordinal, this.#written++);
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position });
+    this.#foldBook(e);
+  }
+
+  #foldBook(e: EventEnvelope): void {
     if (e.type === 'MistakeBookUpdated') {
       const d = e.data as EventData<'MistakeBookUpdated'>;
       this.#books = { ...this.#books, [d.problemId]: this.#recorded.applyChanges(this.#books[d.problemId] ?? EMPTY_BOOK, d.changes) };
@@ -306,7 +333,8 @@ export class VariantJudge {
     const executed = requestPairs(d);
     const executedKeys = new Set(executed.map(pairKey));
     const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
-    return { event: { ...e, id: `${e.id}/replanned`, data }, want };
+    // At its variant position already: variants planning alike share the object.
+    return { event: { ...e, id: `${e.id}/replanned`, data, position: variantPosition(this.#ordinal, 0) }, want };
   }
 
   /** What a replanned request needs, answered from the recorded verdicts (its own, then those
