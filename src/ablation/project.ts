@@ -6,7 +6,7 @@
  * before projecting the rest on top. Runs in the calling thread or on a piscina thread
  * (./project.worker.mjs): its input and output are plain data.
  */
-import { copyFileSync, existsSync, renameSync, rmSync } from 'node:fs';
+import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
 import type { Position } from '../events/log.js';
@@ -70,38 +70,64 @@ const removeDb = (file: string) => {
 // Projections fold events only; they read no blob.
 const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore(), job.head);
 
+/**
+ * Opens a runner on a file being built and catches it up. The file is renamed (or copied) only
+ * once closed whole, so while it is built nothing needs to reach the disk: it is written
+ * unsynced and synced once when closed (closeBuilt).
+ */
+async function build(file: string, job: ProjectionJob | SharedJob, projections: typeof VARIANT_PROJECTIONS): Promise<ProjectionRunner> {
+  const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
+  try {
+    runner.readModel.db.pragma('synchronous = OFF');
+    await runner.catchUp();
+    return runner;
+  } catch (err) {
+    await runner.close();
+    throw err;
+  }
+}
+
+/** Closes a built file's runner, its pages on disk. */
+async function closeBuilt(runner: ProjectionRunner, file: string): Promise<void> {
+  await runner.close();
+  const fd = openSync(file, 'r+');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read models). */
 export async function projectShared(job: SharedJob): Promise<void> {
   removeDb(job.file);
-  const runner = await ProjectionRunner.replayInto(job.file, { log: logOf(job), projections: SHARED_PROJECTIONS, runId: job.runId });
-  await runner.close();
+  try {
+    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS), job.file);
+  } catch (err) {
+    removeDb(job.file);
+    throw err;
+  }
 }
 
 export async function projectVariant(job: ProjectionJob): Promise<Projected> {
   const tmp = `${job.file}.tmp-${process.pid}-${job.name}`;
   removeDb(tmp);
-  const log = logOf(job);
-  let runner: ProjectionRunner;
   try {
-    if (job.base === null) runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId: job.runId });
-    else {
-      // The shared read models stand at the head already: catching up projects only the others.
-      for (const suffix of ['', '-wal']) if (existsSync(`${job.base}${suffix}`)) copyFileSync(`${job.base}${suffix}`, `${tmp}${suffix}`);
-      runner = await ProjectionRunner.open({ log, readModel: tmp, projections: VARIANT_PROJECTIONS, runId: job.runId });
+    // The shared read models stand at the head already: catching up projects only the others.
+    if (job.base !== null) copyFileSync(job.base, tmp);
+    const runner = await build(tmp, job, VARIANT_PROJECTIONS);
+    let out: Projected;
+    try {
+      out = await summarize(runner, job.hashes);
+    } catch (err) {
+      await runner.close();
+      throw err;
     }
-  } catch (err) {
-    removeDb(tmp);
-    throw err;
-  }
-  try {
-    if (job.base !== null) await runner.catchUp();
-    const out = await summarize(runner, job.hashes);
-    await runner.close();
+    await closeBuilt(runner, tmp);
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
     renameSync(tmp, job.file);
     return out;
   } catch (err) {
-    await runner.close();
     removeDb(tmp);
     throw err;
   }
