@@ -233,7 +233,8 @@ async function rejudgeAll(
       answers ??= new RecordedAnswers(verdicts);
       for (const judge of judges) {
         try {
-          await judge.step(e, answers, events, moved);
+          const judging = judge.step(e, answers, events, moved);
+          if (judging) await judging;
         } catch (err) {
           if (!(err instanceof VariantRefusedError)) throw err;
           outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });

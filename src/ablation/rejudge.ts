@@ -195,12 +195,11 @@ export class VariantJudge {
   readonly #problems: ReadonlyMap<string, Problem>;
   readonly #recorded: RecordedJudge;
   /** The variant's own Mistake Books, folded from the changes its judgement made. */
-  #books: Record<string, MistakeBookState> = {};
+  readonly #books = new Map<string, MistakeBookState>();
   readonly #judged = new Set<string>();
-  /** Requests whose pairs the variant planned again: requestId -> the pairs it needs. */
-  readonly #replanned = new Map<string, Pair[]>();
-  /** Problem-rounds with a request planned again: their judgement reads the variant's own verdicts. */
-  readonly #replannedRounds = new Set<string>();
+  /** Requests whose pairs the variant planned again, per problem-round until it is judged:
+   * requestId -> the pairs it needs (the judgement reads the variant's own verdicts for them). */
+  readonly #replanned = new Map<string, Map<string, Pair[]>>();
   readonly #rederivesBook: boolean;
   /** With --execute: where the pairs nobody recorded are run (else such a variant is refused). */
   readonly #executions: VariantExecutions | null;
@@ -231,7 +230,7 @@ export class VariantJudge {
    * recorded up to and including it. The shared RecordedJudge has folded every event before
    * this one. `moved`: the event at its variant position, one object for every variant (null
    * when no variant keeps its type). */
-  async step(e: EventEnvelope, verdicts: RecordedAnswers, ordinal: number, moved: EventEnvelope | null): Promise<void> {
+  step(e: EventEnvelope, verdicts: RecordedAnswers, ordinal: number, moved: EventEnvelope | null): Promise<void> | void {
     this.#ordinal = ordinal;
     this.#written = 0;
     if (e.stream !== JUDGE_STREAM) return this.#pass(e, moved);
@@ -247,7 +246,13 @@ export class VariantJudge {
     const key = roundKey(e.data as { round: number; problemId: string });
     if (this.#judged.has(key)) return;
     this.#judged.add(key);
+    // Only a judgement waits (on blobs, or executions with --execute): the rest is synchronous.
+    return this.#judgeRound(key, e, verdicts);
+  }
+
+  async #judgeRound(key: string, e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
     const outputs = await this.#judge(key, verdicts);
+    this.#replanned.delete(key);
     outputs.forEach((ne, i) => this.#emit(this.#envelope(ne, e, i)));
   }
 
@@ -268,7 +273,7 @@ export class VariantJudge {
   #foldBook(e: EventEnvelope): void {
     if (e.type === 'MistakeBookUpdated') {
       const d = e.data as EventData<'MistakeBookUpdated'>;
-      this.#books = { ...this.#books, [d.problemId]: this.#recorded.applyChanges(this.#books[d.problemId] ?? EMPTY_BOOK, d.changes) };
+      this.#books.set(d.problemId, this.#recorded.applyChanges(this.#books.get(d.problemId) ?? EMPTY_BOOK, d.changes));
     }
   }
 
@@ -293,12 +298,12 @@ export class VariantJudge {
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
     const cfg = this.variant.config.mistakeBook;
-    const book = this.#books[d.problemId] ?? EMPTY_BOOK;
+    const book = this.#books.get(d.problemId) ?? EMPTY_BOOK;
     // Variants with the same book and Mistake Book settings plan alike.
     const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, canonicalJson(cfg)], () => this.#replan(e, d, book));
     if (want) {
-      this.#replanned.set(d.requestId, want);
-      this.#replannedRounds.add(roundKey(d));
+      const key = roundKey(d);
+      this.#replanned.set(key, (this.#replanned.get(key) ?? new Map()).set(d.requestId, want));
     }
     return event;
   }
@@ -368,8 +373,7 @@ export class VariantJudge {
    * recorded, into the variant's own log, and adds them to the variant's events. */
   async #executeMissing(key: string, p: ProblemRound, answers: RecordedAnswers): Promise<void> {
     if (!this.#executions) return;
-    for (const [requestId, want] of this.#replanned) {
-      if (!requestId.startsWith(`${key}/`)) continue;
+    for (const [requestId, want] of this.#replanned.get(key) ?? []) {
       const { missing } = this.#answer(requestId, want, p, answers);
       if (missing.length === 0) continue;
       for (const e of await this.#executions.run(p.round, p.problemId, `${key}/${EXECUTED_PURPOSE}`, missing)) {
@@ -381,7 +385,7 @@ export class VariantJudge {
 
   /** Verdicts of a request as the variant needs them, from the recorded ones (and its own executions). */
   #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
-    const want = this.#replanned.get(requestId);
+    const want = this.#replanned.get(p.key)?.get(requestId);
     if (!want) return answers.of(requestId);
     const { byKey, missing } = this.#answer(requestId, want, p, answers);
     if (missing.length > 0) {
@@ -407,7 +411,7 @@ export class VariantJudge {
       env: this.#env,
       problem,
       round: p,
-      book: this.#books[p.problemId] ?? EMPTY_BOOK,
+      book: this.#books.get(p.problemId) ?? EMPTY_BOOK,
       verdicts: (requestId) => this.#verdicts(requestId, p, answers),
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
@@ -420,9 +424,8 @@ export class VariantJudge {
     const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
     // Shared by the variants that judge the same requests: the recorded ones, or the same
     // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
-    const replanned = this.#replannedRounds.has(key);
-    if (replanned && this.#executions) return steps.finish(await basis(), args);
-    const ofRound = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)) : [];
+    const ofRound = [...(this.#replanned.get(key) ?? [])];
+    if (ofRound.length > 0 && this.#executions) return steps.finish(await basis(), args);
     // A variant lacking a verdict is refused in its own name before anything is shared.
     for (const [id] of ofRound) this.#verdicts(id, p, answers);
     const wants = ofRound.map(([, want]) => want);
