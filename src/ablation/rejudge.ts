@@ -421,7 +421,9 @@ export class VariantJudge {
     const method = judgementOf(this.variant.config.method);
     const steps = method.steps;
     if (!steps) return method.judge(args);
-    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
+    // The evaluation figures read the held-out and kill requests, which no variant plans again.
+    const evaluation = <T>(compute: () => T): T => this.#recorded.share(key, ['evaluation'], compute);
+    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load, evaluation });
     // Shared by the variants that judge the same requests: the recorded ones, or the same
     // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
     const ofRound = [...(this.#replanned.get(key) ?? [])];
