@@ -79,6 +79,9 @@ export interface AblationResult {
   /** Wall time of the two phases: one read of the log re-judged by every variant, then each
    * variant's projection into its file. */
   timings: { judgeMs: number; projectMs: number };
+  /** Variants projected by this call that shared one answer selection and Mistake Book (built
+   * once), by name. */
+  shared: string[][];
 }
 
 async function runStarted(log: EventLog, runId: string | undefined): Promise<EventEnvelope> {
@@ -107,54 +110,60 @@ async function readStored(log: EventLog, runId: string, file: string, hashes: bo
 }
 
 /**
- * Which variants can share one answer selection: those its inputs do not tell apart. It reads the
- * samples, the test verdicts (TestsJudged), the execution requests and results, and which
- * problem-round was evaluated (a ProblemEvaluated's round and problem, which every variant writes
- * where the recorded judgement was). Of these a variant changes only the reward request its
- * Mistake Book plans (the Code-A1 family: mistakeBook.* and codeA1.mistakeBookRule, the settings
- * that also decide what the book holds) and, with --execute, the executions it runs. So
- * rewards.*, selection.testSamples, codeA1.codeGroupFilter, method (code-a1 or self-play), tcs.*
- * and ace.* never reach it; variants alike in the Mistake Book settings share it, once their
- * events are found alike (sameSelectionInput: a variant that ran executions is not).
+ * Which variants can share the answer selection and Mistake Book read models: those their inputs
+ * do not tell apart. Answer selection reads the samples, the test verdicts (TestsJudged), the
+ * execution requests and results, and which problem-round was evaluated (a ProblemEvaluated's
+ * round and problem, which every variant writes where the recorded judgement was); the Mistake
+ * Book reads the book's changes. Of these a variant changes only the reward request its Mistake
+ * Book plans and the book's changes (the Code-A1 family: mistakeBook.* and
+ * codeA1.mistakeBookRule decide both) and, with --execute, the executions it runs. So rewards.*,
+ * selection.testSamples, codeA1.codeGroupFilter, method (code-a1 or self-play), tcs.* and ace.*
+ * never reach them; variants alike in the Mistake Book settings share them, once their events are
+ * found alike (sameSharedInput: a variant that ran executions is not).
  */
-function selectionGroup(variant: Variant): string {
+function sharingGroup(variant: Variant): string {
   const c = variant.config;
   return c.method === 'code-a1' || c.method === 'self-play' ? canonicalJson({ mistakeBook: c.mistakeBook, rule: c.codeA1.mistakeBookRule }) : 'plans no request';
 }
 
-const SELECTION_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) => p.types) ? new Set(SHARED_PROJECTIONS.flatMap((p) => p.types!)) : null;
+const SHARED_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) => p.types) ? new Set(SHARED_PROJECTIONS.flatMap((p) => p.types!)) : null;
 
 /** Whether the shared read models built from `a` are those of `b`: the same events of their
- * types in the same order (one object when passed through or planned alike), or a
- * ProblemEvaluated of the same problem-round (all answer selection reads of it). */
-function sameSelectionInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
-  if (SELECTION_TYPES === null) return false;
-  const read = (events: readonly EventEnvelope[]) => events.filter((e) => SELECTION_TYPES.has(e.type));
+ * types in the same order (one object when passed through or planned alike); of those a variant
+ * writes itself, a ProblemEvaluated of the same problem-round (all answer selection reads of it)
+ * and a MistakeBookUpdated with the same changes. */
+function sameSharedInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
+  if (SHARED_TYPES === null) return false;
+  const read = (events: readonly EventEnvelope[]) => events.filter((e) => SHARED_TYPES.has(e.type));
   const x = read(a);
   const y = read(b);
   if (x.length !== y.length) return false;
   return x.every((e, i) => {
     const f = y[i]!;
     if (e === f) return true;
-    if (e.type !== 'ProblemEvaluated' || f.type !== 'ProblemEvaluated') return false;
-    const [d, g] = [e.data as EventData<'ProblemEvaluated'>, f.data as EventData<'ProblemEvaluated'>];
-    return d.round === g.round && d.problemId === g.problemId;
+    if (e.type !== f.type) return false;
+    const [d, g] = [e.data as { round: number; problemId: string }, f.data as { round: number; problemId: string }];
+    if (d.round !== g.round || d.problemId !== g.problemId) return false;
+    if (e.type === 'ProblemEvaluated') return true;
+    if (e.type !== 'MistakeBookUpdated') return false;
+    const [c, h] = [(e.data as EventData<'MistakeBookUpdated'>).changes, (f.data as EventData<'MistakeBookUpdated'>).changes];
+    return c === h || canonicalJson(c) === canonicalJson(h);
   });
 }
 
-/** Projection jobs for the judged variants: variants sharing an answer selection get a base file
- * with it, built once from the first one's events. */
+/** Projection jobs for the judged variants: variants that can share read models get a base file
+ * with them, built once from the first one's events. */
 function planProjection(judges: readonly VariantJudge[], fileOf: (judge: VariantJudge) => string, runId: string, head: Position, hashes: boolean): { shared: SharedJob[]; jobs: ProjectionJob[] } {
   const shared: SharedJob[] = [];
   const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null }));
   const groups = new Map<string, ProjectionJob[]>();
   for (const job of jobs) {
-    const key = selectionGroup(judges[jobs.indexOf(job)]!.variant);
+    const key = sharingGroup(judges[jobs.indexOf(job)]!.variant);
     groups.set(key, [...(groups.get(key) ?? []), job]);
   }
   for (const members of groups.values()) {
     const [first, ...rest] = members;
-    const alike = rest.filter((job) => sameSelectionInput(first!.events, job.events));
+    const alike = rest.filter((job) => sameSharedInput(first!.events, job.events));
     if (alike.length === 0) continue;
     const base = `${first!.file}.shared-${process.pid}`;
     shared.push({ kind: 'shared', name: first!.name, runId, file: base, events: first!.events, head });
@@ -290,6 +299,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
 
   let eventsRead = 0;
   const timings = { judgeMs: 0, projectMs: 0 };
+  let sharedModels: string[][] = [];
   if (pending.length > 0) {
     const judgeStart = performance.now();
     const problems = new Map<string, Problem>();
@@ -309,6 +319,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       const fileOf = (judge: VariantJudge) => pending.find((x) => x.variant === judge.variant)!.file;
       const { shared, jobs } = planProjection(judges, fileOf, runId, variantHead(events), req.hashes ?? false);
       const projected = await projectAll(shared, jobs, req.threads ?? 1);
+      sharedModels = shared.map((s) => jobs.filter((job) => job.base === s.file).map((job) => job.name));
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);
         const log = ran && existsSync(ran.file) ? ran.file : null;
@@ -328,5 +339,6 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     variants: variants.map((v) => outcomes.get(v.name)!),
     eventsRead,
     timings,
+    shared: sharedModels,
   };
 }

@@ -1,8 +1,8 @@
 /**
  * Projects one variant's events into its own SQLite file with the read models a variant can
  * change. Written under a temporary name, then renamed: a stored variant file is always whole.
- * Read models that several variants build from the same events (answer selection, see
- * ./ablate.ts) are projected once into a base file (projectShared), which each of them copies
+ * Read models that several variants build from the same events (answer selection and the
+ * Mistake Book, see ./ablate.ts) are projected once into a base file (projectShared), which each of them copies
  * before projecting the rest on top. Runs in the calling thread or on a piscina thread
  * (./project.worker.mjs): its input and output are plain data.
  */
@@ -19,8 +19,9 @@ import { VariantLog } from './variant-log.js';
  * own (a variant passes those events through untouched), so they are not projected again. */
 export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'executions' && p.name !== 'policy-versions');
 
-/** The read models variants may share: answer selection (which settings reach it: ./ablate.ts). */
-export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection');
+/** The read models variants may share: answer selection and the Mistake Book (which settings
+ * reach them: ./ablate.ts). */
+export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection' || p.name === 'mistake-book');
 
 export interface ProjectionJob {
   kind: 'variant';

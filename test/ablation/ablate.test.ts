@@ -122,6 +122,10 @@ describe('crucible ablate', () => {
     expect(answered(first.variants.find((v) => v.name === 'a0')).hashes!.rewards).not.toBe(same.hashes!.rewards);
     expect(same.rows).toEqual(outcome.rows);
     expect(first.recorded).toEqual(outcome.rows);
+    // Alpha leaves answer selection and the Mistake Book alone: built once for the three, with
+    // the live hashes; the Mistake Book off plans other reward requests and builds its own.
+    expect(first.shared).toEqual([['same', 'a0', 'a1']]);
+    for (const name of ['answer-selection', 'mistake-book']) expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
   });
 
   it('alpha=0 and alpha=1 give each suite -nonprintable + [valid program] * attack, and * valid ratio', async () => {
