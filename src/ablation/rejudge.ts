@@ -201,6 +201,8 @@ export class VariantJudge {
    * requestId -> the pairs it needs (the judgement reads the variant's own verdicts for them). */
   readonly #replanned = new Map<string, Map<string, Pair[]>>();
   readonly #rederivesBook: boolean;
+  /** The Mistake Book settings, as the key of the replay plans variants share. */
+  readonly #bookSettings: string;
   /** With --execute: where the pairs nobody recorded are run (else such a variant is refused). */
   readonly #executions: VariantExecutions | null;
   /** The verdicts of the executions the variant ran (or found in its own log). */
@@ -224,6 +226,7 @@ export class VariantJudge {
     this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
     this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
+    this.#bookSettings = canonicalJson(variant.config.mistakeBook);
   }
 
   /** Folds one recorded event, the `ordinal`-th of the read; `verdicts` holds every verdict
@@ -297,10 +300,9 @@ export class VariantJudge {
    * then the variant's replayed tests per program (and the reference on them for the blacklist),
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
-    const cfg = this.variant.config.mistakeBook;
     const book = this.#books.get(d.problemId) ?? EMPTY_BOOK;
     // Variants with the same book and Mistake Book settings plan alike.
-    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, canonicalJson(cfg)], () => this.#replan(e, d, book));
+    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, this.#bookSettings], () => this.#replan(e, d, book));
     if (want) {
       const key = roundKey(d);
       this.#replanned.set(key, (this.#replanned.get(key) ?? new Map()).set(d.requestId, want));
@@ -407,12 +409,18 @@ export class VariantJudge {
     const problem = this.#problems.get(p.problemId);
     if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
     await this.#executeMissing(key, p, answers);
+    const asked = new Map<string, Verdicts>();
     const args: JudgeArgs = {
       env: this.#env,
       problem,
       round: p,
       book: this.#books.get(p.problemId) ?? EMPTY_BOOK,
-      verdicts: (requestId) => this.#verdicts(requestId, p, answers),
+      verdicts: (requestId) => {
+        // Asked for by the refusal check below, then by the judgement.
+        let out = asked.get(requestId);
+        if (!out) asked.set(requestId, (out = this.#verdicts(requestId, p, answers)));
+        return out;
+      },
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
@@ -429,7 +437,7 @@ export class VariantJudge {
     const ofRound = [...(this.#replanned.get(key) ?? [])];
     if (ofRound.length > 0 && this.#executions) return steps.finish(await basis(), args);
     // A variant lacking a verdict is refused in its own name before anything is shared.
-    for (const [id] of ofRound) this.#verdicts(id, p, answers);
+    for (const [id] of ofRound) args.verdicts(id);
     const wants = ofRound.map(([, want]) => want);
     return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }
