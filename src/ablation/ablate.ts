@@ -19,7 +19,7 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { roundTableProjection } from '../projections/run-views.js';
-import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
@@ -206,7 +206,7 @@ async function rejudgeAll(
   pending: readonly { variant: Variant; file: string }[],
   executions: ReadonlyMap<Variant, VariantExecutions | null>,
   outcomes: Map<string, VariantOutcome>,
-): Promise<{ judges: VariantJudge[]; events: number }> {
+): Promise<{ judges: VariantJudge[]; events: number; table: RoundTableState }> {
   const runId = started.runId;
   const blobs = new OverlayBlobStore(req.log.blobs);
   const recordedJudge = new RecordedJudge();
@@ -225,9 +225,13 @@ async function rejudgeAll(
         for await (const e of req.log.read({ to }, { runId })) yield [e];
       })();
   let events = 0;
+  // The recorded round table, from the same read.
+  const tableTypes = new Set(roundTableProjection.types!);
+  let table = emptyRoundTable();
   for await (const page of pages) {
     for (const e of page) {
       events++;
+      if (tableTypes.has(e.type)) table = reduceRoundTable(table, e);
       // One object at the variant position for every variant that passes the event through.
       const moved = keep === null || keep.has(e.type) ? { ...e, position: variantPosition(events, 0) } : null;
       if (verdictTypes.has(e.type)) {
@@ -261,7 +265,7 @@ async function rejudgeAll(
       }
     }
   }
-  return { judges, events };
+  return { judges, events, table };
 }
 
 export async function ablate(req: AblationRequest): Promise<AblationResult> {
@@ -283,10 +287,6 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   const head = await req.log.head();
   const to = req.to !== undefined && req.to < head ? req.to : head;
 
-  // The recorded round table: a narrow read (a few events per round).
-  let table = emptyRoundTable();
-  for await (const e of req.log.read({ to }, { runId, types: roundTableProjection.types! })) table = reduceRoundTable(table, e);
-
   mkdirSync(req.dir, { recursive: true });
   const outcomes = new Map<string, VariantOutcome>();
   const pending: { variant: Variant; file: string }[] = [];
@@ -298,6 +298,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   }
 
   let eventsRead = 0;
+  let table: RoundTableState | null = null;
   const timings = { judgeMs: 0, projectMs: 0 };
   let sharedModels: string[][] = [];
   if (pending.length > 0) {
@@ -312,7 +313,9 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       ]),
     );
     try {
-      const { judges, events } = await rejudgeAll(req, started, problems, to, pending, executions, outcomes);
+      const rejudged = await rejudgeAll(req, started, problems, to, pending, executions, outcomes);
+      const { judges, events } = rejudged;
+      table = rejudged.table;
       eventsRead = events;
       timings.judgeMs = performance.now() - judgeStart;
       const projectStart = performance.now();
@@ -330,6 +333,11 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       for (const x of executions.values()) await x?.close();
       await sandbox?.close();
     }
+  }
+  if (table === null) {
+    // Every variant answered from its file: the recorded round table from a narrow read (a few events per round).
+    table = emptyRoundTable();
+    for await (const e of req.log.read({ to }, { runId, types: roundTableProjection.types! })) table = reduceRoundTable(table, e);
   }
   return {
     runId,
