@@ -112,5 +112,12 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     // TOPVAR: one program's two suites per problem and round.
     const trained = ofType('TrainingBatchFormed').filter((b) => b.round > 0 && b.role === 'test');
     expect(trained.map((b) => b.size)).toEqual([2, 2]);
+    for (const b of trained) {
+      const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; advantage: number });
+      // White-box: both suites were sampled from one prompt showing their program.
+      expect(new Set(rows.map((r) => r.prompt)).size).toBe(1);
+      expect(rows[0]!.prompt).toMatch(/^Tests \(assert lines\) for this Python 3 program; defines `digital_root`\.\n[^]*```python\n[^]*\n```\n$/);
+      expect(rows.some((r) => r.advantage !== 0)).toBe(true);
+    }
   });
 });
