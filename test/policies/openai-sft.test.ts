@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { sftRows, suiteSelections } from '../../src/policies/openai/sft.js';
 import { templateFor } from '../../src/policies/openai/prompts.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
+import { parseConfig } from '../../src/config/load.js';
 
 describe('suiteSelections', () => {
   it('every ordered selection of up to max tests, longest first', () => {
@@ -47,5 +48,24 @@ describe('sftRows for the test role', () => {
 
   it('ACE has no brief prompt (it asks for inputs without expected values)', () => {
     expect(() => templateFor('ace', 'test', false, 'brief')).toThrow(/not for ACE/);
+  });
+});
+
+describe('learner.sft.steps and learner.bridge.threads', () => {
+  const openai = { model: 'toy-policy' };
+  const base = { policies: { code: { backend: 'openai', openai }, test: { backend: 'openai', openai } } };
+  const learner = (sft: unknown, bridge: Record<string, unknown> = {}) => parseConfig({ ...base, learner: { sft, bridge: { serve: {}, ...bridge } } }).learner;
+
+  it('steps: one number for both roles, or each role its own; threads for the trainer process', () => {
+    expect(learner({ steps: 5 }).sft!.steps).toBe(5);
+    expect(learner({ steps: { code: 5, test: 2 } }).sft!.steps).toEqual({ code: 5, test: 2 });
+    expect(learner({ steps: 5 }, { threads: 1 }).bridge!.threads).toBe(1);
+    expect(learner({ steps: 5 }).bridge!.threads).toBeUndefined();
+  });
+
+  it('refuses a role left out, zero steps, or zero threads, naming the key', () => {
+    expect(() => learner({ steps: { code: 5 } })).toThrow(/learner\.sft\.steps/);
+    expect(() => learner({ steps: { code: 5, test: 0 } })).toThrow(/learner\.sft\.steps/);
+    expect(() => learner({ steps: 5 }, { threads: 0 })).toThrow(/learner\.bridge\.threads/);
   });
 });
