@@ -16,7 +16,7 @@
  *    same rows;
  *  - Judge restart at the end, from its snapshot and from position 0.
  *
- *   npm run bench -- scale [--fraction 0.1] [--problems 256]
+ *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000]
  */
 import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -24,7 +24,8 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
-import { CRUCIBLE_VERSION, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { flag } from './flags.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { judge } from '../src/actors/judge.js';
@@ -80,7 +81,7 @@ export async function runBench(args: string[]): Promise<void> {
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
     const c0 = cpu();
-    const outcome = await runExperiment({ config, cacheDir: null, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
+    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
@@ -165,6 +166,9 @@ export async function runBench(args: string[]): Promise<void> {
       await runtime.start();
       return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0) };
     };
+    const snapDb = new Database(path.join(outcome.dir, SNAPSHOTS_FILE), { readonly: true });
+    const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
+    snapDb.close();
     const fromSnapshot = await restart(true);
     const fromZero = await restart(false);
     table.close();
@@ -186,6 +190,7 @@ export async function runBench(args: string[]): Promise<void> {
     if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
     console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
+    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
     // CRUCIBLE_BENCH_KEEP=1 keeps the run's files to look into (their folder is printed).

@@ -35,27 +35,36 @@ function hashColumn(values: readonly Json[]): Obj | null {
   return nulls.length > 0 ? { '~h': bytes.toString('base64'), '~z': nulls } : { '~h': bytes.toString('base64') };
 }
 
-/** Strings ending in a counter that goes up by one: [prefix, first, count] per run. */
+/** Strings ending in a counter that goes up by one: [prefix, first, count] per run; a string
+ * without a counter is a run of its own, [itself, null, 1]. */
 function countedColumn(values: readonly Json[]): Obj | null {
   const runs: Json[] = [];
-  let prefix = '';
+  let prefix: string | null = null;
   let next = -1;
+  // Characters of the plain list and of the runs, roughly: worth it when the runs are shorter.
+  let plain = 0;
+  let packed = 0;
   for (const v of values) {
     if (typeof v !== 'string') return null;
+    plain += v.length + 3;
     const m = COUNTED.exec(v);
-    if (!m) return null;
-    const n = Number(m[2]);
-    if (!Number.isSafeInteger(n) || String(n) !== m[2]) return null;
+    const n = m ? Number(m[2]) : NaN;
+    if (!m || !Number.isSafeInteger(n) || String(n) !== m[2]) {
+      runs.push(v, null, 1);
+      packed += v.length + 10;
+      prefix = null;
+      continue;
+    }
     if (m[1] === prefix && n === next) {
       runs[runs.length - 1] = (runs[runs.length - 1] as number) + 1;
     } else {
       prefix = m[1]!;
       runs.push(prefix, n, 1);
+      packed += prefix.length + m[2]!.length + 8;
     }
     next = n + 1;
   }
-  // Worth it only when runs are long.
-  return runs.length * 2 <= values.length ? { '~s': runs } : null;
+  return packed * 4 <= plain * 3 ? { '~s': runs } : null;
 }
 
 /** Few distinct primitives: the distinct values and one base-36 digit per entry. */
@@ -74,6 +83,21 @@ function dictionaryColumn(values: readonly Json[]): Obj | null {
   }
   if (distinct.length * 2 > values.length) return null;
   return distinct.length === 1 ? { '~k': distinct[0]!, '~n': values.length } : { '~d': distinct, '~i': digits };
+}
+
+/** Strings repeated in long runs (a request id per result): [value, count] per run. */
+function repeatColumn(values: readonly Json[]): Obj | null {
+  if (values.length < 4) return null;
+  const runs: Json[] = [];
+  for (let i = 0; i < values.length; ) {
+    const v = values[i];
+    if (typeof v !== 'string') return null;
+    let j = i + 1;
+    while (j < values.length && values[j] === v) j++;
+    runs.push(v, j - i);
+    i = j;
+  }
+  return runs.length * 4 <= values.length ? { '~r': runs } : null;
 }
 
 /** Integers in arithmetic runs: [first, step, count] per run; a list of pairs (program index,
@@ -157,7 +181,7 @@ function packArray(values: readonly Json[]): Json {
     const columns = raw.map((c, k) => derivedColumn(raw, k) ?? packArray(c));
     return { '~t': keys, '~n': values.length, '~c': columns };
   }
-  return hashColumn(values) ?? countedColumn(values) ?? stepColumn(values) ?? dictionaryColumn(values) ?? values.map(packJson);
+  return repeatColumn(values) ?? hashColumn(values) ?? countedColumn(values) ?? stepColumn(values) ?? dictionaryColumn(values) ?? values.map(packJson);
 }
 
 /** The stored form of a JSON value (see the module comment). */
@@ -232,10 +256,17 @@ function unpackMarker(m: Obj): Json[] | Obj {
     const out: Json[] = [];
     for (let r = 0; r < runs.length; r += 3) {
       const prefix = runs[r] as string;
-      const first = runs[r + 1] as number;
+      const first = runs[r + 1] as number | null;
       const count = runs[r + 2] as number;
-      for (let i = 0; i < count; i++) out.push(prefix + String(first + i));
+      if (first === null) out.push(prefix);
+      else for (let i = 0; i < count; i++) out.push(prefix + String(first + i));
     }
+    return out;
+  }
+  if ('~r' in m) {
+    const runs = m['~r'] as Json[];
+    const out: Json[] = [];
+    for (let r = 0; r < runs.length; r += 2) for (let i = runs[r + 1] as number; i > 0; i--) out.push(runs[r]!);
     return out;
   }
   if ('~a' in m) return fromRuns(m['~a'] as number[]);

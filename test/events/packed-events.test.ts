@@ -41,8 +41,8 @@ function randomJson(rng: Rng, depth: number): Json {
     case 1: {
       // A list of rows with the same keys (a table), sometimes with a marker-like key.
       const keys = ['a', 'b', rng.int(4) === 0 ? '~t' : 'c'].slice(0, 1 + rng.int(3));
-      const kind = rng.int(5);
-      return Array.from({ length: rng.int(12) }, (_, i) => Object.fromEntries(keys.map((k) => [k, kind === 0 ? `s/${i}` : kind === 1 ? i * 3 : randomJson(rng, depth - 1)])));
+      const kind = rng.int(7);
+      return Array.from({ length: rng.int(12) }, (_, i) => Object.fromEntries(keys.map((k) => [k, kind === 0 ? `s/${i}` : kind === 1 ? i * 3 : kind === 2 ? `r/${i >> 2}x` : kind === 3 ? (i % 5 === 0 ? 'x' : `s/${i}`) : randomJson(rng, depth - 1)])));
     }
     case 2: if (rng.int(4) === 0) {
       // Ids derived from a hash of the same row, now and then broken.
