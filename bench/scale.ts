@@ -16,7 +16,7 @@
  *    same rows;
  *  - Judge restart at the end, from its snapshot and from position 0.
  *
- *   npm run bench -- scale [--fraction 0.1] [--problems 256]
+ *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000]
  */
 import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -24,11 +24,13 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
-import { CRUCIBLE_VERSION, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { flag } from './flags.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { judge } from '../src/actors/judge.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { catalog } from '../src/events/catalog.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
@@ -79,7 +81,7 @@ export async function runBench(args: string[]): Promise<void> {
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
     const c0 = cpu();
-    const outcome = await runExperiment({ config, cacheDir: null, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
+    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
@@ -88,16 +90,29 @@ export async function runBench(args: string[]): Promise<void> {
     // The stored rows, as the log holds them.
     const db = new Database(logPath, { readonly: true });
     const rows = db.prepare('SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum FROM events ORDER BY position').raw().all() as unknown[][];
+    // Pages per table and index (SQLite's dbstat), so the bytes outside the events show too.
+    const pages = db.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
     db.close();
     let results = 0;
     let reused = 0;
     let dataBytes = 0;
+    // Bytes per event type: the stored row (envelope columns and data) and its data alone.
+    const byType = new Map<string, { events: number; row: number; data: number }>();
     for (const r of rows) {
       const data = r[10] as string;
-      dataBytes += Buffer.byteLength(data);
-      if (r[4] === 'ProgramExecuted') results += (JSON.parse(data) as { pairs: unknown[] }).pairs.length;
+      const dataLen = Buffer.byteLength(data);
+      dataBytes += dataLen;
+      let rowLen = 0;
+      for (const col of r) rowLen += typeof col === 'string' ? Buffer.byteLength(col) : 8;
+      const t = byType.get(r[4] as string) ?? { events: 0, row: 0, data: 0 };
+      t.events++;
+      t.row += rowLen;
+      t.data += dataLen;
+      byType.set(r[4] as string, t);
+      const stored = () => catalog.fromStored(r[4] as string, JSON.parse(data), {});
+      if (r[4] === 'ProgramExecuted') results += (stored() as { pairs: unknown[] }).pairs.length;
       else if (r[4] === 'ExecutionCompleted') results += 1;
-      else if (r[4] === 'ExecutionRequested') reused += (JSON.parse(data) as { reused: unknown[] }).reused.length / 2;
+      else if (r[4] === 'ExecutionRequested') reused += (stored() as { reused: unknown[] }).reused.length / 2;
     }
     if (results === 0) throw new Error('the run recorded no execution results');
 
@@ -151,6 +166,9 @@ export async function runBench(args: string[]): Promise<void> {
       await runtime.start();
       return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0) };
     };
+    const snapDb = new Database(path.join(outcome.dir, SNAPSHOTS_FILE), { readonly: true });
+    const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
+    snapDb.close();
     const fromSnapshot = await restart(true);
     const fromZero = await restart(false);
     table.close();
@@ -162,10 +180,21 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(`  ${rows.length} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
     console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
     // CPU seconds beside wall seconds: on a shared machine the wall clock also counts waiting for a core.
+    console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    const types = [...byType].sort((a, b) => b[1].row - a[1].row);
+    console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
+    for (const [type, t] of types.slice(0, 8)) {
+      console.log(`    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`);
+    }
+    const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
+    if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
     console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
+    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
-    rmSync(root, { recursive: true, force: true });
+    // CRUCIBLE_BENCH_KEEP=1 keeps the run's files to look into (their folder is printed).
+    if (process.env.CRUCIBLE_BENCH_KEEP === '1') console.log(`  kept: ${root}`);
+    else rmSync(root, { recursive: true, force: true });
   }
 }

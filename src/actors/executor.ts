@@ -14,6 +14,7 @@ import type { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
+import { packJson, unpackJson, type Json } from '../events/packed-json.js';
 import { compactResults, mergeLoad, pairResultsOf, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
 
@@ -86,14 +87,19 @@ export class ExecutionCache {
   /** For actor snapshots: the recorded results, load outcomes and open requests, and a cache
    * holding them. */
   serialize(): unknown {
-    return { byPair: [...this.#byPair], load: [...this.#load], awaiting: [...this.#awaiting] };
+    // Packed (results as columns, see packed-json.ts); keys are made again from the results.
+    return packJson({
+      byPair: [...this.#byPair.values()],
+      load: [...this.#load],
+      awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
+    } as unknown as Json);
   }
   static restore(data: unknown): ExecutionCache {
-    const d = data as { byPair: [string, PairResult][]; load: [string, ModuleLoad][]; awaiting: [string, { pairs: Pair[]; left: number }][] };
+    const d = unpackJson(data as Json) as unknown as { byPair: PairResult[]; load: [string, ModuleLoad][]; awaiting: { requestId: string; left: number; pairs: Pair[] }[] };
     const cache = new ExecutionCache();
-    for (const [k, v] of d.byPair) cache.#byPair.set(k, v);
+    for (const r of d.byPair) cache.#byPair.set(ExecutionCache.key(r.programHash, r.testHash), r);
     for (const [k, v] of d.load) cache.#load.set(k, v);
-    for (const [k, v] of d.awaiting) cache.#awaiting.set(k, v);
+    for (const { requestId, left, pairs } of d.awaiting) cache.#awaiting.set(requestId, { pairs, left });
     return cache;
   }
 }
@@ -109,8 +115,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank.
-  snapshotVersion: 3,
+  // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
+  snapshotVersion: 4,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),

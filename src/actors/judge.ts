@@ -16,6 +16,7 @@ import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import { requestBody, requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
+import { packJson, unpackJson, type Json } from '../events/packed-json.js';
 import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
 import type { EvolvedState } from './methods/contract.js';
@@ -280,33 +281,42 @@ export class VerdictIndex {
     for (const d of results) if (d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
   }
 
-  /** For actor snapshots: the index as JSON data, and an index from that data. */
+  /** For actor snapshots: the index as JSON data, and an index from that data. Packed (lists
+   * of results as columns, see packed-json.ts): the recorded verdicts of a whole run are most of
+   * a Judge snapshot. The pair keys are not stored: each is made again from its result. */
   serialize(): unknown {
-    return {
-      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests]]),
-      reused: [...this.#reused],
-      byPair: [...this.#byPair],
+    // A request's result that is also the recorded verdict of its pair (the same object, as
+    // observe() stores it) is written once, in byPair, and named by its place there.
+    const byPair = [...this.#byPair];
+    const place = new Map<PairResult, number>();
+    byPair.forEach(([, result], i) => place.set(result, i));
+    const ref = (r: PairResult | undefined): PairResult | number | null => (r === undefined ? null : (place.get(r) ?? r));
+    return packJson({
+      byPair: byPair.map(([k, result]) => ({ problemId: k.slice(0, k.indexOf('\u0000')), result })),
+      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, ref)])]),
+      reused: [...this.#reused].map(([requestId, v]) => ({ requestId, problemId: v.problemId, pairs: v.pairs })),
       load: [...this.#load],
       problemOf: [...this.#problemOf],
-      awaiting: [...this.#awaiting],
-    };
+      awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
+    } as unknown as Json);
   }
   static restore(data: unknown): VerdictIndex {
-    const d = data as {
-      byProblem: [string, [string, PairResult[]][]][];
-      reused: [string, { problemId: string; pairs: Pair[] }][];
-      byPair: [string, PairResult][];
+    const d = unpackJson(data as Json) as unknown as {
+      byPair: { problemId: string; result: PairResult }[];
+      byProblem: [string, [string, (PairResult | number | null)[]][]][];
+      reused: { requestId: string; problemId: string; pairs: Pair[] }[];
       load: [string, ModuleLoad][];
       problemOf: [string, string][];
-      awaiting: [string, { pairs: Pair[]; left: number }][];
+      awaiting: { requestId: string; left: number; pairs: Pair[] }[];
     };
     const index = new VerdictIndex();
-    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests));
-    for (const [k, v] of d.reused) index.#reused.set(k, v);
-    for (const [k, v] of d.byPair) index.#byPair.set(k, v);
+    for (const { problemId, result } of d.byPair) index.#byPair.set(pairKey(problemId, result.programHash, result.testHash), result);
+    const deref = (r: PairResult | number | null): PairResult | null => (typeof r === 'number' ? d.byPair[r]!.result : r);
+    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list.map(deref))])));
+    for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
     for (const [k, v] of d.load) index.#load.set(k, v);
     for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
-    for (const [k, v] of d.awaiting) index.#awaiting.set(k, v);
+    for (const { requestId, left, pairs } of d.awaiting) index.#awaiting.set(requestId, { pairs, left });
     return index;
   }
 
@@ -351,6 +361,16 @@ export function splitReused(problemId: string, pairs: readonly Pair[], verdicts:
   return { pairs: fresh, reused };
 }
 
+/** A list with null where a result is still to come, as the sparse list it was. */
+function holes(list: readonly (PairResult | null)[]): PairResult[] {
+  const out: PairResult[] = [];
+  list.forEach((r, i) => {
+    if (r !== null) out[i] = r;
+  });
+  out.length = list.length;
+  return out;
+}
+
 export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, VerdictIndex> = {
   name: 'judge',
   machine: judgeMachine,
@@ -359,8 +379,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // request id. ProgramExecuted is folded one by one: each names the program it completes.
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
-  // outcomes merged by rank. 4: requests await each program.
-  snapshotVersion: 4,
+  // outcomes merged by rank. 4: requests await each program. 5: packed.
+  snapshotVersion: 5,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

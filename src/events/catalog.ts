@@ -165,7 +165,8 @@ const definitions = {
   }),
   /** Adversary: a test suite drawn from the test policy, with each test's parse result. */
   TestsSampled: defineEvent({
-    version: 1,
+    version: 2,
+    packed: true,
     schema: z.strictObject({
       round: Round,
       problemId: Id,
@@ -181,6 +182,10 @@ const definitions = {
         z.strictObject({ testId: Id, testHash: Hash, wellFormed: z.boolean(), reason: z.string().nullable() }),
       ),
     }),
+    upcasters: {
+      // v1 stored the same data plain (v2 stores it packed: lists as columns).
+      1: (d) => d,
+    },
   }),
   /** Solver or Adversary, with a sample drawn from a model server: how it was drawn and read.
    * The prompt, the raw answer and the tokens are blobs; `sampleId` is the solution or suite id. */
@@ -229,7 +234,8 @@ const definitions = {
   /** Judge (or Conductor): these (program, test) pairs must be executed, for this purpose. Each
    * program and each test is listed once; pairs name them by index (see requestPairs). */
   ExecutionRequested: defineEvent({
-    version: 2,
+    version: 3,
+    packed: true,
     schema: z
       .strictObject({
         round: Round,
@@ -266,12 +272,15 @@ const definitions = {
         const { pairs, reused, ...rest } = d;
         return { ...rest, ...requestBody(pairs as ExecutionPair[], Array.isArray(reused) ? (reused as ExecutionPair[]) : []) };
       },
+      // v2 stored the same data plain (v3 stores it packed: lists as columns).
+      2: (d) => d,
     },
   }),
   /** Executor: the results of one program on its pairs of one request, as compact arrays
    * (result i is the request's pair `pairs[i]`). All results of a request are one commit. */
   ProgramExecuted: defineEvent({
-    version: 1,
+    version: 2,
+    packed: true,
     schema: z
       .strictObject({
         requestId: Id,
@@ -303,6 +312,10 @@ const definitions = {
         const bad = indexes.find((i) => i >= n);
         if (bad !== undefined) ctx.addIssue({ code: 'custom', path: ['pairs'], message: `result index ${bad} is past the ${n} results` });
       }),
+    upcasters: {
+      // v1 stored the same data plain (v2 stores it packed: lists as columns).
+      1: (d) => d,
+    },
   }),
   /** Executor, in logs written before ProgramExecuted (no longer written; still read): one
    * verdict for one (program, test) pair of a request. */
@@ -327,7 +340,8 @@ const definitions = {
   }),
   /** Judge: validity of each generated test against the reference program, and its oracle output. */
   TestsJudged: defineEvent({
-    version: 1,
+    version: 2,
+    packed: true,
     schema: z.strictObject({
       round: Round,
       problemId: Id,
@@ -344,10 +358,15 @@ const definitions = {
         }),
       ),
     }),
+    upcasters: {
+      // v1 stored the same data plain (v2 stores it packed: lists as columns).
+      1: (d) => d,
+    },
   }),
   /** Judge: rewards and advantages of one role's samples for one problem, with their components. */
   RewardsAssigned: defineEvent({
-    version: 1,
+    version: 2,
+    packed: true,
     schema: z.strictObject({
       round: Round,
       problemId: Id,
@@ -363,10 +382,15 @@ const definitions = {
         }),
       ),
     }),
+    upcasters: {
+      // v1 stored the same data plain (v2 stores it packed: lists as columns).
+      1: (d) => d,
+    },
   }),
   /** Judge: changes to a problem's Mistake Book; `count` is the count after the change. */
   MistakeBookUpdated: defineEvent({
-    version: 1,
+    version: 2,
+    packed: true,
     schema: z.strictObject({
       round: Round,
       problemId: Id,
@@ -380,6 +404,10 @@ const definitions = {
         }),
       ),
     }),
+    upcasters: {
+      // v1 stored the same data plain (v2 stores it packed: lists as columns).
+      1: (d) => d,
+    },
   }),
   /** Learner: rewarded samples grouped into one training batch (the batch file is a blob). */
   TrainingBatchFormed: defineEvent({

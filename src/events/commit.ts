@@ -71,7 +71,7 @@ export function encodeCommit(
     const { v, data } = registry.encode(ev.type, ev.data, loc);
     let json: string | undefined;
     try {
-      json = JSON.stringify(data);
+      json = JSON.stringify(registry.toStored ? registry.toStored(ev.type, data) : data);
     } catch (err) {
       throw new MalformedEventError(ev.type, v, [{ path: 'data', message: `not JSON-serializable (${(err as Error).message})` }], loc);
     }
@@ -138,6 +138,7 @@ export function decodeChecked(registry: EventCodec, e: StoredEvent, sum: number 
   } catch {
     throw new MalformedEventError(e.type, e.v, [{ path: 'data', message: 'stored data is not valid JSON' }], { position });
   }
+  if (registry.fromStored) data = registry.fromStored(e.type, data, { position });
   return { id: e.id, type: e.type, v: e.v, runId: e.runId, stream, position, commitId, causationId: e.causationId, correlationId: e.correlationId, at: e.at, data };
 }
 

@@ -14,6 +14,7 @@ import {
   summarizeIssues,
   type EventLocation,
 } from './errors.js';
+import { packJson, unpackJson, type Json } from './packed-json.js';
 
 /** Turns data of version k into data of version k + 1. Gets whatever was stored: check its shape. */
 export type Upcaster = (data: unknown) => unknown;
@@ -25,6 +26,9 @@ export interface EventTypeSpec<S extends z.ZodType = z.ZodType> {
   schema: S;
   /** upcasters[k] lifts version k to k + 1. Versions below the lowest key are unsupported. */
   upcasters?: Readonly<Record<number, Upcaster>>;
+  /** Stored at the current version in the packed form of packed-json.ts (lists as columns):
+   * for types whose data is mostly lists of hashes and ids. Older versions are stored plain. */
+  packed?: boolean;
 }
 
 /** Identity helper that keeps the schema's type for inference. */
@@ -64,6 +68,10 @@ export interface EventCodec {
   currentVersion(type: string): number;
   encode(type: string, data: unknown, loc: EventLocation): { v: number; data: unknown };
   decode(type: string, v: number, data: unknown, loc: EventLocation): { v: number; data: unknown };
+  /** What is stored for validated data of the current version (the data itself, or its packed form). */
+  toStored?(type: string, data: unknown): unknown;
+  /** The data a stored value of the current version stands for (undoes toStored; no validation). */
+  fromStored?(type: string, stored: unknown, loc: EventLocation): unknown;
   /** A mark (1 .. 2^21-1) of the current schema of `type`, so a reader can tell that a stored
    * row was validated against the very schema it would use; null when none can be made. */
   schemaMark?(type: string): number | null;
@@ -131,13 +139,26 @@ export class EventRegistry<D extends Specs = Specs> implements EventCodec {
     if (!Number.isInteger(v) || v < 1 || v > spec.version) {
       throw new UnsupportedEventVersionError(type, v, spec.version, loc);
     }
-    let current = data;
+    let current = v === spec.version ? this.fromStored(type, data, loc) : data;
     for (let from = v; from < spec.version; from++) {
       const up = spec.upcasters?.[from];
       if (!up) throw new UnsupportedEventVersionError(type, v, spec.version, loc);
       current = up(current);
     }
     return { v: spec.version, data: this.#validate(spec, type, v, current, loc) };
+  }
+
+  toStored(type: string, data: unknown): unknown {
+    return this.#specs.get(type)?.packed ? packJson(data as Json) : data;
+  }
+
+  fromStored(type: string, stored: unknown, loc: EventLocation): unknown {
+    if (!this.#specs.get(type)?.packed) return stored;
+    try {
+      return unpackJson(stored as Json);
+    } catch (err) {
+      throw new MalformedEventError(type, this.currentVersion(type), [{ path: 'data', message: `packed data does not unpack (${(err as Error).message})` }], loc);
+    }
   }
 
   /** Builds a NewEvent with typed, validated data (errors surface at the writer, not at append). */

@@ -30,8 +30,11 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_stream ON events (stream, position);
 CREATE TABLE IF NOT EXISTS commits (commit_id TEXT PRIMARY KEY, first_position INTEGER NOT NULL, count INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
 `;
+// blobs is kept in its key's b-tree (WITHOUT ROWID): no second index of 64-character hashes
+// beside the table. Files made before hold a rowid table with the same columns; both answer
+// the same statements.
 
 export interface OpenFileOptions {
   synchronous: 'full' | 'normal';

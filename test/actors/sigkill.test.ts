@@ -10,6 +10,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { catalog } from '../../src/events/catalog.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -63,7 +64,7 @@ class LogWatcher {
     try {
       const rows = this.#db.prepare('SELECT position, type, data FROM events WHERE position > ? ORDER BY position').all(this.#after) as { position: number; type: string; data: string }[];
       for (const r of rows) {
-        this.events.push({ type: r.type, data: JSON.parse(r.data) as Record<string, unknown> });
+        this.events.push({ type: r.type, data: catalog.fromStored(r.type, JSON.parse(r.data), {}) as Record<string, unknown> });
         this.#after = r.position;
       }
     } catch {
@@ -171,7 +172,7 @@ describe('a run process killed with SIGKILL mid-effect', () => {
       const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as { type: string; data: string }[];
       db.close();
       const executed = new Map<string, number>();
-      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: JSON.parse(row.data) }) as EventEnvelope))) {
+      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: catalog.fromStored(row.type, JSON.parse(row.data), {}) }) as EventEnvelope))) {
         if (r.cached || r.verdict === 'sandbox_error') continue;
         const pair = `${r.programHash}:${r.testHash}`;
         executed.set(pair, (executed.get(pair) ?? 0) + 1);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeEvent, requestBody, requestPairs, reusedPairs, type EventData } from '../../src/events/catalog.js';
+import { catalog, makeEvent, requestBody, requestPairs, reusedPairs, type EventData } from '../../src/events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../../src/events/envelope.js';
 import { MalformedEventError } from '../../src/events/errors.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -81,8 +81,9 @@ function storeRequestsAsV1(file: string): void {
   const db = new Database(file);
   const rows = db.prepare(`SELECT position, data FROM events WHERE type = 'ExecutionRequested'`).all() as { position: number; data: string }[];
   for (const r of rows) {
-    const { programs: _p, tests: _t, pairs: _pairs, reused: _reused, ...rest } = JSON.parse(r.data) as EventData<'ExecutionRequested'>;
-    const d = JSON.parse(r.data) as EventData<'ExecutionRequested'>;
+    // Stored packed at the current version: read back as data first.
+    const d = catalog.fromStored('ExecutionRequested', JSON.parse(r.data), {}) as EventData<'ExecutionRequested'>;
+    const { programs: _p, tests: _t, pairs: _pairs, reused: _reused, ...rest } = d;
     const v1 = { ...rest, pairs: requestPairs(d), reused: reusedPairs(d) };
     db.prepare('UPDATE events SET v = 1, sum = NULL, data = ? WHERE position = ?').run(JSON.stringify(v1), r.position);
   }
