@@ -15,7 +15,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { decisionOf, recordedEvents, type Decision } from '../support/run-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
 import { TestOnlyReorder } from '../../src/actors/test-only-reorder.js';
@@ -23,27 +23,21 @@ import { TestOnlyReorder } from '../../src/actors/test-only-reorder.js';
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
 
-/** Timings are measurements, not decisions: the only fields allowed to differ. */
-const TIMINGS = ['timeMs', 'memoryKb'];
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 /** The log as commits by commit id, each with its events in commit order, timings left out;
  * and the commit ids in log order (to show that the order did change). */
 async function commitsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const commits = new Map<string, unknown[]>();
+  const commits = new Map<string, Decision[]>();
   const order: string[] = [];
-  for await (const e of log.read()) {
-    const data = { ...(e.data as Record<string, unknown>) };
-    for (const t of TIMINGS) delete data[t];
+  for (const e of await recordedEvents(dir)) {
     let list = commits.get(e.commitId);
     if (!list) {
       commits.set(e.commitId, (list = []));
       order.push(e.commitId);
     }
-    list.push({ type: e.type, stream: e.stream, id: e.id, data });
+    list.push(decisionOf(e));
   }
-  await log.close();
   return { commits: Object.fromEntries([...commits].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), order };
 }
 

@@ -10,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
+import { recordedDecisions } from '../support/run-log.js';
 
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
@@ -22,19 +22,8 @@ const smallConfig = (overrides: Record<string, unknown> = {}) => sharedSmallConf
 /** Everything but wall-clock time. */
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
-async function eventsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: unknown[] = [];
-  for await (const e of log.read()) {
-    const data = { ...(e.data as Record<string, unknown>) };
-    // Timings are measurements, not decisions.
-    delete data.timeMs;
-    delete data.memoryKb;
-    out.push({ type: e.type, stream: e.stream, id: e.id, data });
-  }
-  await log.close();
-  return out;
-}
+/** The log without timings (measurements, not decisions). */
+const eventsOf = recordedDecisions;
 
 let baseline: RunOutcome;
 

@@ -25,6 +25,7 @@ import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
+import { recordedDecisions } from '../support/run-log.js';
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 let root: string;
@@ -32,18 +33,7 @@ const cacheDir = () => path.join(root, 'cache');
 const config = () => sharedSmallConfig(root);
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
-async function eventsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: unknown[] = [];
-  for await (const e of log.read()) {
-    const data = { ...(e.data as Record<string, unknown>) };
-    delete data.timeMs;
-    delete data.memoryKb;
-    out.push({ type: e.type, stream: e.stream, id: e.id, data });
-  }
-  await log.close();
-  return out;
-}
+const eventsOf = recordedDecisions;
 
 interface SnapshotRow { actor: string; position: number; hash: string; version: string }
 

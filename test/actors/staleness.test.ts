@@ -16,6 +16,7 @@ import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learne
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
 import { runCli } from '../support/cli.js';
+import { recordedEvents } from '../support/run-log.js';
 
 let root: string;
 beforeAll(() => {
@@ -25,13 +26,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const config = (maxStaleness: number) => smallConfig(root, { name: `stale${maxStaleness}`, rounds: 1, learner: { maxStaleness } });
 
-async function eventsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: { type: string; data: unknown }[] = [];
-  for await (const e of log.read()) out.push({ type: e.type, data: e.data });
-  await log.close();
-  return out;
-}
+const eventsOf = recordedEvents;
 
 /** Runs round 1 up to its training, publishes version 1 of both policies, then finishes. */
 async function overlappedRun(maxStaleness: number) {
