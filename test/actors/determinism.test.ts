@@ -1,6 +1,6 @@
 /**
  * The three determinism statements of the README, on real runs of the demo (real SQLite log,
- * real sandbox, real python):
+ * real sandbox, real python; two problems, whose programs all finish quickly):
  *   (a) replaying a given log always gives the same read-model state hashes;
  *   (b) a commit depends only on the config, the seed and the content of the events that caused
  *       it, never on positions or arrival order;
@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { decisionOf, recordedEvents, type Decision } from '../support/run-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
@@ -45,7 +45,7 @@ let baseline: RunOutcome;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-determinism-'));
-  baseline = await runExperiment({ config: smallConfig(root), dir: path.join(root, 'fixed'), cacheDir: cacheDir() });
+  baseline = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, 'fixed'), cacheDir: cacheDir() });
 }, 300_000);
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -73,7 +73,7 @@ describe('determinism (b)(c): arrival order changes nothing but the order', () =
   ];
   for (const { name, reorder } of perturbations) {
     it(`${name}: the same commits by commit id, the same round table`, async () => {
-      const run = await runExperiment({ config: smallConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), testOnlyReorder: reorder });
+      const run = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), testOnlyReorder: reorder });
       expect(run.finished).toBe(true);
       expect(run.runId).toBe(baseline.runId);
       const fixed = await commitsOf(baseline.dir);
@@ -92,12 +92,12 @@ describe('determinism (b)(c) for other settings', () => {
   // White-box suites (one per solution) and Code-A1's TOPVAR selection, whose ties follow the
   // order of the suites; and TCS, whose rolling buffer keeps suites across rounds.
   const settings = [
-    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
+    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
     { name: 'TCS', overrides: { method: 'tcs', rounds: 3 } },
   ];
   for (const { name, overrides } of settings) {
     it(`${name}: effects finishing and appended in a random order write the same commits and table`, async () => {
-      const config = smallConfig(root, overrides);
+      const config = twoProblemConfig(root, overrides);
       const tag = name.replace(/\W+/g, '-');
       const fixed = await runExperiment({ config, dir: path.join(root, `${tag}-fixed`), cacheDir: cacheDir() });
       const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), testOnlyReorder: { seed: 3, deferChance: 0.4 } });
