@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
@@ -30,7 +30,7 @@ import { recordedDecisions } from '../support/run-log.js';
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 let root: string;
 const cacheDir = () => path.join(root, 'cache');
-const config = () => sharedSmallConfig(root);
+const config = () => twoProblemConfig(root);
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 const eventsOf = recordedDecisions;
