@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { smallConfig, twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf } from '../../src/actors/run.js';
 import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -24,7 +24,7 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const config = (maxStaleness: number) => smallConfig(root, { name: `stale${maxStaleness}`, rounds: 1, learner: { maxStaleness } });
+const config = (maxStaleness: number) => twoProblemConfig(root, { name: `stale${maxStaleness}`, rounds: 1, learner: { maxStaleness } });
 
 const eventsOf = recordedEvents;
 
@@ -128,7 +128,7 @@ describe('learner.maxStaleness', () => {
 
   it('a run that trains each round before the next drops nothing: the default (0) and 3 give the same tables', async () => {
     const run = async (k: number) => {
-      const c = smallConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
+      const c = twoProblemConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
       const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: path.join(root, 'cache') });
       const batches = (await eventsOf(outcome.dir)).filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as EventData<'TrainingBatchFormed'>);
       return { rows: outcome.rows.map(({ seconds: _s, ...r }) => r), batches };
