@@ -19,9 +19,10 @@ import { decisionOf, recordedEvents, type Decision } from '../support/run-log.js
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
 import { TestOnlyReorder } from '../../src/actors/test-only-reorder.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 

@@ -23,9 +23,10 @@ import type { Sandbox } from '../../src/sandbox/api.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { userFacing } from '../../src/cli/errors.js';
 import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 const FAST = { attempts: 3, backoffMs: 5, maxBackoffMs: 20 };
 

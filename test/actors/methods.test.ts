@@ -14,6 +14,7 @@ import { TestCase } from '../../src/core/problem.js';
 import { exportEvolved } from '../../src/cli/commands/evolved.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 import { recordedBlobs, recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 
@@ -34,7 +35,7 @@ function config(method: string, overrides: Record<string, unknown> = {}) {
 
 async function run(method: string, overrides: Record<string, unknown> = {}) {
   const cfg = config(method, overrides);
-  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: path.join(root, 'cache') });
+  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: catalogCache() });
   expect(out.finished).toBe(true);
   const events = await recordedEvents(out.dir);
   // Every blob the tests need: the tests executed.

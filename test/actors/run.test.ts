@@ -13,9 +13,10 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
 import { recordedDecisions } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 
 const smallConfig = (overrides: Record<string, unknown> = {}) => twoProblemConfig(root, overrides);
 

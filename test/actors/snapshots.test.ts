@@ -26,10 +26,11 @@ import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { recordedDecisions } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 const config = () => twoProblemConfig(root);
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 

@@ -17,6 +17,7 @@ import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
 import { runCli } from '../support/cli.js';
 import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 beforeAll(() => {
@@ -37,7 +38,7 @@ async function overlappedRun(maxStaleness: number) {
   let reader = null as Awaited<ReturnType<typeof openSqliteLog>> | null;
   let rewarded = false;
   const stopped = await runExperiment({
-    config: c, dir, cacheDir: path.join(root, 'cache'),
+    config: c, dir, cacheDir: catalogCache(),
     onStep: async () => {
       reader ??= await openSqliteLog(path.join(dir, 'log.db'), { create: false });
       let problems = 0;
@@ -68,7 +69,7 @@ async function overlappedRun(maxStaleness: number) {
   }
   await log.append('learner', v1, { commitId: `${runId}/overlap` });
   await log.close();
-  const done = await runExperiment({ config: c, dir, cacheDir: path.join(root, 'cache') });
+  const done = await runExperiment({ config: c, dir, cacheDir: catalogCache() });
   expect(done.finished).toBe(true);
   const events = await eventsOf(dir);
   const of = <T extends EventType>(t: T) => events.filter((e) => e.type === t).map((e) => e.data as EventData<T>);
@@ -129,7 +130,7 @@ describe('learner.maxStaleness', () => {
   it('a run that trains each round before the next drops nothing: the default (0) and 3 give the same tables', async () => {
     const run = async (k: number) => {
       const c = twoProblemConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
-      const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: path.join(root, 'cache') });
+      const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: catalogCache() });
       const batches = (await eventsOf(outcome.dir)).filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as EventData<'TrainingBatchFormed'>);
       return { rows: outcome.rows.map(({ seconds: _s, ...r }) => r), batches };
     };

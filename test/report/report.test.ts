@@ -19,6 +19,7 @@ import { answerSelectionProjection } from '../../src/projections/run-views.js';
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM } from './browser.js';
 import { runMain } from '../support/cli.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 
@@ -33,7 +34,7 @@ let stopped: RunOutcome;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-report-'));
-  const cacheDir = path.join(root, '.cache');
+  const cacheDir = catalogCache();
   a = await runExperiment({ config: smallConfig(), cacheDir });
   b = await runExperiment({ config: smallConfig({ seed: 4, rewards: { alpha: 0.3 } }), cacheDir });
   stopped = await runExperiment({ config: smallConfig({ seed: 5, rounds: 3 }), cacheDir, stopWhen: (p) => p.round >= 1 });
