@@ -21,6 +21,7 @@ import { smallConfig } from '../support/small-config.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { runCli } from '../support/cli.js';
 import { runEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 /** Short leases, beats and ack deadlines, so that takeovers happen within a test. */
 const WORKER_ARGS = ['--heartbeat-ms', '200', '--lease-ms', '2000', '--ack-wait-ms', '4000'];
@@ -106,6 +107,7 @@ async function workersRun(name: string, spec: string, during?: (location: string
     const outcome = await runWithWorkers({
       config,
       dir: path.join(root, name),
+      cacheDir: catalogCache(),
       location,
       counts: parseWorkerCounts(spec),
       workerArgs: [...WORKER_ARGS, ...extraArgs],
@@ -129,7 +131,7 @@ const runIdOf = () => refRunId;
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-workers-'));
   config = smallConfig(root, { rounds: 2 });
-  const inProcess = await runExperiment({ config, dir: path.join(root, 'in-process') });
+  const inProcess = await runExperiment({ config, dir: path.join(root, 'in-process'), cacheDir: catalogCache() });
   expect(inProcess.finished).toBe(true);
   refRunId = inProcess.runId;
   const events = await eventsOf(path.join(inProcess.dir, LOG_FILE), inProcess.runId);
