@@ -22,7 +22,7 @@ import { canonicalJson } from '../../src/core/canonical-json.js';
 const SEEDS = [7, 8, 9];
 const CONFIGS = { trained: 'configs/demo.yaml', frozen: 'configs/demo-frozen.yaml', shuffled: 'configs/demo-shuffled.yaml' } as const;
 type Arm = keyof typeof CONFIGS;
-const SHRINK = ['rounds=4', 'dataset.limit=3', 'sampling.problemsPerRound=3', 'policies.code.mutants=4', 'policies.test.candidates=16'];
+const SHRINK = ['rounds=4', 'dataset.limit=2', 'sampling.problemsPerRound=2', 'policies.code.mutants=4', 'policies.test.candidates=16'];
 
 let root: string;
 let sandbox: Sandbox;
