@@ -168,10 +168,16 @@ class Bridge:
             # Recreate from the config alone at load_state (the source path may be gone by then).
             create = {"config": asdict(policy.model.cfg)}
         st = PolicyState(name, backend, policy, create, opt, version, bool(args.get("reference", False)))
+        restored = False
+        if published and OPTIMIZER_FILE in ck.manifest(published["path"])["files"]:
+            # The file's hash was checked by resolve: the moments continue where the step that
+            # made this version left them, so a restarted bridge's next step equals an
+            # uninterrupted one's.
+            restored = restore_optimizer(st, os.path.join(published["path"], OPTIMIZER_FILE))
         self.policies[name] = st
         out = st.describe()
         if published:
-            out["published"] = published
+            out["published"] = {**published, "optimizer_restored": restored}
         return out
 
     def op_generate(self, args: dict, progress) -> dict:
@@ -219,9 +225,20 @@ class Bridge:
         want = args.get("version")
         if want is not None and want != st.version:
             raise BridgeError("version_mismatch", f"policy {st.name} is at version {st.version}, publish asked for {want}")
+        with_optimizer = args.get("optimizer", True)
+        if not isinstance(with_optimizer, bool):
+            raise bad_request("publish: optimizer must be true or false")
         meta = {"policy": st.name, "bridge": __version__, "model": st.policy.describe()}
-        path, digest = ck.publish(root, st.version, st.policy.save, meta)
-        return {"path": path, "sha256": digest, "version": st.version}
+
+        def write(directory: str):
+            files = st.policy.save(directory)
+            if with_optimizer:
+                files = [*files, save_optimizer(st, directory)]
+            return files
+
+        path, digest = ck.publish(root, st.version, write, meta)
+        return {"path": path, "sha256": digest, "version": st.version,
+                "optimizer": OPTIMIZER_FILE in ck.manifest(path)["files"]}
 
     def op_save_state(self, args: dict, progress) -> dict:
         st = self._policy(args)
@@ -264,6 +281,35 @@ class Bridge:
     def op_shutdown(self, args: dict, progress) -> dict:
         self.stopping = True
         return {"bye": True}
+
+
+# Adam's moments and step counts beside the weights, listed (and hashed) in the manifest.
+OPTIMIZER_FILE = "optimizer.pt"
+OPTIMIZER_FORMAT = "gpu_bridge.optimizer/1"
+
+
+def save_optimizer(st: PolicyState, directory: str) -> str:
+    torch.save({"format": OPTIMIZER_FORMAT, "optimizer": st.optimizer.state_dict(), "steps": st.steps},
+               os.path.join(directory, OPTIMIZER_FILE))
+    return OPTIMIZER_FILE
+
+
+def restore_optimizer(st: PolicyState, path: str) -> bool:
+    saved = torch.load(path, map_location="cpu")
+    if not isinstance(saved, dict) or saved.get("format") != OPTIMIZER_FORMAT:
+        raise bad_request(f"{path} is not a gpu_bridge optimizer file")
+    try:
+        # load_state_dict moves the moments to each parameter's device.
+        st.optimizer.load_state_dict(saved["optimizer"])
+    except (ValueError, KeyError) as e:
+        raise bad_request(f"{path}: the optimizer state does not fit this model's trainable parameters ({e})") from e
+    # Hyperparameters given at load_policy win over the saved ones (the moments are kept).
+    for key in ("lr", "betas", "eps", "weight_decay"):
+        if key in st.opt_args:
+            for g in st.optimizer.param_groups:
+                g[key] = tuple(st.opt_args[key]) if key == "betas" else float(st.opt_args[key])
+    st.steps = int(saved.get("steps", 0))
+    return True
 
 
 def rng_state() -> dict:

@@ -143,5 +143,71 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual(pa["sha256"], pb["sha256"])  # manifest lists every weight file's sha256
 
 
+
+class OptimizerInCheckpointTest(unittest.TestCase):
+    """A published version carries Adam's moments: a bridge killed after step 2 and restarted
+    from the version-2 checkpoint takes step 3 exactly as a bridge that never stopped."""
+
+    def steps(self, d):
+        return [write_batch(d, grpo_rows(4 + i), f"b{i}.jsonl") for i in range(1, 4)]
+
+    def step(self, proc, i, batch):
+        return proc.ok("train_step", {"algorithm": "grpo", "batch_id": f"b{i}", "expected_version": i - 1, "batch": batch})
+
+    def weights_sha(self, path):
+        return ck.manifest(path)["files"]["model.pt"]["sha256"]
+
+    def run_interrupted(self, d, batches, optimizer: bool):
+        load = {"backend": "toy", "config": TINY, "seed": 3, "optimizer": {"lr": 1e-3}}
+        a = Proc()
+        try:
+            a.ok("load_policy", load)
+            self.step(a, 1, batches[0])
+            self.step(a, 2, batches[1])
+            v2 = a.ok("publish", {"root": os.path.join(d, "cut"), "optimizer": optimizer})
+        finally:
+            a.kill()  # SIGKILL: nothing but the checkpoint survives
+        self.assertEqual(v2["optimizer"], optimizer)
+        b = Proc()
+        try:
+            loaded = b.ok("load_policy", {**load, "model": v2["path"]})
+            self.assertEqual((loaded["version"], loaded["published"]["optimizer_restored"]), (2, optimizer))
+            r3 = self.step(b, 3, batches[2])
+            v3 = b.ok("publish", {"root": os.path.join(d, "cut")})
+        finally:
+            b.kill()
+        return r3, self.weights_sha(v3["path"])
+
+    def test_step_after_restart_equals_the_uninterrupted_step(self):
+        d = fixtures.tmpdir(self)
+        batches = self.steps(d)
+        a = Proc()
+        try:
+            a.ok("load_policy", {"backend": "toy", "config": TINY, "seed": 3, "optimizer": {"lr": 1e-3}})
+            for i, batch in enumerate(batches, 1):
+                r3 = self.step(a, i, batch)
+            whole = self.weights_sha(a.ok("publish", {"root": os.path.join(d, "whole")})["path"])
+        finally:
+            a.kill()
+        cut, cut_sha = self.run_interrupted(d, batches, optimizer=True)
+        self.assertEqual((cut["loss"], cut["grad_norm"]), (r3["loss"], r3["grad_norm"]))
+        self.assertEqual(cut_sha, whole)
+        # Without the moments the restarted Adam takes a first step again: other weights.
+        d2 = fixtures.tmpdir(self)
+        _, fresh_sha = self.run_interrupted(d2, self.steps(d2), optimizer=False)
+        self.assertNotEqual(fresh_sha, whole)
+
+    def test_optimizer_file_is_hashed_like_the_weights(self):
+        d = fixtures.tmpdir(self)
+        bridge = Bridge()
+        ok(bridge, "load_policy", {"backend": "toy", "config": TINY})
+        ok(bridge, "train_step", {"algorithm": "grpo", "batch_id": "b1", "expected_version": 0, "batch": write_batch(d, grpo_rows(4))})
+        p = ok(bridge, "publish", {"root": os.path.join(d, "v")})["path"]
+        self.assertIn("optimizer.pt", ck.manifest(p)["files"])
+        with open(os.path.join(p, "optimizer.pt"), "ab") as f:
+            f.write(b"x")
+        r = fixtures.call(bridge, "load_policy", {"policy": "again", "backend": "toy", "model": p})
+        self.assertEqual(r["error"]["code"], "torn_checkpoint")
+
 if __name__ == "__main__":
     unittest.main()

@@ -203,6 +203,35 @@ class StepSafetyTest(unittest.TestCase):
         self.assertEqual(a, b)
 
 
+class IdenticalSuitesTest(unittest.TestCase):
+    """Why a test policy that writes one suite learns nothing: a GRPO group's advantages sum to
+    zero, so identical completions (one prompt) cancel to a gradient of exactly 0 whatever their
+    rewards; one suite that differs is enough for the step to move the weights."""
+
+    SUITE = "```python\nassert f(38) == 2\nassert f(7) == 7\n```"
+    ADVANTAGES = [1.5, -0.5, -0.5, -0.5]  # group-normalized: they sum to 0
+
+    def step(self, completions):
+        d = fixtures.tmpdir(self)
+        bridge = Bridge()
+        ok(bridge, "load_policy", {"backend": "toy", "config": TINY, "seed": 1, "optimizer": {"lr": 1e-3}})
+        rows = [{"prompt": "Tests for f: ", "completion": c, "eos": True, "advantage": a} for c, a in zip(completions, self.ADVANTAGES)]
+        before = params(bridge)
+        r = ok(bridge, "train_step", {"batch_id": "g", "expected_version": 0, "algorithm": "grpo", "batch": write_batch(d, rows)})
+        return r, same(before, params(bridge))
+
+    def test_identical_suites_give_no_gradient(self):
+        r, _ = self.step([self.SUITE] * 4)
+        # Float residue only (Adam, which divides by the gradient's own scale, still turns it
+        # into a step of about lr in a direction that means nothing).
+        self.assertLess(r["grad_norm"], 1e-6)
+
+    def test_one_different_suite_moves_the_weights(self):
+        r, unchanged = self.step([self.SUITE.replace("(7) == 7", "(9) == 9")] + [self.SUITE] * 3)
+        self.assertGreater(r["grad_norm"], 1e-3)
+        self.assertFalse(unchanged)
+
+
 class GenerateTest(unittest.TestCase):
     def setUp(self):
         self.bridge = Bridge()

@@ -6,7 +6,7 @@
  * with the same variant is answered from that file without reading the log.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import path from 'node:path';
@@ -19,12 +19,12 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { roundTableProjection } from '../projections/run-views.js';
-import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow } from '../projections/round-table.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
 import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
-import { OverlayBlobStore } from './variant-log.js';
-import { projectVariant, summarize, VARIANT_PROJECTIONS, type Projected, type ProjectionJob } from './project.js';
+import { OverlayBlobStore, variantHead, variantPosition } from './variant-log.js';
+import { projectShared, projectVariant, summarize, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
 import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
@@ -79,6 +79,9 @@ export interface AblationResult {
   /** Wall time of the two phases: one read of the log re-judged by every variant, then each
    * variant's projection into its file. */
   timings: { judgeMs: number; projectMs: number };
+  /** Variants projected by this call that shared one answer selection and Mistake Book (built
+   * once), by name. */
+  shared: string[][];
 }
 
 async function runStarted(log: EventLog, runId: string | undefined): Promise<EventEnvelope> {
@@ -106,19 +109,89 @@ async function readStored(log: EventLog, runId: string, file: string, hashes: bo
   }
 }
 
-/** Projects the variants: on piscina threads when there are several (each projection is
- * independent SQLite work), else in this thread, which avoids starting a thread for one. */
-async function projectAll(jobs: ProjectionJob[], threads: number): Promise<Projected[]> {
-  if (jobs.length < 2 || threads < 2) {
+/**
+ * Which variants can share the answer selection and Mistake Book read models: those their inputs
+ * do not tell apart. Answer selection reads the samples, the test verdicts (TestsJudged), the
+ * execution requests and results, and which problem-round was evaluated (a ProblemEvaluated's
+ * round and problem, which every variant writes where the recorded judgement was); the Mistake
+ * Book reads the book's changes. Of these a variant changes only the reward request its Mistake
+ * Book plans and the book's changes (the Code-A1 family: mistakeBook.* and
+ * codeA1.mistakeBookRule decide both) and, with --execute, the executions it runs. So rewards.*,
+ * selection.testSamples, codeA1.codeGroupFilter, method (code-a1 or self-play), tcs.* and ace.*
+ * never reach them; variants alike in the Mistake Book settings share them, once their events are
+ * found alike (sameSharedInput: a variant that ran executions is not).
+ */
+function sharingGroup(variant: Variant): string {
+  const c = variant.config;
+  return c.method === 'code-a1' || c.method === 'self-play' ? canonicalJson({ mistakeBook: c.mistakeBook, rule: c.codeA1.mistakeBookRule }) : 'plans no request';
+}
+
+const SHARED_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) => p.types) ? new Set(SHARED_PROJECTIONS.flatMap((p) => p.types!)) : null;
+
+/** Whether the shared read models built from `a` are those of `b`: the same events of their
+ * types in the same order (one object when passed through or planned alike); of those a variant
+ * writes itself, a ProblemEvaluated of the same problem-round (all answer selection reads of it)
+ * and a MistakeBookUpdated with the same changes. */
+function sameSharedInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
+  if (SHARED_TYPES === null) return false;
+  const read = (events: readonly EventEnvelope[]) => events.filter((e) => SHARED_TYPES.has(e.type));
+  const x = read(a);
+  const y = read(b);
+  if (x.length !== y.length) return false;
+  return x.every((e, i) => {
+    const f = y[i]!;
+    if (e === f) return true;
+    if (e.type !== f.type) return false;
+    const [d, g] = [e.data as { round: number; problemId: string }, f.data as { round: number; problemId: string }];
+    if (d.round !== g.round || d.problemId !== g.problemId) return false;
+    if (e.type === 'ProblemEvaluated') return true;
+    if (e.type !== 'MistakeBookUpdated') return false;
+    const [c, h] = [(e.data as EventData<'MistakeBookUpdated'>).changes, (f.data as EventData<'MistakeBookUpdated'>).changes];
+    return c === h || canonicalJson(c) === canonicalJson(h);
+  });
+}
+
+/** Projection jobs for the judged variants: variants that can share read models get a base file
+ * with them, built once from the first one's events. */
+function planProjection(judges: readonly VariantJudge[], fileOf: (judge: VariantJudge) => string, runId: string, head: Position, hashes: boolean): { shared: SharedJob[]; jobs: ProjectionJob[] } {
+  const shared: SharedJob[] = [];
+  const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null }));
+  const groups = new Map<string, ProjectionJob[]>();
+  for (const job of jobs) {
+    const key = sharingGroup(judges[jobs.indexOf(job)]!.variant);
+    groups.set(key, [...(groups.get(key) ?? []), job]);
+  }
+  for (const members of groups.values()) {
+    const [first, ...rest] = members;
+    const alike = rest.filter((job) => sameSharedInput(first!.events, job.events));
+    if (alike.length === 0) continue;
+    const base = `${first!.file}.shared-${process.pid}`;
+    shared.push({ kind: 'shared', name: first!.name, runId, file: base, events: first!.events, head });
+    for (const job of [first!, ...alike]) job.base = base;
+  }
+  return { shared, jobs };
+}
+
+/** Projects the variants, the shared read models first: on piscina threads when there are
+ * several (each projection is independent SQLite work), else in this thread, which avoids
+ * starting a thread for one. */
+async function projectAll(shared: readonly SharedJob[], jobs: readonly ProjectionJob[], threads: number): Promise<Projected[]> {
+  const pool =
+    jobs.length < 2 || threads < 2
+      ? null
+      : new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
+  try {
+    if (pool) {
+      await Promise.all(shared.map((job) => pool.run(job)));
+      return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
+    }
+    for (const job of shared) await projectShared(job);
     const out: Projected[] = [];
     for (const job of jobs) out.push(await projectVariant(job));
     return out;
-  }
-  const pool = new Piscina({ filename: fileURLToPath(new URL('./project.worker.mjs', import.meta.url)), maxThreads: Math.min(threads, jobs.length), minThreads: 0 });
-  try {
-    return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
   } finally {
-    await pool.destroy();
+    await pool?.destroy();
+    for (const job of shared) for (const suffix of ['', '-wal', '-shm']) rmSync(`${job.file}${suffix}`, { force: true });
   }
 }
 
@@ -133,13 +206,14 @@ async function rejudgeAll(
   pending: readonly { variant: Variant; file: string }[],
   executions: ReadonlyMap<Variant, VariantExecutions | null>,
   outcomes: Map<string, VariantOutcome>,
-): Promise<{ judges: VariantJudge[]; events: number }> {
+): Promise<{ judges: VariantJudge[]; events: number; table: RoundTableState }> {
   const runId = started.runId;
   const blobs = new OverlayBlobStore(req.log.blobs);
   const recordedJudge = new RecordedJudge();
   // A variant keeps only the events its read models read (the largest, TestsSampled, none of them does).
-  const keep = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
-  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep }));
+  const kept = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
+  const keep = kept && new Set(kept);
+  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep: kept }));
   let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
   // The recorded verdicts as the variants read them, built again only after a verdict event.
   let answers: RecordedAnswers | null = null;
@@ -151,9 +225,15 @@ async function rejudgeAll(
         for await (const e of req.log.read({ to }, { runId })) yield [e];
       })();
   let events = 0;
+  // The recorded round table, from the same read.
+  const tableTypes = new Set(roundTableProjection.types!);
+  let table = emptyRoundTable();
   for await (const page of pages) {
     for (const e of page) {
       events++;
+      if (tableTypes.has(e.type)) table = reduceRoundTable(table, e);
+      // One object at the variant position for every variant that passes the event through.
+      const moved = keep === null || keep.has(e.type) ? { ...e, position: variantPosition(events, 0) } : null;
       if (verdictTypes.has(e.type)) {
         verdicts = observeVerdicts(verdicts, e, () => true);
         answers = null;
@@ -166,7 +246,8 @@ async function rejudgeAll(
       answers ??= new RecordedAnswers(verdicts);
       for (const judge of judges) {
         try {
-          await judge.step(e, answers);
+          const judging = judge.step(e, answers, events, moved);
+          if (judging) await judging;
         } catch (err) {
           if (!(err instanceof VariantRefusedError)) throw err;
           outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'refused', variant: judge.variant, setting: err.setting, reason: err.reason });
@@ -184,7 +265,7 @@ async function rejudgeAll(
       }
     }
   }
-  return { judges, events };
+  return { judges, events, table };
 }
 
 export async function ablate(req: AblationRequest): Promise<AblationResult> {
@@ -206,10 +287,6 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   const head = await req.log.head();
   const to = req.to !== undefined && req.to < head ? req.to : head;
 
-  // The recorded round table: a narrow read (a few events per round).
-  let table = emptyRoundTable();
-  for await (const e of req.log.read({ to }, { runId, types: roundTableProjection.types! })) table = reduceRoundTable(table, e);
-
   mkdirSync(req.dir, { recursive: true });
   const outcomes = new Map<string, VariantOutcome>();
   const pending: { variant: Variant; file: string }[] = [];
@@ -221,7 +298,9 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   }
 
   let eventsRead = 0;
+  let table: RoundTableState | null = null;
   const timings = { judgeMs: 0, projectMs: 0 };
+  let sharedModels: string[][] = [];
   if (pending.length > 0) {
     const judgeStart = performance.now();
     const problems = new Map<string, Problem>();
@@ -234,12 +313,16 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       ]),
     );
     try {
-      const { judges, events } = await rejudgeAll(req, started, problems, to, pending, executions, outcomes);
+      const rejudged = await rejudgeAll(req, started, problems, to, pending, executions, outcomes);
+      const { judges, events } = rejudged;
+      table = rejudged.table;
       eventsRead = events;
       timings.judgeMs = performance.now() - judgeStart;
       const projectStart = performance.now();
-      const jobs = judges.map((judge) => ({ name: judge.variant.name, runId, file: pending.find((x) => x.variant === judge.variant)!.file, events: judge.events, hashes: req.hashes ?? false }));
-      const projected = await projectAll(jobs, req.threads ?? 1);
+      const fileOf = (judge: VariantJudge) => pending.find((x) => x.variant === judge.variant)!.file;
+      const { shared, jobs } = planProjection(judges, fileOf, runId, variantHead(events), req.hashes ?? false);
+      const projected = await projectAll(shared, jobs, req.threads ?? 1);
+      sharedModels = shared.map((s) => jobs.filter((job) => job.base === s.file).map((job) => job.name));
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);
         const log = ran && existsSync(ran.file) ? ran.file : null;
@@ -251,6 +334,11 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       await sandbox?.close();
     }
   }
+  if (table === null) {
+    // Every variant answered from its file: the recorded round table from a narrow read (a few events per round).
+    table = emptyRoundTable();
+    for await (const e of req.log.read({ to }, { runId, types: roundTableProjection.types! })) table = reduceRoundTable(table, e);
+  }
   return {
     runId,
     method: recordedConfig.method,
@@ -259,13 +347,6 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     variants: variants.map((v) => outcomes.get(v.name)!),
     eventsRead,
     timings,
+    shared: sharedModels,
   };
-}
-
-/** The log position just after round `round` completed. */
-export async function positionAfterRound(log: EventLog, runId: string | undefined, round: number): Promise<Position> {
-  for await (const e of log.read({}, runId ? { runId, types: ['RoundCompleted'] } : { types: ['RoundCompleted'] })) {
-    if ((e.data as EventData<'RoundCompleted'>).round === round) return e.position;
-  }
-  throw new AblationError(`round ${round} was not completed in this run`);
 }

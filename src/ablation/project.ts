@@ -1,12 +1,15 @@
 /**
  * Projects one variant's events into its own SQLite file with the read models a variant can
  * change. Written under a temporary name, then renamed: a stored variant file is always whole.
- * Runs in the calling thread or on a piscina thread (./project.worker.mjs): its input and output
- * are plain data.
+ * Read models that several variants build from the same events (answer selection and the
+ * Mistake Book, see ./ablate.ts) are projected once into a base file (projectShared), which each of them copies
+ * before projecting the rest on top. Runs in the calling thread or on a piscina thread
+ * (./project.worker.mjs): its input and output are plain data.
  */
-import { renameSync, rmSync } from 'node:fs';
+import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
+import type { Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
@@ -16,13 +19,33 @@ import { VariantLog } from './variant-log.js';
  * own (a variant passes those events through untouched), so they are not projected again. */
 export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'executions' && p.name !== 'policy-versions');
 
+/** The read models variants may share: answer selection and the Mistake Book (which settings
+ * reach them: ./ablate.ts). */
+export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection' || p.name === 'mistake-book');
+
 export interface ProjectionJob {
+  kind: 'variant';
   name: string;
   runId: string;
   file: string;
   events: readonly EventEnvelope[];
+  /** Where the variant's log ends (variantHead of the events read: the same for every variant). */
+  head: Position;
   /** Whether to compute the read models' state hashes (a pass over every row). */
   hashes: boolean;
+  /** A file holding SHARED_PROJECTIONS built at `head` from events equal to this variant's
+   * (projectShared): copied, and only the other read models projected (null: all of them). */
+  base: string | null;
+}
+
+/** The shared read models of a group of variants, built from one of them's events. */
+export interface SharedJob {
+  kind: 'shared';
+  name: string;
+  runId: string;
+  file: string;
+  events: readonly EventEnvelope[];
+  head: Position;
 }
 
 export interface Projected {
@@ -41,21 +64,77 @@ export async function summarize(runner: ProjectionRunner, withHashes: boolean): 
   return { rows: roundRows(runner.state<RoundTableState>('round-table')), hashes };
 }
 
+const removeDb = (file: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+};
+
+// Projections fold events only; they read no blob.
+const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore(), job.head);
+
+/**
+ * Opens a runner on a file being built and catches it up. The file is renamed (or copied) only
+ * once closed whole, so while it is built nothing needs to reach the disk: it is written
+ * unsynced and synced once when closed (closeBuilt).
+ */
+async function build(file: string, job: ProjectionJob | SharedJob, projections: typeof VARIANT_PROJECTIONS): Promise<ProjectionRunner> {
+  const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
+  try {
+    runner.readModel.db.pragma('synchronous = OFF');
+    await runner.catchUp();
+    return runner;
+  } catch (err) {
+    await runner.close();
+    throw err;
+  }
+}
+
+/** Closes a built file's runner, its pages on disk. */
+async function closeBuilt(runner: ProjectionRunner, file: string): Promise<void> {
+  await runner.close();
+  const fd = openSync(file, 'r+');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read models). */
+export async function projectShared(job: SharedJob): Promise<void> {
+  removeDb(job.file);
+  try {
+    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS), job.file);
+  } catch (err) {
+    removeDb(job.file);
+    throw err;
+  }
+}
+
 export async function projectVariant(job: ProjectionJob): Promise<Projected> {
   const tmp = `${job.file}.tmp-${process.pid}-${job.name}`;
-  rmSync(tmp, { force: true });
-  // Projections fold events only; they read no blob.
-  const log = new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore());
-  const runner = await ProjectionRunner.replayInto(tmp, { log, projections: VARIANT_PROJECTIONS, runId: job.runId });
+  removeDb(tmp);
   try {
-    const out = await summarize(runner, job.hashes);
-    await runner.close();
+    // The shared read models stand at the head already: catching up projects only the others.
+    if (job.base !== null) copyFileSync(job.base, tmp);
+    const runner = await build(tmp, job, VARIANT_PROJECTIONS);
+    let out: Projected;
+    try {
+      out = await summarize(runner, job.hashes);
+    } catch (err) {
+      await runner.close();
+      throw err;
+    }
+    await closeBuilt(runner, tmp);
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
     renameSync(tmp, job.file);
     return out;
   } catch (err) {
-    await runner.close();
-    rmSync(tmp, { force: true });
+    removeDb(tmp);
     throw err;
   }
+}
+
+/** A job of either kind (the piscina worker's entry). */
+export function runJob(job: ProjectionJob | SharedJob): Promise<Projected | void> {
+  return job.kind === 'shared' ? projectShared(job) : projectVariant(job);
 }

@@ -25,6 +25,7 @@ import { catalog, requestBody, requestPairs, reusedPairs, type EventData } from 
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { sha256Hex, type BlobStore } from '../events/blobs.js';
 import { asPosition } from '../events/log.js';
+import { variantPosition } from './variant-log.js';
 import { emptyRecordedVerdicts, loadOf, observeVerdicts, verdictsOf, type RecordedVerdicts, type RequestVerdict } from '../projections/recorded-verdicts.js';
 import { applyMistakeBookChanges, emptyMistakeBook, topTests, type MistakeBookChange, type MistakeBookState } from '../rewards/mistake-book.js';
 import { canonicalJson } from '../core/canonical-json.js';
@@ -183,19 +184,25 @@ const EMPTY_BOOK: MistakeBookState = emptyMistakeBook();
 
 export class VariantJudge {
   readonly variant: Variant;
-  /** The variant's events of the kept types, positions renumbered from 1. */
+  /** The variant's events of the kept types, at variant positions (./variant-log.ts): events
+   * passed through are the objects the fan-out gives every variant. */
   readonly events: EventEnvelope[] = [];
+  /** The recorded event being stepped over (its ordinal in the read) and how many events the
+   * variant has written for it. */
+  #ordinal = 0;
+  #written = 0;
   readonly #env: RunEnv;
   readonly #problems: ReadonlyMap<string, Problem>;
   readonly #recorded: RecordedJudge;
   /** The variant's own Mistake Books, folded from the changes its judgement made. */
-  #books: Record<string, MistakeBookState> = {};
+  readonly #books = new Map<string, MistakeBookState>();
   readonly #judged = new Set<string>();
-  /** Requests whose pairs the variant planned again: requestId -> the pairs it needs. */
-  readonly #replanned = new Map<string, Pair[]>();
-  /** Problem-rounds with a request planned again: their judgement reads the variant's own verdicts. */
-  readonly #replannedRounds = new Set<string>();
+  /** Requests whose pairs the variant planned again, per problem-round until it is judged:
+   * requestId -> the pairs it needs (the judgement reads the variant's own verdicts for them). */
+  readonly #replanned = new Map<string, Map<string, Pair[]>>();
   readonly #rederivesBook: boolean;
+  /** The Mistake Book settings, as the key of the replay plans variants share. */
+  readonly #bookSettings: string;
   /** With --execute: where the pairs nobody recorded are run (else such a variant is refused). */
   readonly #executions: VariantExecutions | null;
   /** The verdicts of the executions the variant ran (or found in its own log). */
@@ -219,29 +226,57 @@ export class VariantJudge {
     this.#recorded = recorded;
     this.#env = new RunEnv({ runId, config: variant.config, blobs, sandbox: NO_SANDBOX, backend: NO_POLICIES, problems: [...problems.values()] });
     this.#rederivesBook = variant.config.method === 'code-a1' || variant.config.method === 'self-play';
+    this.#bookSettings = canonicalJson(variant.config.mistakeBook);
   }
 
-  /** Folds one recorded event; `verdicts` holds every verdict recorded up to and including it.
-   * The shared RecordedJudge has folded every event before this one. */
-  async step(e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
-    if (e.stream !== JUDGE_STREAM) return this.#emit(e);
+  /** Folds one recorded event, the `ordinal`-th of the read; `verdicts` holds every verdict
+   * recorded up to and including it. The shared RecordedJudge has folded every event before
+   * this one. `moved`: the event at its variant position, one object for every variant (null
+   * when no variant keeps its type). */
+  step(e: EventEnvelope, verdicts: RecordedAnswers, ordinal: number, moved: EventEnvelope | null): Promise<void> | void {
+    this.#ordinal = ordinal;
+    this.#written = 0;
+    if (e.stream !== JUDGE_STREAM) return this.#pass(e, moved);
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
-      return this.#emit(d.purpose === 'reward' && this.#rederivesBook ? this.#replanReward(e, d) : e);
+      if (d.purpose === 'reward' && this.#rederivesBook) {
+        const planned = this.#replanReward(e, d);
+        return this.#pass(planned === e ? e : planned, planned === e ? moved : planned);
+      }
+      return this.#pass(e, moved);
     }
-    if (!JUDGEMENT_TYPES.has(e.type)) return this.#emit(e);
+    if (!JUDGEMENT_TYPES.has(e.type)) return this.#pass(e, moved);
     const key = roundKey(e.data as { round: number; problemId: string });
     if (this.#judged.has(key)) return;
     this.#judged.add(key);
+    // Only a judgement waits (on blobs, or executions with --execute): the rest is synchronous.
+    return this.#judgeRound(key, e, verdicts);
+  }
+
+  async #judgeRound(key: string, e: EventEnvelope, verdicts: RecordedAnswers): Promise<void> {
     const outputs = await this.#judge(key, verdicts);
+    this.#replanned.delete(key);
     outputs.forEach((ne, i) => this.#emit(this.#envelope(ne, e, i)));
   }
 
+  /** A recorded event passed through unchanged: the shared object at its variant position. */
+  #pass(e: EventEnvelope, moved: EventEnvelope | null): void {
+    if (moved === null || this.#written > 0) return this.#emit(e);
+    this.#written++;
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push(moved);
+    this.#foldBook(e);
+  }
+
   #emit(e: EventEnvelope): void {
-    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position: asPosition(this.events.length + 1) });
+    const position = variantPosition(this.#ordinal, this.#written++);
+    if (this.#kept === null || this.#kept.has(e.type)) this.events.push({ ...e, position });
+    this.#foldBook(e);
+  }
+
+  #foldBook(e: EventEnvelope): void {
     if (e.type === 'MistakeBookUpdated') {
       const d = e.data as EventData<'MistakeBookUpdated'>;
-      this.#books = { ...this.#books, [d.problemId]: this.#recorded.applyChanges(this.#books[d.problemId] ?? EMPTY_BOOK, d.changes) };
+      this.#books.set(d.problemId, this.#recorded.applyChanges(this.#books.get(d.problemId) ?? EMPTY_BOOK, d.changes));
     }
   }
 
@@ -265,13 +300,12 @@ export class VariantJudge {
    * then the variant's replayed tests per program (and the reference on them for the blacklist),
    * in the order the Judge plans them. Unchanged when it needs exactly the recorded pairs. */
   #replanReward(e: EventEnvelope, d: EventData<'ExecutionRequested'>): EventEnvelope {
-    const cfg = this.variant.config.mistakeBook;
-    const book = this.#books[d.problemId] ?? EMPTY_BOOK;
+    const book = this.#books.get(d.problemId) ?? EMPTY_BOOK;
     // Variants with the same book and Mistake Book settings plan alike.
-    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, canonicalJson(cfg)], () => this.#replan(e, d, book));
+    const { event, want } = this.#recorded.share(roundKey(d), ['replan', e, book, this.#bookSettings], () => this.#replan(e, d, book));
     if (want) {
-      this.#replanned.set(d.requestId, want);
-      this.#replannedRounds.add(roundKey(d));
+      const key = roundKey(d);
+      this.#replanned.set(key, (this.#replanned.get(key) ?? new Map()).set(d.requestId, want));
     }
     return event;
   }
@@ -306,7 +340,8 @@ export class VariantJudge {
     const executed = requestPairs(d);
     const executedKeys = new Set(executed.map(pairKey));
     const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
-    return { event: { ...e, id: `${e.id}/replanned`, data }, want };
+    // At its variant position already: variants planning alike share the object.
+    return { event: { ...e, id: `${e.id}/replanned`, data, position: variantPosition(this.#ordinal, 0) }, want };
   }
 
   /** What a replanned request needs, answered from the recorded verdicts (its own, then those
@@ -340,8 +375,7 @@ export class VariantJudge {
    * recorded, into the variant's own log, and adds them to the variant's events. */
   async #executeMissing(key: string, p: ProblemRound, answers: RecordedAnswers): Promise<void> {
     if (!this.#executions) return;
-    for (const [requestId, want] of this.#replanned) {
-      if (!requestId.startsWith(`${key}/`)) continue;
+    for (const [requestId, want] of this.#replanned.get(key) ?? []) {
       const { missing } = this.#answer(requestId, want, p, answers);
       if (missing.length === 0) continue;
       for (const e of await this.#executions.run(p.round, p.problemId, `${key}/${EXECUTED_PURPOSE}`, missing)) {
@@ -353,7 +387,7 @@ export class VariantJudge {
 
   /** Verdicts of a request as the variant needs them, from the recorded ones (and its own executions). */
   #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
-    const want = this.#replanned.get(requestId);
+    const want = this.#replanned.get(p.key)?.get(requestId);
     if (!want) return answers.of(requestId);
     const { byKey, missing } = this.#answer(requestId, want, p, answers);
     if (missing.length > 0) {
@@ -375,12 +409,18 @@ export class VariantJudge {
     const problem = this.#problems.get(p.problemId);
     if (!problem) throw new AblationError(`problem ${p.problemId} is judged in the log but not listed in its RunStarted`);
     await this.#executeMissing(key, p, answers);
+    const asked = new Map<string, Verdicts>();
     const args: JudgeArgs = {
       env: this.#env,
       problem,
       round: p,
-      book: this.#books[p.problemId] ?? EMPTY_BOOK,
-      verdicts: (requestId) => this.#verdicts(requestId, p, answers),
+      book: this.#books.get(p.problemId) ?? EMPTY_BOOK,
+      verdicts: (requestId) => {
+        // Asked for by the refusal check below, then by the judgement.
+        let out = asked.get(requestId);
+        if (!out) asked.set(requestId, (out = this.#verdicts(requestId, p, answers)));
+        return out;
+      },
       load: (programHash) => loadOf(answers.state, p.problemId, programHash),
       stage: ctx.stages[p.round] ?? 1,
       evolved: ctx.evolved[p.problemId] ?? null,
@@ -389,14 +429,15 @@ export class VariantJudge {
     const method = judgementOf(this.variant.config.method);
     const steps = method.steps;
     if (!steps) return method.judge(args);
-    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load });
+    // The evaluation figures read the held-out and kill requests, which no variant plans again.
+    const evaluation = <T>(compute: () => T): T => this.#recorded.share(key, ['evaluation'], compute);
+    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load, evaluation });
     // Shared by the variants that judge the same requests: the recorded ones, or the same
     // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
-    const replanned = this.#replannedRounds.has(key);
-    if (replanned && this.#executions) return steps.finish(await basis(), args);
-    const ofRound = replanned ? [...this.#replanned].filter(([id]) => id.startsWith(`${key}/`)) : [];
+    const ofRound = [...(this.#replanned.get(key) ?? [])];
+    if (ofRound.length > 0 && this.#executions) return steps.finish(await basis(), args);
     // A variant lacking a verdict is refused in its own name before anything is shared.
-    for (const [id] of ofRound) this.#verdicts(id, p, answers);
+    for (const [id] of ofRound) args.verdicts(id);
     const wants = ofRound.map(([, want]) => want);
     return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }

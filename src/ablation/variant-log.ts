@@ -42,6 +42,27 @@ export class OverlayBlobStore implements BlobStore {
   }
 }
 
+/** Room for the events a variant writes for one recorded event (its judgement, and with --execute
+ * the executions it ran): far more than one problem-round's. */
+const SLOTS = 65_536;
+
+/**
+ * Where the `k`-th event a variant writes for the `ordinal`-th recorded event it read sits in its
+ * log. Positions follow the recorded order, not the variant's own count, so an event passed
+ * through sits at the same position in every variant's log, and variants that write the same
+ * events share the read models built from them (./project.ts).
+ */
+export function variantPosition(ordinal: number, k: number): Position {
+  if (!Number.isInteger(ordinal) || ordinal < 1 || !Number.isInteger(k) || k < 0) throw new AblationError(`no variant position for recorded event ${ordinal}, event ${k}`);
+  if (k >= SLOTS) throw new AblationError(`a variant wrote more than ${SLOTS} events for recorded event ${ordinal}: more than one problem-round's judgement and executions`);
+  const at = ordinal * SLOTS + k;
+  if (!Number.isSafeInteger(at)) throw new AblationError(`recorded event ${ordinal} is past the variant positions a number can hold`);
+  return asPosition(at);
+}
+
+/** The head of a variant's log after `ordinals` recorded events: after anything any variant wrote for them. */
+export const variantHead = (ordinals: number): Position => (ordinals === 0 ? ORIGIN : variantPosition(ordinals, SLOTS - 1));
+
 const readOnly = (what: string) => new AblationError(`a variant's log is read-only: ${what} is not available`);
 
 export class VariantLog implements EventLog {
@@ -58,11 +79,16 @@ export class VariantLog implements EventLog {
   readonly blobs: BlobStore;
   /** In position order, positions strictly increasing. */
   readonly #events: readonly EventEnvelope[];
+  readonly #head: Position;
 
-  constructor(location: string, events: readonly EventEnvelope[], blobs: BlobStore) {
+  /** `head`: where the log ends (default its last event), at or after its last event. */
+  constructor(location: string, events: readonly EventEnvelope[], blobs: BlobStore, head?: Position) {
     this.location = location;
     this.#events = events;
     this.blobs = blobs;
+    const last = events.at(-1)?.position ?? ORIGIN;
+    if (head !== undefined && head < last) throw new AblationError(`${location}: head ${head} is before the last event (${last})`);
+    this.#head = head ?? last;
   }
 
   append(): never {
@@ -93,7 +119,7 @@ export class VariantLog implements EventLog {
   }
 
   async head(): Promise<Position> {
-    return this.#events.at(-1)?.position ?? ORIGIN;
+    return this.#head;
   }
 
   async streamHead(stream: string): Promise<Position> {

@@ -216,7 +216,7 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
     suites,
     observations: () => (observed ??= observe()),
     bookUpdate,
-    figures: evaluationFigures(problem, p, args.verdicts, usableBySuite),
+    figures: (args.evaluation ?? ((f) => f()))(() => evaluationFigures(problem, p, args.verdicts, usableBySuite)),
     tests: { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
   };
 }

@@ -235,7 +235,8 @@ async function warmStart(env: RunEnv) {
     const rng = Rng.derive(env.seed('sft', role), 'order');
     let order: SftRow[] = [];
     let version = (await trainer.snapshot()).version;
-    for (let step = 1; step <= sft.steps; step++) {
+    const steps = typeof sft.steps === 'number' ? sft.steps : sft.steps[role];
+    for (let step = 1; step <= steps; step++) {
       // Seeded passes over all rows, batchSize at a time (a new shuffle for each pass).
       const batch: SftRow[] = [];
       while (batch.length < Math.min(sft.batchSize, rows.length)) {

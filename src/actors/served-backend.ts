@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { BridgeClient, startServe, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
+import { BridgeClient, startServe, threadEnv, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
 import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
 
@@ -104,7 +104,7 @@ export class ServedBackend implements PolicyBackend {
     if (!held || !held.alive) {
       const observe = this.onBridgeEvent;
       let client: BridgeClient | null = null;
-      this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000, ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}) }).then((r) => (client = r.client));
+      this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000, ...(b.threads ? { env: threadEnv(b.threads) } : {}), ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}) }).then((r) => (client = r.client));
     }
     return this.#bridge!;
   }

@@ -98,7 +98,7 @@ export const TrainStepResult = z.looseObject({
 });
 export type TrainStepResult = z.infer<typeof TrainStepResult>;
 
-export const PublishResult = z.object({ path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), version: z.number().int() });
+export const PublishResult = z.object({ path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), version: z.number().int(), /** The optimizer state is in the checkpoint (restored by load_policy). */ optimizer: z.boolean().optional() });
 export type PublishResult = z.infer<typeof PublishResult>;
 
 export const SaveStateResult = z.object({ path: z.string(), sha256: z.string(), bytes: z.number().int(), version: z.number().int() });

@@ -30,6 +30,12 @@ export interface ServeOptions {
   threads?: number;
 }
 
+/** The environment that caps a bridge process's CPU threads: torch's own (OpenMP) and those of
+ * an OpenBLAS built with pthreads, which ignores OMP_NUM_THREADS. */
+export function threadEnv(threads: number): Record<string, string> {
+  return { OMP_NUM_THREADS: String(threads), OPENBLAS_NUM_THREADS: String(threads) };
+}
+
 export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess> {
   const model = opts.servedModelName ?? `${opts.backend ?? 'toy'}-policy`;
   const args = ['-m', 'gpu_bridge', 'serve', '--backend', opts.backend ?? 'toy', '--port', String(opts.port ?? 0), '--device', opts.device ?? 'cpu', '--seed', String(opts.seed ?? 0), '--served-model-name', model];
@@ -37,7 +43,7 @@ export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess>
   if (opts.config) args.push('--config', JSON.stringify(opts.config));
   const child = spawn(opts.python ?? DEFAULT_PYTHON, args, {
     cwd: GPU_BRIDGE_DIR,
-    env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR, OMP_NUM_THREADS: String(opts.threads ?? 1), ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}) },
+    env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR, ...threadEnv(opts.threads ?? 1), ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { LOG_FILE, LOG_POINTER_FILE } from '../actors/run.js';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
 import { EventLogError } from '../events/errors.js';
-import type { EventLog } from '../events/log.js';
+import type { EventLog, Position } from '../events/log.js';
+import { positionAfterRound } from '../projections/round-position.js';
 import { UserError } from './errors.js';
 
 export interface RunLocation {
@@ -47,4 +48,11 @@ export async function openRecordedLog(where: RunLocation, credsFile?: string): P
     if (err instanceof EventLogError) throw new UserError(err.message);
     throw err;
   }
+}
+
+/** The log position just after round `round` of the run completed (`--round k`). */
+export async function roundEnd(log: EventLog, runId: string | undefined, round: number): Promise<Position> {
+  const at = await positionAfterRound(log, runId, round);
+  if (at === null) throw new UserError(`round ${round} was not completed in this run`);
+  return at;
 }

@@ -84,6 +84,10 @@ export const BridgeTrainerOptions = z
      * threads each), on free loopback ports with a fresh admin token, and sync each published
      * version into it; the roles' openai sections then give no baseUrl. */
     serve: z.object({ threads: z.number().int().positive().default(1) }).strict().optional(),
+    /** CPU threads of the trainer process (torch and BLAS); absent: torch's default (all
+     * cores). On a small shared machine one thread is faster: threads of one product spin
+     * waiting for each other while other processes hold the cores. */
+    threads: z.number().int().positive().optional(),
     retry: RetryOptions.default(RetryOptions.parse({})),
   })
   .strict();

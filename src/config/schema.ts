@@ -185,7 +185,10 @@ export const RunConfig = z
          * events and published as the version round 1 samples. Every control takes the same SFT. */
         sft: z
           .object({
-            steps: z.number().int().positive(),
+            /** Steps per role: one number for both, or each role's own (a test policy drilled
+             * on a few public examples until it writes only them samples identical suites, which
+             * carry no GRPO signal; fewer steps leave it room to vary). */
+            steps: z.union([z.number().int().positive(), z.strictObject({ code: z.number().int().positive(), test: z.number().int().positive() })]),
             /** Rows per step, drawn without replacement by a seeded shuffle of all rows each pass. */
             batchSize: z.number().int().positive().default(16),
             lr: z.number().positive().default(0.001),

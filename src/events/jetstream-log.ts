@@ -35,6 +35,7 @@ import {
   CommitTooLargeError,
   ConcurrencyError,
   IncompatibleStreamError,
+  InvalidLogArgumentError,
   LogClosedError,
   LogNotFoundError,
   LogUnavailableError,
@@ -97,7 +98,25 @@ export interface JetStreamLogOptions {
   directReadMessages?: number;
   /** A role's credentials, for a cluster started with auth (nats-auth.ts). */
   credentials?: NatsCredentials;
+  /** Liveness of the connection (see connectNats). */
+  ping?: PingOptions;
 }
+
+/**
+ * How soon a client notices that its server is gone without closing the connection (a cut
+ * link, a frozen process): it pings every `intervalMs` and gives the connection up after
+ * `maxOut` pings unanswered, then reconnects to another server of the cluster. A killed server
+ * closes its sockets and is noticed at once; a cut one only by these pings (nats.js's own
+ * default, 2 min, would leave a worker hanging for minutes).
+ */
+export interface PingOptions {
+  /** Default 2000. */
+  intervalMs?: number;
+  /** Default 2. */
+  maxOut?: number;
+}
+
+export const DEFAULT_PING: Required<PingOptions> = { intervalMs: 2000, maxOut: 2 };
 
 /** What the connected server offers (2.9.10 has none of these). */
 export interface ServerFeatures {
@@ -158,16 +177,23 @@ interface PayloadEvent {
 /** Connects, failing with a clear error when no server answers. */
 export async function connectNats(
   servers: string | readonly string[],
-  opts: { timeoutMs?: number; name?: string; credentials?: NatsCredentials } = {},
+  opts: { timeoutMs?: number; name?: string; credentials?: NatsCredentials; ping?: PingOptions } = {},
 ): Promise<NatsConnection> {
   const list = typeof servers === 'string' ? [servers] : [...servers];
+  const ping = { ...DEFAULT_PING, ...opts.ping };
+  if (!Number.isInteger(ping.intervalMs) || ping.intervalMs < 100) throw new InvalidLogArgumentError('connect', [{ path: 'ping.intervalMs', message: `${ping.intervalMs}: expected an integer of at least 100 (ms)` }]);
+  if (!Number.isInteger(ping.maxOut) || ping.maxOut < 1) throw new InvalidLogArgumentError('connect', [{ path: 'ping.maxOut', message: `${ping.maxOut}: expected a positive integer` }]);
   try {
+    // Every server given is tried (and those the cluster announces): a client whose server is
+    // gone goes on through another.
     return await connect({
       servers: list,
       name: opts.name ?? (opts.credentials ? `crucible ${opts.credentials.role}` : 'crucible'),
       timeout: opts.timeoutMs ?? 5000,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
+      pingInterval: ping.intervalMs,
+      maxPingOut: ping.maxOut,
       ...credentialOptions(opts.credentials),
     });
   } catch (err) {
@@ -176,7 +202,7 @@ export async function connectNats(
 }
 
 export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetStreamEventLog> {
-  const nc = await connectNats(opts.servers, opts.credentials ? { credentials: opts.credentials } : {});
+  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}) });
   try {
     const log = new JetStreamEventLog(nc, opts);
     await log.init();

@@ -7,7 +7,8 @@ import { IncompatibleStreamError, LogNotFoundError } from './errors.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Errors worth retrying: no leader yet, a timeout, the server reconnecting. */
+/** Errors worth retrying: no leader yet, a timeout, the server reconnecting (or its
+ * heartbeats missed: the client has not noticed yet). */
 export function isTransient(err: unknown): boolean {
   // The client wraps the cause (a publish nobody answered is reported as "JetStream not enabled").
   for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
@@ -22,7 +23,7 @@ export function isTransient(err: unknown): boolean {
       name === 'TimeoutError' ||
       name === 'NoRespondersError' ||
       name === 'NoResponders' ||
-      /timeout|no responders|temporarily unavailable|disconnect|reconnect|leader/i.test(msg)
+      /timeout|no responders|temporarily unavailable|disconnect|reconnect|leader|heartbeats missed/i.test(msg)
     ) {
       return true;
     }

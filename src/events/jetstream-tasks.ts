@@ -14,10 +14,16 @@ import { headers } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, type Consumer, type StreamConfig } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { JetStreamEventLog } from './jetstream-log.js';
-import { ensureStream, withRetry } from './jetstream-support.js';
+import { ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
 import { InvalidLogArgumentError } from './errors.js';
 
 const DESCRIPTION = 'crucible task queues, format 1';
+
+/** The durable consumer of task queue `name`: the one consumer its items are claimed through
+ * (nats-auth.ts lets only the queue's own roles pull or ack through it). */
+export function taskQueueConsumer(name: string): string {
+  return `tq_${name}`;
+}
 
 export interface TaskQueueOptions {
   /** Letters, digits, '-' and '_'. */
@@ -80,7 +86,7 @@ export class JetStreamTaskQueue {
       c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not crucible task queues'`,
     );
     const subject = `${prefix}.${options.name}`;
-    const durable = `tq_${options.name}`;
+    const durable = taskQueueConsumer(options.name);
     const config = {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
@@ -118,6 +124,19 @@ export class JetStreamTaskQueue {
   /** Up to `max` tasks, waiting up to `waitMs` (at least 1 s) when none is ready. */
   async claim(max = 1, waitMs = 1000): Promise<Task[]> {
     const out: Task[] = [];
+    try {
+      await this.#fetchInto(out, max, waitMs);
+    } catch (err) {
+      // The server went away during the pull (its heartbeats stopped, the client reconnects):
+      // what was delivered is returned, the rest stays in the queue for the next claim.
+      if (!isTransient(err)) throw err;
+      // Not at once again: a claimer in a loop would spin while the client reconnects.
+      if (out.length === 0) await sleep(250);
+    }
+    return out;
+  }
+
+  async #fetchInto(out: Task[], max: number, waitMs: number): Promise<void> {
     const batch = await this.#consumer.fetch({ max_messages: max, expires: Math.max(1000, waitMs) });
     for await (const m of batch) {
       out.push({
@@ -131,7 +150,6 @@ export class JetStreamTaskQueue {
         working: () => m.working(),
       });
     }
-    return out;
   }
 
   async depth(): Promise<TaskQueueDepth> {

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { nkeys } from '@nats-io/transport-node';
 import { LogCredentialsError } from './errors.js';
+import { taskQueueConsumer } from './jetstream-tasks.js';
 
 /** The roles that get a user: the six actors, `reader` (replay, report, status, export: reads
  * only) and `admin` (a whole run in one process, imports: may write every stream). */
@@ -38,7 +39,8 @@ export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
  * Beside a run's log, the worker processes keep a board (`crucible.run.<run>-workers.lease.<name>`:
  * a singleton role's lease, named `role-<role>`; `...hb.<worker>`: heartbeats) and task queues
  * (`crucible.run.<run>-tasks.<queue>`). A role may take only its own lease, beat as any worker,
- * and publish to the task queues listed here.
+ * and publish to and claim from the task queues listed here: every other task queue's consumer
+ * is closed to it (no pull, no ack, no consumer made under its name).
  */
 export const ROLE_TASK_QUEUES: Readonly<Record<ActorRole, readonly string[]>> = {
   conductor: [],
@@ -74,8 +76,30 @@ const READ_API = [
 const BLOB_SUBJECTS = ['crucible.run.*.m.*', 'crucible.run.*.c.*.*'];
 
 export interface RolePermissions {
-  publish: { allow: string[] };
+  publish: { allow: string[]; deny?: string[] };
   subscribe: { allow: string[] };
+}
+
+/** Every task queue some role works on. */
+const TASK_QUEUES = [...new Set(Object.values(ROLE_TASK_QUEUES).flat())];
+
+/**
+ * What a role may not do with the consumer of a task queue that is not its own: pull items,
+ * ack them (v1 and v2 ack subjects), or make or replace the consumer. Denies win over the read
+ * grants (which let every role make and pull its own consumers).
+ */
+function closedQueues(queues: readonly string[]): string[] {
+  return queues.flatMap((q) => {
+    const c = taskQueueConsumer(q);
+    return [
+      `$JS.API.CONSUMER.MSG.NEXT.*.${c}`,
+      `$JS.API.CONSUMER.CREATE.*.${c}`,
+      `$JS.API.CONSUMER.CREATE.*.${c}.>`,
+      `$JS.API.CONSUMER.DURABLE.CREATE.*.${c}`,
+      `$JS.ACK.*.${c}.>`,
+      `$JS.ACK.*.*.*.${c}.>`,
+    ];
+  });
 }
 
 /** The inbox prefix of a role's connection: replies to one role are not readable by another. */
@@ -87,8 +111,9 @@ export function inboxPrefixOf(role: NatsRole): string {
 export function rolePermissions(role: NatsRole): RolePermissions | null {
   if (role === 'admin') return null;
   const inbox = { allow: [`${inboxPrefixOf(role)}.>`] };
-  if (role === 'reader') return { publish: { allow: [...READ_API] }, subscribe: inbox };
+  if (role === 'reader') return { publish: { allow: [...READ_API], deny: closedQueues(TASK_QUEUES) }, subscribe: inbox };
   const streams = ROLE_STREAMS[role].map((s) => `crucible.run.*.s.${token(s)}`);
+  const deny = closedQueues(TASK_QUEUES.filter((q) => !ROLE_TASK_QUEUES[role].includes(q)));
   return {
     publish: {
       allow: [
@@ -105,6 +130,7 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
         // Acks of claimed work items.
         '$JS.ACK.>',
       ],
+      ...(deny.length > 0 ? { deny } : {}),
     },
     subscribe: inbox,
   };

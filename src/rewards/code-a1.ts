@@ -31,7 +31,7 @@ import {
   meanInOrder,
   parseWith,
   passVector,
-  suiteTestIndices,
+  isUsable,
   sumInOrder,
 } from './matrix.js';
 import { correctedStatement, parseAssertCall } from './test-key.js';
@@ -366,7 +366,11 @@ function checkCount(n: number, what: string): void {
 }
 
 export function codeA1SuiteReward(input: CodeA1SuiteInput, options: CodeA1OptionsInput = {}): CodeA1SuiteReward {
-  const o = parseWith(CodeA1Options, options, 'Code-A1 options');
+  return suiteReward(input, parseWith(CodeA1Options, options, 'Code-A1 options'));
+}
+
+/** codeA1SuiteReward with its options parsed (once per matrix, not once per suite). */
+function suiteReward(input: CodeA1SuiteInput, o: CodeA1Options): CodeA1SuiteReward {
   const validCount = input.validCount ?? input.gen.length;
   checkCount(validCount, 'validCount');
   checkCount(input.invalidCount, 'invalidCount');
@@ -504,15 +508,23 @@ export function codeA1Rewards(input: CodeA1Input, options: CodeA1OptionsInput = 
     if (s.id === o.histSuite) throw new RewardInputError(`suite "${s.id}" has the Mistake Book suite id`);
     seenSuites.add(s.id);
   }
-  const histTests = suiteTestIndices(m, o.histSuite).slice(0, o.histCap);
+  // Each suite's usable tests, in matrix order, from one pass over the tests.
+  const bySuite = new Map<string, number[]>();
+  m.tests.forEach((t, i) => {
+    if (!isUsable(t.status)) return;
+    const list = bySuite.get(t.suite);
+    if (list) list.push(i);
+    else bySuite.set(t.suite, [i]);
+  });
+  const histTests = (bySuite.get(o.histSuite) ?? []).slice(0, o.histCap);
   const programs: CodeA1ProgramResult[] = [];
   for (const p of candidateIndices(m)) {
     const info = m.programs[p]!;
     const hist = passVector(m, p, histTests);
     const own = suites.filter((s) => s.program === info.id);
     const results: CodeA1SuiteResult[] = own.map((s) => {
-      const gen = passVector(m, p, suiteTestIndices(m, s.id));
-      const r = codeA1SuiteReward(
+      const gen = passVector(m, p, bySuite.get(s.id) ?? []);
+      const r = suiteReward(
         { gen, invalidCount: s.invalidCount, hist, programValid: info.valid, nonprintableRatio: s.nonprintableRatio },
         o,
       );
@@ -521,7 +533,7 @@ export function codeA1Rewards(input: CodeA1Input, options: CodeA1OptionsInput = 
     const rCode =
       results.length > 0
         ? meanInOrder(results.map((r) => r.pass))
-        : codeA1SuiteReward({ gen: [], invalidCount: 0, hist, programValid: info.valid, nonprintableRatio: 0 }, o).pass;
+        : suiteReward({ gen: [], invalidCount: 0, hist, programValid: info.valid, nonprintableRatio: 0 }, o).pass;
     programs.push({ program: info.id, programValid: info.valid, rCode, suites: results });
   }
   return { rewardId: CODE_A1_ID, programs };

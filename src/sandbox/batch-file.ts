@@ -5,7 +5,7 @@ import type { TestCase, TestStyle } from '../core/problem.js';
 import { parseJsonLossless } from './lossless-json.js';
 import { inferStyle, parseTestObject } from './tests-file.js';
 
-/** One line of a RUNS.jsonl batch (`crucible exec --batch`), as documented in README.md. */
+/** One line of a RUNS.jsonl batch (`crucible exec --batch`), as documented in src/sandbox/README.md. */
 const BatchLine = z.strictObject({
   id: z.union([z.string().min(1), z.number().int()]),
   program: z.string().optional(),

@@ -14,7 +14,7 @@ import { createSandbox } from '../sandbox/index.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundTableState } from '../projections/round-table.js';
-import { WorkerSupervisor, type WorkerChild } from './supervisor.js';
+import { WorkerSupervisor, type WorkerChild, type WorkerLauncher } from './supervisor.js';
 import type { WorkerRole } from './roles.js';
 
 export interface WorkersRunOptions {
@@ -32,6 +32,8 @@ export interface WorkersRunOptions {
   /** Called once the workers are started, with a way to list them (tests kill some). */
   onStarted?(children: () => WorkerChild[]): void;
   say?(line: string): void;
+  /** How each worker is started (default: a child process here). */
+  launch?: WorkerLauncher;
 }
 
 export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcome> {
@@ -62,6 +64,7 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
       logFile: path.join(dir, 'workers.log'),
       ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
       ...(opts.say ? { say: opts.say } : {}),
+      ...(opts.launch ? { launch: opts.launch } : {}),
     });
     supervisor.start();
     const sup = supervisor;

@@ -3,7 +3,7 @@
  * run is complete: a child that dies before (killed, crashed) is started again, a few times per
  * role at most. Their stderr goes to one file (the progress bar owns the terminal).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { roleCredentialsFile } from '../events/nats-auth.js';
 import { closeSync, openSync } from 'node:fs';
 import path from 'node:path';
@@ -27,7 +27,13 @@ export interface SupervisorOptions {
   /** Restarts allowed per role before the run is given up. Default 5. */
   maxRestarts?: number;
   say?(line: string): void;
+  /** Starts one worker's command (default: here, with `spawn`); a launcher may start it on
+   * another machine, e.g. through `ip netns exec` or ssh, as long as the child it returns
+   * stands for the worker (it exits when the worker does). */
+  launch?: WorkerLauncher;
 }
+
+export type WorkerLauncher = (worker: { role: WorkerRole; slot: number }, command: string, args: readonly string[], options: SpawnOptions) => ChildProcess;
 
 export interface WorkerChild {
   role: WorkerRole;
@@ -70,7 +76,8 @@ export class WorkerSupervisor {
 
   #spawn(role: WorkerRole, slot: number): void {
     const args = [CRUCIBLE_BIN, 'worker', '--role', role, '--log', this.#opts.location, '--run', this.#opts.runId, ...(this.#opts.args ?? []), ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : [])];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', this.#fd!] });
+    const options: SpawnOptions = { stdio: ['ignore', 'ignore', this.#fd!] };
+    const child = this.#opts.launch ? this.#opts.launch({ role, slot }, process.execPath, args, options) : spawn(process.execPath, args, options);
     const key = `${role}/${slot}`;
     this.#children.set(key, { role, slot, process: child });
     child.on('exit', (code, signal) => {

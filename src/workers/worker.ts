@@ -10,7 +10,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
-import { JetStreamEventLog } from '../events/jetstream-log.js';
+import { JetStreamEventLog, type PingOptions } from '../events/jetstream-log.js';
 import { WorkerBoard } from '../events/jetstream-board.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { seqOf } from '../events/positions.js';
@@ -34,6 +34,7 @@ import { loadRunFromLog, runStartedOf } from './run-source.js';
 import { runSingleton } from './singleton.js';
 import { ProgramWork, runExecutor } from './executor-tasks.js';
 import { Wake } from './wake.js';
+import { watchConnection } from './connection-watch.js';
 import type { WorkerRole } from './roles.js';
 
 const ACTORS: Record<WorkerRole, ActorDefinition<AnyStateMachine, Effect, RunEnv, unknown>> = {
@@ -66,6 +67,8 @@ export interface WorkerOptions {
   /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default 30000. */
   ackWaitMs?: number;
   workerId?: string;
+  /** How soon a server that stopped answering is given up for another (default: every 2 s, 2 unanswered). */
+  ping?: PingOptions;
   /** Actor snapshots: the checkpoint file (shared by the workers of one machine) and how many
    * folded events apart they are taken (0: only read). Without it the actor folds from the start. */
   snapshots?: { file: string; every: number };
@@ -82,10 +85,10 @@ export interface WorkerOutcome {
   figures: WorkerFigures;
 }
 
-async function openWorkerLog(location: string, runId: string, credsFile: string | undefined): Promise<JetStreamEventLog> {
+async function openWorkerLog(location: string, runId: string, credsFile: string | undefined, ping: PingOptions | undefined): Promise<JetStreamEventLog> {
   let log: EventLog;
   try {
-    log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
+    log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}), ...(ping ? { jetstream: { ping } } : {}) });
   } catch (err) {
     if (err instanceof LogNotFoundError) throw new RunNotFoundError(runId, location);
     throw err;
@@ -102,7 +105,8 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1)) throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
   const say = opts.say ?? (() => {});
   const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile);
+  const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile, opts.ping);
+  watchConnection(log.connection, say);
   let sandbox: Sandbox | null = null;
   let backend: PolicyBackend | null = null;
   const wake = new Wake();

@@ -24,7 +24,8 @@ import { runCli } from '../support/cli.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
-import { ablate, positionAfterRound, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
+import { positionAfterRound } from '../../src/projections/round-position.js';
+import { ablate, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
 import { parseVariantSpec } from '../../src/ablation/variant.js';
 import { VariantRefusedError } from '../../src/ablation/errors.js';
 
@@ -121,6 +122,10 @@ describe('crucible ablate', () => {
     expect(answered(first.variants.find((v) => v.name === 'a0')).hashes!.rewards).not.toBe(same.hashes!.rewards);
     expect(same.rows).toEqual(outcome.rows);
     expect(first.recorded).toEqual(outcome.rows);
+    // Alpha leaves answer selection and the Mistake Book alone: built once for the three, with
+    // the live hashes; the Mistake Book off plans other reward requests and builds its own.
+    expect(first.shared).toEqual([['same', 'a0', 'a1']]);
+    for (const name of ['answer-selection', 'mistake-book']) expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
   });
 
   it('alpha=0 and alpha=1 give each suite -nonprintable + [valid program] * attack, and * valid ratio', async () => {
@@ -223,7 +228,7 @@ describe('crucible ablate', () => {
       expect(answered(alone.variants[0]).hashes).toEqual(answered(first.variants[i === 0 ? 0 : 2]).hashes);
     }
     // Another stop position is another file.
-    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: await positionAfterRound(log, undefined, 3) });
+    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: (await positionAfterRound(log, undefined, 3))! });
     expect(answered(early.variants[0]).fromStore).toBe(false);
     expect(answered(early.variants[0]).file).not.toBe(answered(first.variants[1]).file);
   });

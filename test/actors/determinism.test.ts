@@ -1,6 +1,6 @@
 /**
- * The three determinism statements of the README, on real runs of the demo (real SQLite log,
- * real sandbox, real python; two problems, whose programs all finish quickly):
+ * The three determinism statements of docs/determinism.md, on real runs of the demo (real SQLite
+ * log, real sandbox, real python; two problems, whose programs all finish quickly):
  *   (a) replaying a given log always gives the same read-model state hashes;
  *   (b) a commit depends only on the config, the seed and the content of the events that caused
  *       it, never on positions or arrival order;

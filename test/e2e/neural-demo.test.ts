@@ -3,7 +3,7 @@
  * steps, a smaller toy model): the run starts its own gpu-bridge servers, warms both policies up
  * by SFT (recorded as round-0 training events on the problems' known programs and public tests,
  * in the prompts the policies sample with), publishes the warm version and syncs it into the
- * servers, then trains by GRPO each round. The figures of the full demo are in the README.
+ * servers, then trains by GRPO each round. The figures of the full demo are in docs/models.md.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -23,6 +23,7 @@ let root: string;
 let outcome: RunOutcome;
 let events: EventEnvelope[];
 const blobs = new Map<string, string>();
+const paramsBlobs = new Map<string, string>();
 
 describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: ${missing}]` : ''}`, () => {
   beforeAll(async () => {
@@ -43,6 +44,8 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
       events.push(e);
       const h = (e.data as { batchHash?: string }).batchHash;
       if (h) blobs.set(h, await log.blobs.getText(h));
+      const p = (e.data as { paramsHash?: string }).paramsHash;
+      if (e.type === 'PolicyVersionPublished' && p) paramsBlobs.set(p, await log.blobs.getText(p));
     }
     await log.close();
   }, 300_000);
@@ -74,8 +77,14 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     for (const row of code) expect(row.prompt).toBe('Python 3 program; defines `digital_root`.\nReplace n by the sum of its decimal digits until a single digit remains; return that digit.\n');
     expect(code).toHaveLength(4);
     for (const row of code) expect([...problem.solutions, ...problem.incorrectSolutions]).toContain(row.response);
-    const tests = blobs.get(batches[2]!.batchHash)!.split('\n').map((l) => JSON.parse(l) as { response: string });
-    expect(tests[0]!.response).toBe('```python\nassert digital_root(38) == 2\nassert digital_root(7) == 7\n```');
+    // White-box: the test rows show a known program; their suites are orderings of the examples.
+    const tests = blobs.get(batches[2]!.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; response: string });
+    const [a, b] = ['assert digital_root(38) == 2', 'assert digital_root(7) == 7'];
+    const suites = [[a, b], [b, a], [a], [b]].map((lines) => ['```python', ...lines, '```'].join('\n'));
+    for (const row of tests) {
+      expect(suites).toContain(row.response);
+      expect([...problem.solutions, ...problem.incorrectSolutions].some((p) => row.prompt.includes(p.trimEnd()))).toBe(true);
+    }
   });
 
   it('then GRPO: one step per role and round, sampled from the warm version', () => {
@@ -84,5 +93,32 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     const sampled = ofType('ModelSampled') as { policy: { role: string; version: number }; served: { fingerprint: string } }[];
     expect(new Set(sampled.filter((s) => s.policy.role === 'code').map((s) => s.policy.version))).toEqual(new Set([2, 3]));
     for (const s of sampled) expect(s.served.fingerprint).toBe(`v${s.policy.version}`);
+  });
+
+  it('each test-policy GRPO step trains a TOPVAR group with spread and moves the weights', () => {
+    const weights = new Map<number, string>();
+    for (const e of ofType('PolicyVersionPublished').filter((p) => p.policy.role === 'test')) {
+      const params = JSON.parse(paramsBlobs.get(e.paramsHash)!) as { checkpoint: { path: string } | null };
+      const manifest = JSON.parse(readFileSync(path.join(params.checkpoint!.path, 'MANIFEST.json'), 'utf8')) as { files: Record<string, { sha256: string }> };
+      expect(Object.keys(manifest.files)).toContain('optimizer.pt');
+      weights.set(e.policy.version, manifest.files['model.pt']!.sha256);
+    }
+    const steps = ofType('TrainingStepCompleted').filter((s) => s.round > 0 && s.role === 'test');
+    expect(steps).toHaveLength(2);
+    for (const s of steps) {
+      expect(s.metrics.placeholder).toBe(0);
+      expect(s.metrics.grad_norm).toBeGreaterThan(1e-3);
+      expect(weights.get(s.toVersion)).not.toBe(weights.get(s.fromVersion));
+    }
+    // TOPVAR: one program's two suites per problem and round.
+    const trained = ofType('TrainingBatchFormed').filter((b) => b.round > 0 && b.role === 'test');
+    expect(trained.map((b) => b.size)).toEqual([2, 2]);
+    for (const b of trained) {
+      const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; advantage: number });
+      // White-box: both suites were sampled from one prompt showing their program.
+      expect(new Set(rows.map((r) => r.prompt)).size).toBe(1);
+      expect(rows[0]!.prompt).toMatch(/^Tests \(assert lines\) for this Python 3 program; defines `digital_root`\.\n[^]*```python\n[^]*\n```\n$/);
+      expect(rows.some((r) => r.advantage !== 0)).toBe(true);
+    }
   });
 });

@@ -62,6 +62,9 @@ export interface BasisArgs {
   round: ProblemRound;
   verdicts: (requestId: string) => Verdicts;
   load: (programHash: string) => ModuleLoad;
+  /** Runs `compute`, which reads only the evaluation requests (held-out, kill): judgements of
+   * the problem-round whose reward requests differ (ablation) may hand back one shared result. */
+  evaluation?: <T>(compute: () => T) => T;
 }
 
 /** A judgement in two steps: `basis` derives what the recorded verdicts alone decide (no

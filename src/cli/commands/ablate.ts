@@ -2,10 +2,10 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { asPosition, type Position } from '../../events/log.js';
 import type { RoundRow } from '../../projections/round-table.js';
-import { ablate, positionAfterRound, type AblationResult } from '../../ablation/ablate.js';
+import { ablate, type AblationResult } from '../../ablation/ablate.js';
 import { parseVariantSpec, type VariantSpec } from '../../ablation/variant.js';
 import { formatTable } from '../table.js';
-import { openRecordedLog, resolveRunLocation } from '../run-location.js';
+import { openRecordedLog, resolveRunLocation, roundEnd } from '../run-location.js';
 import { UserError } from '../errors.js';
 import type { RunConfig } from '../../config/schema.js';
 import { sandboxOptions } from '../../actors/run.js';
@@ -78,7 +78,7 @@ export function registerAblate(program: Command): void {
       try {
         const runId = where.runId ?? undefined;
         let to: Position | undefined;
-        if (opts.round !== undefined) to = await positionAfterRound(log, runId, opts.round);
+        if (opts.round !== undefined) to = await roundEnd(log, runId, opts.round);
         else if (opts.until !== undefined) to = asPosition(opts.until);
         const result = await ablate({ log, dir: path.join(where.dir, ABLATIONS_DIR), variants: opts.variant, ...(runId ? { runId } : {}), ...(to !== undefined ? { to } : {}), ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
           // The sandbox the recorded run would have used (its executor settings), started only if a variant needs it.

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { openRecordedLog, resolveRunLocation } from '../run-location.js';
+import { openRecordedLog, resolveRunLocation, roundEnd } from '../run-location.js';
 import { asPosition, type EventLog, type Position } from '../../events/log.js';
 import { ProjectionRunner } from '../../projections/runner.js';
 import { RUN_PROJECTIONS } from '../../projections/run-views.js';
@@ -22,13 +22,6 @@ function parsePosition(flag: string) {
 async function runIdOfLog(log: EventLog, dir: string): Promise<string> {
   for await (const e of log.read({ limit: 1 }, { types: ['RunStarted'] })) return e.runId;
   throw new UserError(`${dir}: the log has no RunStarted event: not a crucible run`);
-}
-
-async function positionAfterRound(log: EventLog, runId: string, round: number): Promise<Position> {
-  for await (const e of log.read({}, { runId, types: ['RoundCompleted'] })) {
-    if ((e.data as { round: number }).round === round) return e.position;
-  }
-  throw new UserError(`round ${round} was not completed in this run`);
 }
 
 export function registerReplay(program: Command): void {
@@ -57,7 +50,7 @@ export function registerReplay(program: Command): void {
       try {
         const runId = where.runId ?? (await runIdOfLog(log, dir));
         const head = await log.head();
-        const to = opts.round !== undefined ? await positionAfterRound(log, runId, opts.round) : opts.until !== undefined ? asPosition(opts.until) : head;
+        const to = opts.round !== undefined ? await roundEnd(log, runId, opts.round) : opts.until !== undefined ? asPosition(opts.until) : head;
         rebuilt = await ProjectionRunner.open({ log, readModel: target, projections: RUN_PROJECTIONS, runId });
         await rebuilt.catchUp({ to });
         const hashes: Record<string, string> = {};

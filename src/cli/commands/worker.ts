@@ -26,8 +26,9 @@ export function registerWorker(program: Command): void {
     .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
     .option('--snapshots <file>', 'actor snapshots: start from the latest in this file and store new ones (a run directory\'s snapshots.db)')
     .option('--snapshot-every <n>', 'with --snapshots: store the actor\'s state every n folded events (default 20000)', positiveInt('--snapshot-every'))
+    .option('--ping-ms <ms>', 'ping the server this often; after 2 unanswered pings go on through another server of the cluster (default 2000)', positiveInt('--ping-ms'))
     .option('--ack-wait-ms <ms>', 'a claimed program not acked within this goes to another executor (default 30000)', positiveInt('--ack-wait-ms'))
-    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; snapshots?: string; snapshotEvery?: number }) => {
+    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; pingMs?: number; snapshots?: string; snapshotEvery?: number }) => {
       const role = parseRole(opts.role);
       if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
       const stop = new AbortController();
@@ -45,6 +46,7 @@ export function registerWorker(program: Command): void {
           ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
           ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
           ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
+          ...(opts.pingMs !== undefined ? { ping: { intervalMs: opts.pingMs } } : {}),
           ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
           say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
           signal: stop.signal,

@@ -145,6 +145,16 @@ const TEMPLATES: PromptTemplate[] = [
     whiteBox: false,
     render: (f) => `Tests (${f.style === 'stdio' ? 'Input/Output blocks' : 'assert lines'}) for a Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n`,
   },
+  {
+    // Code-A1's white-box adversary in brief: the program under test follows the statement, so
+    // the suites of one program share a prompt and form its GRPO group.
+    id: 'tests-brief-white-box',
+    version: 1,
+    role: 'test',
+    whiteBox: true,
+    render: (f) =>
+      `Tests (${f.style === 'stdio' ? 'Input/Output blocks' : 'assert lines'}) for this Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n\`\`\`python\n${need(f.program, 'the program under test', 'tests-brief-white-box@v1').trimEnd()}\n\`\`\`\n`,
+  },
 ];
 
 function briefInterface(f: PromptFields): string {
@@ -170,8 +180,8 @@ export type PromptSet = 'full' | 'brief';
  * attack when the adversary sees the program, else the black-box prompt (inputs only for ACE). */
 export function templateFor(method: string, role: Role, whiteBox: boolean, prompts: PromptSet = 'full'): PromptTemplate {
   if (prompts === 'brief') {
-    if (whiteBox || method === 'ace') throw new PromptTemplateError(`the brief prompts are black-box prompts with expected values: not for ${whiteBox ? 'a white-box adversary' : 'ACE'}`);
-    return template(role === 'code' ? 'solve-brief' : 'tests-brief', 1);
+    if (method === 'ace') throw new PromptTemplateError('the brief prompts ask for expected values: not for ACE');
+    return template(role === 'code' ? 'solve-brief' : whiteBox ? 'tests-brief-white-box' : 'tests-brief', 1);
   }
   if (role === 'code') return template('solve', 1);
   if (whiteBox) return template('attack-white-box', 1);

@@ -45,9 +45,27 @@ export function formatTests(problem: Problem, tests: readonly TestCase[]): strin
   return parts.join('\n');
 }
 
-/** The rows of one problem for one role. White-box test rows pair the public tests with each
- * known program shown in the prompt (the tests do not depend on it: they state the statement's
- * expected values). */
+/** Every ordered selection of 1..`max` of the first three tests (with more, only the whole
+ * list in order and reversed): the suites a warm test policy may write. Trained on one fixed
+ * suite, it writes only that suite, and identical suites give GRPO no gradient; trained on
+ * these, its suites differ in which examples they hold and in what order, so their rewards
+ * differ (how many valid tests, which bug they expose) and the group has something to learn. */
+export function suiteSelections<T>(tests: readonly T[], max: number): T[][] {
+  if (tests.length > 3) return [tests.slice(0, max), [...tests].reverse().slice(0, max)];
+  const out: T[][] = [];
+  const grow = (prefix: T[], rest: T[]) => {
+    if (prefix.length > 0) out.push(prefix);
+    if (prefix.length === max) return;
+    rest.forEach((t, i) => grow([...prefix, t], [...rest.slice(0, i), ...rest.slice(i + 1)]));
+  };
+  grow([], [...tests]);
+  // Longest first: the full suite is the first row of each prompt.
+  return out.sort((a, b) => b.length - a.length);
+}
+
+/** The rows of one problem for one role. Test rows are every selection of the public tests
+ * (suiteSelections); white-box, each known program shown in the prompt (the tests do not depend
+ * on it: they state the statement's expected values). */
 export function sftRows(problem: Problem, role: Role, opts: { method: string; whiteBox: boolean; suiteSize: number; prompts: PromptSet }): SftRow[] {
   const fields = { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, starterCode: problem.starterCode, suiteSize: opts.suiteSize };
   const programs = [...problem.solutions, ...problem.incorrectSolutions];
@@ -56,14 +74,12 @@ export function sftRows(problem: Problem, role: Role, opts: { method: string; wh
     const prompt = renderPrompt(templateFor(opts.method, 'code', false, opts.prompts), fields).text;
     for (const program of programs) rows.push({ problemId: problem.id, prompt, completion: program });
   } else {
-    const completion = formatTests(problem, problem.tests.public.slice(0, opts.suiteSize));
-    if (completion !== '') {
-      if (opts.whiteBox) {
-        for (const program of programs) rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', true, opts.prompts), { ...fields, program }).text, completion });
-      } else {
-        rows.push({ problemId: problem.id, prompt: renderPrompt(templateFor(opts.method, 'test', false, opts.prompts), fields).text, completion });
-      }
-    }
+    const withExpected = problem.tests.public.filter((t) => formatTests(problem, [t]) !== '');
+    const completions = suiteSelections(withExpected, opts.suiteSize).map((suite) => formatTests(problem, suite));
+    const prompts = opts.whiteBox
+      ? programs.map((program) => renderPrompt(templateFor(opts.method, 'test', true, opts.prompts), { ...fields, program }).text)
+      : [renderPrompt(templateFor(opts.method, 'test', false, opts.prompts), fields).text];
+    for (const prompt of prompts) for (const completion of completions) rows.push({ problemId: problem.id, prompt, completion });
   }
   return rows.map((r, i) => ({ id: `sft/${problem.id}/${role}/${i}`, ...r }));
 }
