@@ -19,6 +19,7 @@ import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const missing = torchMissing();
 let root: string;
@@ -52,7 +53,7 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
     outcome = await runExperiment({
       config,
       dir: path.join(root, 'run'),
-      cacheDir: path.join(root, 'cache'),
+      cacheDir: catalogCache(),
       onBridgeEvent: (e, client) => {
         if (client.pid !== undefined) bridgePids.add(client.pid);
         if (e.event !== 'progress' || e.op !== 'train_step') return;

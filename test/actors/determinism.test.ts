@@ -1,6 +1,6 @@
 /**
- * The three determinism statements of docs/determinism.md, on real runs of the demo (real SQLite log,
- * real sandbox, real python):
+ * The three determinism statements of docs/determinism.md, on real runs of the demo (real SQLite
+ * log, real sandbox, real python; two problems, whose programs all finish quickly):
  *   (a) replaying a given log always gives the same read-model state hashes;
  *   (b) a commit depends only on the config, the seed and the content of the events that caused
  *       it, never on positions or arrival order;
@@ -13,37 +13,32 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { decisionOf, recordedEvents, type Decision } from '../support/run-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
 import { TestOnlyReorder } from '../../src/actors/test-only-reorder.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 
-/** Timings are measurements, not decisions: the only fields allowed to differ. */
-const TIMINGS = ['timeMs', 'memoryKb'];
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 /** The log as commits by commit id, each with its events in commit order, timings left out;
  * and the commit ids in log order (to show that the order did change). */
 async function commitsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const commits = new Map<string, unknown[]>();
+  const commits = new Map<string, Decision[]>();
   const order: string[] = [];
-  for await (const e of log.read()) {
-    const data = { ...(e.data as Record<string, unknown>) };
-    for (const t of TIMINGS) delete data[t];
+  for (const e of await recordedEvents(dir)) {
     let list = commits.get(e.commitId);
     if (!list) {
       commits.set(e.commitId, (list = []));
       order.push(e.commitId);
     }
-    list.push({ type: e.type, stream: e.stream, id: e.id, data });
+    list.push(decisionOf(e));
   }
-  await log.close();
   return { commits: Object.fromEntries([...commits].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), order };
 }
 
@@ -51,7 +46,7 @@ let baseline: RunOutcome;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-determinism-'));
-  baseline = await runExperiment({ config: smallConfig(root), dir: path.join(root, 'fixed'), cacheDir: cacheDir() });
+  baseline = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, 'fixed'), cacheDir: cacheDir() });
 }, 300_000);
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -79,7 +74,7 @@ describe('determinism (b)(c): arrival order changes nothing but the order', () =
   ];
   for (const { name, reorder } of perturbations) {
     it(`${name}: the same commits by commit id, the same round table`, async () => {
-      const run = await runExperiment({ config: smallConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), testOnlyReorder: reorder });
+      const run = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), testOnlyReorder: reorder });
       expect(run.finished).toBe(true);
       expect(run.runId).toBe(baseline.runId);
       const fixed = await commitsOf(baseline.dir);
@@ -98,12 +93,12 @@ describe('determinism (b)(c) for other settings', () => {
   // White-box suites (one per solution) and Code-A1's TOPVAR selection, whose ties follow the
   // order of the suites; and TCS, whose rolling buffer keeps suites across rounds.
   const settings = [
-    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 3, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
+    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
     { name: 'TCS', overrides: { method: 'tcs', rounds: 3 } },
   ];
   for (const { name, overrides } of settings) {
     it(`${name}: effects finishing and appended in a random order write the same commits and table`, async () => {
-      const config = smallConfig(root, overrides);
+      const config = twoProblemConfig(root, overrides);
       const tag = name.replace(/\W+/g, '-');
       const fixed = await runExperiment({ config, dir: path.join(root, `${tag}-fixed`), cacheDir: cacheDir() });
       const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), testOnlyReorder: { seed: 3, deferChance: 0.4 } });

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { assign, setup } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, sandboxOptions, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, type ActorDefinition, type LogEvent } from '../../src/actors/runtime.js';
 import { RunFailedError, backoffAfter, DEFAULT_RETRY } from '../../src/actors/effect-failures.js';
@@ -23,9 +23,10 @@ import type { Sandbox } from '../../src/sandbox/api.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { userFacing } from '../../src/cli/errors.js';
 import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
+const cacheDir = catalogCache;
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 const FAST = { attempts: 3, backoffMs: 5, maxBackoffMs: 20 };
 
@@ -54,7 +55,7 @@ let sandbox: Sandbox;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-failures-'));
-  const config = smallConfig(root, { rounds: 2 });
+  const config = twoProblemConfig(root, { rounds: 2 });
   sandbox = await createSandbox(sandboxOptions(config));
   baseline = await runExperiment({ config, dir: path.join(root, 'baseline'), cacheDir: cacheDir(), sandbox });
 }, 300_000);
@@ -74,7 +75,7 @@ describe('the retry schedule', () => {
 describe('an effect that fails, then succeeds', () => {
   it('the executor: two failed tries recorded as EffectFailed, then the run ends as one without failures', async () => {
     const flaky = new FailingFirstSandbox(sandbox, 2);
-    const run = await runExperiment({ config: smallConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-executor'), cacheDir: cacheDir(), sandbox: flaky, retry: FAST });
+    const run = await runExperiment({ config: twoProblemConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-executor'), cacheDir: cacheDir(), sandbox: flaky, retry: FAST });
     expect(run.finished).toBe(true);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
     const events = await recordedEvents(run.dir);
@@ -113,7 +114,7 @@ describe('an effect that fails, then succeeds', () => {
         };
       },
     });
-    const run = await runExperiment({ config: smallConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-learner'), cacheDir: cacheDir(), sandbox, retry: FAST, testOnlyWrapBackend: wrap });
+    const run = await runExperiment({ config: twoProblemConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-learner'), cacheDir: cacheDir(), sandbox, retry: FAST, testOnlyWrapBackend: wrap });
     expect(run.finished).toBe(true);
     expect(thrown).toBe(2);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
@@ -133,7 +134,7 @@ describe('an effect that always fails', () => {
     const dir = path.join(root, 'broken');
     let error: unknown;
     try {
-      await runExperiment({ config: smallConfig(root, { rounds: 2 }), dir, cacheDir: cacheDir(), sandbox: broken, retry: FAST });
+      await runExperiment({ config: twoProblemConfig(root, { rounds: 2 }), dir, cacheDir: cacheDir(), sandbox: broken, retry: FAST });
     } catch (e) {
       error = e;
     }

@@ -8,12 +8,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runExperiment } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { requestPairs, requestSize, reusedPairs, type EventData, type EventType } from '../../src/events/catalog.js';
 import { TestCase } from '../../src/core/problem.js';
 import { exportEvolved } from '../../src/cli/commands/evolved.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
+import { recordedBlobs, recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 
@@ -34,21 +35,14 @@ function config(method: string, overrides: Record<string, unknown> = {}) {
 
 async function run(method: string, overrides: Record<string, unknown> = {}) {
   const cfg = config(method, overrides);
-  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: path.join(root, 'cache') });
+  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: catalogCache() });
   expect(out.finished).toBe(true);
-  const log = await openSqliteLog(path.join(out.dir, 'log.db'), { create: false });
-  const events: EventEnvelope[] = [];
-  for await (const e of log.read()) events.push(e);
-  const blobs = new Map<string, string>();
-  const text = async (h: string) => {
-    if (!blobs.has(h)) blobs.set(h, await log.blobs.getText(h));
-    return blobs.get(h)!;
-  };
-  // Read every blob the tests need before closing.
-  for (const e of events) {
-    if (e.type === 'ExecutionRequested') for (const p of requestPairs(e.data as EventData<'ExecutionRequested'>)) await text(p.testHash);
-  }
-  await log.close();
+  const events = await recordedEvents(out.dir);
+  // Every blob the tests need: the tests executed.
+  const blobs = await recordedBlobs(
+    out.dir,
+    events.flatMap((e) => (e.type === 'ExecutionRequested' ? requestPairs(e.data as EventData<'ExecutionRequested'>).map((p) => p.testHash) : [])),
+  );
   const of = <T extends Parameters<typeof dataOfType>[1]>(type: T) => dataOfType(events, type);
   return { out, events, of, blob: (h: string) => blobs.get(h)! };
 }

@@ -14,6 +14,7 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const missing = torchMissing();
 let root: string;
@@ -36,7 +37,7 @@ describe.skipIf(missing !== null)(`a run sampled from gpu-bridge serve (toy mode
       policies: { code: { backend: 'openai', openai }, test: { backend: 'openai', openai } },
       learner: { control: 'frozen' },
     });
-    outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
+    outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: catalogCache() });
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     events = [];
     for await (const e of log.read()) {

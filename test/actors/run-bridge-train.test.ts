@@ -17,6 +17,7 @@ import type { EventEnvelope } from '../../src/events/envelope.js';
 import { ServedBackend } from '../../src/actors/served-backend.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import type { RunConfig } from '../../src/config/schema.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const missing = torchMissing();
 const TOKEN_ENV = 'CRUCIBLE_TEST_SERVE_ADMIN_TOKEN';
@@ -46,7 +47,7 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
       learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: TOKEN_ENV } } },
     });
     runConfig = config;
-    outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
+    outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: catalogCache() });
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     events = [];
     for await (const e of log.read()) {

@@ -13,6 +13,7 @@ import { openRunLog } from '../../src/events/open-log.js';
 import { stopNode } from '../../src/events/nats-server.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 let nats: TestNats;
@@ -40,13 +41,13 @@ const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 describe('a run on a 3-node cluster', () => {
   it('survives a killed nats-server with the SQLite table, no commit lost or duplicated', async () => {
-    const onSqlite = await runExperiment({ config: config(), dir: path.join(root, 'sqlite'), cacheDir: path.join(root, 'cache') });
+    const onSqlite = await runExperiment({ config: config(), dir: path.join(root, 'sqlite'), cacheDir: catalogCache() });
     const location = nats.urls.join(',');
     let killed = false;
     const onCluster = await runExperiment({
       config: config(),
       dir: path.join(root, 'cluster'),
-      cacheDir: path.join(root, 'cache'),
+      cacheDir: catalogCache(),
       log: location,
       onStep: async (_runtime, p) => {
         if (!killed && p.round >= 1) {

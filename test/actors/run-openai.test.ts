@@ -17,6 +17,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { runCli } from '../support/cli.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 /** A JSON value as a Python literal. */
 const py = (v: unknown): string =>
@@ -57,7 +58,7 @@ beforeAll(async () => {
     policies: { code: { backend: 'openai', openai }, test: { backend: 'openai', openai } },
     learner: { control: 'frozen' },
   });
-  outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: path.join(root, 'cache') });
+  outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: catalogCache() });
   events = await recordedEvents(outcome.dir);
 }, 300_000);
 

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
@@ -25,25 +25,16 @@ import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
+import { recordedDecisions } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 let root: string;
-const cacheDir = () => path.join(root, 'cache');
-const config = () => sharedSmallConfig(root);
+const cacheDir = catalogCache;
+const config = () => twoProblemConfig(root);
 const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
-async function eventsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: unknown[] = [];
-  for await (const e of log.read()) {
-    const data = { ...(e.data as Record<string, unknown>) };
-    delete data.timeMs;
-    delete data.memoryKb;
-    out.push({ type: e.type, stream: e.stream, id: e.id, data });
-  }
-  await log.close();
-  return out;
-}
+const eventsOf = recordedDecisions;
 
 interface SnapshotRow { actor: string; position: number; hash: string; version: string }
 

@@ -10,12 +10,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { smallConfig, twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf } from '../../src/actors/run.js';
 import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
 import { runCli } from '../support/cli.js';
+import { recordedEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
 beforeAll(() => {
@@ -23,15 +25,9 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const config = (maxStaleness: number) => smallConfig(root, { name: `stale${maxStaleness}`, rounds: 1, learner: { maxStaleness } });
+const config = (maxStaleness: number) => twoProblemConfig(root, { name: `stale${maxStaleness}`, rounds: 1, learner: { maxStaleness } });
 
-async function eventsOf(dir: string) {
-  const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-  const out: { type: string; data: unknown }[] = [];
-  for await (const e of log.read()) out.push({ type: e.type, data: e.data });
-  await log.close();
-  return out;
-}
+const eventsOf = recordedEvents;
 
 /** Runs round 1 up to its training, publishes version 1 of both policies, then finishes. */
 async function overlappedRun(maxStaleness: number) {
@@ -42,7 +38,7 @@ async function overlappedRun(maxStaleness: number) {
   let reader = null as Awaited<ReturnType<typeof openSqliteLog>> | null;
   let rewarded = false;
   const stopped = await runExperiment({
-    config: c, dir, cacheDir: path.join(root, 'cache'),
+    config: c, dir, cacheDir: catalogCache(),
     onStep: async () => {
       reader ??= await openSqliteLog(path.join(dir, 'log.db'), { create: false });
       let problems = 0;
@@ -73,7 +69,7 @@ async function overlappedRun(maxStaleness: number) {
   }
   await log.append('learner', v1, { commitId: `${runId}/overlap` });
   await log.close();
-  const done = await runExperiment({ config: c, dir, cacheDir: path.join(root, 'cache') });
+  const done = await runExperiment({ config: c, dir, cacheDir: catalogCache() });
   expect(done.finished).toBe(true);
   const events = await eventsOf(dir);
   const of = <T extends EventType>(t: T) => events.filter((e) => e.type === t).map((e) => e.data as EventData<T>);
@@ -133,8 +129,8 @@ describe('learner.maxStaleness', () => {
 
   it('a run that trains each round before the next drops nothing: the default (0) and 3 give the same tables', async () => {
     const run = async (k: number) => {
-      const c = smallConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
-      const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: path.join(root, 'cache') });
+      const c = twoProblemConfig(root, { name: `sync${k}`, rounds: 2, learner: { maxStaleness: k } });
+      const outcome = await runExperiment({ config: c, dir: path.join(root, `sync${k}`), cacheDir: catalogCache() });
       const batches = (await eventsOf(outcome.dir)).filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as EventData<'TrainingBatchFormed'>);
       return { rows: outcome.rows.map(({ seconds: _s, ...r }) => r), batches };
     };

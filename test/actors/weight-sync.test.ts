@@ -20,6 +20,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { syncWeights } from '../../src/policies/weight-sync.js';
 import { PolicyInputError } from '../../src/policies/port.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const missing = torchMissing();
 const KEY_ENV = 'CRUCIBLE_TEST_SYNC_API_KEY';
@@ -52,7 +53,7 @@ async function runWith(name: string, weightSync: Record<string, unknown>): Promi
     policies: { code: { backend: 'openai', lr: 0.001, mutants: 0, openai: openai('toy-code') }, test: { backend: 'openai', lr: 0.001, openai: openai('toy-test') } },
     learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 1024 }, weightSync } },
   });
-  const outcome = await runExperiment({ config, dir: path.join(root, name), cacheDir: path.join(root, 'cache') });
+  const outcome = await runExperiment({ config, dir: path.join(root, name), cacheDir: catalogCache() });
   const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
   const events: EventEnvelope[] = [];
   const blobs = new Map<string, string>();

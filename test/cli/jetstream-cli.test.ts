@@ -1,6 +1,8 @@
 /**
  * The demo with its log on JetStream, as a user runs it: `crucible nats up`, `run --log nats://`,
  * `log export`, `replay --verify`, `log import`, `nats down` -- real commands, a real nats-server.
+ * `nats up` and `nats down` run as processes of their own (the servers outlive the first); the
+ * other commands run in this process through the CLI's entry point, as bin/crucible.js calls it.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,12 +10,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMain } from '../support/cli.js';
 
 const exec = promisify(execFile);
+const crucible = runMain;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-js-cli-'));
 const natsDir = path.join(dir, 'nats');
 
-async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function crucibleProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await exec(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
     return { code: 0, stdout, stderr };
@@ -39,12 +43,12 @@ let url = '';
 const admin = path.join(natsDir, 'admin.creds.json');
 const reader = path.join(natsDir, 'reader.creds.json');
 beforeAll(async () => {
-  const up = await crucible(['nats', 'up', '--dir', natsDir]);
+  const up = await crucibleProcess(['nats', 'up', '--dir', natsDir]);
   expect(up.code, up.stderr).toBe(0);
   url = /log location: (\S+)/.exec(up.stdout)![1]!;
 }, 30_000);
 afterAll(async () => {
-  const down = await crucible(['nats', 'down', '--dir', natsDir]);
+  const down = await crucibleProcess(['nats', 'down', '--dir', natsDir]);
   expect(down.stdout).toMatch(/stopped 1 nats-server/);
   rmSync(dir, { recursive: true, force: true });
 });
@@ -96,7 +100,7 @@ describe('the demo on JetStream', () => {
   });
 
   it('refuses a second `nats up` on a directory whose servers run', async () => {
-    const again = await crucible(['nats', 'up', '--dir', natsDir]);
+    const again = await crucibleProcess(['nats', 'up', '--dir', natsDir]);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/already has running nats-servers/);
   });

@@ -37,16 +37,24 @@ describe('demo problem set', () => {
   });
 
   let sandbox: Sandbox;
+  type Check = Awaited<ReturnType<typeof checkDemoProblem>>;
+  /** Each problem's check, all started at once: a problem's slow programs (tests that run to
+   * their time limit, one after another) leave the sandbox's other fork-servers to the others. */
+  const checks = new Map<string, Promise<{ check: Check } | { error: unknown }>>();
   beforeAll(async () => {
     sandbox = await createSandbox({ warn: () => {} });
+    for (const d of demo) checks.set(d.problem.id, checkDemoProblem(d, sandbox).then((check) => ({ check }), (error: unknown) => ({ error })));
   });
   afterAll(async () => {
+    await Promise.all(checks.values());
     await sandbox.close();
   });
 
   describe.each(demo.map((d) => [d.problem.id, d] as const))('%s', (_id, d) => {
     it('reference and variants pass everything, each bug fails a held-out test, invalid inputs are rejected', async () => {
-      const c = await checkDemoProblem(d, sandbox);
+      const result = await checks.get(d.problem.id)!;
+      if ('error' in result) throw result.error;
+      const c = result.check;
       for (const p of c.programs) {
         if (p.kind === 'bug') {
           expect(p.heldoutPassed, `${p.name} must fail a held-out test`).toBeLessThan(c.heldout);
@@ -55,7 +63,8 @@ describe('demo problem set', () => {
         }
       }
       expect(c.invalidRejected.every(Boolean), 'the reference raises on every invalid input').toBe(true);
-    });
+      // The checks share the sandbox: the first may wait for most of them.
+    }, 300_000);
   });
 });
 

@@ -16,6 +16,7 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 const missing = torchMissing();
 let root: string;
@@ -36,7 +37,7 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     raw.learner.bridge.config = { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 512 };
     for (const role of ['code', 'test']) raw.policies[role].openai.maxTokens = 24;
     const config = parseConfig(raw);
-    outcome = await runExperiment({ config, cacheDir: path.join(root, 'cache') });
+    outcome = await runExperiment({ config, cacheDir: catalogCache() });
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     events = [];
     for await (const e of log.read()) {

@@ -119,8 +119,9 @@ describe('crucible nats up with auth (one server)', () => {
         expect(await caught(log.append(other, [note(runId, 'forged')], { commitId: `forged-${role}` }))).toBeInstanceOf(LogPermissionError);
         // Work: a durable queue over the conductor's stream, claimed and acked by this role.
         const queue = await log.workQueue({ name: `q_${role}`, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 });
-        const items = await queue.claim({ max: 5, waitMs: 2000 });
-        // The conductor comes first, so every queue holds its two commits.
+        // The conductor comes first, so every queue holds its two commits (a claim returns once it
+        // has `max` items; the empty claim after the acks shows there was no third).
+        const items = await queue.claim({ max: 2, waitMs: 2000 });
         expect(ACTORS[0]).toBe('conductor');
         expect(items.map((i) => i.commitId)).toEqual(['c-0', 'own-conductor']);
         for (const item of items) await item.ack();

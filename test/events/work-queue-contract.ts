@@ -96,8 +96,10 @@ export function describeWorkQueueContract(name: string, factory: () => Promise<L
       await log.append('conductor', [job(1)], { commitId: 'fine' });
       const q = await queue({ name: 'limit', ackWaitMs: 10_000, maxDeliveries: 2, backoffMs: [50] });
       const deliveries: number[] = [];
-      for (let k = 0; k < 3; k++) {
-        const got = await q.claim({ max: 5, waitMs: 1500 });
+      // Both items, then the doomed one again (a claim returns once it has `max` items; a larger
+      // max waits out waitMs); the third claim waits while its third delivery is refused and recorded.
+      for (const max of [2, 1, 5]) {
+        const got = await q.claim({ max, waitMs: 1500 });
         for (const i of got) {
           if (i.commitId === 'fine') await i.ack();
           else {

@@ -4,13 +4,11 @@
  * sandbox). The report is opened in headless Debian chromium: no console error, no request but
  * the file itself, every chart drawn with marks; a screenshot is written.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig as sharedSmallConfig } from '../support/small-config.js';
+import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
@@ -20,21 +18,15 @@ import { ProjectionRunner, type ReducerProjection } from '../../src/projections/
 import { answerSelectionProjection } from '../../src/projections/run-views.js';
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM } from './browser.js';
+import { runMain } from '../support/cli.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
-const exec = promisify(execFile);
 let root: string;
 
-const smallConfig = (overrides: Record<string, unknown> = {}) => sharedSmallConfig(root, overrides);
+const smallConfig = (overrides: Record<string, unknown> = {}) => twoProblemConfig(root, overrides);
 
-async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 26 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+/** The CLI's commands, through its entry point in this process (what they print and their exit codes). */
+const crucible = runMain;
 
 let a: RunOutcome;
 let b: RunOutcome;
@@ -42,7 +34,7 @@ let stopped: RunOutcome;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-report-'));
-  const cacheDir = path.join(root, '.cache');
+  const cacheDir = catalogCache();
   a = await runExperiment({ config: smallConfig(), cacheDir });
   b = await runExperiment({ config: smallConfig({ seed: 4, rewards: { alpha: 0.3 } }), cacheDir });
   stopped = await runExperiment({ config: smallConfig({ seed: 5, rounds: 3 }), cacheDir, stopWhen: (p) => p.round >= 1 });

@@ -2,7 +2,7 @@
  * Runs the crucible CLI in this process, as a user's command line would, and returns what it
  * printed on stdout with its exit code (process.exitCode is restored afterwards).
  */
-import { buildProgram } from '../../src/cli/main.js';
+import { buildProgram, main } from '../../src/cli/main.js';
 
 export async function runCli(args: readonly string[]): Promise<{ code: number; out: string }> {
   let out = '';
@@ -15,6 +15,29 @@ export async function runCli(args: readonly string[]): Promise<{ code: number; o
     return { code: Number(process.exitCode ?? 0), out };
   } finally {
     process.stdout.write = write;
+    process.exitCode = before;
+  }
+}
+
+/**
+ * Runs the crucible CLI in this process through its entry point `main` (exit codes and the
+ * messages of known errors as a user sees them), capturing stdout and stderr. For tests of what
+ * the commands print; tests of the process itself (signals, its environment) spawn bin/crucible.js.
+ */
+export async function runMain(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const [write, writeErr] = [process.stdout.write.bind(process.stdout), process.stderr.write.bind(process.stderr)];
+  process.stdout.write = ((chunk: string | Uint8Array) => ((stdout += String(chunk)), true)) as typeof process.stdout.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+  const before = process.exitCode;
+  process.exitCode = 0;
+  try {
+    await main(['node', 'crucible', ...args]);
+    return { code: Number(process.exitCode ?? 0), stdout, stderr };
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
     process.exitCode = before;
   }
 }

@@ -14,3 +14,16 @@ export function smallConfig(dir: string, overrides: Record<string, unknown> = {}
     ...overrides,
   });
 }
+
+/** Overrides of smallConfig for the first two demo problems only. The third (climb-stairs) has
+ * mutants that run into their time limit, test after test, and so takes most of a small run's
+ * time; tests whose assertions do not depend on slow programs leave it out. */
+export const TWO_PROBLEMS = {
+  dataset: { format: 'demo', limit: 2 },
+  sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: false },
+} as const;
+
+/** smallConfig on the first two demo problems (see TWO_PROBLEMS). */
+export function twoProblemConfig(dir: string, overrides: Record<string, unknown> = {}) {
+  return smallConfig(dir, { ...TWO_PROBLEMS, ...overrides });
+}

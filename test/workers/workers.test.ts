@@ -10,7 +10,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperiment, LOG_FILE } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
-import { openRunLog } from '../../src/events/open-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { requestSize, type EventData } from '../../src/events/catalog.js';
 import { seqOf } from '../../src/events/positions.js';
@@ -21,6 +20,8 @@ import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { runCli } from '../support/cli.js';
+import { runEvents } from '../support/run-log.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 /** Short leases, beats and ack deadlines, so that takeovers happen within a test. */
 const WORKER_ARGS = ['--heartbeat-ms', '200', '--lease-ms', '2000', '--ack-wait-ms', '4000'];
@@ -33,16 +34,7 @@ let reference: { rows: RoundRow[]; commits: string[] };
  * the round's schedule order, whatever order the executors finished them in. */
 const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
-async function eventsOf(location: string, runId: string): Promise<EventEnvelope[]> {
-  const log = await openRunLog(location, runId, { create: false });
-  try {
-    const out: EventEnvelope[] = [];
-    for await (const e of log.read({}, { runId })) out.push(e);
-    return out;
-  } finally {
-    await log.close();
-  }
-}
+const eventsOf = runEvents;
 
 /** Each event of the singleton roles as "commit type", sorted: equal lists mean no commit of
  * theirs lost or doubled. */
@@ -115,6 +107,7 @@ async function workersRun(name: string, spec: string, during?: (location: string
     const outcome = await runWithWorkers({
       config,
       dir: path.join(root, name),
+      cacheDir: catalogCache(),
       location,
       counts: parseWorkerCounts(spec),
       workerArgs: [...WORKER_ARGS, ...extraArgs],
@@ -138,7 +131,7 @@ const runIdOf = () => refRunId;
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-workers-'));
   config = smallConfig(root, { rounds: 2 });
-  const inProcess = await runExperiment({ config, dir: path.join(root, 'in-process') });
+  const inProcess = await runExperiment({ config, dir: path.join(root, 'in-process'), cacheDir: catalogCache() });
   expect(inProcess.finished).toBe(true);
   refRunId = inProcess.runId;
   const events = await eventsOf(path.join(inProcess.dir, LOG_FILE), inProcess.runId);
