@@ -3,22 +3,9 @@
  * run of the same config and seed: the singleton roles' commits, and every (program, test)
  * pair of every execution request executed exactly once.
  */
-import { openRunLog } from '../../src/events/open-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { requestSize, type EventData } from '../../src/events/catalog.js';
 import { seqOf } from '../../src/events/positions.js';
-
-/** Every event of run `runId` at `location` (a SQLite file or nats:// servers). */
-export async function eventsOf(location: string, runId: string, credsFile?: string): Promise<EventEnvelope[]> {
-  const log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
-  try {
-    const out: EventEnvelope[] = [];
-    for await (const e of log.read({}, { runId })) out.push(e);
-    return out;
-  } finally {
-    await log.close();
-  }
-}
 
 /** Each event of the singleton roles as "commit type", sorted: equal lists mean no commit of
  * theirs lost or doubled. */

@@ -16,9 +16,10 @@ export async function recordedEvents(dir: string): Promise<EventEnvelope[]> {
   }
 }
 
-/** Every event of run `runId` in the log at `location` (a SQLite file or nats:// URLs), in log order. */
-export async function runEvents(location: string, runId: string): Promise<EventEnvelope[]> {
-  const log = await openRunLog(location, runId, { create: false });
+/** Every event of run `runId` in the log at `location` (a SQLite file or nats:// URLs, with a
+ * credentials file where the servers ask for one), in log order. */
+export async function runEvents(location: string, runId: string, credsFile?: string): Promise<EventEnvelope[]> {
+  const log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
   try {
     const out: EventEnvelope[] = [];
     for await (const e of log.read({}, { runId })) out.push(e);

@@ -27,7 +27,8 @@ import type { WorkerLauncher } from '../../src/workers/supervisor.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
 import { machinesAvailable, startMachines, type Machines } from '../support/machines.js';
-import { eventsOf, executionFacts, singletonCommits } from '../support/run-facts.js';
+import { executionFacts, singletonCommits } from '../support/run-facts.js';
+import { runEvents as eventsOf } from '../support/run-log.js';
 
 /** Short leases, beats and ack deadlines, so that hand-overs happen within the test. The ping
  * settings are the defaults: what the test shows is what a user gets. */

@@ -10,9 +10,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperiment, LOG_FILE } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
-import { requestSize, type EventData } from '../../src/events/catalog.js';
-import { seqOf } from '../../src/events/positions.js';
 import { runWithWorkers } from '../../src/workers/run-workers.js';
 import { parseWorkerCounts } from '../../src/workers/roles.js';
 import { runStatus, type RunStatus } from '../../src/workers/status.js';
@@ -21,6 +18,7 @@ import { smallConfig } from '../support/small-config.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { runCli } from '../support/cli.js';
 import { runEvents } from '../support/run-log.js';
+import { executionFacts, singletonCommits } from '../support/run-facts.js';
 import { catalogCache } from '../support/catalog-cache.js';
 
 /** Short leases, beats and ack deadlines, so that takeovers happen within a test. */
@@ -35,49 +33,6 @@ let reference: { rows: RoundRow[]; commits: string[] };
 const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 const eventsOf = runEvents;
-
-/** Each event of the singleton roles as "commit type", sorted: equal lists mean no commit of
- * theirs lost or doubled. */
-const singletonCommits = (events: readonly EventEnvelope[]) =>
-  events.filter((e) => e.stream !== 'executor').map((e) => `${e.commitId} ${e.type}`).sort();
-
-/** What the executors recorded: problems found (a pair executed twice or never, a program
- * recorded twice, a commit stored twice) and how many programs were recorded. */
-function executionFacts(events: readonly EventEnvelope[]) {
-  const problems: string[] = [];
-  const requests = new Map<string, EventData<'ExecutionRequested'>>();
-  const covered = new Map<string, number[]>();
-  const programs = new Set<string>();
-  const commitSeq = new Map<string, number>();
-  const ids = new Set<string>();
-  for (const e of events) {
-    if (ids.has(e.id)) problems.push(`event ${e.id} twice`);
-    ids.add(e.id);
-    const seq = seqOf(e.position);
-    if (commitSeq.has(e.commitId) && commitSeq.get(e.commitId) !== seq) problems.push(`commit ${e.commitId} stored twice`);
-    commitSeq.set(e.commitId, seq);
-    if (e.type === 'ExecutionRequested') {
-      const d = e.data as EventData<'ExecutionRequested'>;
-      requests.set(d.requestId, d);
-      covered.set(d.requestId, new Array<number>(requestSize(d)).fill(0));
-    }
-    if (e.type === 'ProgramExecuted') {
-      const d = e.data as EventData<'ProgramExecuted'>;
-      const key = `${d.requestId} ${d.programHash}`;
-      if (programs.has(key)) problems.push(`program recorded twice: ${key}`);
-      programs.add(key);
-      const counts = covered.get(d.requestId);
-      if (!counts) problems.push(`results of unknown request ${d.requestId}`);
-      else for (const at of d.pairs) counts[at] = (counts[at] ?? 0) + 1;
-    }
-  }
-  for (const [id, counts] of covered) {
-    counts.forEach((n, at) => {
-      if (n !== 1) problems.push(`pair ${at} of ${id} executed ${n} times`);
-    });
-  }
-  return { problems, programs: programs.size, requests: requests.size };
-}
 
 async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
   const deadline = Date.now() + ms;
