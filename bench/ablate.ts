@@ -15,13 +15,14 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { loadConfigFile, parseConfig } from '../src/config/load.js';
+import { loadConfigFile } from '../src/config/load.js';
 import { runExperiment, runIdOf } from '../src/actors/run.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { ablate, type AblationResult } from '../src/ablation/ablate.js';
 import { parseVariantSpec } from '../src/ablation/variant.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { standInRun } from './scale-policy.js';
+import { scaleConfig } from './scale.js';
 
 const FOUR = ['a0:rewards.alpha=0', 'a1:rewards.alpha=1', 'nobook:mistakeBook.enabled=false', 'popstd:rewards.std=population'];
 
@@ -33,19 +34,9 @@ function option(args: string[], name: string): string | undefined {
 /** A run of bench scale's shape (256 problems x 8 programs x 8 suites x 8 tests per step, stand-in
  * policy and verdicts) for `fraction` of a 15M-result run, made once and kept. */
 async function scaleRun(fraction: number): Promise<string> {
-  if (!Number.isFinite(fraction) || fraction <= 0 || fraction > 1) throw new Error(`--scale needs a number in (0, 1], got ${fraction}`);
   const problems = 256;
-  const steps = Math.max(1, Math.round((fraction * 15_000_000) / (problems * 8 * 8 * 8)));
   const base = path.join(os.tmpdir(), 'crucible-bench-ablate', `scale-${fraction}`);
-  const config = parseConfig({
-    name: 'bench-scale',
-    seed: 1,
-    rounds: steps,
-    dir: base,
-    dataset: { format: 'demo' },
-    sampling: { problemsPerRound: problems, groupSize: 8, suitesPerProgram: 8, suiteSize: 8, whiteBox: false },
-    selection: { testSamples: 'all' },
-  });
+  const { config, steps } = scaleConfig(fraction, problems, base);
   const dir = path.join(base, runIdOf(config));
   if (!existsSync(path.join(dir, 'views.db'))) {
     process.stdout.write(`making a scale log (${steps} step(s) of ${problems} problems) in ${dir} (once)...\n`);

@@ -24,6 +24,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
+import type { RunConfig } from '../src/config/schema.js';
 import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { flag } from './flags.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
@@ -50,34 +51,34 @@ function fraction(args: string[]): number {
   return f;
 }
 
-function problemsFlag(args: string[]): number {
-  const i = args.indexOf('--problems');
-  if (i < 0) return PROBLEMS;
-  const n = Number(args[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--problems needs a positive integer, got "${args[i + 1] ?? ''}"`);
-  return n;
-}
-
 const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
+
+/** The config of a run of Code-A1's shape for `fraction` of a 15M-result run: `steps` rounds of
+ * `problems` x 8 programs x 8 suites x 8 tests, black-box, every test sample trained. */
+export function scaleConfig(fraction: number, problems: number, dir: string): { config: RunConfig; steps: number } {
+  if (!Number.isFinite(fraction) || fraction <= 0 || fraction > 1) throw new Error(`the fraction must be a number in (0, 1], got ${fraction}`);
+  const perStep = problems * PROGRAMS * SUITES * TESTS;
+  const steps = Math.max(1, Math.round((fraction * FULL_RUN_RESULTS) / perStep));
+  const config = parseConfig({
+    name: 'bench-scale',
+    seed: 1,
+    rounds: steps,
+    dir,
+    log: { synchronous: 'full' },
+    // Not read: the problems and policy are the benchmark's own (given to the run as prepared).
+    dataset: { format: 'demo' },
+    sampling: { problemsPerRound: problems, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
+    selection: { testSamples: 'all' },
+  });
+  return { config, steps };
+}
 
 export async function runBench(args: string[]): Promise<void> {
   const f = fraction(args);
-  const problems = problemsFlag(args);
-  const perStep = problems * PROGRAMS * SUITES * TESTS;
-  const steps = Math.max(1, Math.round((f * FULL_RUN_RESULTS) / perStep));
+  const problems = flag(args, 'problems', PROBLEMS);
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
   try {
-    const config = parseConfig({
-      name: 'bench-scale',
-      seed: 1,
-      rounds: steps,
-      dir: root,
-      log: { synchronous: 'full' },
-      // Not read: the problems and policy are the benchmark's own (prepared below).
-      dataset: { format: 'demo' },
-      sampling: { problemsPerRound: problems, groupSize: PROGRAMS, suitesPerProgram: SUITES, suiteSize: TESTS, whiteBox: false },
-      selection: { testSamples: 'all' },
-    });
+    const { config, steps } = scaleConfig(f, problems, root);
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
     const c0 = cpu();

@@ -184,9 +184,11 @@ export class ServedBackend implements PolicyBackend {
   trainer(role: Role, params: string, version: number): LearnerTrainer {
     const bridge = this.config.learner.bridge;
     if (bridge) {
-      const checkpoints = bridge.checkpoints ?? path.join(this.runDir, 'checkpoints');
+      // Absolute: the checkpoint path goes to servers that run in another directory (a
+      // relative run directory such as `runs/<id>` would name nothing there).
+      const checkpoints = path.resolve(bridge.checkpoints ?? path.join(this.runDir, 'checkpoints'));
       const reload = this.#syncTarget(role);
-      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.join(this.runDir, 'batches', role), reload }, params);
+      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.resolve(this.runDir, 'batches', role), reload }, params);
       if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
       return trainer;
     }

@@ -29,7 +29,9 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
   beforeAll(async () => {
     root = mkdtempSync(path.join(os.tmpdir(), 'crucible-neural-demo-'));
     const raw = YAML.parse(readFileSync(path.join(import.meta.dirname, '..', '..', 'configs', 'neural-demo.yaml'), 'utf8')) as Record<string, any>;
-    raw.dir = root;
+    // Relative, as `crucible run` from the repository root writes `runs/<id>`: the checkpoints
+    // must still be found by the servers, which run in gpu-bridge/.
+    raw.dir = path.relative(process.cwd(), root);
     raw.rounds = 2;
     raw.dataset = { format: 'demo', ids: ['demo/digital-root'] };
     raw.sampling = { ...raw.sampling, problemsPerRound: 1, groupSize: 2, suiteSize: 2 };
