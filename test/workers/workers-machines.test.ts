@@ -29,6 +29,7 @@ import { smallConfig } from '../support/small-config.js';
 import { machinesAvailable, startMachines, type Machines } from '../support/machines.js';
 import { executionFacts, singletonCommits } from '../support/run-facts.js';
 import { runEvents as eventsOf } from '../support/run-log.js';
+import { until } from '../support/until.js';
 
 /** Short leases, beats and ack deadlines, so that hand-overs happen within the test. The ping
  * settings are the defaults: what the test shows is what a user gets. */
@@ -72,16 +73,6 @@ function serversOfWorkers(workersLog: string): Map<number, { role: string; serve
 }
 
 const nodeAt = (nodes: readonly NatsNode[], server: string) => nodes.find((n) => server.endsWith(`:${n.port}`));
-
-async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe().catch(() => null);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** Waits until every replica of the run's log stream is current (a healed or restarted server caught up). */
 async function replicasCurrent(runId: string): Promise<void> {

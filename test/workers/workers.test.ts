@@ -18,6 +18,7 @@ import { smallConfig } from '../support/small-config.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { runCli } from '../support/cli.js';
 import { runEvents } from '../support/run-log.js';
+import { until } from '../support/until.js';
 import { executionFacts, singletonCommits } from '../support/run-facts.js';
 import { catalogCache } from '../support/catalog-cache.js';
 
@@ -33,16 +34,6 @@ let reference: { rows: RoundRow[]; commits: string[] };
 const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 const eventsOf = runEvents;
-
-async function until<T>(what: string, ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe().catch(() => null);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 interface WorkersRun {
   nats: TestNats;
