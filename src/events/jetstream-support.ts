@@ -15,6 +15,9 @@ export function isTransient(err: unknown): boolean {
     if (e instanceof JetStreamApiError) {
       // 503 "JetStream system temporarily unavailable", 10008; leader elections answer 503/timeouts.
       if (e.status === 503 || e.code === 10008) return true;
+      // 10005 "no suitable peers for placement, peer offline": a replica's server is away (a
+      // partition, a restart) and will be back; without "peer offline" the cluster is too small.
+      if (e.code === 10005 && /peer offline/i.test(e.message)) return true;
       continue;
     }
     const name = (e as Error)?.name ?? '';
