@@ -44,8 +44,9 @@ export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
  */
 export const ROLE_TASK_QUEUES: Readonly<Record<ActorRole, readonly string[]>> = {
   conductor: [],
-  solver: [],
-  adversary: [],
+  // The Solver's tasks: one per problem of a round; the Adversary's: one per solution.
+  solver: ['solutions'],
+  adversary: ['suites'],
   executor: ['programs'],
   judge: [],
   learner: [],

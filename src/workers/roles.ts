@@ -9,9 +9,12 @@ export const WORKER_ROLES = ['conductor', 'solver', 'adversary', 'executor', 'ju
 export const WorkerRole = z.enum(WORKER_ROLES);
 export type WorkerRole = z.infer<typeof WorkerRole>;
 
-/** Roles whose work is split among its processes through a task queue; every other role is a
- * singleton: one live process (fenced by a lease), the others standing by. */
-export const SHARED_ROLES: ReadonlySet<WorkerRole> = new Set(['executor']);
+/** Roles whose work is split among its processes through a task queue (executors per program,
+ * samplers per effect); every other role is a singleton: one live process (fenced by a lease),
+ * the others standing by. */
+export const SHARED_ROLES: ReadonlySet<WorkerRole> = new Set(['solver', 'adversary', 'executor']);
+
+export const isSamplerRole = (role: WorkerRole): role is 'solver' | 'adversary' => role === 'solver' || role === 'adversary';
 
 export function parseRole(role: string): WorkerRole {
   const r = WorkerRole.safeParse(role);

@@ -1,7 +1,7 @@
 /**
  * `crucible status --log nats://... --run ID`: the live workers of a run (from their heartbeats
  * on the worker board), their roles and states, how far each lags the log, the lease holder of
- * each singleton role and the depth of the program queue.
+ * each singleton role and the depth of each task queue (programs, solutions, suites).
  */
 import { seqOf } from '../events/positions.js';
 import { WorkerBoard, type Heartbeat } from '../events/jetstream-board.js';
@@ -11,7 +11,7 @@ import { LogNotFoundError } from '../events/errors.js';
 import { openRunLog } from '../events/open-log.js';
 import { RunNotFoundError, WorkerUsageError } from './errors.js';
 import { runStartedOf } from './run-source.js';
-import { leaseNameOf, PROGRAM_QUEUE } from './names.js';
+import { leaseNameOf, PROGRAM_QUEUE, TASK_QUEUES } from './names.js';
 import { WORKER_ROLES, SHARED_ROLES, type WorkerRole } from './roles.js';
 
 export interface WorkerRow extends Heartbeat {
@@ -27,6 +27,8 @@ export interface RunStatus {
   /** Sequence of the log's last message. */
   head: number;
   programs: TaskQueueDepth;
+  /** Every task queue by name (the program queue and the samplers' queues). */
+  queues: Record<string, TaskQueueDepth>;
   leases: Record<string, string | null>;
   workers: WorkerRow[];
 }
@@ -46,8 +48,9 @@ export async function runStatus(location: string, runId: string, opts: { credsFi
     for await (const _e of log.read({ limit: 1 }, { runId, types: ['RunCompleted'] })) completed = true;
     const head = seqOf(await log.head());
     const board = await WorkerBoard.open(log);
-    const queue = await JetStreamTaskQueue.open(log, { name: PROGRAM_QUEUE });
-    const programs = await queue.depth();
+    const queues: Record<string, TaskQueueDepth> = {};
+    for (const name of TASK_QUEUES) queues[name] = await (await JetStreamTaskQueue.open(log, { name })).depth();
+    const programs = queues[PROGRAM_QUEUE]!;
     const leases: Record<string, string | null> = {};
     for (const role of WORKER_ROLES) if (!SHARED_ROLES.has(role)) leases[role] = await board.holderOf(leaseNameOf(role));
     const now = Date.now();
@@ -56,7 +59,7 @@ export async function runStatus(location: string, runId: string, opts: { credsFi
     const workers = (await board.heartbeats())
       .map((b) => ({ ...b, lag: Math.max(0, head - b.folded), gone: now - b.at > stale }))
       .sort((a, b) => order(a.role) - order(b.role) || a.startedAt - b.startedAt);
-    return { runId, completed, head, programs, leases, workers };
+    return { runId, completed, head, programs, queues, leases, workers };
   } finally {
     await log.close();
   }

@@ -33,9 +33,10 @@ import { RunNotFoundError, WorkerUsageError } from './errors.js';
 import { loadRunFromLog, runStartedOf } from './run-source.js';
 import { runSingleton } from './singleton.js';
 import { ProgramWork, runExecutor } from './executor-tasks.js';
+import { runSampler } from './sampler-tasks.js';
 import { Wake } from './wake.js';
 import { watchConnection } from './connection-watch.js';
-import type { WorkerRole } from './roles.js';
+import { isSamplerRole, type WorkerRole } from './roles.js';
 
 const ACTORS: Record<WorkerRole, ActorDefinition<AnyStateMachine, Effect, RunEnv, unknown>> = {
   conductor,
@@ -51,8 +52,9 @@ export interface WorkerOptions {
   /** nats://host:port (several comma-separated for a cluster). */
   location: string;
   runId: string;
-  /** Effects (singletons) or programs (executors) run at once. Default: 1 for singletons (their
-   * outputs then reach the log in the order the actor lists its work); for executors twice the
+  /** Effects (singletons, samplers) or programs (executors) run at once. Default: 1 for
+   * singletons (their outputs then reach the log in the order the actor lists its work); 2 for
+   * samplers (the next effect is claimed while one is appended); for executors twice the
    * sandbox's workers, so that its pool has the next program queued while a claim and an append
    * are under way. */
   concurrency?: number;
@@ -152,7 +154,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       env: run.env,
       wake,
       completion,
-      concurrency: opts.concurrency ?? (opts.role === 'executor' ? 2 * (run.config.executor.workers ?? defaultWorkers()) : 1),
+      concurrency: opts.concurrency ?? (opts.role === 'executor' ? 2 * (run.config.executor.workers ?? defaultWorkers()) : isSamplerRole(opts.role) ? 2 : 1),
       figures,
       fold: () => (folding = folding.then(async () => {
         await runtime.foldNew();
@@ -161,7 +163,9 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       say,
     };
     opts.signal?.addEventListener('abort', () => wake.signal());
-    if (opts.role === 'executor') await runExecutor(ctx, work!, { ackWaitMs: opts.ackWaitMs ?? 30_000 });
+    const ackWaitMs = opts.ackWaitMs ?? 30_000;
+    if (opts.role === 'executor') await runExecutor(ctx, work!, { ackWaitMs });
+    else if (isSamplerRole(ctx.role)) await runSampler({ ...ctx, role: ctx.role }, { ackWaitMs });
     else await runSingleton(ctx, opts.leaseMs ?? 6000);
     figures.state = 'stopping';
     await heartbeat();

@@ -116,8 +116,8 @@ describe('a run as worker processes', () => {
     expect(status.code).toBe(0);
     const lines = status.out.split('\n');
     expect(lines[0]).toMatch(new RegExp(`^run ${run.runId}: complete; log head \\d+$`));
-    expect(lines[1]).toBe('programs queue: 0 waiting, 0 claimed');
-    expect(lines[2]).toBe('leases: conductor -, solver -, adversary -, judge -, learner -');
+    expect(lines[1]).toBe('queues (waiting/claimed): programs 0/0, solutions 0/0, suites 0/0');
+    expect(lines[2]).toBe('leases: conductor -, judge -, learner -');
     expect(lines[4]).toMatch(/^\s*role\s+state\s+pid\s+host\s+lag\s+running\s+pending\s+commits\s+beat$/);
     const rows = lines.slice(6).filter((l) => l.trim().length > 0).map((l) => l.trim().split(/\s+/));
     expect(rows.map((r) => r[0])).toEqual(['conductor', 'solver', 'adversary', 'executor', 'executor', 'judge', 'learner']);
@@ -126,6 +126,36 @@ describe('a run as worker processes', () => {
       expect(['stopping', 'gone']).toContain(r[1]);
       expect(r[4]).toBe('0');
     }
+  }, 300_000);
+
+  it('with two solvers and two adversaries gives the in-process table and commits; sampling from their shared queues, each sample recorded once', async () => {
+    const run = await workersRun('two-samplers', 'solver=2,adversary=2');
+    natsToStop.push(run.nats);
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    const events = await eventsOf(run.location, run.runId);
+    // The same commits (ids and event types) as the in-process run, the samplers' among them:
+    // what a sampling writes depends on the effect, not on which process ran it.
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    expect(executionFacts(events).problems).toEqual([]);
+    const inProcess = await eventsOf(path.join(root, 'in-process', LOG_FILE), refRunId);
+    for (const [type, idOf] of [
+      ['SolutionSampled', (d: { solutionId: string }) => d.solutionId],
+      ['TestsSampled', (d: { suiteId: string }) => d.suiteId],
+    ] as const) {
+      const ids = events.filter((e) => e.type === type).map((e) => idOf(e.data as never));
+      // Each sample once, and the same samples (programs and tests by hash) as in-process.
+      expect(new Set(ids).size, `${type} recorded twice`).toBe(ids.length);
+      const content = (es: typeof events) => es.filter((e) => e.type === type).map((e) => JSON.stringify(e.data)).sort();
+      expect(content(events)).toEqual(content(inProcess));
+    }
+    // Both processes of each sampler role worked the role's queue; between them each commit once.
+    for (const role of ['solver', 'adversary'] as const) {
+      const written = [...run.workersLog.matchAll(new RegExp(`crucible worker ${role} \\(pid \\d+\\): run complete; (\\d+) commits written`, 'g'))].map((m) => Number(m[1]));
+      expect(written, role).toHaveLength(2);
+      const commits = new Set(events.filter((e) => e.stream === role).map((e) => e.commitId));
+      expect(written.reduce((a, b) => a + b, 0), role).toBe(commits.size);
+    }
+    expect(run.said).toEqual([]);
   }, 300_000);
 
   it('survives SIGKILL of an executor running programs and of the judge mid-run (restarted from its snapshot): same table, every pair once, no commit lost or doubled', async () => {

@@ -19,7 +19,7 @@ export function registerWorker(program: Command): void {
     .requiredOption('--role <role>', 'conductor, solver, adversary, executor, judge or learner')
     .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
     .requiredOption('--run <id>', 'the run id (printed by `crucible run`)')
-    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, twice the sandbox\'s workers for executors', positiveInt('--concurrency'))
+    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, 2 for solvers and adversaries, twice the sandbox\'s workers for executors', positiveInt('--concurrency'))
     .option('--creds <file>', 'NATS credentials file')
     .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
     .option('--lease-ms <ms>', 'a singleton\'s lease: a standby takes over this long after the live copy dies (default 6000)', positiveInt('--lease-ms'))
@@ -27,7 +27,7 @@ export function registerWorker(program: Command): void {
     .option('--snapshots <file>', 'actor snapshots: start from the latest in this file and store new ones (a run directory\'s snapshots.db)')
     .option('--snapshot-every <n>', 'with --snapshots: store the actor\'s state every n folded events (default 20000)', positiveInt('--snapshot-every'))
     .option('--ping-ms <ms>', 'ping the server this often; after 2 unanswered pings go on through another server of the cluster (default 2000)', positiveInt('--ping-ms'))
-    .option('--ack-wait-ms <ms>', 'a claimed program not acked within this goes to another executor (default 30000)', positiveInt('--ack-wait-ms'))
+    .option('--ack-wait-ms <ms>', 'a claimed task (a program, a sampling) not acked within this goes to another process of the role (default 30000)', positiveInt('--ack-wait-ms'))
     .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; pingMs?: number; snapshots?: string; snapshotEvery?: number }) => {
       const role = parseRole(opts.role);
       if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
@@ -85,7 +85,7 @@ export function statusText(s: RunStatus, all: boolean): string {
   const leases = Object.entries(s.leases).map(([role, holder]) => `${role} ${holder ?? '-'}`).join(', ');
   return (
     `run ${s.runId}: ${s.completed ? 'complete' : 'running'}; log head ${s.head}\n` +
-    `programs queue: ${s.programs.waiting} waiting, ${s.programs.claimed} claimed\n` +
+    `queues (waiting/claimed): ${Object.entries(s.queues).map(([name, d]) => `${name} ${d.waiting}/${d.claimed}`).join(', ')}\n` +
     `leases: ${leases}\n\n` +
     formatTable(
       ['role', 'state', 'pid', 'host', 'lag', 'running', 'pending', 'commits', 'beat'],
