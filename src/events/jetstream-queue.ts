@@ -10,6 +10,12 @@ import type { JetStreamEventLog } from './jetstream-log.js';
 import { commitIdOf, withRetry } from './jetstream-support.js';
 import { backoffFor, recordAbandoned, type ClaimOptions, type ResolvedQueueOptions, type WorkItem, type WorkQueue } from './work-queue.js';
 
+/** The durable consumer of work queue `name` (nats-auth.ts closes a role's own queue, the one
+ * named after the role, to every other role). */
+export function workQueueConsumer(name: string): string {
+  return `wq_${name}`;
+}
+
 export class JetStreamWorkQueue implements WorkQueue {
   readonly name: string;
   readonly #log: JetStreamEventLog;
@@ -25,7 +31,7 @@ export class JetStreamWorkQueue implements WorkQueue {
   }
 
   static async open(log: JetStreamEventLog, opts: ResolvedQueueOptions): Promise<JetStreamWorkQueue> {
-    const durable = `wq_${opts.name}`;
+    const durable = workQueueConsumer(opts.name);
     const streams = opts.filter.streams;
     const config: Partial<ConsumerConfig> = {
       durable_name: durable,

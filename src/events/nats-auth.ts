@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { nkeys } from '@nats-io/transport-node';
 import { LogCredentialsError } from './errors.js';
 import { taskQueueConsumer } from './jetstream-tasks.js';
+import { workQueueConsumer } from './jetstream-queue.js';
 
 /** The roles that get a user: the six actors, `reader` (replay, report, status, export: reads
  * only) and `admin` (a whole run in one process, imports: may write every stream). */
@@ -23,8 +24,10 @@ export type ActorRole = Exclude<NatsRole, 'reader' | 'admin'>;
 
 /**
  * The log streams each actor role appends to: its own stream (the stream is the actor's name),
- * and the `queue/<name>` streams of the work queues it claims from (a queue records items it gave
- * up on there). A stream not listed here is refused by the server for that role.
+ * and the `queue/<role>` stream of its own work queue over the log (the queue named after the
+ * role records there the items it gave up on). A stream not listed here is refused by the server
+ * for that role. The work queue named after a role is that role's alone: every other role's
+ * pull, ack or consumer under its name is refused (see `closedConsumers`).
  */
 export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
   conductor: ['conductor', 'queue/conductor'],
@@ -81,17 +84,26 @@ export interface RolePermissions {
   subscribe: { allow: string[] };
 }
 
-/** Every task queue some role works on. */
-const TASK_QUEUES = [...new Set(Object.values(ROLE_TASK_QUEUES).flat())];
+/** The actor roles, each the owner of the work queue of its name. */
+const ACTOR_ROLES = Object.keys(ROLE_STREAMS) as ActorRole[];
+
+/** The durable consumers a role pulls work through: its own work queue over the log and its task
+ * queues. (Ordered consumers, which reads make, have generated names and stay open to all.) */
+function ownConsumers(role: ActorRole): string[] {
+  return [workQueueConsumer(role), ...ROLE_TASK_QUEUES[role].map(taskQueueConsumer)];
+}
+
+/** Every role's work consumers: each one closed to every other role. */
+const WORK_CONSUMERS = [...new Set(ACTOR_ROLES.flatMap(ownConsumers))];
 
 /**
- * What a role may not do with the consumer of a task queue that is not its own: pull items,
- * ack them (v1 and v2 ack subjects), or make or replace the consumer. Denies win over the read
- * grants (which let every role make and pull its own consumers).
+ * What a role may not do with a work consumer that is not its own: pull items, ack them (v1 and
+ * v2 ack subjects), or make or replace the consumer. Denies win over the read grants (which let
+ * every role make and pull consumers, as reads do). NATS wildcards match whole tokens only, so
+ * the closed consumers are named one by one.
  */
-function closedQueues(queues: readonly string[]): string[] {
-  return queues.flatMap((q) => {
-    const c = taskQueueConsumer(q);
+function closedConsumers(consumers: readonly string[]): string[] {
+  return consumers.flatMap((c) => {
     return [
       `$JS.API.CONSUMER.MSG.NEXT.*.${c}`,
       `$JS.API.CONSUMER.CREATE.*.${c}`,
@@ -112,9 +124,10 @@ export function inboxPrefixOf(role: NatsRole): string {
 export function rolePermissions(role: NatsRole): RolePermissions | null {
   if (role === 'admin') return null;
   const inbox = { allow: [`${inboxPrefixOf(role)}.>`] };
-  if (role === 'reader') return { publish: { allow: [...READ_API], deny: closedQueues(TASK_QUEUES) }, subscribe: inbox };
+  if (role === 'reader') return { publish: { allow: [...READ_API], deny: closedConsumers(WORK_CONSUMERS) }, subscribe: inbox };
   const streams = ROLE_STREAMS[role].map((s) => `crucible.run.*.s.${token(s)}`);
-  const deny = closedQueues(TASK_QUEUES.filter((q) => !ROLE_TASK_QUEUES[role].includes(q)));
+  const own = new Set(ownConsumers(role));
+  const deny = closedConsumers(WORK_CONSUMERS.filter((c) => !own.has(c)));
   return {
     publish: {
       allow: [
@@ -131,7 +144,7 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
         // Acks of claimed work items.
         '$JS.ACK.>',
       ],
-      ...(deny.length > 0 ? { deny } : {}),
+      deny,
     },
     subscribe: inbox,
   };

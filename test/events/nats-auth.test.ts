@@ -117,8 +117,8 @@ describe('crucible nats up with auth (one server)', () => {
         // Another role's stream: refused.
         const other = ACTORS.find((a) => a !== role)!;
         expect(await caught(log.append(other, [note(runId, 'forged')], { commitId: `forged-${role}` }))).toBeInstanceOf(LogPermissionError);
-        // Work: a durable queue over the conductor's stream, claimed and acked by this role.
-        const queue = await log.workQueue({ name: `q_${role}`, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 });
+        // Work: the role's own durable queue (named after it) over the conductor's stream, claimed and acked by this role.
+        const queue = await log.workQueue({ name: role, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 });
         // The conductor comes first, so every queue holds its two commits (a claim returns once it
         // has `max` items; the empty claim after the acks shows there was no third).
         const items = await queue.claim({ max: 2, waitMs: 2000 });
