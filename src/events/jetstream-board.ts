@@ -51,6 +51,11 @@ export class Lease {
   #seq: number;
   #until: number;
   #held = true;
+  /** Renewals and the release, one at a time: each is a compare-and-set on the sequence the
+   * previous one wrote. Two at once (the holder's timer and a writer making sure of its margin)
+   * would both expect the same sequence, and the loser would take its own holder's renewal for
+   * someone else's and give up a lease it still holds. */
+  #chain: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly board: WorkerBoard,
@@ -70,7 +75,17 @@ export class Lease {
   }
 
   /** Extends the lease; false (and lost for good) when someone else took it meanwhile. */
-  async renew(): Promise<boolean> {
+  renew(): Promise<boolean> {
+    return this.#serial(() => this.#renew());
+  }
+
+  #serial<T>(op: () => Promise<T>): Promise<T> {
+    const next = this.#chain.then(op);
+    this.#chain = next.catch(() => undefined);
+    return next;
+  }
+
+  async #renew(): Promise<boolean> {
     if (!this.#held) return false;
     const until = Date.now() + this.ttlMs;
     const seq = await this.board.put(this.name, { holder: this.holder, until }, this.#seq);
@@ -84,10 +99,13 @@ export class Lease {
   }
 
   /** Gives the lease up at once, so a standby need not wait for it to lapse. */
-  async release(): Promise<void> {
-    if (!this.#held) return;
+  release(): Promise<void> {
+    // Not held from now on; the record is cleared after a renewal under way (with its sequence).
+    const held = this.#held;
     this.#held = false;
-    await this.board.put(this.name, { holder: null, until: 0 }, this.#seq).catch(() => null);
+    return this.#serial(async () => {
+      if (held) await this.board.put(this.name, { holder: null, until: 0 }, this.#seq).catch(() => null);
+    });
   }
 }
 

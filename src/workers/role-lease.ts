@@ -35,12 +35,13 @@ export class RoleLease {
     if (!lease) return false;
     if (lease.heldFor(marginMs)) return true;
     if (await lease.renew()) return true;
-    this.#drop();
+    this.#drop(lease);
     return false;
   }
 
-  #drop(): void {
-    if (this.#lease === null) return;
+  /** Forgets `lease` when it is still the one held (the timer may have taken a new one meanwhile). */
+  #drop(lease: Lease): void {
+    if (this.#lease !== lease) return;
     this.#lease = null;
     this.onChange(false);
   }
@@ -50,7 +51,8 @@ export class RoleLease {
     this.#busy = true;
     try {
       if (this.#lease) {
-        if (!(await this.#lease.renew())) this.#drop();
+        const lease = this.#lease;
+        if (!(await lease.renew())) this.#drop(lease);
       } else {
         const lease = await this.board.acquire(this.name, this.holder, this.ttlMs);
         if (lease && !this.#stopped) {

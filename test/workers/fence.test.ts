@@ -1,7 +1,8 @@
 /**
  * Fencing of singleton roles on a real nats-server: a lease has one holder, a lapsed lease is
  * taken over, and a holder that was paused past its lease can neither renew nor append; an
- * append that expects a stream position another writer has moved is refused. The program
+ * append that expects a stream position another writer has moved is refused; renewals one
+ * holder makes at once do not fence each other. The program
  * queue: a task published twice is stored once, and a claimed task not acked goes to another
  * claimer.
  */
@@ -68,6 +69,24 @@ describe('leases and fenced writes', () => {
     const c = await board.acquire('role-judge', 'C', 5000);
     expect(c).not.toBeNull();
     await c!.release();
+  });
+
+  it('renewals made at once by one holder (its timer and its writer) all succeed: the holder keeps its lease', async () => {
+    const lease = await board.acquire('role-learner', 'A', 5000);
+    expect(lease).not.toBeNull();
+    // Each renewal is a compare-and-set on the lease's last sequence: made together, they would
+    // all expect the same one, and every one but the first would read as a lease lost to another.
+    expect(await Promise.all([lease!.renew(), lease!.renew(), lease!.renew()])).toEqual([true, true, true]);
+    expect(lease!.heldFor(1000)).toBe(true);
+    expect(await board.holderOf('role-learner')).toBe('A');
+    expect(await board.acquire('role-learner', 'B', 5000)).toBeNull();
+    // A release made while a renewal is under way still frees the lease.
+    await Promise.all([lease!.renew(), lease!.release()]);
+    expect(lease!.heldFor(0)).toBe(false);
+    expect(await board.holderOf('role-learner')).toBeNull();
+    const b = await board.acquire('role-learner', 'B', 5000);
+    expect(b).not.toBeNull();
+    await b!.release();
   });
 
   it('an append expecting a stream position another writer moved is fenced, and writes nothing', async () => {
