@@ -152,6 +152,19 @@ export class JetStreamTaskQueue {
     }
   }
 
+  /** The depth of queue `name` of the log's run without opening it (nothing is created, so a
+   * reader may ask): empty when the queue was never opened. */
+  static async depthOf(log: JetStreamEventLog, name: string): Promise<TaskQueueDepth> {
+    try {
+      const info = await withRetry(log.retryForMs, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+      return { waiting: info.num_pending, claimed: info.num_ack_pending };
+    } catch (err) {
+      // 10014: no such consumer; 10059: no such stream (no worker has opened a queue yet).
+      if (err instanceof JetStreamApiError && (err.code === 10014 || err.code === 10059)) return { waiting: 0, claimed: 0 };
+      throw err;
+    }
+  }
+
   async depth(): Promise<TaskQueueDepth> {
     const info = await withRetry(this.#log.retryForMs, () => this.#log.jsm.consumers.info(this.#stream, this.#durable));
     return { waiting: info.num_pending, claimed: info.num_ack_pending };

@@ -1,5 +1,5 @@
 /**
- * Writes of a singleton role (Conductor, Solver, Adversary, Judge, Learner), fenced twice:
+ * Writes of a singleton role (Conductor, Judge, Learner), fenced twice:
  * - only while this process holds the role's lease (with a margin before it lapses), and
  * - with optimistic concurrency on the role's own log stream: each append expects the stream's
  *   last position this process saw, so a copy that lost its lease while paused and resumes

@@ -49,7 +49,7 @@ export async function runStatus(location: string, runId: string, opts: { credsFi
     const head = seqOf(await log.head());
     const board = await WorkerBoard.open(log);
     const queues: Record<string, TaskQueueDepth> = {};
-    for (const name of TASK_QUEUES) queues[name] = await (await JetStreamTaskQueue.open(log, { name })).depth();
+    for (const name of TASK_QUEUES) queues[name] = await JetStreamTaskQueue.depthOf(log, name);
     const programs = queues[PROGRAM_QUEUE]!;
     const leases: Record<string, string | null> = {};
     for (const role of WORKER_ROLES) if (!SHARED_ROLES.has(role)) leases[role] = await board.holderOf(leaseNameOf(role));

@@ -103,12 +103,16 @@ describe('leases and fenced writes', () => {
 
 describe('the program queue', () => {
   it('stores a task published twice once; an unacked claim is delivered again to another claimer', async () => {
+    // `status` reads depths without opening a queue: one never opened is empty (and not made).
+    expect(await JetStreamTaskQueue.depthOf(log, 'programs')).toEqual({ waiting: 0, claimed: 0 });
     const q1 = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
     const q2 = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
     expect(await q1.publish('req/1/p', '{"n":1}')).toBe(true);
     expect(await q2.publish('req/1/p', '{"n":1}')).toBe(false);
     expect(await q1.publish('req/1/q', '{"n":2}')).toBe(true);
     expect(await q1.depth()).toEqual({ waiting: 2, claimed: 0 });
+    expect(await JetStreamTaskQueue.depthOf(log, 'programs')).toEqual({ waiting: 2, claimed: 0 });
+    expect(await JetStreamTaskQueue.depthOf(log, 'suites')).toEqual({ waiting: 0, claimed: 0 });
     const [t1] = await q1.claim(1, 1000);
     const [t2] = await q2.claim(1, 1000);
     expect([t1!.body, t2!.body].sort()).toEqual(['{"n":1}', '{"n":2}']);

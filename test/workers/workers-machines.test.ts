@@ -34,7 +34,7 @@ import { until } from '../support/until.js';
 /** Short leases, beats and ack deadlines, so that hand-overs happen within the test. The ping
  * settings are the defaults: what the test shows is what a user gets. */
 const WORKER_ARGS = ['--heartbeat-ms', '300', '--lease-ms', '3000', '--ack-wait-ms', '6000'];
-/** One machine per worker process: the executors on e1 and e2, each singleton on its own. */
+/** One machine per worker process: the executors on e1 and e2, every other role on its own. */
 const HOST_OF: Record<WorkerRole, readonly string[]> = {
   conductor: ['cond'],
   solver: ['solv'],
