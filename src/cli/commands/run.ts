@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfigFile } from '../../config/load.js';
-import { runExperiment, type RunProgress } from '../../actors/run.js';
+import { runExperiment, type RunOutcome, type RunProgress } from '../../actors/run.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
 import { isNatsLocation } from '../../events/open-log.js';
@@ -82,7 +82,7 @@ export function registerRun(program: Command): void {
       if (!Number.isInteger(n) || n < 0) throw new UserError(`--seed ${v}: expected a non-negative integer`);
       return n;
     })
-    .option('--seeds <n>', 'run seeds seed..seed+n-1 one after another (each its own run directory) and print mean and spread over them', (v) => {
+    .option('--seeds <n>', 'run seeds seed..seed+n-1 one after another (each its own run directory; with --workers each as worker processes) and print mean and spread over them', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) throw new UserError(`--seeds ${v}: expected a positive integer`);
       return n;
@@ -101,13 +101,15 @@ export function registerRun(program: Command): void {
       if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
       if (opts.creds !== undefined && opts.log === undefined) throw new UserError('--creds is for a log on JetStream: give --log nats://host:port too');
       if (opts.workers !== undefined && opts.log === undefined) throw new UserError('--workers: worker processes share a JetStream log; add --log nats://host:port');
-      if (opts.workers !== undefined && opts.seeds !== undefined) throw new UserError('--workers runs one seed; run the seeds one after another');
       const counts = opts.workers === undefined ? undefined : parseWorkerCounts(opts.workers);
       // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
       const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
       if (opts.seeds !== undefined) {
         if (opts.dir !== undefined) throw new UserError('--dir names one run directory; with --seeds each seed gets its own under the config\'s dir');
-        await runSeeds(config, opts.seeds, opts.json === true, opts.log, opts.snapshotEvery, opts.creds);
+        const json = opts.json === true;
+        await runSeeds(config, opts.seeds, json, (c, label) =>
+          counts !== undefined ? runWorkers(c, undefined, json, opts.log!, counts, opts.creds, label) : runOne(c, undefined, json, label, opts.log, opts.snapshotEvery, opts.creds),
+        );
         return;
       }
       const outcome = counts !== undefined ? await runWorkers(config, opts.dir, opts.json === true, opts.log!, counts, opts.creds) : await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
@@ -142,7 +144,7 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
   return outcome;
 }
 
-async function runWorkers(config: RunConfig, dir: string | undefined, json: boolean, location: string, counts: Record<WorkerRole, number>, credsFile?: string) {
+async function runWorkers(config: RunConfig, dir: string | undefined, json: boolean, location: string, counts: Record<WorkerRole, number>, credsFile?: string, label = '') {
   const tty = process.stderr.isTTY && !json;
   let outcome;
   try {
@@ -152,7 +154,7 @@ async function runWorkers(config: RunConfig, dir: string | undefined, json: bool
       location,
       counts,
       ...(credsFile !== undefined ? { credsFile } : {}),
-      onProgress: tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
+      onProgress: tty ? (p) => process.stderr.write(`${progressBar(p)}${label}`) : undefined,
       say: (line) => process.stderr.write(`${tty ? '\n' : ''}crucible: ${line}\n`),
     });
   } finally {
@@ -162,14 +164,15 @@ async function runWorkers(config: RunConfig, dir: string | undefined, json: bool
   return outcome;
 }
 
-/** Seeds one after another (each run is already parallel inside); a seed's run that does not
- * finish is an error, since a mean over unfinished runs would mislead. */
-async function runSeeds(config: RunConfig, seeds: number, json: boolean, log?: string, snapshotEvery?: number, credsFile?: string): Promise<void> {
+/** Seeds one after another (each run is already parallel inside: in one process or as worker
+ * processes, as `runSeed` runs it); a seed's run that does not finish is an error, since a mean
+ * over unfinished runs would mislead. */
+async function runSeeds(config: RunConfig, seeds: number, json: boolean, runSeed: (config: RunConfig, label: string) => Promise<RunOutcome>): Promise<void> {
   const runs: RoundRow[][] = [];
   const ids: string[] = [];
   for (let k = 0; k < seeds; k++) {
     const seed = config.seed + k;
-    const outcome = await runOne({ ...config, seed }, undefined, json, `  seed ${seed} (${k + 1}/${seeds})`, log, snapshotEvery, credsFile);
+    const outcome = await runSeed({ ...config, seed }, `  seed ${seed} (${k + 1}/${seeds})`);
     if (!outcome.finished) throw new Error(`seed ${seed}: run ${outcome.runId} did not finish`);
     runs.push(outcome.rows);
     ids.push(outcome.runId);
