@@ -13,17 +13,10 @@ import type { EventData } from '../events/catalog.js';
 import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
 import { put, type ReadView, type RowWrite } from './readmodel.js';
 import type { RowProjection } from './runner.js';
+import { requestListsText, type StoredRequest } from './request-lists.js';
 
 const EXECUTIONS = 'executions';
 const REQUESTS = 'execution_requests';
-
-/** What execution_requests keeps of a request: the lists its results name by position, as
- * [id, hash] pairs so the text does not depend on the key order of the event data. */
-interface StoredBody {
-  programs: [string, string][];
-  tests: [string, string][];
-  pairs: number[];
-}
 
 /** An executions row as stored. */
 interface ExecutionsRow {
@@ -41,14 +34,6 @@ interface ExecutionsRow {
 type Executed = EventData<'ProgramExecuted'>;
 type Requested = EventData<'ExecutionRequested'>;
 type Completed = EventData<'ExecutionCompleted'>;
-
-function storedBody(d: Requested): string {
-  return JSON.stringify({
-    programs: d.programs.map((p) => [p.programId, p.programHash]),
-    tests: d.tests.map((t) => [t.testId, t.testHash]),
-    pairs: d.pairs,
-  });
-}
 
 const joined = (list: readonly number[]) => list.join(',');
 const numbers = (text: string): number[] => (text === '' ? [] : text.split(',').map(Number));
@@ -76,11 +61,11 @@ function executedRow(d: Executed): ExecutionsRow {
 
 /** Parsed request bodies, by their text: an older log's per-pair results read their request's
  * body once per pair. */
-const bodies = new Map<string, StoredBody>();
-function parsedBody(text: string): StoredBody {
+const bodies = new Map<string, StoredRequest>();
+function parsedBody(text: string): StoredRequest {
   let b = bodies.get(text);
   if (!b) {
-    b = JSON.parse(text) as StoredBody;
+    b = JSON.parse(text) as StoredRequest;
     if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
     bodies.set(text, b);
   }
@@ -128,7 +113,7 @@ export const executionsProjection: RowProjection = {
       columns: { request_id: 'text', program_hash: 'text', positions: 'text', verdicts: 'text', cached: 'text' },
       key: ['request_id', 'program_hash'],
     },
-    // body: the lists as JSON text in a fixed order (see storedBody): canonical JSON would
+    // body: the lists as JSON text in a fixed order (see request-lists.ts): canonical JSON would
     // re-sort some kilobytes per request, more than the rest of the projection costs.
     [REQUESTS]: { columns: { request_id: 'text', purpose: 'text', body: 'text' }, key: ['request_id'] },
   },
@@ -136,7 +121,7 @@ export const executionsProjection: RowProjection = {
     if (e.type === 'ProgramExecuted') return [put(EXECUTIONS, executedRow(e.data as Executed) as unknown as Record<string, unknown>)];
     if (e.type === 'ExecutionRequested') {
       const d = e.data as Requested;
-      return [put(REQUESTS, { request_id: d.requestId, purpose: d.purpose, body: storedBody(d) })];
+      return [put(REQUESTS, { request_id: d.requestId, purpose: d.purpose, body: requestListsText(d) })];
     }
     return completedWrites(e.data as Completed, view);
   },
@@ -188,7 +173,7 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
       request = row.request_id;
     }
     if (row.body === null) throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
-    const b = JSON.parse(row.body) as StoredBody;
+    const b = JSON.parse(row.body) as StoredRequest;
     const positions = numbers(row.positions);
     if (positions.length !== row.verdicts.length) {
       throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): ${positions.length} positions for ${row.verdicts.length} verdicts`);
