@@ -23,6 +23,7 @@ import type { EvolvedState } from './methods/contract.js';
 import { tcsBufferAfter } from './methods/tcs.js';
 import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
+import type { SideReader, SideRows } from './snapshots.js';
 import { insertById } from './content-order.js';
 import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
@@ -221,33 +222,72 @@ type Pair = ExecutionPair;
 const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
 const programKey = (problemId: string, programHash: string) => `${problemId}\u0000${programHash}`;
 
+/** A recorded verdict as a side row keeps it: what a reuse reads of it (the ids and the request
+ * are the reusing request's own). */
+type Recorded = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated'>;
+const recordedRow = (r: PairResult): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
+function recordedOf(text: string): Recorded {
+  const [verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] = JSON.parse(text) as [PairResult['verdict'], number, number, string | null, string | null, boolean];
+  return { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated };
+}
+/** Side row keys: a recorded verdict by pair, a load outcome by program. */
+const VERDICT_ROW = 'v';
+const LOAD_ROW = 'l';
+
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
  * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
  * recorded verdicts by pair and load outcomes by program stay, so later plans can reuse them
- * instead of executing a pair again. */
+ * instead of executing a pair again.
+ *
+ * Those two grow with the whole run (a verdict per pair): a snapshot keeps them as side rows
+ * (see SideRows), each written once, and an index restored from a snapshot reads them there as
+ * it needs them; its own maps hold what it folded since. The snapshot body holds the open work. */
 export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
-  /** Reused pairs per request, answered from #byPair when the request is read. */
+  /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
+  /** Recorded verdicts by pair folded since the snapshot restored (all, without one). */
   readonly #byPair = new Map<string, PairResult>();
   readonly #load = new Map<string, ModuleLoad>();
-  /** requestId -> problemId, for keying the pairs of its verdicts. */
+  /** requestId -> problemId, for keying the pairs of its verdicts (until its problem-round is evaluated). */
   readonly #problemOf = new Map<string, string>();
+  /** Problem-round -> its requests, so evaluation drops their entries. */
+  readonly #requestsOf = new Map<string, string[]>();
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
+  /** The side rows of the snapshot this index was restored from (null: folded from the start). */
+  readonly #side: SideReader | null;
+  /** Keys of #byPair and #load changed since the last saved snapshot (kept once one is saved
+   * or restored: until then a snapshot writes every row). */
+  #unsavedPairs: string[] = [];
+  #unsavedLoads: string[] = [];
+  /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
+  #replace: boolean;
+
+  constructor(side: SideReader | null = null) {
+    this.#side = side;
+    this.#replace = side === null;
+  }
 
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ProblemEvaluated') {
       const d = envelope.data as EventData<'ProblemEvaluated'>;
       const k = key(d.round, d.problemId);
-      for (const id of this.#byProblem.get(k)?.keys() ?? []) this.#problemOf.delete(id);
-      for (const id of [...this.#reused.keys()]) if (id.startsWith(`${k}/`)) this.#reused.delete(id);
+      for (const id of this.#requestsOf.get(k) ?? []) {
+        this.#problemOf.delete(id);
+        this.#reused.delete(id);
+      }
+      this.#requestsOf.delete(k);
       this.#byProblem.delete(k);
       return;
     }
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as EventData<'ExecutionRequested'>;
+      const k = key(d.round, d.problemId);
       this.#problemOf.set(d.requestId, d.problemId);
+      const ids = this.#requestsOf.get(k);
+      if (ids) ids.push(d.requestId);
+      else this.#requestsOf.set(k, [d.requestId]);
       if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: reusedPairs(d) });
       if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: requestPairs(d), left: requestSize(d) });
       return;
@@ -262,7 +302,12 @@ export class VerdictIndex {
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
       if (problemId !== undefined) {
         const pk = programKey(problemId, d.programHash);
-        this.#load.set(pk, mergeLoad(this.#load.get(pk), d.load));
+        const known = this.#load.get(pk) ?? this.#sideLoad(pk);
+        const merged = mergeLoad(known, d.load);
+        if (merged !== known) {
+          this.#load.set(pk, merged);
+          if (!this.#replace) this.#unsavedLoads.push(pk);
+        }
       }
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
@@ -278,56 +323,85 @@ export class VerdictIndex {
     });
     if (problemId === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    for (const d of results) if (d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
+    for (const d of results) {
+      if (d.verdict === 'sandbox_error') continue;
+      const pk = pairKey(problemId, d.programHash, d.testHash);
+      this.#byPair.set(pk, d);
+      if (!this.#replace) this.#unsavedPairs.push(pk);
+    }
   }
 
-  /** For actor snapshots: the index as JSON data, and an index from that data. Packed (lists
-   * of results as columns, see packed-json.ts): the recorded verdicts of a whole run are most of
-   * a Judge snapshot. The pair keys are not stored: each is made again from its result. */
+  #sideLoad(pk: string): ModuleLoad | undefined {
+    return this.#side?.get(LOAD_ROW + pk) as ModuleLoad | undefined;
+  }
+
+  #recorded(pk: string): Recorded | undefined {
+    const own = this.#byPair.get(pk);
+    if (own) return own;
+    const text = this.#side?.get(VERDICT_ROW + pk);
+    return text === undefined ? undefined : recordedOf(text);
+  }
+
+  /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
+   * from that data and the snapshot's side rows. */
   serialize(): unknown {
-    // A request's result that is also the recorded verdict of its pair (the same object, as
-    // observe() stores it) is written once, in byPair, and named by its place there.
-    const byPair = [...this.#byPair];
-    const place = new Map<PairResult, number>();
-    byPair.forEach(([, result], i) => place.set(result, i));
-    const ref = (r: PairResult | undefined): PairResult | number | null => (r === undefined ? null : (place.get(r) ?? r));
     return packJson({
-      byPair: byPair.map(([k, result]) => ({ problemId: k.slice(0, k.indexOf('\u0000')), result })),
-      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, ref)])]),
+      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, (r) => r ?? null)])]),
       reused: [...this.#reused].map(([requestId, v]) => ({ requestId, problemId: v.problemId, pairs: v.pairs })),
-      load: [...this.#load],
       problemOf: [...this.#problemOf],
+      requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
     } as unknown as Json);
   }
-  static restore(data: unknown): VerdictIndex {
+  static restore(data: unknown, side: SideReader | null): VerdictIndex {
     const d = unpackJson(data as Json) as unknown as {
-      byPair: { problemId: string; result: PairResult }[];
-      byProblem: [string, [string, (PairResult | number | null)[]][]][];
+      byProblem: [string, [string, (PairResult | null)[]][]][];
       reused: { requestId: string; problemId: string; pairs: Pair[] }[];
-      load: [string, ModuleLoad][];
       problemOf: [string, string][];
+      requestsOf: [string, string[]][];
       awaiting: { requestId: string; left: number; pairs: Pair[] }[];
     };
-    const index = new VerdictIndex();
-    for (const { problemId, result } of d.byPair) index.#byPair.set(pairKey(problemId, result.programHash, result.testHash), result);
-    const deref = (r: PairResult | number | null): PairResult | null => (typeof r === 'number' ? d.byPair[r]!.result : r);
-    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list.map(deref))])));
+    const index = new VerdictIndex(side);
+    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
-    for (const [k, v] of d.load) index.#load.set(k, v);
     for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
+    for (const [k, v] of d.requestsOf) index.#requestsOf.set(k, v);
     for (const { requestId, left, pairs } of d.awaiting) index.#awaiting.set(requestId, { pairs, left });
     return index;
   }
 
+  /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side rows. */
+  sideRows(): SideRows {
+    const rows: [string, string][] = [];
+    for (const pk of this.#replace ? this.#byPair.keys() : new Set(this.#unsavedPairs)) rows.push([VERDICT_ROW + pk, recordedRow(this.#byPair.get(pk)!)]);
+    for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
+    return { replace: this.#replace, rows };
+  }
+  sideSaved(): void {
+    this.#unsavedPairs = [];
+    this.#unsavedLoads = [];
+    this.#replace = false;
+  }
+
+  /** Every recorded verdict and load outcome as side rows would hold them, in key order,
+   * whether folded or read from a snapshot's rows (tests compare indexes whole with it). */
+  recorded(): [string, string][] {
+    const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
+    for (const [pk, r] of this.#byPair) rows.set(VERDICT_ROW + pk, recordedRow(r));
+    for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
+    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
-    return this.#byPair.has(pairKey(problemId, programHash, testHash));
+    const pk = pairKey(problemId, programHash, testHash);
+    return this.#byPair.has(pk) || (this.#side !== null && this.#side.get(VERDICT_ROW + pk) !== undefined);
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
   load(problemId: string, programHash: string): ModuleLoad {
-    return this.#load.get(programKey(problemId, programHash)) ?? 'unknown';
+    const pk = programKey(problemId, programHash);
+    return this.#load.get(pk) ?? this.#sideLoad(pk) ?? 'unknown';
   }
 
   /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
@@ -338,8 +412,23 @@ export class VerdictIndex {
     const reused = this.#reused.get(requestId);
     if (!reused) return out;
     for (const p of reused.pairs) {
-      const v = this.#byPair.get(pairKey(reused.problemId, p.programHash, p.testHash));
-      if (v) out.push({ ...v, requestId, programId: p.programId, testId: p.testId, cached: true });
+      const v = this.#recorded(pairKey(reused.problemId, p.programHash, p.testHash));
+      if (v) {
+        out.push({
+          requestId,
+          programId: p.programId,
+          programHash: p.programHash,
+          testId: p.testId,
+          testHash: p.testHash,
+          verdict: v.verdict,
+          timeMs: v.timeMs,
+          memoryKb: v.memoryKb,
+          outputHash: v.outputHash,
+          exceptionType: v.exceptionType,
+          isolated: v.isolated,
+          cached: true,
+        });
+      }
     }
     return out;
   }
@@ -379,14 +468,17 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // request id. ProgramExecuted is folded one by one: each names the program it completes.
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
-  // outcomes merged by rank. 4: requests await each program. 5: packed.
-  snapshotVersion: 5,
+  // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
+  // and load outcomes in side rows, the body holds the open work.
+  snapshotVersion: 6,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
     serialize: (verdicts) => verdicts.serialize(),
-    restore: (data) => VerdictIndex.restore(data),
+    restore: (data, side) => VerdictIndex.restore(data, side),
+    sideRows: (verdicts) => verdicts.sideRows(),
+    sideSaved: (verdicts) => verdicts.sideSaved(),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
