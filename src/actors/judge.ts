@@ -42,8 +42,29 @@ export interface JudgeContext {
   /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
   tcs: { bufferSize: number; maxStaleness: number | null } | null;
   /** Per open request, the program hashes whose results are still to come: executors may
-   * record a request's programs in one commit or in one commit each (separate processes). */
-  awaiting: Record<string, string[]>;
+   * record a request's programs in one commit or in one commit each (separate processes).
+   * Sharded by request id (see shardOf). */
+  awaiting: Record<string, Record<string, string[]>>;
+}
+
+/** The shard of a request in `awaiting`: a program's results copy one shard (a few requests)
+ * and the list of shards, not the entry of every request in flight (a thousand in a step of
+ * Code-A1's size, copied once per program's results). */
+function shardOf(requestId: string): string {
+  let h = 0;
+  for (let i = 0; i < requestId.length; i++) h = (h * 31 + requestId.charCodeAt(i)) & 63;
+  return String(h);
+}
+
+function withAwaiting(awaiting: JudgeContext['awaiting'], requestId: string, programs: string[] | null): JudgeContext['awaiting'] {
+  const s = shardOf(requestId);
+  const shard = { ...(awaiting[s] ?? {}) };
+  if (programs) shard[requestId] = programs;
+  else delete shard[requestId];
+  const next = { ...awaiting, [s]: shard };
+  // Emptied shards go: the context holds the work in flight only.
+  if (Object.keys(shard).length === 0) delete next[s];
+  return next;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -57,15 +78,14 @@ function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<Pr
 /** A program's results arrived: the request is complete once every program it names has its
  * ProgramExecuted. A repeat (the same program recorded again) changes nothing. */
 function programExecuted(ctx: JudgeContext, requestId: string, programHash: string): Partial<JudgeContext> {
-  const left = ctx.awaiting[requestId];
+  const left = ctx.awaiting[shardOf(requestId)]?.[requestId];
   // Not awaited (issued by an older log without the list, or already complete): its first
   // result completes it, as when a request's results were always one commit.
   if (left === undefined) return completedRequest(ctx, requestId);
   if (!left.includes(programHash)) return {};
   const rest = left.filter((h) => h !== programHash);
-  if (rest.length > 0) return { awaiting: { ...ctx.awaiting, [requestId]: rest } };
-  const { [requestId]: _done, ...awaiting } = ctx.awaiting;
-  return { ...completedRequest(ctx, requestId), awaiting };
+  if (rest.length > 0) return { awaiting: withAwaiting(ctx.awaiting, requestId, rest) };
+  return { ...completedRequest(ctx, requestId), awaiting: withAwaiting(ctx.awaiting, requestId, null) };
 }
 
 /** requestId is "<round>/<problemId>/<purpose>". */
@@ -141,7 +161,7 @@ export const judgeMachine = setup({
         }));
         if (requestSize(d) === 0 || issued.open === undefined) return issued;
         const programs = [...new Set(requestPairs(d).map((pair) => pair.programHash))];
-        return { ...issued, awaiting: { ...context.awaiting, [d.requestId]: programs } };
+        return { ...issued, awaiting: withAwaiting(context.awaiting, d.requestId, programs) };
       }),
     },
     ProgramExecuted: {
@@ -469,7 +489,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
-  // and load outcomes in side rows, the body holds the open work.
+  // and load outcomes in side rows, the body holds the open work; awaiting sharded.
   snapshotVersion: 6,
   index: {
     create: () => new VerdictIndex(),
