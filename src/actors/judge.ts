@@ -489,8 +489,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
-  // and load outcomes in side rows, the body holds the open work; awaiting sharded.
-  snapshotVersion: 6,
+  // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded.
+  snapshotVersion: 7,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
