@@ -266,8 +266,10 @@ export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
   /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
-  /** Recorded verdicts by pair folded since the snapshot restored (all, without one). */
-  readonly #byPair = new Map<string, PairResult>();
+  /** Recorded verdicts by problem, program hash and test hash, folded since the snapshot
+   * restored (all, without one). Nested, not keyed by the three joined: a joined key is a new
+   * string to hash per result, the hashes of the event's own strings are computed once. */
+  readonly #byPair = new Map<string, Map<string, Map<string, PairResult>>>();
   readonly #load = new Map<string, ModuleLoad>();
   /** requestId -> problemId, for keying the pairs of its verdicts (until its problem-round is evaluated). */
   readonly #problemOf = new Map<string, string>();
@@ -279,7 +281,8 @@ export class VerdictIndex {
   readonly #side: SideReader | null;
   /** Keys of #byPair and #load changed since the last saved snapshot (kept once one is saved
    * or restored: until then a snapshot writes every row). */
-  #unsavedPairs: string[] = [];
+  #unsavedProblems: string[] = [];
+  #unsavedResults: PairResult[] = [];
   #unsavedLoads: string[] = [];
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
   #replace: boolean;
@@ -345,9 +348,15 @@ export class VerdictIndex {
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
     for (const d of results) {
       if (d.verdict === 'sandbox_error') continue;
-      const pk = pairKey(problemId, d.programHash, d.testHash);
-      this.#byPair.set(pk, d);
-      if (!this.#replace) this.#unsavedPairs.push(pk);
+      let programs = this.#byPair.get(problemId);
+      if (!programs) this.#byPair.set(problemId, (programs = new Map()));
+      let tests = programs.get(d.programHash);
+      if (!tests) programs.set(d.programHash, (tests = new Map()));
+      tests.set(d.testHash, d);
+      if (!this.#replace) {
+        this.#unsavedProblems.push(problemId);
+        this.#unsavedResults.push(d);
+      }
     }
   }
 
@@ -355,10 +364,10 @@ export class VerdictIndex {
     return this.#side?.get(LOAD_ROW + pk) as ModuleLoad | undefined;
   }
 
-  #recorded(pk: string): Recorded | undefined {
-    const own = this.#byPair.get(pk);
+  #recorded(problemId: string, programHash: string, testHash: string): Recorded | undefined {
+    const own = this.#byPair.get(problemId)?.get(programHash)?.get(testHash);
     if (own) return own;
-    const text = this.#side?.get(VERDICT_ROW + pk);
+    const text = this.#side?.get(VERDICT_ROW + pairKey(problemId, programHash, testHash));
     return text === undefined ? undefined : recordedOf(text);
   }
 
@@ -393,29 +402,39 @@ export class VerdictIndex {
   /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side rows. */
   sideRows(): SideRows {
     const rows: [string, string][] = [];
-    for (const pk of this.#replace ? this.#byPair.keys() : new Set(this.#unsavedPairs)) rows.push([VERDICT_ROW + pk, recordedRow(this.#byPair.get(pk)!)]);
+    // The latest of each pair (a pair recorded again since the last snapshot is written once).
+    const pairs = new Map<string, PairResult>();
+    const key = (problemId: string, result: PairResult) => VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash);
+    if (this.#replace) for (const { problemId, result } of this.#allRecorded()) pairs.set(key(problemId, result), result);
+    else this.#unsavedResults.forEach((result, i) => pairs.set(key(this.#unsavedProblems[i]!, result), result));
+    for (const [k, result] of pairs) rows.push([k, recordedRow(result)]);
     for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
     return { replace: this.#replace, rows };
   }
   sideSaved(): void {
-    this.#unsavedPairs = [];
+    this.#unsavedProblems = [];
+    this.#unsavedResults = [];
     this.#unsavedLoads = [];
     this.#replace = false;
+  }
+
+  *#allRecorded(): Generator<{ problemId: string; result: PairResult }> {
+    for (const [problemId, programs] of this.#byPair) for (const tests of programs.values()) for (const result of tests.values()) yield { problemId, result };
   }
 
   /** Every recorded verdict and load outcome as side rows would hold them, in key order,
    * whether folded or read from a snapshot's rows (tests compare indexes whole with it). */
   recorded(): [string, string][] {
     const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
-    for (const [pk, r] of this.#byPair) rows.set(VERDICT_ROW + pk, recordedRow(r));
+    for (const { problemId, result } of this.#allRecorded()) rows.set(VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash), recordedRow(result));
     for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
-    const pk = pairKey(problemId, programHash, testHash);
-    return this.#byPair.has(pk) || (this.#side !== null && this.#side.get(VERDICT_ROW + pk) !== undefined);
+    if (this.#byPair.get(problemId)?.get(programHash)?.has(testHash)) return true;
+    return this.#side !== null && this.#side.get(VERDICT_ROW + pairKey(problemId, programHash, testHash)) !== undefined;
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
@@ -432,7 +451,7 @@ export class VerdictIndex {
     const reused = this.#reused.get(requestId);
     if (!reused) return out;
     for (const p of reused.pairs) {
-      const v = this.#recorded(pairKey(reused.problemId, p.programHash, p.testHash));
+      const v = this.#recorded(reused.problemId, p.programHash, p.testHash);
       if (v) {
         out.push({
           requestId,

@@ -10,6 +10,7 @@
  * or ignored, the reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
@@ -93,6 +94,20 @@ export class SnapshotRefusedError extends Error {
   }
 }
 
+/** A side row whose checksum no longer matches: read as part of an actor's state, it is never
+ * trusted; the actor's work stops with this error (delete snapshots.db to refold from the log). */
+export class SideRowCorruptError extends Error {
+  constructor(
+    readonly actor: string,
+    readonly key: string,
+  ) {
+    super(`side row ${JSON.stringify(key.slice(0, 80))} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`);
+    this.name = 'SideRowCorruptError';
+  }
+}
+
+const sideSum = (key: string, value: string): number => crc32(value, crc32(key));
+
 /** A version string for an actor's snapshots: the snapshot format, the code's version, the
  * actor's own snapshot version, and the shape of its machine (state ids, event types). */
 export function snapshotVersion(codeVersion: string, actorVersion: number, shape: readonly string[]): string {
@@ -129,13 +144,13 @@ export class SqliteSnapshotTable implements SnapshotTable {
       run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,
       PRIMARY KEY (run_id, actor))`);
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_side (
-      run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+      run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL,
       PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID`);
     this.#runId = runId;
-    this.#sideGet = this.#db.prepare('SELECT value FROM actor_side WHERE run_id = ? AND actor = ? AND key = ?').pluck();
-    this.#sideAll = this.#db.prepare('SELECT key, value FROM actor_side WHERE run_id = ? AND actor = ? ORDER BY key').raw();
+    this.#sideGet = this.#db.prepare('SELECT value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key = ?').raw();
+    this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
-      'INSERT INTO actor_side (run_id, actor, key, value) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, actor, key) DO UPDATE SET value = excluded.value',
+      'INSERT INTO actor_side (run_id, actor, key, value, sum) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
     );
     this.#sideDrop = this.#db.prepare('DELETE FROM actor_side WHERE run_id = ? AND actor = ?');
     this.#select = this.#db.prepare('SELECT actor, position, hash, version, body FROM actor_snapshots WHERE run_id = ? AND actor = ?');
@@ -160,15 +175,27 @@ export class SqliteSnapshotTable implements SnapshotTable {
       for (const { ref, body, side } of snapshots) {
         this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
         if (side?.replace) this.#sideDrop.run(this.#runId, ref.actor);
-        for (const [key, value] of side?.rows ?? []) this.#sidePut.run(this.#runId, ref.actor, key, value);
+        for (const [key, value] of side?.rows ?? []) this.#sidePut.run(this.#runId, ref.actor, key, value, sideSum(key, value));
       }
     })();
   }
 
   side(actor: string): SideReader {
+    const checked = (key: string, value: string, sum: number): string => {
+      if (sideSum(key, value) !== sum) throw new SideRowCorruptError(actor, key);
+      return value;
+    };
+    const get = this.#sideGet;
+    const all = this.#sideAll;
+    const runId = this.#runId;
     return {
-      get: (key) => this.#sideGet.get(this.#runId, actor, key) as string | undefined,
-      all: () => this.#sideAll.iterate(this.#runId, actor) as IterableIterator<[string, string]>,
+      get(key) {
+        const row = get.get(runId, actor, key) as [string, number] | undefined;
+        return row && checked(key, row[0], row[1]);
+      },
+      *all() {
+        for (const [key, value, sum] of all.iterate(runId, actor) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
+      },
     };
   }
 

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
-import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { SideRowCorruptError, SqliteSnapshotTable } from '../../src/actors/snapshots.js';
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
@@ -201,7 +201,7 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
-  it('a snapshot table writes side rows with their body, and a replacing save drops the rows before', () => {
+  it('a snapshot table writes side rows with their body, a replacing save drops the rows before, and a corrupt row is refused', () => {
     const file = path.join(root, 'side-table.db');
     const table = new SqliteSnapshotTable(file, 'run-a');
     const other = new SqliteSnapshotTable(file, 'run-b');
@@ -218,6 +218,12 @@ describe('actor snapshots', () => {
       // Another run's rows are its own.
       expect([...other.side('judge').all()]).toEqual([['x', 'other run']]);
       expect(table.latest('judge')!.ref.position).toBe(3);
+      // A changed value no longer matches its checksum: refused, naming the row.
+      const db = new Database(file);
+      db.prepare("UPDATE actor_side SET value = '6' WHERE run_id = 'run-a' AND key = 'w'").run();
+      db.close();
+      expect(() => table.side('judge').get('w')).toThrow(SideRowCorruptError);
+      expect(() => [...table.side('judge').all()]).toThrow(/side row "w" of actor judge's snapshot is corrupt/);
     } finally {
       table.close();
       other.close();
