@@ -167,6 +167,18 @@ describe('compact execution records', () => {
     expect(flat(compact.stored)).toEqual(flat(old.stored));
   });
 
+  it('the executions reader refuses a row that names a pair its request lacks, naming both', async () => {
+    await replay('tampered', compactLog());
+    const db = new Database(join(dir, 'tampered-rm.db'));
+    db.prepare(`UPDATE executions SET positions = '0,2,9' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
+    expect(() => executionVerdicts(db, { requestId: '1/p/reward' })).toThrow(/executions of 1\/p\/reward \(program aaaaaaaaaaaa\) name pair 9, but the request has 5/);
+    db.prepare(`UPDATE executions SET positions = '0,2' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
+    expect(() => executionVerdicts(db)).toThrow(/2 positions for 3 verdicts/);
+    // Another request's rows read as before.
+    expect(executionVerdicts(db, { requestId: '2/p/reward' }).map((v) => v.verdict)).toEqual(['time_limit']);
+    db.close();
+  });
+
   it('refuses a compact record whose arrays disagree, naming the field', () => {
     const d: EventData<'ProgramExecuted'> = compactResults('q', P0, [0, 1], [results1[0]!, results1[1]!], 'ran');
     let err: unknown;
