@@ -2,7 +2,7 @@
  * Event log benchmark: append throughput (one event per commit, batched commits), raw
  * better-sqlite3 inserts into the same table as the baseline of the same run, and a full replay
  * into the trivial event-count projection and into the run's real read models (RUN_PROJECTIONS:
- * the executions table takes a row per verdict, 8 per compact ProgramExecuted, as in a run); then the same events on SQLite and
+ * the executions table takes a row per compact ProgramExecuted, its 8 verdicts packed, as in a run); then the same events on SQLite and
  * JetStream (./log-backends.ts).
  * `node bin/crucible.js bench log [--events N] [--batch B] [--backend-events N] [--nats 1|3|1,3|none]`.
  */
@@ -240,7 +240,7 @@ export async function runBench(argv: string[]): Promise<void> {
     line('replay into projection (event-counts)', n, tReplay);
     console.log(`  replay goal >= 100,000 events/s: ${rate(n, tReplay) >= 100_000 ? 'met' : 'MISSED'} (wall)`);
     await runner!.close();
-    // The run's read models: every result of a ProgramExecuted becomes a row of the executions table.
+    // The run's read models: each ProgramExecuted becomes one row of the executions table.
     let runViews: ProjectionRunner | undefined;
     const tRunViews = await time(async () => {
       runViews = await ProjectionRunner.replayInto(join(dir, 'views.db'), { log: batched, projections: RUN_PROJECTIONS });

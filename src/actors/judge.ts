@@ -23,6 +23,7 @@ import type { EvolvedState } from './methods/contract.js';
 import { tcsBufferAfter } from './methods/tcs.js';
 import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
+import type { SideReader, SideRows } from './snapshots.js';
 import { insertById } from './content-order.js';
 import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
@@ -41,8 +42,29 @@ export interface JudgeContext {
   /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
   tcs: { bufferSize: number; maxStaleness: number | null } | null;
   /** Per open request, the program hashes whose results are still to come: executors may
-   * record a request's programs in one commit or in one commit each (separate processes). */
-  awaiting: Record<string, string[]>;
+   * record a request's programs in one commit or in one commit each (separate processes).
+   * Sharded by request id (see shardOf). */
+  awaiting: Record<string, Record<string, string[]>>;
+}
+
+/** The shard of a request in `awaiting`: a program's results copy one shard (a few requests)
+ * and the list of shards, not the entry of every request in flight (a thousand in a step of
+ * Code-A1's size, copied once per program's results). */
+function shardOf(requestId: string): string {
+  let h = 0;
+  for (let i = 0; i < requestId.length; i++) h = (h * 31 + requestId.charCodeAt(i)) & 63;
+  return String(h);
+}
+
+function withAwaiting(awaiting: JudgeContext['awaiting'], requestId: string, programs: string[] | null): JudgeContext['awaiting'] {
+  const s = shardOf(requestId);
+  const shard = { ...(awaiting[s] ?? {}) };
+  if (programs) shard[requestId] = programs;
+  else delete shard[requestId];
+  const next = { ...awaiting, [s]: shard };
+  // Emptied shards go: the context holds the work in flight only.
+  if (Object.keys(shard).length === 0) delete next[s];
+  return next;
 }
 
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
@@ -56,15 +78,14 @@ function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<Pr
 /** A program's results arrived: the request is complete once every program it names has its
  * ProgramExecuted. A repeat (the same program recorded again) changes nothing. */
 function programExecuted(ctx: JudgeContext, requestId: string, programHash: string): Partial<JudgeContext> {
-  const left = ctx.awaiting[requestId];
+  const left = ctx.awaiting[shardOf(requestId)]?.[requestId];
   // Not awaited (issued by an older log without the list, or already complete): its first
   // result completes it, as when a request's results were always one commit.
   if (left === undefined) return completedRequest(ctx, requestId);
   if (!left.includes(programHash)) return {};
   const rest = left.filter((h) => h !== programHash);
-  if (rest.length > 0) return { awaiting: { ...ctx.awaiting, [requestId]: rest } };
-  const { [requestId]: _done, ...awaiting } = ctx.awaiting;
-  return { ...completedRequest(ctx, requestId), awaiting };
+  if (rest.length > 0) return { awaiting: withAwaiting(ctx.awaiting, requestId, rest) };
+  return { ...completedRequest(ctx, requestId), awaiting: withAwaiting(ctx.awaiting, requestId, null) };
 }
 
 /** requestId is "<round>/<problemId>/<purpose>". */
@@ -140,7 +161,7 @@ export const judgeMachine = setup({
         }));
         if (requestSize(d) === 0 || issued.open === undefined) return issued;
         const programs = [...new Set(requestPairs(d).map((pair) => pair.programHash))];
-        return { ...issued, awaiting: { ...context.awaiting, [d.requestId]: programs } };
+        return { ...issued, awaiting: withAwaiting(context.awaiting, d.requestId, programs) };
       }),
     },
     ProgramExecuted: {
@@ -221,33 +242,75 @@ type Pair = ExecutionPair;
 const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
 const programKey = (problemId: string, programHash: string) => `${problemId}\u0000${programHash}`;
 
+/** A recorded verdict as a side row keeps it: what a reuse reads of it (the ids and the request
+ * are the reusing request's own). */
+type Recorded = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated'>;
+const recordedRow = (r: PairResult): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
+function recordedOf(text: string): Recorded {
+  const [verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] = JSON.parse(text) as [PairResult['verdict'], number, number, string | null, string | null, boolean];
+  return { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated };
+}
+/** Side row keys: a recorded verdict by pair, a load outcome by program. */
+const VERDICT_ROW = 'v';
+const LOAD_ROW = 'l';
+
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
  * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
  * recorded verdicts by pair and load outcomes by program stay, so later plans can reuse them
- * instead of executing a pair again. */
+ * instead of executing a pair again.
+ *
+ * Those two grow with the whole run (a verdict per pair): a snapshot keeps them as side rows
+ * (see SideRows), each written once, and an index restored from a snapshot reads them there as
+ * it needs them; its own maps hold what it folded since. The snapshot body holds the open work. */
 export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
-  /** Reused pairs per request, answered from #byPair when the request is read. */
+  /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
-  readonly #byPair = new Map<string, PairResult>();
+  /** Recorded verdicts by problem, program hash and test hash, folded since the snapshot
+   * restored (all, without one). Nested, not keyed by the three joined: a joined key is a new
+   * string to hash per result, the hashes of the event's own strings are computed once. */
+  readonly #byPair = new Map<string, Map<string, Map<string, PairResult>>>();
   readonly #load = new Map<string, ModuleLoad>();
-  /** requestId -> problemId, for keying the pairs of its verdicts. */
+  /** requestId -> problemId, for keying the pairs of its verdicts (until its problem-round is evaluated). */
   readonly #problemOf = new Map<string, string>();
+  /** Problem-round -> its requests, so evaluation drops their entries. */
+  readonly #requestsOf = new Map<string, string[]>();
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
+  /** The side rows of the snapshot this index was restored from (null: folded from the start). */
+  readonly #side: SideReader | null;
+  /** Keys of #byPair and #load changed since the last saved snapshot (kept once one is saved
+   * or restored: until then a snapshot writes every row). */
+  #unsavedProblems: string[] = [];
+  #unsavedResults: PairResult[] = [];
+  #unsavedLoads: string[] = [];
+  /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
+  #replace: boolean;
+
+  constructor(side: SideReader | null = null) {
+    this.#side = side;
+    this.#replace = side === null;
+  }
 
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ProblemEvaluated') {
       const d = envelope.data as EventData<'ProblemEvaluated'>;
       const k = key(d.round, d.problemId);
-      for (const id of this.#byProblem.get(k)?.keys() ?? []) this.#problemOf.delete(id);
-      for (const id of [...this.#reused.keys()]) if (id.startsWith(`${k}/`)) this.#reused.delete(id);
+      for (const id of this.#requestsOf.get(k) ?? []) {
+        this.#problemOf.delete(id);
+        this.#reused.delete(id);
+      }
+      this.#requestsOf.delete(k);
       this.#byProblem.delete(k);
       return;
     }
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as EventData<'ExecutionRequested'>;
+      const k = key(d.round, d.problemId);
       this.#problemOf.set(d.requestId, d.problemId);
+      const ids = this.#requestsOf.get(k);
+      if (ids) ids.push(d.requestId);
+      else this.#requestsOf.set(k, [d.requestId]);
       if (d.reused.length > 0) this.#reused.set(d.requestId, { problemId: d.problemId, pairs: reusedPairs(d) });
       if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: requestPairs(d), left: requestSize(d) });
       return;
@@ -262,7 +325,12 @@ export class VerdictIndex {
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
       if (problemId !== undefined) {
         const pk = programKey(problemId, d.programHash);
-        this.#load.set(pk, mergeLoad(this.#load.get(pk), d.load));
+        const known = this.#load.get(pk) ?? this.#sideLoad(pk);
+        const merged = mergeLoad(known, d.load);
+        if (merged !== known) {
+          this.#load.set(pk, merged);
+          if (!this.#replace) this.#unsavedLoads.push(pk);
+        }
       }
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
@@ -278,56 +346,101 @@ export class VerdictIndex {
     });
     if (problemId === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    for (const d of results) if (d.verdict !== 'sandbox_error') this.#byPair.set(pairKey(problemId, d.programHash, d.testHash), d);
+    for (const d of results) {
+      if (d.verdict === 'sandbox_error') continue;
+      let programs = this.#byPair.get(problemId);
+      if (!programs) this.#byPair.set(problemId, (programs = new Map()));
+      let tests = programs.get(d.programHash);
+      if (!tests) programs.set(d.programHash, (tests = new Map()));
+      tests.set(d.testHash, d);
+      if (!this.#replace) {
+        this.#unsavedProblems.push(problemId);
+        this.#unsavedResults.push(d);
+      }
+    }
   }
 
-  /** For actor snapshots: the index as JSON data, and an index from that data. Packed (lists
-   * of results as columns, see packed-json.ts): the recorded verdicts of a whole run are most of
-   * a Judge snapshot. The pair keys are not stored: each is made again from its result. */
+  #sideLoad(pk: string): ModuleLoad | undefined {
+    return this.#side?.get(LOAD_ROW + pk) as ModuleLoad | undefined;
+  }
+
+  #recorded(problemId: string, programHash: string, testHash: string): Recorded | undefined {
+    const own = this.#byPair.get(problemId)?.get(programHash)?.get(testHash);
+    if (own) return own;
+    const text = this.#side?.get(VERDICT_ROW + pairKey(problemId, programHash, testHash));
+    return text === undefined ? undefined : recordedOf(text);
+  }
+
+  /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
+   * from that data and the snapshot's side rows. */
   serialize(): unknown {
-    // A request's result that is also the recorded verdict of its pair (the same object, as
-    // observe() stores it) is written once, in byPair, and named by its place there.
-    const byPair = [...this.#byPair];
-    const place = new Map<PairResult, number>();
-    byPair.forEach(([, result], i) => place.set(result, i));
-    const ref = (r: PairResult | undefined): PairResult | number | null => (r === undefined ? null : (place.get(r) ?? r));
     return packJson({
-      byPair: byPair.map(([k, result]) => ({ problemId: k.slice(0, k.indexOf('\u0000')), result })),
-      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, ref)])]),
+      byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, (r) => r ?? null)])]),
       reused: [...this.#reused].map(([requestId, v]) => ({ requestId, problemId: v.problemId, pairs: v.pairs })),
-      load: [...this.#load],
       problemOf: [...this.#problemOf],
+      requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
     } as unknown as Json);
   }
-  static restore(data: unknown): VerdictIndex {
+  static restore(data: unknown, side: SideReader | null): VerdictIndex {
     const d = unpackJson(data as Json) as unknown as {
-      byPair: { problemId: string; result: PairResult }[];
-      byProblem: [string, [string, (PairResult | number | null)[]][]][];
+      byProblem: [string, [string, (PairResult | null)[]][]][];
       reused: { requestId: string; problemId: string; pairs: Pair[] }[];
-      load: [string, ModuleLoad][];
       problemOf: [string, string][];
+      requestsOf: [string, string[]][];
       awaiting: { requestId: string; left: number; pairs: Pair[] }[];
     };
-    const index = new VerdictIndex();
-    for (const { problemId, result } of d.byPair) index.#byPair.set(pairKey(problemId, result.programHash, result.testHash), result);
-    const deref = (r: PairResult | number | null): PairResult | null => (typeof r === 'number' ? d.byPair[r]!.result : r);
-    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list.map(deref))])));
+    const index = new VerdictIndex(side);
+    for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
-    for (const [k, v] of d.load) index.#load.set(k, v);
     for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
+    for (const [k, v] of d.requestsOf) index.#requestsOf.set(k, v);
     for (const { requestId, left, pairs } of d.awaiting) index.#awaiting.set(requestId, { pairs, left });
     return index;
   }
 
+  /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side rows. */
+  sideRows(): SideRows {
+    const rows: [string, string][] = [];
+    // The latest of each pair (a pair recorded again since the last snapshot is written once).
+    const pairs = new Map<string, PairResult>();
+    const key = (problemId: string, result: PairResult) => VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash);
+    if (this.#replace) for (const { problemId, result } of this.#allRecorded()) pairs.set(key(problemId, result), result);
+    else this.#unsavedResults.forEach((result, i) => pairs.set(key(this.#unsavedProblems[i]!, result), result));
+    for (const [k, result] of pairs) rows.push([k, recordedRow(result)]);
+    for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
+    return { replace: this.#replace, rows };
+  }
+  sideSaved(): void {
+    this.#unsavedProblems = [];
+    this.#unsavedResults = [];
+    this.#unsavedLoads = [];
+    this.#replace = false;
+  }
+
+  *#allRecorded(): Generator<{ problemId: string; result: PairResult }> {
+    for (const [problemId, programs] of this.#byPair) for (const tests of programs.values()) for (const result of tests.values()) yield { problemId, result };
+  }
+
+  /** Every recorded verdict and load outcome as side rows would hold them, in key order,
+   * whether folded or read from a snapshot's rows (tests compare indexes whole with it). */
+  recorded(): [string, string][] {
+    const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
+    for (const { problemId, result } of this.#allRecorded()) rows.set(VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash), recordedRow(result));
+    for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
+    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
-    return this.#byPair.has(pairKey(problemId, programHash, testHash));
+    if (this.#byPair.get(problemId)?.get(programHash)?.has(testHash)) return true;
+    return this.#side !== null && this.#side.get(VERDICT_ROW + pairKey(problemId, programHash, testHash)) !== undefined;
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
   load(problemId: string, programHash: string): ModuleLoad {
-    return this.#load.get(programKey(problemId, programHash)) ?? 'unknown';
+    const pk = programKey(problemId, programHash);
+    return this.#load.get(pk) ?? this.#sideLoad(pk) ?? 'unknown';
   }
 
   /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
@@ -338,8 +451,23 @@ export class VerdictIndex {
     const reused = this.#reused.get(requestId);
     if (!reused) return out;
     for (const p of reused.pairs) {
-      const v = this.#byPair.get(pairKey(reused.problemId, p.programHash, p.testHash));
-      if (v) out.push({ ...v, requestId, programId: p.programId, testId: p.testId, cached: true });
+      const v = this.#recorded(reused.problemId, p.programHash, p.testHash);
+      if (v) {
+        out.push({
+          requestId,
+          programId: p.programId,
+          programHash: p.programHash,
+          testId: p.testId,
+          testHash: p.testHash,
+          verdict: v.verdict,
+          timeMs: v.timeMs,
+          memoryKb: v.memoryKb,
+          outputHash: v.outputHash,
+          exceptionType: v.exceptionType,
+          isolated: v.isolated,
+          cached: true,
+        });
+      }
     }
     return out;
   }
@@ -379,14 +507,17 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // request id. ProgramExecuted is folded one by one: each names the program it completes.
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
-  // outcomes merged by rank. 4: requests await each program. 5: packed.
-  snapshotVersion: 5,
+  // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
+  // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded.
+  snapshotVersion: 7,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
     serialize: (verdicts) => verdicts.serialize(),
-    restore: (data) => VerdictIndex.restore(data),
+    restore: (data, side) => VerdictIndex.restore(data, side),
+    sideRows: (verdicts) => verdicts.sideRows(),
+    sideSaved: (verdicts) => verdicts.sideSaved(),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;

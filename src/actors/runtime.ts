@@ -20,7 +20,7 @@
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
-import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 import { DEFAULT_RETRY, RunFailedError, certainToRepeat, backoffAfter, effectFailedEvent, errorText, failureCommitId, runFailedCommitId, sleep, type EffectFailure, type RetryPolicy } from './effect-failures.js';
 import { TestOnlyReorder, type TestOnlyReorderOptions } from './test-only-reorder.js';
 
@@ -52,7 +52,12 @@ export interface SideIndex<I> {
   /** For snapshots: the index as JSON data, and an index from that data. An actor whose index
    * lacks them is never snapshotted (it refolds from the start). */
   serialize?(index: I): unknown;
-  restore?(data: unknown): I;
+  /** `side`: the rows its snapshot kept beside the body (see sideRows). */
+  restore?(data: unknown, side: SideReader): I;
+  /** Rows kept beside the snapshot body rather than in it (see SideRows in snapshots.ts): those
+   * changed since `sideSaved`; `sideSaved` is called once they are saved. */
+  sideRows?(index: I): SideRows;
+  sideSaved?(index: I): void;
 }
 
 export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, Env, I = undefined> {
@@ -356,7 +361,7 @@ export class ActorRuntime<Env> {
     if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
     try {
       const snapshot = actor.def.machine.restoreSnapshot(body.machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
-      const index = actor.def.index ? actor.def.index.restore!(body.index) : undefined;
+      const index = actor.def.index ? actor.def.index.restore!(body.index, this.#snapshots!.table.side(actor.def.name)) : undefined;
       return { snapshot, index };
     } catch (err) {
       throw refuse(`its state does not restore (${(err as Error).message})`);
@@ -520,9 +525,14 @@ export class ActorRuntime<Env> {
         continue;
       }
       const bytes = Buffer.from(text);
-      taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes });
+      const side = actor.def.index?.sideRows?.(actor.index);
+      taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) });
     }
     this.#snapshots!.table.save(taken);
+    for (const t of taken) {
+      const actor = this.#actors.get(t.ref.actor)!;
+      if (t.side) actor.def.index?.sideSaved?.(actor.index);
+    }
     this.#snapshotAt = this.#folded;
   }
 

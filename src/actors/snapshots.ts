@@ -10,6 +10,7 @@
  * or ignored, the reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
@@ -47,13 +48,37 @@ export interface StoredSnapshot {
   ref: SnapshotRef;
   /** The body's JSON text as stored (see SnapshotBody). */
   body: Uint8Array;
+  /** Rows kept beside the body (see SideRows), saved with it. */
+  side?: SideRows;
+}
+
+/**
+ * Rows an actor's index keeps beside its snapshot body instead of in it, by key: what grows with
+ * the whole run (every recorded verdict) is written once, as it is recorded, not again in every
+ * body, and a restarted actor reads the rows it needs instead of parsing them all. Saved in the
+ * transaction of the body they go with, so the rows and the body always stand at one position.
+ */
+export interface SideRows {
+  /** Drop the actor's rows first: an index folded from the start writes all of its rows. */
+  replace: boolean;
+  /** Rows written or changed since the actor's last saved snapshot. */
+  rows: readonly (readonly [key: string, value: string])[];
+}
+
+/** An actor's side rows as its latest snapshot left them. */
+export interface SideReader {
+  get(key: string): string | undefined;
+  /** Every row, in key order (tests, and comparing states whole). */
+  all(): IterableIterator<[string, string]>;
 }
 
 /** Where the latest snapshot of each actor is kept. */
 export interface SnapshotTable {
   latest(actor: string): StoredSnapshot | null;
-  /** Replaces the named actors' snapshots, all at once. */
+  /** Replaces the named actors' snapshots (and writes their side rows), all at once. */
   save(snapshots: readonly StoredSnapshot[]): void;
+  /** The side rows of an actor's latest snapshot. */
+  side(actor: string): SideReader;
   close(): void;
 }
 
@@ -68,6 +93,20 @@ export class SnapshotRefusedError extends Error {
     this.name = 'SnapshotRefusedError';
   }
 }
+
+/** A side row whose checksum no longer matches: read as part of an actor's state, it is never
+ * trusted; the actor's work stops with this error (delete snapshots.db to refold from the log). */
+export class SideRowCorruptError extends Error {
+  constructor(
+    readonly actor: string,
+    readonly key: string,
+  ) {
+    super(`side row ${JSON.stringify(key.slice(0, 80))} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`);
+    this.name = 'SideRowCorruptError';
+  }
+}
+
+const sideSum = (key: string, value: string): number => crc32(value, crc32(key));
 
 /** A version string for an actor's snapshots: the snapshot format, the code's version, the
  * actor's own snapshot version, and the shape of its machine (state ids, event types). */
@@ -92,6 +131,10 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #runId: string;
   readonly #select: Database.Statement;
   readonly #upsert: Database.Statement;
+  readonly #sideGet: Database.Statement;
+  readonly #sideAll: Database.Statement;
+  readonly #sidePut: Database.Statement;
+  readonly #sideDrop: Database.Statement;
 
   constructor(file: string, runId: string) {
     this.#db = new Database(file);
@@ -100,7 +143,16 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (
       run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,
       PRIMARY KEY (run_id, actor))`);
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_side (
+      run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL,
+      PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID`);
     this.#runId = runId;
+    this.#sideGet = this.#db.prepare('SELECT value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key = ?').raw();
+    this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? ORDER BY key').raw();
+    this.#sidePut = this.#db.prepare(
+      'INSERT INTO actor_side (run_id, actor, key, value, sum) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
+    );
+    this.#sideDrop = this.#db.prepare('DELETE FROM actor_side WHERE run_id = ? AND actor = ?');
     this.#select = this.#db.prepare('SELECT actor, position, hash, version, body FROM actor_snapshots WHERE run_id = ? AND actor = ?');
     this.#upsert = this.#db.prepare(
       `INSERT INTO actor_snapshots (run_id, actor, position, version, hash, body) VALUES (?, ?, ?, ?, ?, ?)
@@ -120,8 +172,31 @@ export class SqliteSnapshotTable implements SnapshotTable {
 
   save(snapshots: readonly StoredSnapshot[]): void {
     this.#db.transaction(() => {
-      for (const { ref, body } of snapshots) this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
+      for (const { ref, body, side } of snapshots) {
+        this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
+        if (side?.replace) this.#sideDrop.run(this.#runId, ref.actor);
+        for (const [key, value] of side?.rows ?? []) this.#sidePut.run(this.#runId, ref.actor, key, value, sideSum(key, value));
+      }
     })();
+  }
+
+  side(actor: string): SideReader {
+    const checked = (key: string, value: string, sum: number): string => {
+      if (sideSum(key, value) !== sum) throw new SideRowCorruptError(actor, key);
+      return value;
+    };
+    const get = this.#sideGet;
+    const all = this.#sideAll;
+    const runId = this.#runId;
+    return {
+      get(key) {
+        const row = get.get(runId, actor, key) as [string, number] | undefined;
+        return row && checked(key, row[0], row[1]);
+      },
+      *all() {
+        for (const [key, value, sum] of all.iterate(runId, actor) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
+      },
+    };
   }
 
   close(): void {

@@ -28,6 +28,7 @@ import {
   type ProblemSelection,
 } from './answer-selection.js';
 import type { RequestVerdict } from './recorded-verdicts.js';
+import { requestListsText, type StoredRequest } from './request-lists.js';
 
 const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
@@ -37,13 +38,6 @@ const SUMS = 'answer_selection_round_sums';
 const UNANSWERED = '.';
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 
-/** A request as kept: its lists, as [id, hash] and flat index pairs. */
-interface StoredRequest {
-  programs: [string, string][];
-  tests: [string, string][];
-  pairs: number[];
-  reused: number[];
-}
 
 interface RequestRow {
   request_id: string;
@@ -59,7 +53,6 @@ interface OpenRow {
   generatedTests: string[];
 }
 
-const collected = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
 /** Parsed request bodies, by their text: a problem-round's requests are read several times. */
 class Bodies {
@@ -230,14 +223,7 @@ function selectionRow(p: ProblemSelection) {
 }
 
 function requested(d: EventData<'ExecutionRequested'>): RowWrite[] {
-  const body: StoredRequest = {
-    programs: d.programs.map((p) => [p.programId, p.programHash]),
-    tests: d.tests.map((t) => [t.testId, t.testHash]),
-    pairs: d.pairs,
-    // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
-    reused: collected(d.purpose) ? d.reused : [],
-  };
-  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, body: JSON.stringify(body), codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
+  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, body: requestListsText(d), codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
 }
 
 function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {

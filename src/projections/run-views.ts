@@ -4,13 +4,13 @@
  * state hashes with the live ones.
  */
 import type { EventData } from '../events/catalog.js';
-import { verdictOfCode } from '../core/verdicts.js';
 import { del, put } from './readmodel.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
 import { answerSelectionProjection } from './answer-selection-rows.js';
+import { executionsProjection } from './executions.js';
 
-export { answerSelectionProjection };
+export { answerSelectionProjection, executionsProjection };
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
@@ -109,96 +109,6 @@ export const rewardsProjection: RowProjection = {
     );
   },
 };
-
-/** The execution matrix as recorded: one verdict per (request, program, test). Compact
- * results name their request's pairs by position, so each request's pair lists are kept
- * beside in their stored form (each program and test once, pairs as index pairs): a program's
- * event then reads and parses a few kilobytes, not every pair of the request spelled out. */
-export const executionsProjection: RowProjection = {
-  name: 'executions',
-  // 4: rows built from the stored lists directly and flushed many per statement (same rows).
-  version: 4,
-  types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
-  tables: {
-    executions: {
-      columns: { request_id: 'text', program_id: 'text', test_id: 'text', program_hash: 'text', test_hash: 'text', verdict: 'text', cached: 'boolean' },
-      key: ['request_id', 'program_id', 'test_id'],
-    },
-    // body: the lists as JSON text in a fixed order (see storedBody): canonical JSON would
-    // re-sort some kilobytes per request, more than the rest of the projection costs.
-    execution_requests: { columns: { request_id: 'text', purpose: 'text', body: 'text' }, key: ['request_id'] },
-  },
-  apply: (e, view) => {
-    if (e.type === 'ExecutionRequested') {
-      const d = e.data as EventData<'ExecutionRequested'>;
-      return [put('execution_requests', { request_id: d.requestId, purpose: d.purpose, body: storedBody(d) })];
-    }
-    if (e.type === 'ExecutionCompleted') return [executionRow(e.data as EventData<'ExecutionCompleted'>)];
-    const d = e.data as EventData<'ProgramExecuted'>;
-    const text = view.get('execution_requests', { request_id: d.requestId })?.body as string | undefined;
-    // A result of a request this log never announced names no pairs.
-    if (text === undefined) return [];
-    // Rows straight from the stored lists and the compact arrays: no per-pair object between.
-    const b = parsedBody(text);
-    const size = b.pairs.length / 2;
-    const cached = new Set(d.cached);
-    return d.pairs.map((at, i) => {
-      if (at >= size) throw new Error(`ProgramExecuted of ${d.requestId} names pair ${at}, but the request has ${size}`);
-      const [programId, programHash] = b.programs[b.pairs[2 * at]!]!;
-      const [testId, testHash] = b.tests[b.pairs[2 * at + 1]!]!;
-      return put('executions', {
-        request_id: d.requestId,
-        program_id: programId,
-        test_id: testId,
-        program_hash: programHash,
-        test_hash: testHash,
-        verdict: verdictOfCode(d.verdicts[i]!),
-        cached: cached.has(i),
-      });
-    });
-  },
-};
-
-function executionRow(d: EventData<'ExecutionCompleted'>) {
-  return put('executions', {
-    request_id: d.requestId,
-    program_id: d.programId,
-    test_id: d.testId,
-    program_hash: d.programHash,
-    test_hash: d.testHash,
-    verdict: d.verdict,
-    cached: d.cached,
-  });
-}
-
-interface StoredBody {
-  programs: [string, string][];
-  tests: [string, string][];
-  pairs: number[];
-}
-
-/** The last few bodies parsed, by their text: each program's event of a request reads the
- * same body (a reward request's is tens of kilobytes). Pure: the text determines the value. */
-const bodies = new Map<string, StoredBody>();
-function parsedBody(text: string): StoredBody {
-  let b = bodies.get(text);
-  if (!b) {
-    b = JSON.parse(text) as StoredBody;
-    if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
-    bodies.set(text, b);
-  }
-  return b;
-}
-
-/** What execution_requests keeps of a request: the lists its results name by position, as
- * [id, hash] pairs so the text does not depend on the key order of the event data. */
-function storedBody(d: EventData<'ExecutionRequested'>): string {
-  return JSON.stringify({
-    programs: d.programs.map((p) => [p.programId, p.programHash]),
-    tests: d.tests.map((t) => [t.testId, t.testHash]),
-    pairs: d.pairs,
-  });
-}
 
 /** Policy versions and the checkpoints that hold them. */
 export const policyVersionsProjection: RowProjection = {

@@ -15,12 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
-import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { SideRowCorruptError, SqliteSnapshotTable } from '../../src/actors/snapshots.js';
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
 import { executor } from '../../src/actors/executor.js';
-import { judge } from '../../src/actors/judge.js';
+import { judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
@@ -145,11 +145,90 @@ describe('actor snapshots', () => {
         expect(state, a.name).not.toBeNull();
         expect(JSON.parse(JSON.stringify(state)), a.name).toEqual(JSON.parse(JSON.stringify(fromZero.persistedStateOf(a.name))));
       }
+      // The Judge's recorded verdicts live in side rows, not in its body: read through them, the
+      // restored index holds what the refolded one does.
+      const restored = fromSnapshot.indexOf('judge') as VerdictIndex;
+      const refolded = fromZero.indexOf('judge') as VerdictIndex;
+      expect(refolded.recorded().length).toBeGreaterThan(0);
+      expect(restored.recorded()).toEqual(refolded.recorded());
     } finally {
       table.close();
       await log.close();
     }
   }, 120_000);
+
+  it("the Judge keeps its recorded verdicts as side rows of its snapshot and reads them from there after a restart", async () => {
+    const dir = copyOfStopped('side-rows');
+    const runId = runIdOf(config());
+    const file = path.join(dir, 'snapshots.db');
+    const sideRows = () => {
+      const db = new Database(file, { readonly: true });
+      const rows = db.prepare("SELECT key, value FROM actor_side WHERE actor = 'judge' ORDER BY key").raw().all() as [string, string][];
+      db.close();
+      return rows;
+    };
+    const stored = sideRows();
+    const verdicts = stored.filter(([k]) => k.startsWith('v'));
+    expect(verdicts.length).toBeGreaterThan(0);
+    expect(stored.some(([k]) => k.startsWith('l'))).toBe(true);
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(file, runId);
+    const restart = async () => {
+      const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' } });
+      await runtime.start();
+      return runtime.indexOf('judge') as VerdictIndex;
+    };
+    try {
+      const index = await restart();
+      // Every verdict recorded before the snapshot is answered from its row.
+      for (const [k, value] of verdicts) {
+        const [problemId, programHash, testHash] = k.slice(1).split('\u0000') as [string, string, string];
+        expect(index.has(problemId, programHash, testHash)).toBe(true);
+        expect(JSON.parse(value)[0]).toMatch(/^[a-z_]+$/);
+      }
+      const count = (x: VerdictIndex) => x.recorded().filter(([k]) => k.startsWith('v')).length;
+      const before = count(index);
+      expect(before).toBeGreaterThanOrEqual(verdicts.length);
+      // Side rows and body are one state: without the rows the restored index lacks those verdicts.
+      const db = new Database(file);
+      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'v%'").run();
+      db.close();
+      const without = await restart();
+      expect(count(without)).toBe(before - verdicts.length);
+    } finally {
+      table.close();
+      await log.close();
+    }
+  }, 120_000);
+
+  it('a snapshot table writes side rows with their body, a replacing save drops the rows before, and a corrupt row is refused', () => {
+    const file = path.join(root, 'side-table.db');
+    const table = new SqliteSnapshotTable(file, 'run-a');
+    const other = new SqliteSnapshotTable(file, 'run-b');
+    try {
+      const ref = (position: number) => ({ actor: 'judge', position: position as never, hash: 'a'.repeat(64), version: 'v' });
+      table.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: [['x', '1'], ['y', '2']] } }]);
+      other.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: [['x', 'other run']] } }]);
+      table.save([{ ref: ref(2), body: Buffer.from('{}'), side: { replace: false, rows: [['y', '3'], ['z', '4']] } }]);
+      expect([...table.side('judge').all()]).toEqual([['x', '1'], ['y', '3'], ['z', '4']]);
+      expect(table.side('judge').get('y')).toBe('3');
+      expect(table.side('executor').get('y')).toBeUndefined();
+      table.save([{ ref: ref(3), body: Buffer.from('{}'), side: { replace: true, rows: [['w', '5']] } }]);
+      expect([...table.side('judge').all()]).toEqual([['w', '5']]);
+      // Another run's rows are its own.
+      expect([...other.side('judge').all()]).toEqual([['x', 'other run']]);
+      expect(table.latest('judge')!.ref.position).toBe(3);
+      // A changed value no longer matches its checksum: refused, naming the row.
+      const db = new Database(file);
+      db.prepare("UPDATE actor_side SET value = '6' WHERE run_id = 'run-a' AND key = 'w'").run();
+      db.close();
+      expect(() => table.side('judge').get('w')).toThrow(SideRowCorruptError);
+      expect(() => [...table.side('judge').all()]).toThrow(/side row "w" of actor judge's snapshot is corrupt/);
+    } finally {
+      table.close();
+      other.close();
+    }
+  });
 
   it('a corrupt snapshot is refused with an error naming it, and another version\'s is ignored: both refold from the start', async () => {
     const dir = copyOfStopped('corrupt');

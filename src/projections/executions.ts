@@ -1,0 +1,193 @@
+/**
+ * The execution matrix as recorded, one row per (request, program hash): the verdicts as the
+ * compact ProgramExecuted carries them (the request's pair positions, one verdict letter each,
+ * the result indexes copied from an earlier execution), beside each request's pair lists in
+ * stored form. A run of 15M results keeps about a row per 64 results instead of one per pair,
+ * and a program's event is written without reading its request back.
+ *
+ * `executionVerdicts` is the one reader of these tables: it names every verdict by its
+ * (program, test) pair again. Nothing else reads the rows' columns.
+ */
+import type Database from 'better-sqlite3';
+import type { EventData } from '../events/catalog.js';
+import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
+import { put, type ReadView, type RowWrite } from './readmodel.js';
+import type { RowProjection } from './runner.js';
+import { requestListsText, type StoredRequest } from './request-lists.js';
+
+const EXECUTIONS = 'executions';
+const REQUESTS = 'execution_requests';
+
+/** An executions row as stored. */
+interface ExecutionsRow {
+  request_id: string;
+  program_hash: string;
+  /** The request's pair positions, ascending, comma-separated. */
+  positions: string;
+  /** One verdict letter per position (see VERDICT_CODES). */
+  verdicts: string;
+  /** Indexes (into positions) of results copied from an earlier execution, comma-separated. */
+  cached: string;
+}
+
+// The event's fields are read here only: a change of the event shapes touches these three.
+type Executed = EventData<'ProgramExecuted'>;
+type Requested = EventData<'ExecutionRequested'>;
+type Completed = EventData<'ExecutionCompleted'>;
+
+const joined = (list: readonly number[]) => list.join(',');
+const numbers = (text: string): number[] => (text === '' ? [] : text.split(',').map(Number));
+
+/** A compact record as a row, its results in position order (executors write them so; another
+ * order is sorted, so the row does not depend on it). */
+function executedRow(d: Executed): ExecutionsRow {
+  let ascending = true;
+  for (let i = 1; i < d.pairs.length; i++) if (d.pairs[i]! <= d.pairs[i - 1]!) ascending = false;
+  if (ascending) return { request_id: d.requestId, program_hash: d.programHash, positions: joined(d.pairs), verdicts: d.verdicts, cached: joined(d.cached) };
+  const order = d.pairs.map((_, i) => i).sort((a, b) => d.pairs[a]! - d.pairs[b]!);
+  const cached = new Set(d.cached);
+  // A position recorded twice in one event keeps its last result.
+  const at = new Map<number, number>();
+  for (const i of order) at.set(d.pairs[i]!, i);
+  const kept = [...at.values()];
+  return {
+    request_id: d.requestId,
+    program_hash: d.programHash,
+    positions: joined(kept.map((i) => d.pairs[i]!)),
+    verdicts: kept.map((i) => d.verdicts[i]!).join(''),
+    cached: joined(kept.flatMap((i, j) => (cached.has(i) ? [j] : []))),
+  };
+}
+
+/** Parsed request bodies, by their text: an older log's per-pair results read their request's
+ * body once per pair. */
+const bodies = new Map<string, StoredRequest>();
+function parsedBody(text: string): StoredRequest {
+  let b = bodies.get(text);
+  if (!b) {
+    b = JSON.parse(text) as StoredRequest;
+    if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
+    bodies.set(text, b);
+  }
+  return b;
+}
+
+/** An older log's per-pair result, merged into its (request, program hash) row at its pair's
+ * position; a result naming no pair of an announced request names nothing to show. */
+function completedWrites(d: Completed, view: ReadView): RowWrite[] {
+  const text = view.get(REQUESTS, { request_id: d.requestId })?.body as string | undefined;
+  if (text === undefined) return [];
+  const b = parsedBody(text);
+  let position = -1;
+  for (let i = 0; i < b.pairs.length / 2 && position < 0; i++) {
+    const [programId, programHash] = b.programs[b.pairs[2 * i]!]!;
+    const [testId, testHash] = b.tests[b.pairs[2 * i + 1]!]!;
+    if (programId === d.programId && programHash === d.programHash && testId === d.testId && testHash === d.testHash) position = i;
+  }
+  if (position < 0) return [];
+  const key = { request_id: d.requestId, program_hash: d.programHash };
+  const row = view.get(EXECUTIONS, key) as ExecutionsRow | undefined;
+  const positions = row ? numbers(row.positions) : [];
+  const letters = row ? row.verdicts.split('') : [];
+  const cached = new Set(row ? numbers(row.cached).map((i) => positions[i]!) : []);
+  let at = positions.findIndex((p) => p >= position);
+  if (at < 0) at = positions.length;
+  if (positions[at] === position) letters[at] = VERDICT_CODES[d.verdict];
+  else {
+    positions.splice(at, 0, position);
+    letters.splice(at, 0, VERDICT_CODES[d.verdict]);
+  }
+  if (d.cached) cached.add(position);
+  else cached.delete(position);
+  const cachedAt = positions.flatMap((p, i) => (cached.has(p) ? [i] : []));
+  return [put(EXECUTIONS, { ...key, positions: joined(positions), verdicts: letters.join(''), cached: joined(cachedAt) })];
+}
+
+export const executionsProjection: RowProjection = {
+  name: 'executions',
+  // 5: one row per (request, program hash), verdicts packed as the event carries them.
+  version: 5,
+  types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
+  tables: {
+    [EXECUTIONS]: {
+      columns: { request_id: 'text', program_hash: 'text', positions: 'text', verdicts: 'text', cached: 'text' },
+      key: ['request_id', 'program_hash'],
+    },
+    // body: the lists as JSON text in a fixed order (see request-lists.ts): canonical JSON would
+    // re-sort some kilobytes per request, more than the rest of the projection costs.
+    [REQUESTS]: { columns: { request_id: 'text', purpose: 'text', body: 'text' }, key: ['request_id'] },
+  },
+  apply: (e, view) => {
+    if (e.type === 'ProgramExecuted') return [put(EXECUTIONS, executedRow(e.data as Executed) as unknown as Record<string, unknown>)];
+    if (e.type === 'ExecutionRequested') {
+      const d = e.data as Requested;
+      return [put(REQUESTS, { request_id: d.requestId, purpose: d.purpose, body: requestListsText(d) })];
+    }
+    return completedWrites(e.data as Completed, view);
+  },
+};
+
+/** One recorded verdict, named by its pair. */
+export interface ExecutionVerdict {
+  requestId: string;
+  programId: string;
+  programHash: string;
+  testId: string;
+  testHash: string;
+  verdict: Verdict;
+  /** Copied from an earlier execution of the same program and test. */
+  cached: boolean;
+}
+
+export class ExecutionsTableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ExecutionsTableError';
+  }
+}
+
+/**
+ * Every verdict in the executions read model of `db` (a read model built with
+ * executionsProjection), by request id, then pair position; with `requestId`, that request's.
+ * A row naming a position its request does not have is refused with the request and position.
+ */
+export function executionVerdicts(db: Database.Database, opts: { requestId?: string } = {}): ExecutionVerdict[] {
+  const where = opts.requestId === undefined ? '' : 'WHERE e.request_id = ?';
+  const rows = db
+    .prepare(
+      `SELECT e.request_id, e.program_hash, e.positions, e.verdicts, e.cached, r.body FROM ${EXECUTIONS} e
+       LEFT JOIN ${REQUESTS} r ON r.request_id = e.request_id ${where} ORDER BY e.request_id`,
+    )
+    .all(...(opts.requestId === undefined ? [] : [opts.requestId])) as (ExecutionsRow & { body: string | null })[];
+  const out: (ExecutionVerdict & { at: number })[] = [];
+  let request = '';
+  let sorted = 0;
+  const flushRequest = () => {
+    const part = out.splice(sorted).sort((a, b) => a.at - b.at);
+    out.push(...part);
+    sorted = out.length;
+  };
+  for (const row of rows) {
+    if (row.request_id !== request) {
+      flushRequest();
+      request = row.request_id;
+    }
+    if (row.body === null) throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
+    const b = JSON.parse(row.body) as StoredRequest;
+    const positions = numbers(row.positions);
+    if (positions.length !== row.verdicts.length) {
+      throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): ${positions.length} positions for ${row.verdicts.length} verdicts`);
+    }
+    const cached = new Set(numbers(row.cached));
+    positions.forEach((at, i) => {
+      if (!(at >= 0 && at < b.pairs.length / 2)) {
+        throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${b.pairs.length / 2}`);
+      }
+      const [programId, programHash] = b.programs[b.pairs[2 * at]!]!;
+      const [testId, testHash] = b.tests[b.pairs[2 * at + 1]!]!;
+      out.push({ at, requestId: row.request_id, programId, programHash, testId, testHash, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
+    });
+  }
+  flushRequest();
+  return out.map(({ at: _at, ...v }) => v);
+}
