@@ -80,6 +80,10 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
   const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
   try {
     runner.readModel.db.pragma('synchronous = OFF');
+    // Nor does it need a write-ahead log, which writes every page twice (log, then file at the
+    // checkpoint on close): a journal in memory still rolls back a failed batch. The file is
+    // in WAL mode again once opened as a read model (ReadModel.open).
+    runner.readModel.db.pragma('journal_mode = MEMORY');
     await runner.catchUp();
     return runner;
   } catch (err) {
@@ -88,8 +92,10 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
   }
 }
 
-/** Closes a built file's runner, its pages on disk. */
+/** Closes a built file's runner, its pages on disk, in WAL mode as a read model is kept (so
+ * opening it later changes nothing in it). */
 async function closeBuilt(runner: ProjectionRunner, file: string): Promise<void> {
+  runner.readModel.db.pragma('journal_mode = WAL');
   await runner.close();
   const fd = openSync(file, 'r+');
   try {
@@ -99,11 +105,12 @@ async function closeBuilt(runner: ProjectionRunner, file: string): Promise<void>
   }
 }
 
-/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read models). */
+/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read
+ * models). Not synced: it is only copied, and each copy is synced once built. */
 export async function projectShared(job: SharedJob): Promise<void> {
   removeDb(job.file);
   try {
-    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS), job.file);
+    await (await build(job.file, job, SHARED_PROJECTIONS)).close();
   } catch (err) {
     removeDb(job.file);
     throw err;
