@@ -24,7 +24,7 @@ import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_T
 import { AblationError, VariantRefusedError } from './errors.js';
 import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
 import { OverlayBlobStore, variantHead, variantPosition } from './variant-log.js';
-import { projectShared, projectVariant, summarize, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
+import { buildVariant, projectShared, summarize, type Built, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
 import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 
@@ -186,9 +186,19 @@ async function projectAll(shared: readonly SharedJob[], jobs: readonly Projectio
       return (await Promise.all(jobs.map((job) => pool.run(job)))) as Projected[];
     }
     for (const job of shared) await projectShared(job);
-    const out: Projected[] = [];
-    for (const job of jobs) out.push(await projectVariant(job));
-    return out;
+    // Each file is synced and renamed while the next is built; all are on disk (or removed)
+    // before this returns or throws.
+    const built: Built[] = [];
+    let failedBuild: { err: unknown } | null = null;
+    try {
+      for (const job of jobs) built.push(await buildVariant(job));
+    } catch (err) {
+      failedBuild = { err };
+    }
+    const failed = (await Promise.allSettled(built.map((b) => b.stored))).find((r) => r.status === 'rejected');
+    if (failedBuild) throw failedBuild.err;
+    if (failed) throw failed.reason;
+    return built.map((b) => b.out);
   } finally {
     await pool?.destroy();
     for (const job of shared) for (const suffix of ['', '-wal', '-shm']) rmSync(`${job.file}${suffix}`, { force: true });

@@ -6,7 +6,8 @@
  * before projecting the rest on top. Runs in the calling thread or on a piscina thread
  * (./project.worker.mjs): its input and output are plain data.
  */
-import { closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, renameSync, rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
 import type { Position } from '../events/log.js';
@@ -80,6 +81,10 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
   const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
   try {
     runner.readModel.db.pragma('synchronous = OFF');
+    // Nor does it need a write-ahead log, which writes every page twice (log, then file at the
+    // checkpoint on close): a journal in memory still rolls back a failed batch. The file is
+    // in WAL mode again once opened as a read model (ReadModel.open).
+    runner.readModel.db.pragma('journal_mode = MEMORY');
     await runner.catchUp();
     return runner;
   } catch (err) {
@@ -88,29 +93,44 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
   }
 }
 
-/** Closes a built file's runner, its pages on disk. */
-async function closeBuilt(runner: ProjectionRunner, file: string): Promise<void> {
+/** Closes a built file's runner, in WAL mode as a read model is kept (so opening it later
+ * changes nothing in it). */
+async function closeBuilt(runner: ProjectionRunner): Promise<void> {
+  runner.readModel.db.pragma('journal_mode = WAL');
   await runner.close();
-  const fd = openSync(file, 'r+');
+}
+
+/** Puts a closed file's pages on disk (on the thread pool: the calling thread goes on). */
+async function syncFile(file: string): Promise<void> {
+  const handle = await open(file, 'r+');
   try {
-    fsyncSync(fd);
+    await handle.sync();
   } finally {
-    closeSync(fd);
+    await handle.close();
   }
 }
 
-/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read models). */
+/** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read
+ * models). Not synced: it is only copied, and each copy is synced once built. */
 export async function projectShared(job: SharedJob): Promise<void> {
   removeDb(job.file);
   try {
-    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS), job.file);
+    await (await build(job.file, job, SHARED_PROJECTIONS)).close();
   } catch (err) {
     removeDb(job.file);
     throw err;
   }
 }
 
-export async function projectVariant(job: ProjectionJob): Promise<Projected> {
+/** A variant's projection whose read models are built and summarized; `stored` settles once
+ * the file is on disk under its name (synced, then renamed: a stored variant file is whole). */
+export interface Built {
+  out: Projected;
+  stored: Promise<void>;
+}
+
+/** Builds a variant's file; syncing and renaming it go on while the caller builds the next. */
+export async function buildVariant(job: ProjectionJob): Promise<Built> {
   const tmp = `${job.file}.tmp-${process.pid}-${job.name}`;
   removeDb(tmp);
   try {
@@ -124,14 +144,29 @@ export async function projectVariant(job: ProjectionJob): Promise<Projected> {
       await runner.close();
       throw err;
     }
-    await closeBuilt(runner, tmp);
+    await closeBuilt(runner);
     for (const suffix of ['-wal', '-shm']) rmSync(`${tmp}${suffix}`, { force: true });
-    renameSync(tmp, job.file);
-    return out;
+    const stored = syncFile(tmp).then(
+      () => renameSync(tmp, job.file),
+      (err: unknown) => {
+        removeDb(tmp);
+        throw err;
+      },
+    );
+    // Awaited by the caller once every variant is built; handled now so that a failure while
+    // it builds the next is not reported as unhandled.
+    stored.catch(() => undefined);
+    return { out, stored };
   } catch (err) {
     removeDb(tmp);
     throw err;
   }
+}
+
+export async function projectVariant(job: ProjectionJob): Promise<Projected> {
+  const { out, stored } = await buildVariant(job);
+  await stored;
+  return out;
 }
 
 /** A job of either kind (the piscina worker's entry). */

@@ -112,6 +112,16 @@ export class RecordedAnswers {
     }
     return out;
   }
+
+  readonly #byPair = new Map<string, ReadonlyMap<string, Verdicts[number]>>();
+
+  /** The request's recorded verdicts by pair (shared, like `of`): what a replanned request of
+   * it needs is looked up here before anything else. */
+  byPair(requestId: string): ReadonlyMap<string, Verdicts[number]> {
+    let out = this.#byPair.get(requestId);
+    if (!out) this.#byPair.set(requestId, (out = new Map(this.of(requestId).map((v) => [pairKey(v), v]))));
+    return out;
+  }
 }
 
 /**
@@ -314,15 +324,24 @@ export class VariantJudge {
     const p = this.#recorded.open(roundKey(d));
     const cfg = this.variant.config.mistakeBook;
     const history = cfg.enabled ? topTests(book, cfg.replay) : [];
-    const recorded = [...requestPairs(d), ...reusedPairs(d)];
-    const generated = recorded.filter((x) => !x.testId.startsWith(HIST_SUITE));
+    const executed = requestPairs(d);
+    const recorded = [...executed, ...reusedPairs(d)];
+    // The generated-test pairs by program, in recorded order (one pass, not one per program).
+    const generatedOf = new Map<string, Pair[]>();
+    for (const x of recorded) {
+      if (x.testId.startsWith(HIST_SUITE)) continue;
+      const list = generatedOf.get(x.programId);
+      if (list) list.push(x);
+      else generatedOf.set(x.programId, [x]);
+    }
     const want: Pair[] = [];
     for (const s of p.solutions) {
-      want.push(...generated.filter((x) => x.programId === s.solutionId));
+      want.push(...(generatedOf.get(s.solutionId) ?? []));
       for (const h of history) want.push({ programId: s.solutionId, programHash: s.programHash, testId: `${HIST_SUITE}${h.testKey}`, testHash: h.testHash });
     }
     const solutionIds = new Set(p.solutions.map((s) => s.solutionId));
-    want.push(...generated.filter((x) => !solutionIds.has(x.programId)));
+    // Pairs of programs that are not this round's samples, in recorded order.
+    for (const x of recorded) if (!solutionIds.has(x.programId) && !x.testId.startsWith(HIST_SUITE)) want.push(x);
     if (history.length > 0 && cfg.blacklist) {
       const reference = this.#problems.get(d.problemId)?.solutions[0];
       if (reference === undefined) throw new AblationError(`problem ${d.problemId} has no reference program: the Mistake Book blacklist needs one`);
@@ -337,7 +356,6 @@ export class VariantJudge {
     // Pairs this request executed in the run stay its own, in their recorded order (the recorded
     // results name them by position); the others are answered from earlier records. What the
     // variant's judgement reads is `want` (see #verdicts).
-    const executed = requestPairs(d);
     const executedKeys = new Set(executed.map(pairKey));
     const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
     // At its variant position already: variants planning alike share the object.
@@ -389,6 +407,11 @@ export class VariantJudge {
   #verdicts(requestId: string, p: ProblemRound, answers: RecordedAnswers): Verdicts {
     const want = this.#replanned.get(p.key)?.get(requestId);
     if (!want) return answers.of(requestId);
+    // Most replanned requests need only pairs the request itself recorded (the Mistake Book off
+    // or narrower): those verdicts, as every variant reads them, without building them again.
+    const own = answers.byPair(requestId);
+    const found = want.map((x) => own.get(pairKey(x)));
+    if (found.every((v) => v !== undefined)) return found as Verdicts[number][];
     const { byKey, missing } = this.#answer(requestId, want, p, answers);
     if (missing.length > 0) {
       const settings = this.variant.overrides.map((o) => o.key).filter((k) => BOOK_SETTINGS.includes(k));

@@ -128,6 +128,21 @@ describe('crucible ablate', () => {
     for (const name of ['answer-selection', 'mistake-book']) expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
   });
 
+  it('each variant file is whole under its own name when the call returns, in WAL mode, and nothing temporary is left', () => {
+    // Files are synced and renamed while the next variant is built, and the shared base is removed.
+    const files = first.variants.map((v) => path.basename(answered(v).file)).sort();
+    expect(readdirSync(path.join(root, 'ablations')).sort()).toEqual(files);
+    for (const v of first.variants) {
+      // Built with the journal in memory, then put back in WAL mode: opening it as a read model changes nothing.
+      const db = new Database(answered(v).file, { readonly: true });
+      try {
+        expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      } finally {
+        db.close();
+      }
+    }
+  });
+
   it('alpha=0 and alpha=1 give each suite -nonprintable + [valid program] * attack, and * valid ratio', async () => {
     const recorded = rewardsOf(path.join(outcome.dir, 'views.db'), 'test');
     const recordedCode = rewardsOf(path.join(outcome.dir, 'views.db'), 'code');
