@@ -7,12 +7,19 @@ import { BlobCorruptError, BlobNotFoundError } from './errors.js';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from './blobs.js';
 
 /**
- * Blobs in the log's SQLite file. A put is buffered and written in the same transaction as the
+ * Blobs in the log's SQLite file, keyed by the 32 bytes of their sha256 (half the size of its
+ * hex text, which files written before format 2 hold as keys; both are read, so such a file
+ * keeps working when it is appended to). A put is buffered and written in the same transaction as the
  * next append (or at close, or when the buffer grows large): an autocommitted insert per blob
  * would cost one fsync each at synchronous=FULL, and a blob is only ever looked for through an
  * event that names it, which that append writes. A blob put by a process that dies before its
  * next append is lost with the work that would have referenced it.
  */
+/** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
+ * bytes (its key and the map's own). */
+const RECENT_BYTES = 64 << 20;
+const ENTRY_COST = 160;
+
 export class SqliteBlobStore implements BlobStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
@@ -23,13 +30,17 @@ export class SqliteBlobStore implements BlobStore {
   #pendingBytes = 0;
   /** Hashes known to be stored (bounded): a repeated put costs a hash and a lookup. */
   readonly #stored = new Set<string>();
-  /** Recently read blobs, already verified against their hash (blobs never change). */
+  /** Recently read or written blobs, already verified against their hash (blobs never change),
+   * up to RECENT_BYTES: a step's tests are read back by the Judge and the Executor after they
+   * are written, and a cache bounded by count missed most of them at Code-A1's size. */
   readonly #recent = new Map<string, Buffer>();
+  #recentBytes = 0;
 
   constructor(db: Database.Database) {
     this.#db = db;
     this.#insert = db.prepare('INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?, ?)');
     this.#select = db.prepare('SELECT bytes FROM blobs WHERE hash = ?').pluck();
+    // The key is bound as 32 bytes, or as hex text for a blob an older writer put.
     this.#exists = db.prepare('SELECT 1 FROM blobs WHERE hash = ?').pluck();
   }
 
@@ -47,9 +58,12 @@ export class SqliteBlobStore implements BlobStore {
   /** Writes buffered blobs; called inside the append transaction, and on close. */
   writePending(): void {
     if (this.#pending.size === 0) return;
-    for (const [hash, bytes] of this.#pending) this.#insert.run(hash, bytes);
+    for (const [hash, bytes] of this.#pending) this.#insert.run(Buffer.from(hash, 'hex'), bytes);
     if (this.#stored.size > 200_000) this.#stored.clear();
-    for (const hash of this.#pending.keys()) this.#stored.add(hash);
+    for (const [hash, bytes] of this.#pending) {
+      this.#stored.add(hash);
+      this.#remember(hash, bytes);
+    }
     this.#pending.clear();
     this.#pendingBytes = 0;
   }
@@ -58,16 +72,24 @@ export class SqliteBlobStore implements BlobStore {
     assertBlobHash(hash);
     let bytes = this.#pending.get(hash) ?? this.#recent.get(hash);
     if (bytes === undefined) {
-      bytes = (this.#select.get(hash) as Buffer | undefined) ?? undefined;
+      bytes = ((this.#select.get(Buffer.from(hash, 'hex')) ?? this.#select.get(hash)) as Buffer | undefined) ?? undefined;
       if (bytes === undefined) throw new BlobNotFoundError(hash);
       // A flipped byte on disk must not pass as the payload an event refers to.
       if (sha256Hex(bytes) !== hash) throw new BlobCorruptError(hash);
-      if (bytes.byteLength <= 64 << 10) {
-        if (this.#recent.size >= 8192) this.#recent.delete(this.#recent.keys().next().value!);
-        this.#recent.set(hash, bytes);
-      }
+      this.#remember(hash, bytes);
     }
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  #remember(hash: string, bytes: Buffer): void {
+    if (bytes.byteLength > 64 << 10 || this.#recent.has(hash)) return;
+    while (this.#recentBytes + bytes.byteLength > RECENT_BYTES && this.#recent.size > 0) {
+      const [oldest, old] = this.#recent.entries().next().value!;
+      this.#recent.delete(oldest);
+      this.#recentBytes -= old.byteLength + ENTRY_COST;
+    }
+    this.#recent.set(hash, bytes);
+    this.#recentBytes += bytes.byteLength + ENTRY_COST;
   }
 
   async getText(hash: string): Promise<string> {
@@ -76,13 +98,19 @@ export class SqliteBlobStore implements BlobStore {
 
   async has(hash: string): Promise<boolean> {
     assertBlobHash(hash);
-    return this.#pending.has(hash) || this.#exists.get(hash) !== undefined;
+    return this.#pending.has(hash) || this.#exists.get(Buffer.from(hash, 'hex')) !== undefined || this.#exists.get(hash) !== undefined;
   }
 
   async *list(): AsyncIterable<string> {
-    yield* [...this.#pending.keys()];
-    for (const h of this.#db.prepare('SELECT hash FROM blobs').pluck().all() as string[]) {
-      if (!this.#pending.has(h)) yield h;
+    const seen = new Set(this.#pending.keys());
+    yield* seen;
+    for (const key of this.#db.prepare('SELECT hash FROM blobs').pluck().all() as (Buffer | string)[]) {
+      // A blob put in the older form and again in the new one is listed once.
+      const h = typeof key === 'string' ? key : key.toString('hex');
+      if (!seen.has(h)) {
+        seen.add(h);
+        yield h;
+      }
     }
   }
 }

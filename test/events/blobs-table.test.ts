@@ -44,3 +44,53 @@ it('a new log keeps blobs without a rowid; a log with the older rowid table stil
   }
   expect(tableSql(file)).not.toMatch(/WITHOUT ROWID/);
 });
+
+it('keys blobs by the 32 bytes of their hash; a format-1 file with hex keys still reads, lists and appends, and is marked format 2', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file);
+  const first = await log.blobs.put('print(1)\n');
+  await log.close();
+
+  const db = new Database(file);
+  const key = db.prepare('SELECT hash FROM blobs').pluck().get() as Buffer;
+  expect(Buffer.isBuffer(key) && key.toString('hex')).toBe(first);
+  // As a format-1 writer left it: the hex text as key.
+  db.prepare('UPDATE blobs SET hash = ?').run(first);
+  db.prepare("UPDATE crucible_meta SET value = '1' WHERE key = 'format'").run();
+  db.close();
+
+  const again = await openSqliteLog(file);
+  try {
+    expect(await again.blobs.getText(first)).toBe('print(1)\n');
+    expect(await again.blobs.has(first)).toBe(true);
+    const second = await again.blobs.put('print(2)\n');
+    // Put again in the new form: listed once.
+    await again.blobs.put('print(1)\n');
+    await again.append('s', [], { commitId: 'c0' }).catch(() => undefined);
+    expect(await again.blobs.getText(second)).toBe('print(2)\n');
+    const listed: string[] = [];
+    for await (const h of again.blobs.list()) listed.push(h);
+    expect(listed.sort()).toEqual([first, second].sort());
+  } finally {
+    await again.close();
+  }
+  const after = new Database(file, { readonly: true });
+  expect(after.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe('2');
+  after.close();
+});
+
+it('a blob whose stored bytes changed is refused, whichever form its key has', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file);
+  const h = await log.blobs.put('print(3)\n');
+  await log.close();
+  const db = new Database(file);
+  db.prepare('UPDATE blobs SET bytes = ?').run(Buffer.from('print(4)\n'));
+  db.close();
+  const again = await openSqliteLog(file);
+  try {
+    await expect(again.blobs.get(h)).rejects.toThrow(/corrupt|match/i);
+  } finally {
+    await again.close();
+  }
+});
