@@ -5,21 +5,49 @@
 import type Database from 'better-sqlite3';
 import { BlobCorruptError, BlobNotFoundError } from './errors.js';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from './blobs.js';
+import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
 
-/**
- * Blobs in the log's SQLite file, keyed by the 32 bytes of their sha256 (half the size of its
- * hex text, which files written before format 2 hold as keys; both are read, so such a file
- * keeps working when it is appended to). A put is buffered and written in the same transaction as the
- * next append (or at close, or when the buffer grows large): an autocommitted insert per blob
- * would cost one fsync each at synchronous=FULL, and a blob is only ever looked for through an
- * event that names it, which that append writes. A blob put by a process that dies before its
- * next append is lost with the work that would have referenced it.
- */
 /** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
  * bytes (its key and the map's own). */
 const RECENT_BYTES = 64 << 20;
 const ENTRY_COST = 160;
 
+/** A row under a binary key stores a tag byte, then the bytes as they are (RAW) or deflated
+ * (DEFLATED: kept when it saves a tenth; model responses and training batches are text). Rows
+ * under a hex key (format 1) hold the bytes alone. */
+const RAW = 0;
+const DEFLATED = 1;
+const MIN_DEFLATED = 256;
+
+function storedBlob(bytes: Buffer): Buffer {
+  if (bytes.byteLength >= MIN_DEFLATED) {
+    const packed = deflateRawSync(bytes, { level: constants.Z_BEST_SPEED });
+    if (packed.byteLength * 10 < bytes.byteLength * 9) return Buffer.concat([Buffer.of(DEFLATED), packed]);
+  }
+  return Buffer.concat([Buffer.of(RAW), bytes]);
+}
+
+/** The bytes a row under a binary key stands for; undefined when its tag is not one written here. */
+function blobOfRow(row: Buffer): Buffer | undefined {
+  if (row.byteLength === 0) return undefined;
+  if (row[0] === RAW) return row.subarray(1);
+  if (row[0] !== DEFLATED) return undefined;
+  try {
+    return inflateRawSync(row.subarray(1));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Blobs in the log's SQLite file, keyed by the 32 bytes of their sha256 (half the size of its
+ * hex text, which files written before format 2 hold as keys; both are read, so such a file
+ * keeps working when it is appended to), each row's bytes deflated where that pays. A put is buffered and written in the same transaction as the
+ * next append (or at close, or when the buffer grows large): an autocommitted insert per blob
+ * would cost one fsync each at synchronous=FULL, and a blob is only ever looked for through an
+ * event that names it, which that append writes. A blob put by a process that dies before its
+ * next append is lost with the work that would have referenced it.
+ */
 export class SqliteBlobStore implements BlobStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
@@ -58,7 +86,7 @@ export class SqliteBlobStore implements BlobStore {
   /** Writes buffered blobs; called inside the append transaction, and on close. */
   writePending(): void {
     if (this.#pending.size === 0) return;
-    for (const [hash, bytes] of this.#pending) this.#insert.run(Buffer.from(hash, 'hex'), bytes);
+    for (const [hash, bytes] of this.#pending) this.#insert.run(Buffer.from(hash, 'hex'), storedBlob(bytes));
     if (this.#stored.size > 200_000) this.#stored.clear();
     for (const [hash, bytes] of this.#pending) {
       this.#stored.add(hash);
@@ -72,10 +100,11 @@ export class SqliteBlobStore implements BlobStore {
     assertBlobHash(hash);
     let bytes = this.#pending.get(hash) ?? this.#recent.get(hash);
     if (bytes === undefined) {
-      bytes = ((this.#select.get(Buffer.from(hash, 'hex')) ?? this.#select.get(hash)) as Buffer | undefined) ?? undefined;
-      if (bytes === undefined) throw new BlobNotFoundError(hash);
+      const row = this.#select.get(Buffer.from(hash, 'hex')) as Buffer | undefined;
+      bytes = row === undefined ? (this.#select.get(hash) as Buffer | undefined) : blobOfRow(row);
+      if (row === undefined && bytes === undefined) throw new BlobNotFoundError(hash);
       // A flipped byte on disk must not pass as the payload an event refers to.
-      if (sha256Hex(bytes) !== hash) throw new BlobCorruptError(hash);
+      if (bytes === undefined || sha256Hex(bytes) !== hash) throw new BlobCorruptError(hash);
       this.#remember(hash, bytes);
     }
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -54,8 +55,8 @@ it('keys blobs by the 32 bytes of their hash; a format-1 file with hex keys stil
   const db = new Database(file);
   const key = db.prepare('SELECT hash FROM blobs').pluck().get() as Buffer;
   expect(Buffer.isBuffer(key) && key.toString('hex')).toBe(first);
-  // As a format-1 writer left it: the hex text as key.
-  db.prepare('UPDATE blobs SET hash = ?').run(first);
+  // As a format-1 writer left it: the hex text as key, the bytes alone (no tag byte).
+  db.prepare('UPDATE blobs SET hash = ?, bytes = substr(bytes, 2)').run(first);
   db.prepare("UPDATE crucible_meta SET value = '1' WHERE key = 'format'").run();
   db.close();
 
@@ -90,6 +91,29 @@ it('a blob whose stored bytes changed is refused, whichever form its key has', a
   const again = await openSqliteLog(file);
   try {
     await expect(again.blobs.get(h)).rejects.toThrow(/corrupt|match/i);
+  } finally {
+    await again.close();
+  }
+});
+
+it('stores a long text blob deflated and gives back its exact bytes; a short or incompressible one as it is', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file);
+  const text = Array.from({ length: 200 }, (_, i) => JSON.stringify({ style: 'stdio', input: `${i * 7919}\n`, output: `${i}\n` })).join('\n');
+  const noise = Buffer.concat(Array.from({ length: 128 }, (_, i) => createHash('sha256').update(String(i)).digest()));
+  const [long, short, random] = [await log.blobs.put(text), await log.blobs.put('x = 1\n'), await log.blobs.put(noise)];
+  await log.close();
+  const db = new Database(file, { readonly: true });
+  const size = (h: string) => db.prepare('SELECT length(bytes) FROM blobs WHERE hash = ?').pluck().get(Buffer.from(h, 'hex')) as number;
+  expect(size(long)).toBeLessThan(Buffer.byteLength(text) / 2);
+  expect(size(short)).toBe(7);
+  expect(size(random)).toBe(4097);
+  db.close();
+  const again = await openSqliteLog(file);
+  try {
+    expect(await again.blobs.getText(long)).toBe(text);
+    expect(await again.blobs.getText(short)).toBe('x = 1\n');
+    expect(Buffer.from(await again.blobs.get(random)).equals(noise)).toBe(true);
   } finally {
     await again.close();
   }
