@@ -10,6 +10,13 @@ import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
 /** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
  * bytes (its key and the map's own). */
 const RECENT_BYTES = 64 << 20;
+/** Blobs held back for the next append before they are written on their own. Keys are hashes,
+ * so every insert lands on a random page of the table: a batch written on its own rewrites
+ * about one page per blob, and batches of a few thousand (as a step's tests once were) cost
+ * more than everything else in the loop. Held for the step's append instead, a step's blobs
+ * dirty each page once. */
+const MAX_PENDING = 1 << 20;
+const MAX_PENDING_BYTES = 128 << 20;
 const ENTRY_COST = 160;
 
 /** A row under a binary key stores a tag byte, then the bytes as they are (RAW) or deflated
@@ -79,14 +86,15 @@ export class SqliteBlobStore implements BlobStore {
     // Copied: the caller may reuse its buffer.
     this.#pending.set(hash, Buffer.from(bytes));
     this.#pendingBytes += bytes.byteLength;
-    if (this.#pending.size >= 4096 || this.#pendingBytes >= 16 << 20) this.#db.transaction(() => this.writePending())();
+    if (this.#pending.size >= MAX_PENDING || this.#pendingBytes >= MAX_PENDING_BYTES) this.#db.transaction(() => this.writePending())();
     return hash;
   }
 
   /** Writes buffered blobs; called inside the append transaction, and on close. */
   writePending(): void {
     if (this.#pending.size === 0) return;
-    for (const [hash, bytes] of this.#pending) this.#insert.run(Buffer.from(hash, 'hex'), storedBlob(bytes));
+    // In key order: each b-tree page is visited once per batch, not once per blob.
+    for (const hash of [...this.#pending.keys()].sort()) this.#insert.run(Buffer.from(hash, 'hex'), storedBlob(this.#pending.get(hash)!));
     if (this.#stored.size > 200_000) this.#stored.clear();
     for (const [hash, bytes] of this.#pending) {
       this.#stored.add(hash);
