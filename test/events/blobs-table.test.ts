@@ -118,3 +118,54 @@ it('stores a long text blob deflated and gives back its exact bytes; a short or 
     await again.close();
   }
 });
+
+it('keeps small blobs put together in packs, found by a short key; a blob whose short key is taken goes under its full key; a damaged pack is reported', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file);
+  const tests = Array.from({ length: 150 }, (_, i) => JSON.stringify({ input: `${i * 7919}\n`, output: `${i}\n`, style: 'stdio' }));
+  const hashes = [];
+  for (const t of tests) hashes.push(await log.blobs.put(t));
+  await log.close();
+
+  const db = new Database(file);
+  expect(db.prepare('SELECT count(*) FROM blob_packs').pluck().get()).toBe(3);
+  expect(db.prepare('SELECT count(*) FROM blob_members').pluck().get()).toBe(150);
+  expect(db.prepare('SELECT count(*) FROM blobs').pluck().get()).toBe(0);
+  // Another blob whose first 52 bits are those of a member (as if two hashes shared them).
+  const other = 'print("other")\n';
+  const otherHash = createHash('sha256').update(other).digest('hex');
+  const place = db.prepare('SELECT place FROM blob_members WHERE prefix = ?').pluck().get(parseInt(hashes[5]!.slice(0, 13), 16)) as number;
+  db.prepare('INSERT INTO blob_members (prefix, place) VALUES (?, ?)').run(parseInt(otherHash.slice(0, 13), 16), place);
+  db.close();
+
+  const again = await openSqliteLog(file);
+  try {
+    expect(await again.blobs.has(otherHash)).toBe(false);
+    await expect(again.blobs.get(otherHash)).rejects.toThrow(/is not in the blob store/);
+    expect(await again.blobs.put(other)).toBe(otherHash);
+    await again.blobs.put('x = 2\n');
+  } finally {
+    await again.close();
+  }
+  const reread = await openSqliteLog(file);
+  try {
+    expect(await reread.blobs.getText(otherHash)).toBe(other);
+    for (const [i, h] of hashes.entries()) expect(await reread.blobs.getText(h)).toBe(tests[i]);
+    const listed: string[] = [];
+    for await (const h of reread.blobs.list()) listed.push(h);
+    expect(listed.sort()).toEqual([...hashes, otherHash, createHash('sha256').update('x = 2\n').digest('hex')].sort());
+  } finally {
+    await reread.close();
+  }
+
+  const damaged = new Database(file);
+  damaged.prepare('UPDATE blob_packs SET bytes = substr(bytes, 1, 20) WHERE id = 1').run();
+  damaged.close();
+  const broken = await openSqliteLog(file);
+  try {
+    await expect(broken.blobs.get(hashes[0]!)).rejects.toThrow(/corrupt/i);
+    expect(await broken.blobs.getText(hashes[100]!)).toBe(tests[100]);
+  } finally {
+    await broken.close();
+  }
+});
