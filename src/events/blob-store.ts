@@ -135,7 +135,7 @@ export class SqliteBlobStore implements BlobStore {
     db.exec(PACK_TABLES);
     this.#insertPack = db.prepare('INSERT INTO blob_packs (bytes) VALUES (?)');
     this.#selectPack = db.prepare('SELECT bytes FROM blob_packs WHERE id = ?').pluck();
-    this.#insertMember = db.prepare('INSERT INTO blob_members (prefix, place) VALUES (?, ?)');
+    this.#insertMember = db.prepare('INSERT OR IGNORE INTO blob_members (prefix, place) VALUES (?, ?)');
     this.#selectMember = db.prepare('SELECT place FROM blob_members WHERE prefix = ?').pluck();
   }
 
@@ -155,26 +155,21 @@ export class SqliteBlobStore implements BlobStore {
     if (this.#pending.size === 0) return;
     const whole: string[] = [];
     const small: string[] = [];
-    // Small ones in put order (a step's tests of one problem side by side), each prefix once.
-    const prefixes = new Set<number>();
-    for (const [hash, bytes] of this.#pending) {
-      const prefix = prefixOf(hash);
-      if (bytes.byteLength <= PACKED_MAX && !prefixes.has(prefix) && this.#selectMember.get(prefix) === undefined) {
-        prefixes.add(prefix);
-        small.push(hash);
-      } else whole.push(hash);
-    }
+    // Small ones in put order (a step's tests of one problem side by side).
+    for (const [hash, bytes] of this.#pending) (bytes.byteLength <= PACKED_MAX ? small : whole).push(hash);
     // A lone small blob is not worth a pack.
     if (small.length === 1) whole.push(small.pop()!);
-    const members: [number, number][] = [];
+    const members: [number, number, string][] = [];
     for (let at = 0; at < small.length; at += PACK_SIZE) {
       const group = small.slice(at, at + PACK_SIZE);
       const id = Number(this.#insertPack.run(packBytes(group.map((h) => this.#pending.get(h)!))).lastInsertRowid);
-      group.forEach((h, i) => members.push([prefixOf(h), id * PACK_SIZE + i]));
+      group.forEach((h, i) => members.push([prefixOf(h), id * PACK_SIZE + i, h]));
     }
-    // In key order: each b-tree page is visited once per batch, not once per blob.
+    // In key order: each b-tree page is visited once per batch, not once per blob. A prefix
+    // already taken (by an earlier blob or one of this batch) leaves the blob under its full
+    // key; its copy in the pack is never read.
     members.sort((x, y) => x[0] - y[0]);
-    for (const [prefix, place] of members) this.#insertMember.run(prefix, place);
+    for (const [prefix, place, hash] of members) if (this.#insertMember.run(prefix, place).changes === 0) whole.push(hash);
     for (const hash of whole.sort()) this.#insert.run(Buffer.from(hash, 'hex'), storedBlob(this.#pending.get(hash)!));
     if (this.#stored.size > 200_000) this.#stored.clear();
     for (const [hash, bytes] of this.#pending) {
