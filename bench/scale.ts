@@ -32,6 +32,7 @@ import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { judge } from '../src/actors/judge.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
 import { catalog } from '../src/events/catalog.js';
+import { dataText } from '../src/events/stored-data.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
@@ -100,11 +101,12 @@ export async function runBench(args: string[]): Promise<void> {
     // Bytes per event type: the stored row (envelope columns and data) and its data alone.
     const byType = new Map<string, { events: number; row: number; data: number }>();
     for (const r of rows) {
-      const data = r[10] as string;
-      const dataLen = Buffer.byteLength(data);
+      // The stored column (deflated or text) is what the file holds; the text is what is parsed.
+      const dataLen = Buffer.byteLength(r[10] as string | Buffer);
+      const data = dataText(r[10] as string | Buffer);
       dataBytes += dataLen;
       let rowLen = 0;
-      for (const col of r) rowLen += typeof col === 'string' ? Buffer.byteLength(col) : 8;
+      for (const col of r) rowLen += typeof col === 'string' || Buffer.isBuffer(col) ? Buffer.byteLength(col) : 8;
       const t = byType.get(r[4] as string) ?? { events: 0, row: 0, data: 0 };
       t.events++;
       t.row += rowLen;
@@ -143,13 +145,13 @@ export async function runBench(args: string[]): Promise<void> {
     const replayCpu = cpu() - cReplay;
     await views.close();
 
-    // Baseline: SELECT the same rows and JSON.parse each one's data.
+    // Baseline: SELECT the same rows and JSON.parse each one's data (inflated where it is stored deflated).
     const ro = new Database(logPath, { readonly: true });
     const tRead = performance.now();
     const cRead = cpu();
     let parsed = 0;
     for (const r of ro.prepare('SELECT position, type, data, sum FROM events ORDER BY position').raw().iterate() as Iterable<unknown[]>) {
-      if (JSON.parse(r[2] as string) !== null) parsed++;
+      if (JSON.parse(dataText(r[2] as string | Buffer)) !== null) parsed++;
     }
     const rawReadSeconds = (performance.now() - tRead) / 1000;
     const rawReadCpu = cpu() - cRead;

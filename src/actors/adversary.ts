@@ -104,7 +104,7 @@ export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect
       const tests = [];
       for (const [i, parsed] of parseTestLines(g.text, problem.style).entries()) {
         const testHash = await env.blobs.put(parsed.canonical);
-        if (parsed.ok) env.rememberTest(testHash, parsed.canonical);
+        if (parsed.ok) env.rememberCheckedTest(testHash, parsed.canonical);
         tests.push({ testId: `${suiteId}/${i}`, testHash, wellFormed: parsed.ok, reason: parsed.ok ? null : parsed.reason });
       }
       events.push(

@@ -158,8 +158,14 @@ export class RunEnv {
     if (!this.#tests.has(hash)) this.#keepTest(hash, canonical);
   }
 
-  #keepTest(hash: string, text: string): TestCase {
-    const t = TestCase.parse(JSON.parse(text));
+  /** The same for a text that is the canonical JSON of a test TestCase has just accepted (the
+   * Adversary's parsed lines): read back as it is, not checked a second time. */
+  rememberCheckedTest(hash: string, canonical: string): void {
+    if (!this.#tests.has(hash)) this.#keepTest(hash, canonical, true);
+  }
+
+  #keepTest(hash: string, text: string, checked = false): TestCase {
+    const t = checked ? (JSON.parse(text) as TestCase) : TestCase.parse(JSON.parse(text));
     // A step's sampled and corrected tests (Code-A1 shape: ~200k) stay until they are run.
     if (this.#tests.size >= 262_144) this.#tests.delete(this.#tests.keys().next().value!);
     this.#tests.set(hash, t);

@@ -15,7 +15,10 @@ import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { packJson, unpackJson, type Json } from '../events/packed-json.js';
-import { compactResults, mergeLoad, pairResultsOf, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
+import { compactResults, mergeLoad, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
+import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
+
+const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
 
 type Request = EventData<'ExecutionRequested'>;
@@ -50,56 +53,121 @@ export const executorMachine = setup({
 
 export type ExecutorEffect = ExecutorContext['requests'][number];
 
+/** One recorded ProgramExecuted (or an older per-pair ExecutionCompleted, as a record of one
+ * result) with the test hash of each of its results: a result is read from it only when asked
+ * for, so folding a result costs a map entry, not an object. */
+interface Recorded {
+  d: EventData<'ProgramExecuted'>;
+  /** Result index by test hash (a later result of the same test in the record wins). */
+  at: Map<string, number>;
+}
+
 /** Results already recorded, by (program, test), and each program's load outcome: the same
  * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
  * the same cache. */
 export class ExecutionCache {
-  readonly #byPair = new Map<string, PairResult>();
+  /** Program hash -> its records, oldest first: the newest result of a pair answers. */
+  readonly #byProgram = new Map<string, Recorded[]>();
   readonly #load = new Map<string, ModuleLoad>();
-  /** Pairs of requests whose results are still to come (results name pairs by position). */
-  readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
-  static key(programHash: string, testHash: string): string {
-    return `${programHash}:${testHash}`;
-  }
+  /** Requests whose results are still to come: their stored pair lists (results name pairs by
+   * position) and how many results are missing. */
+  readonly #awaiting = new Map<string, { request: Request; left: number }>();
+
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as Request;
-      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { pairs: requestPairs(d), left: requestSize(d) });
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { request: d, left: requestSize(d) });
       return;
     }
-    const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
-    if (envelope.type === 'ProgramExecuted') {
-      const d = envelope.data as EventData<'ProgramExecuted'>;
-      this.#load.set(d.programHash, mergeLoad(this.#load.get(d.programHash), d.load));
-      const wait = this.#awaiting.get(d.requestId);
-      if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(d.requestId);
+    if (envelope.type === 'ExecutionCompleted') {
+      const r = envelope.data as PairResult;
+      this.#record(r.programHash, compactResults(r.requestId, r.programHash, [0], [r], 'unknown'), [r.testHash]);
+      return;
     }
-    // sandbox_error is the sandbox's failure, not the program's: worth running again.
-    for (const r of results) if (r.verdict !== 'sandbox_error') this.#byPair.set(ExecutionCache.key(r.programHash, r.testHash), r);
+    if (envelope.type !== 'ProgramExecuted') return;
+    const d = envelope.data as EventData<'ProgramExecuted'>;
+    this.#load.set(d.programHash, mergeLoad(this.#load.get(d.programHash), d.load));
+    const wait = this.#awaiting.get(d.requestId);
+    // Results of a request this log never announced name no pairs: nothing to remember.
+    if (!wait) return;
+    const { tests, pairs } = wait.request;
+    const testHashes = d.pairs.map((at) => tests[pairs[2 * at + 1]!]!.testHash);
+    this.#record(d.programHash, d, testHashes);
+    if ((wait.left -= d.pairs.length) <= 0) this.#awaiting.delete(d.requestId);
   }
-  get(programHash: string, testHash: string): PairResult | undefined {
-    return this.#byPair.get(ExecutionCache.key(programHash, testHash));
+
+  #record(programHash: string, d: EventData<'ProgramExecuted'>, testHashes: readonly string[]): void {
+    const at = new Map<string, number>();
+    // sandbox_error is the sandbox's failure, not the program's: worth running again.
+    testHashes.forEach((h, i) => {
+      if (d.verdicts[i] !== SANDBOX_ERROR) at.set(h, i);
+    });
+    if (at.size === 0) return;
+    const list = this.#byProgram.get(programHash);
+    if (list) list.push({ d, at });
+    else this.#byProgram.set(programHash, [{ d, at }]);
+  }
+
+  get(programHash: string, testHash: string): ResultFigures | undefined {
+    const list = this.#byProgram.get(programHash);
+    if (!list) return undefined;
+    for (let k = list.length - 1; k >= 0; k--) {
+      const { d, at } = list[k]!;
+      const i = at.get(testHash);
+      if (i === undefined) continue;
+      return {
+        verdict: verdictOfCode(d.verdicts[i]!),
+        timeMs: d.timeMs[i]!,
+        memoryKb: d.memoryKb[i]!,
+        outputHash: d.outputs[i] ?? null,
+        exceptionType: d.exceptions[i] ?? null,
+        isolated: d.isolated,
+        cached: d.cached.includes(i),
+      };
+    }
+    return undefined;
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
     return this.#load.get(programHash) ?? 'unknown';
   }
-  /** For actor snapshots: the recorded results, load outcomes and open requests, and a cache
-   * holding them. */
+  /** For actor snapshots: the recorded results (each record with its tests' hashes), load
+   * outcomes and open requests, and a cache holding them. */
   serialize(): unknown {
-    // Packed (results as columns, see packed-json.ts); keys are made again from the results.
+    // Packed (lists as columns, see packed-json.ts).
+    const records: { results: EventData<'ProgramExecuted'>; tests: string[] }[] = [];
+    for (const list of this.#byProgram.values()) {
+      for (const { d, at } of list) {
+        const tests: string[] = new Array(d.pairs.length).fill('');
+        for (const [h, i] of at) tests[i] = h;
+        records.push({ results: d, tests });
+      }
+    }
     return packJson({
-      byPair: [...this.#byPair.values()],
+      records,
       load: [...this.#load],
-      awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
+      awaiting: [...this.#awaiting].map(([, v]) => ({ request: v.request, left: v.left })),
     } as unknown as Json);
   }
   static restore(data: unknown): ExecutionCache {
-    const d = unpackJson(data as Json) as unknown as { byPair: PairResult[]; load: [string, ModuleLoad][]; awaiting: { requestId: string; left: number; pairs: Pair[] }[] };
+    const d = unpackJson(data as Json) as unknown as {
+      records: { results: EventData<'ProgramExecuted'>; tests: string[] }[];
+      load: [string, ModuleLoad][];
+      awaiting: { request: Request; left: number }[];
+    };
     const cache = new ExecutionCache();
-    for (const r of d.byPair) cache.#byPair.set(ExecutionCache.key(r.programHash, r.testHash), r);
+    // Only results that were remembered have a test hash (sandbox errors were not).
+    for (const { results, tests } of d.records) {
+      const at = new Map<string, number>();
+      tests.forEach((h, i) => {
+        if (h !== '') at.set(h, i);
+      });
+      const list = cache.#byProgram.get(results.programHash);
+      if (list) list.push({ d: results, at });
+      else cache.#byProgram.set(results.programHash, [{ d: results, at }]);
+    }
     for (const [k, v] of d.load) cache.#load.set(k, v);
-    for (const { requestId, left, pairs } of d.awaiting) cache.#awaiting.set(requestId, { pairs, left });
+    for (const { request, left } of d.awaiting) cache.#awaiting.set(request.requestId, { request, left });
     return cache;
   }
 }
@@ -116,7 +184,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
-  snapshotVersion: 4,
+  // 5: results kept as their recorded events.
+  snapshotVersion: 5,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),

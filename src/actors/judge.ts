@@ -160,8 +160,11 @@ export const judgeMachine = setup({
           completed: requestSize(d) === 0 ? [...p.completed, d.requestId] : p.completed,
         }));
         if (requestSize(d) === 0 || issued.open === undefined) return issued;
-        const programs = [...new Set(requestPairs(d).map((pair) => pair.programHash))];
-        return { ...issued, awaiting: withAwaiting(context.awaiting, d.requestId, programs) };
+        // From the stored lists: expanding every pair into an object to find a few programs
+        // cost more than the rest of the fold.
+        const programs = new Set<string>();
+        for (let i = 0; i < d.pairs.length; i += 2) programs.add(d.programs[d.pairs[i]!]!.programHash);
+        return { ...issued, awaiting: withAwaiting(context.awaiting, d.requestId, [...programs]) };
       }),
     },
     ProgramExecuted: {

@@ -65,7 +65,8 @@ export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle
         if (fixed !== null) {
           const text = canonicalJson(fixed);
           correctedKey = await env.blobs.put(text);
-          env.rememberTest(correctedKey, text);
+          // A checked test with the reference's output as its expected value: a test as well.
+          env.rememberCheckedTest(correctedKey, text);
         }
       }
       if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);

@@ -7,8 +7,9 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { NewerLogFormatError, NotACrucibleLogError } from './errors.js';
 
-/** Bump when the tables change in a way older code cannot read; add a migration from the old one. */
-export const LOG_FORMAT_VERSION = 1;
+/** Bump when the tables change in a way older code cannot read; add a migration from the old one.
+ * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read). */
+export const LOG_FORMAT_VERSION = 2;
 const LOG_KIND = 'event-log';
 const SQLITE_MAGIC = 'SQLite format 3\u0000';
 
@@ -142,6 +143,7 @@ export function openLogFile(path: string, opts: OpenFileOptions): Database.Datab
       }).immediate();
     }
     addChecksumColumn(db);
+    markFormat(db);
     return db;
   } catch (err) {
     db.close();
@@ -157,5 +159,15 @@ function addChecksumColumn(db: Database.Database): void {
   if (has()) return;
   db.transaction(() => {
     if (!has()) db.exec('ALTER TABLE events ADD COLUMN sum INTEGER');
+  }).immediate();
+}
+
+/** A format-1 file opened by this code is format 2 from now on: the blobs it puts have binary
+ * keys, which format-1 code would not find. Nothing already stored changes. */
+function markFormat(db: Database.Database): void {
+  const current = () => Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get());
+  if (current() >= LOG_FORMAT_VERSION) return;
+  db.transaction(() => {
+    if (current() < LOG_FORMAT_VERSION) db.prepare("UPDATE crucible_meta SET value = ? WHERE key = 'format'").run(String(LOG_FORMAT_VERSION));
   }).immediate();
 }

@@ -11,7 +11,8 @@ import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from './catalog.js';
 import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
-import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
+import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from './errors.js';
+import { dataText, storedData } from './stored-data.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
@@ -63,7 +64,8 @@ type Row = [
   causationId: string | null,
   correlationId: string | null,
   at: string,
-  data: string,
+  /** JSON text, or that text deflated (see stored-data.ts). */
+  data: string | Buffer,
   sum: number | null,
 ];
 
@@ -180,7 +182,7 @@ export class SqliteEventLog implements EventLog {
       const position = first + i;
       positions[i] = position as Position;
       try {
-        this.#insertEvent.run(position, r.id, commitId, stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, r.data, storedSum(this.registry, r, stream, commitId));
+        this.#insertEvent.run(position, r.id, commitId, stream, r.type, r.v, r.runId, r.causationId, r.correlationId, r.at, storedData(r.data), storedSum(this.registry, r, stream, commitId));
       } catch (err) {
         if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
           throw new DuplicateEventIdError(r.id, { index: i, stream, commitId });
@@ -276,7 +278,13 @@ export class SqliteEventLog implements EventLog {
   }
 
   #decode(row: Row): EventEnvelope {
-    const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, data, sum] = row;
+    const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, stored, sum] = row;
+    let data: string;
+    try {
+      data = dataText(stored);
+    } catch (err) {
+      throw new MalformedEventError(type, v, [{ path: 'data', message: `stored data does not inflate (${(err as Error).message})` }], { position: position as Position });
+    }
     return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId);
   }
 

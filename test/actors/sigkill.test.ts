@@ -11,6 +11,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { catalog } from '../../src/events/catalog.js';
+import { dataText } from '../../src/events/stored-data.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -62,9 +63,9 @@ class LogWatcher {
       }
     }
     try {
-      const rows = this.#db.prepare('SELECT position, type, data FROM events WHERE position > ? ORDER BY position').all(this.#after) as { position: number; type: string; data: string }[];
+      const rows = this.#db.prepare('SELECT position, type, data FROM events WHERE position > ? ORDER BY position').all(this.#after) as { position: number; type: string; data: string | Buffer }[];
       for (const r of rows) {
-        this.events.push({ type: r.type, data: catalog.fromStored(r.type, JSON.parse(r.data), {}) as Record<string, unknown> });
+        this.events.push({ type: r.type, data: catalog.fromStored(r.type, JSON.parse(dataText(r.data)), {}) as Record<string, unknown> });
         this.#after = r.position;
       }
     } catch {
@@ -169,10 +170,10 @@ describe('a run process killed with SIGKILL mid-effect', () => {
 
       // Every (program, test) pair was executed at most once across the kills and restarts.
       const db = new Database(path.join(dir, 'log.db'), { readonly: true });
-      const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as { type: string; data: string }[];
+      const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as { type: string; data: string | Buffer }[];
       db.close();
       const executed = new Map<string, number>();
-      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: catalog.fromStored(row.type, JSON.parse(row.data), {}) }) as EventEnvelope))) {
+      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: catalog.fromStored(row.type, JSON.parse(dataText(row.data)), {}) }) as EventEnvelope))) {
         if (r.cached || r.verdict === 'sandbox_error') continue;
         const pair = `${r.programHash}:${r.testHash}`;
         executed.set(pair, (executed.get(pair) ?? 0) + 1);

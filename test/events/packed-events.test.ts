@@ -14,6 +14,7 @@ import { rowChecksum } from '../../src/events/commit.js';
 import { MalformedEventError } from '../../src/events/errors.js';
 import { packJson, unpackJson, type Json } from '../../src/events/packed-json.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { dataText } from '../../src/events/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { smallConfig } from '../support/small-config.js';
@@ -109,14 +110,14 @@ describe('packed events in a run log', () => {
     const oldPath = path.join(root, 'old-shape.db');
     copyFileSync(logPath, oldPath);
     const db = new Database(oldPath);
-    const rows = db.prepare(`SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data FROM events WHERE type IN (${packedTypes.map(() => '?').join(',')})`).all(...packedTypes) as Record<string, string | number | null>[];
+    const rows = db.prepare(`SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data FROM events WHERE type IN (${packedTypes.map(() => '?').join(',')})`).all(...packedTypes) as Record<string, string | number | Buffer | null>[];
     expect(rows.length).toBeGreaterThan(20);
     const update = db.prepare('UPDATE events SET v = ?, data = ?, sum = ? WHERE position = ?');
     db.transaction(() => {
       for (const r of rows) {
         const type = r.type as string;
         const v = (r.v as number) - 1;
-        const data = JSON.stringify(catalog.fromStored(type, JSON.parse(r.data as string), {}));
+        const data = JSON.stringify(catalog.fromStored(type, JSON.parse(dataText(r.data as string | Buffer)), {}));
         expect(data).not.toContain('"~');
         const stored = { id: r.id as string, type, v, runId: r.run_id as string, causationId: r.causation_id as string | null, correlationId: r.correlation_id as string | null, at: r.at as string, data };
         update.run(v, data, rowChecksum(stored, r.stream as string, r.commit_id as string), r.position);
@@ -159,6 +160,33 @@ describe('packed events in a run log', () => {
       expect(String((err as Error).message)).toMatch(new RegExp(`position ${r.position}[^0-9].*unknown marker ~q|unknown marker ~q.*position ${r.position}`));
     } finally {
       await log.close();
+    }
+  });
+
+  it('stores long event data deflated; a deflated row with a changed byte is reported with its position', async () => {
+    const db0 = new Database(logPath, { readonly: true });
+    const deflated = db0.prepare("SELECT position, data FROM events WHERE typeof(data) = 'blob' ORDER BY position LIMIT 1").get() as { position: number; data: Buffer } | undefined;
+    const texts = db0.prepare("SELECT count(*) FROM events WHERE typeof(data) = 'text'").pluck().get() as number;
+    db0.close();
+    expect(deflated).toBeDefined();
+    expect(texts).toBeGreaterThan(0);
+    expect(dataText(deflated!.data).startsWith('{')).toBe(true);
+
+    for (const [name, change] of [['truncated', (b: Buffer) => b.subarray(0, b.length >> 1)], ['flipped', (b: Buffer) => { const c = Buffer.from(b); c[c.length >> 1]! ^= 0x40; return c; }]] as const) {
+      const badPath = path.join(root, `bad-deflated-${name}.db`);
+      copyFileSync(logPath, badPath);
+      const db = new Database(badPath);
+      db.prepare('UPDATE events SET data = ? WHERE position = ?').run(change(deflated!.data), deflated!.position);
+      db.close();
+      const log = await openSqliteLog(badPath, { create: false });
+      try {
+        const read = async () => { for await (const _ of log.read()) void _; };
+        const err = await read().catch((e: unknown) => e);
+        expect(err, name).toBeInstanceOf(MalformedEventError);
+        expect((err as MalformedEventError).position, name).toBe(deflated!.position);
+      } finally {
+        await log.close();
+      }
     }
   });
 });

@@ -47,7 +47,7 @@ describe('opening files', () => {
     const db = new Database(file, { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.prepare('SELECT key, value FROM crucible_meta ORDER BY key').all()).toEqual([
-      { key: 'format', value: '1' },
+      { key: 'format', value: '2' },
       { key: 'kind', value: 'event-log' },
     ]);
     db.close();
@@ -96,7 +96,7 @@ describe('opening files', () => {
     const before = digest(future);
     const newer = await openSqliteLog(future).catch((e: unknown) => e);
     expect(newer).toBeInstanceOf(NewerLogFormatError);
-    expect(newer).toMatchObject({ found: 99, supported: 1 });
+    expect(newer).toMatchObject({ found: 99, supported: 2 });
     expect(digest(future)).toBe(before);
   });
 

@@ -12,6 +12,7 @@ import { catalog, makeEvent, requestBody, requestPairs, reusedPairs, type EventD
 import type { EventEnvelope, NewEvent } from '../../src/events/envelope.js';
 import { MalformedEventError } from '../../src/events/errors.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { dataText } from '../../src/events/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { executionVerdicts } from '../../src/projections/executions.js';
@@ -80,10 +81,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
  * pair in full), rows without checksums. */
 function storeRequestsAsV1(file: string): void {
   const db = new Database(file);
-  const rows = db.prepare(`SELECT position, data FROM events WHERE type = 'ExecutionRequested'`).all() as { position: number; data: string }[];
+  const rows = db.prepare(`SELECT position, data FROM events WHERE type = 'ExecutionRequested'`).all() as { position: number; data: string | Buffer }[];
   for (const r of rows) {
     // Stored packed at the current version: read back as data first.
-    const d = catalog.fromStored('ExecutionRequested', JSON.parse(r.data), {}) as EventData<'ExecutionRequested'>;
+    const d = catalog.fromStored('ExecutionRequested', JSON.parse(dataText(r.data)), {}) as EventData<'ExecutionRequested'>;
     const { programs: _p, tests: _t, pairs: _pairs, reused: _reused, ...rest } = d;
     const v1 = { ...rest, pairs: requestPairs(d), reused: reusedPairs(d) };
     db.prepare('UPDATE events SET v = 1, sum = NULL, data = ? WHERE position = ?').run(JSON.stringify(v1), r.position);
