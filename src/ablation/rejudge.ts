@@ -454,7 +454,8 @@ export class VariantJudge {
     if (!steps) return method.judge(args);
     // The evaluation figures read the held-out and kill requests, which no variant plans again.
     const evaluation = <T>(compute: () => T): T => this.#recorded.share(key, ['evaluation'], compute);
-    const basis = () => steps.basis({ blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load, evaluation });
+    const basisArgs = { blobs: this.#env.blobs, problem, round: p, verdicts: args.verdicts, load: args.load, evaluation };
+    const basis = () => steps.basis(basisArgs);
     // Shared by the variants that judge the same requests: the recorded ones, or the same
     // replanned ones answered from recorded verdicts. One that executed pairs judges its own.
     const ofRound = [...(this.#replanned.get(key) ?? [])];
@@ -462,6 +463,13 @@ export class VariantJudge {
     // A variant lacking a verdict is refused in its own name before anything is shared.
     for (const [id] of ofRound) args.verdicts(id);
     const wants = ofRound.map(([, want]) => want);
+    // A reward request replaying no Mistake Book test (the Mistake Book off) needs the recorded
+    // pairs less the replays: its basis is the recorded one's less those columns, derived.
+    const derive = steps.withoutReplays;
+    if (derive && wants.length > 0 && wants.every((want) => !want.some((x) => x.testId.startsWith(HIST_SUITE)))) {
+      const recordedBasis = this.#recorded.share(key, ['basis', steps.basis], () => steps.basis({ ...basisArgs, verdicts: (id) => answers.of(id) }));
+      return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, 'without replays'], async () => derive(await recordedBasis)), args);
+    }
     return steps.finish(await this.#recorded.share(key, ['basis', steps.basis, ...wants], basis), args);
   }
 }

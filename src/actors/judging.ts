@@ -5,6 +5,7 @@
  */
 import type { Problem, TestCase } from '../core/problem.js';
 import { withExpectedOutput } from '../core/problem.js';
+import type { Verdict } from '../core/verdicts.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
 import {
@@ -132,6 +133,9 @@ export interface CodeA1Basis {
   bookUpdate(book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate>;
   readonly figures: ReturnType<typeof evaluationFigures>;
   readonly tests: { sampled: number; wellFormed: number; valid: number };
+  /** The basis of the same reward request without its Mistake Book replays (what a judgement
+   * with no replay reads): this one's matrix less the replayed columns, derived, not built again. */
+  withoutReplays(): CodeA1Basis;
 }
 
 export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
@@ -166,9 +170,10 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
   // A valid program is one whose module body ran to the end, as its recorded executions tell
   // (stdin/stdout programs have no separate body: unknown, judged from their row).
   const loadOf = (programHash: string): ModuleLoad => (problem.style === 'stdio' ? 'unknown' : args.load(programHash));
+  const programValid = (i: number, row: readonly (Verdict | null)[]) => codeA1ProgramValid(loadOf(p.solutions[i]!.programHash), row);
   const matrix = parseMatrix({
     ...matrixInput,
-    programs: programs.map((prog, i) => ({ ...prog, valid: codeA1ProgramValid(loadOf(p.solutions[i]!.programHash), matrixInput.verdicts[i]!) })),
+    programs: programs.map((prog, i) => ({ ...prog, valid: programValid(i, matrixInput.verdicts[i]!) })),
   });
 
   const suites = p.suites.map((s) => ({
@@ -178,47 +183,76 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
     nonprintableRatio: s.nonprintableRatio,
   }));
 
-  let observed: Promise<MistakeObservation[]> | null = null;
-  const observe = async (): Promise<MistakeObservation[]> => {
-    const observations: MistakeObservation[] = [];
+  // The generated tests' Mistake Book keys (read from their text), shared with the basis
+  // without replays.
+  let genKeys: Promise<Map<string, { key: string; hash: string }>> | null = null;
+  const generatedKeys = async (): Promise<Map<string, { key: string; hash: string }>> => {
     const keyOf = new Map<string, { key: string; hash: string }>();
     for (const t of genTests) keyOf.set(t.testId, { key: normalizeTestKey(await args.blobs.getText(t.oracleHash!)), hash: t.oracleHash! });
-    for (const id of histIds) keyOf.set(id, { key: id.slice(HIST_SUITE.length + 1), hash: histHash.get(id)! });
-    matrix.programs.forEach((prog, pi) => {
-      matrix.tests.forEach((t, ti) => {
-        const v = matrix.verdicts[pi]![ti];
-        if (v === null || v === undefined) return;
-        const k = keyOf.get(t.id)!;
-        observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
-      });
-    });
-    for (const v of rewardRuns) {
-      if (v.programId !== 'reference') continue;
-      const k = keyOf.get(v.testId);
-      if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
-    }
-    return observations;
-  };
-
-  const updates = new WeakMap<MistakeBookState, Map<string, Promise<MistakeBookUpdate>>>();
-  const bookUpdate = (book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate> => {
-    let byOptions = updates.get(book);
-    if (!byOptions) updates.set(book, (byOptions = new Map()));
-    const key = canonicalJson({ round, options });
-    let out = byOptions.get(key);
-    if (!out) byOptions.set(key, (out = (observed ??= observe()).then((observations) => updateMistakeBook(book, { round, observations }, options))));
-    return out;
+    return keyOf;
   };
 
   // Evaluation figures for the table.
   const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, (judgedBySuite.get(suite.suiteId) ?? []).filter((t) => t.oracleHash).map((t) => t.oracleHash!)]));
+  const figures = (args.evaluation ?? ((f) => f()))(() => evaluationFigures(problem, p, args.verdicts, usableBySuite));
+  const testCounts = { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length };
+
+  const basisOf = (matrix: ExecutionMatrix, histIds: readonly string[], referenceRuns: Verdicts): CodeA1Basis => {
+    let observed: Promise<MistakeObservation[]> | null = null;
+    const observe = async (): Promise<MistakeObservation[]> => {
+      const observations: MistakeObservation[] = [];
+      const keyOf = new Map(await (genKeys ??= generatedKeys()));
+      for (const id of histIds) keyOf.set(id, { key: id.slice(HIST_SUITE.length + 1), hash: histHash.get(id)! });
+      matrix.programs.forEach((prog, pi) => {
+        matrix.tests.forEach((t, ti) => {
+          const v = matrix.verdicts[pi]![ti];
+          if (v === null || v === undefined) return;
+          const k = keyOf.get(t.id)!;
+          observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
+        });
+      });
+      for (const v of referenceRuns) {
+        const k = keyOf.get(v.testId);
+        if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
+      }
+      return observations;
+    };
+
+    const updates = new WeakMap<MistakeBookState, Map<string, Promise<MistakeBookUpdate>>>();
+    const bookUpdate = (book: MistakeBookState, round: number, options: MistakeBookOptionsInput): Promise<MistakeBookUpdate> => {
+      let byOptions = updates.get(book);
+      if (!byOptions) updates.set(book, (byOptions = new Map()));
+      const key = canonicalJson({ round, options });
+      let out = byOptions.get(key);
+      if (!out) byOptions.set(key, (out = (observed ??= observe()).then((observations) => updateMistakeBook(book, { round, observations }, options))));
+      return out;
+    };
+
+    let bare: CodeA1Basis | null = null;
+    const basis: CodeA1Basis = {
+      matrix,
+      suites,
+      observations: () => (observed ??= observe()),
+      bookUpdate,
+      figures,
+      tests: testCounts,
+      withoutReplays: () => (bare ??= histIds.length === 0 ? basis : basisOf(withoutReplayColumns(matrix, genTests.length, programValid), [], referenceRuns.filter((v) => !v.testId.startsWith(`${HIST_SUITE}/`)))),
+    };
+    return basis;
+  };
+  // The reference runs only the replayed tests (for the blacklist).
+  return basisOf(matrix, histIds, rewardRuns.filter((v) => v.programId === 'reference'));
+}
+
+/** `matrix` with only its first `kept` tests (the replayed ones come last), each program's
+ * validity judged again on its shorter row. Not validated again: fewer columns of a valid matrix
+ * are a valid matrix. */
+function withoutReplayColumns(matrix: ExecutionMatrix, kept: number, valid: (program: number, row: ExecutionMatrix['verdicts'][number]) => boolean): ExecutionMatrix {
+  const verdicts = matrix.verdicts.map((row) => row.slice(0, kept));
   return {
-    matrix,
-    suites,
-    observations: () => (observed ??= observe()),
-    bookUpdate,
-    figures: (args.evaluation ?? ((f) => f()))(() => evaluationFigures(problem, p, args.verdicts, usableBySuite)),
-    tests: { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length },
+    programs: matrix.programs.map((prog, i) => ({ ...prog, valid: valid(i, verdicts[i]!) })),
+    tests: matrix.tests.slice(0, kept),
+    verdicts,
   };
 }
 
@@ -344,6 +378,7 @@ export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemR
 export const codeA1Steps: JudgementSteps<CodeA1Basis> = {
   basis: (a) => codeA1Basis(a),
   finish: (basis, a) => judgeWithBasis(basis, a),
+  withoutReplays: (basis) => basis.withoutReplays(),
 };
 
 export const codeA1: MethodJudgement = {
@@ -358,5 +393,5 @@ export const selfPlay: MethodJudgement = {
   oracle: referenceOracle,
   plan: (a: PlanArgs) => planEvaluation(a),
   judge: (a: JudgeArgs) => judgeProblem({ ...a, shared: true }),
-  steps: { basis: codeA1Steps.basis, finish: (basis, a) => judgeWithBasis(basis as CodeA1Basis, { ...a, shared: true }) },
+  steps: { ...codeA1Steps, finish: (basis, a) => judgeWithBasis(basis, { ...a, shared: true }) },
 };

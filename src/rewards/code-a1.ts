@@ -465,6 +465,9 @@ export const CodeA1Suite = z.object({
 export type CodeA1Suite = z.infer<typeof CodeA1Suite>;
 /** Built once: a zod schema costs more to build than to check a few suites with. */
 const CodeA1Suites = z.array(CodeA1Suite);
+/** Suite lists checked already (the schema has no defaults: the checked list is the input). A
+ * judgement's suites are built once and rewarded under several settings (ablation): checked once. */
+const checkedSuites = new WeakSet<readonly CodeA1Suite[]>();
 
 export interface CodeA1SuiteResult extends CodeA1SuiteReward {
   suite: string;
@@ -498,7 +501,8 @@ export interface CodeA1Input {
  */
 export function codeA1Rewards(input: CodeA1Input, options: CodeA1OptionsInput = {}): CodeA1Result {
   const o = parseWith(CodeA1Options, options, 'Code-A1 options');
-  const suites = parseWith(CodeA1Suites, input.suites, 'Code-A1 suites');
+  const suites = checkedSuites.has(input.suites) ? input.suites : parseWith(CodeA1Suites, input.suites, 'Code-A1 suites');
+  checkedSuites.add(input.suites);
   const m = input.matrix;
   const programIds = new Set(m.programs.map((p) => p.id));
   const seenSuites = new Set<string>();

@@ -27,6 +27,11 @@ import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { positionAfterRound } from '../../src/projections/round-position.js';
 import { ablate, type AblationResult, type VariantOutcome } from '../../src/ablation/ablate.js';
 import { parseVariantSpec } from '../../src/ablation/variant.js';
+import { JUDGE_STREAM, RecordedAnswers, RecordedJudge } from '../../src/ablation/rejudge.js';
+import { codeA1Basis } from '../../src/actors/judging.js';
+import { emptyRecordedVerdicts, loadOf, observeVerdicts, VERDICT_EVENT_TYPES } from '../../src/projections/recorded-verdicts.js';
+import { Problem } from '../../src/core/problem.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 import { VariantRefusedError } from '../../src/ablation/errors.js';
 
 const run = promisify(execFile);
@@ -196,6 +201,52 @@ describe('crucible ablate', () => {
     // Round 1 has no book yet: its figures are the recorded ones; later rounds differ.
     expect(nobook.rows[0]).toEqual({ ...outcome.rows[0], mistakeBook: 0 });
     expect(nobook.rows.some((r, i) => r.codeReward !== outcome.rows[i]!.codeReward || r.testReward !== outcome.rows[i]!.testReward)).toBe(true);
+  });
+
+  it('the Mistake Book off execution matrix, derived from the recorded one, equals the one built from its own verdicts', async () => {
+    // The recorded verdicts and the Judge's state folded over the log as a re-judgement folds them;
+    // at each judgement, the recorded reward request's basis less its replays against a basis built
+    // from scratch on the pairs a variant with the Mistake Book off asks for (no replayed test).
+    const problems = new Map<string, Problem>();
+    let started: EventEnvelope | null = null;
+    for await (const e of log.read({ limit: 1 }, { runId: outcome.runId, types: ['RunStarted'] })) started = e;
+    for (const ref of (started!.data as EventData<'RunStarted'>).problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await log.blobs.getText(ref.problemHash))));
+    const judge = new RecordedJudge();
+    const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
+    const judged = new Set<string>();
+    let verdicts = emptyRecordedVerdicts();
+    let withReplays = 0;
+    let rounds = 0;
+    for await (const e of log.read({}, { runId: outcome.runId })) {
+      if (verdictTypes.has(e.type)) verdicts = observeVerdicts(verdicts, e, () => true);
+      const d = e.data as { round: number; problemId: string };
+      if (e.stream === JUDGE_STREAM && e.type === 'RewardsAssigned' && !judged.has(`${d.round}/${d.problemId}`)) {
+        judged.add(`${d.round}/${d.problemId}`);
+        const p = judge.open(`${d.round}/${d.problemId}`);
+        const answers = new RecordedAnswers(verdicts);
+        const state = verdicts;
+        const args = { blobs: log.blobs, problem: problems.get(p.problemId)!, round: p, verdicts: (id: string) => answers.of(id), load: (h: string) => loadOf(state, p.problemId, h) };
+        const recorded = await codeA1Basis(args);
+        const derived = recorded.withoutReplays();
+        const scratch = await codeA1Basis({
+          ...args,
+          verdicts: (id: string) => (id === `${p.key}/reward` ? answers.of(id).filter((v) => !v.testId.startsWith('mistake-book/')) : answers.of(id)),
+        });
+        expect(derived.matrix).toEqual(scratch.matrix);
+        expect(await derived.observations()).toEqual(await scratch.observations());
+        expect(derived.figures).toEqual(scratch.figures);
+        expect(derived.tests).toEqual(scratch.tests);
+        if (recorded.matrix.tests.some((t) => t.suite === 'mistake-book')) {
+          withReplays++;
+          // The comparison can fail: the recorded matrix has the replayed columns.
+          expect(recorded.matrix.tests.length).toBeGreaterThan(derived.matrix.tests.length);
+        }
+        rounds++;
+      }
+      judge.fold(e);
+    }
+    expect(rounds).toBeGreaterThan(0);
+    expect(withReplays).toBeGreaterThan(0);
   });
 
   it('method=self-play rewards each suite with its program code reward; rewards.std changes advantages only', async () => {

@@ -73,6 +73,9 @@ export interface BasisArgs {
 export interface JudgementSteps<B> {
   basis(args: BasisArgs): Promise<B>;
   finish(basis: B, args: JudgeArgs): Promise<NewEvent[]>;
+  /** The basis of the same requests with no Mistake Book test replayed, derived from `basis`
+   * (a judgement with the Mistake Book off reads it): where the method replays any. */
+  withoutReplays?(basis: B): B;
 }
 
 export interface MethodJudgement {
