@@ -12,14 +12,19 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BridgeClient, CheckpointBlobError, localCheckpoint, type CheckpointRef } from '../../src/bridge/index.js';
 import { BridgeTrainerOptions } from '../../src/config/openai.js';
+import { openJetStreamLog } from '../../src/events/jetstream-log.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { BridgeParams, BridgeTrainer } from '../../src/policies/bridge-trainer.js';
 import type { TrainStepRequest } from '../../src/policies/port.js';
-import { torchMissing } from '../support/bridge-serve.js';
+import { startBridgeServe, torchMissing } from '../support/bridge-serve.js';
+import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
+import { syncWeights } from '../../src/policies/weight-sync.js';
 
 const missing = torchMissing();
 const TINY = { d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, max_seq_len: 256 };
 const options = BridgeTrainerOptions.parse({ backend: 'toy', config: TINY, seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
+/** The toy model at its default size (the neural demo's, and what `serve --backend toy` holds). */
+const demoSized = BridgeTrainerOptions.parse({ backend: 'toy', seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
 const fresh = JSON.stringify({ backend: 'bridge', version: 0, checkpoint: null });
 const PROMPT = 'Solve problem 1:\nreturn the sum of a and b.\n';
 
@@ -129,5 +134,61 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     // Without a blob store and without the directory: says so.
     await expect(localCheckpoint(ref, null, path.join(root, 'fifth-disk'), 'code version 1')).rejects.toThrow(/is missing or differs, and no blob store/);
     await log.close();
+  }, 300_000);
+
+  it('on JetStream: blobs of a few MB come back whole through chunks, and a checkpoint of the demo-sized toy model is loaded from the stream alone', async () => {
+    let nats: TestNats | null = null;
+    try {
+      nats = await startTestNats(1);
+      const names = uniqueLogNames();
+      let log = await openJetStreamLog({ servers: nats.urls, ...names });
+      const big = new Uint8Array(5 * 1024 * 1024 + 17).map((_, i) => (i * 7919) % 253);
+      const h = await log.blobs.put(big);
+      expect(Buffer.compare(Buffer.from(await log.blobs.get(h)), Buffer.from(big))).toBe(0);
+
+      // The toy model at its default size (the neural demo's), so its files span several chunks.
+      const first = await bridge();
+      const trainerDisk = path.join(root, 'js-trainer-disk');
+      const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: demoSized, root: trainerDisk, batchDir: path.join(root, 'js-batches'), reload: null, blobs: log.blobs }, fresh);
+      await trainer.trainStep(sft());
+      const snap = await trainer.snapshot();
+      const cp = BridgeParams.parse(JSON.parse(snap.params)).checkpoint!;
+      expect(Math.max(...Object.values(cp.files!).map((f) => f.bytes))).toBeGreaterThan(256 * 1024);
+      const before = await greedy(first);
+      await log.close();
+      rmSync(trainerDisk, { recursive: true, force: true });
+
+      log = await openJetStreamLog({ servers: nats.urls, ...names, create: false });
+      const second = await bridge();
+      const restarted = new BridgeTrainer({ client: async () => second, role: 'code', options: demoSized, root: path.join(root, 'js-other', 'ck'), batchDir: path.join(root, 'js-batches2'), reload: null, blobs: log.blobs, cacheDir: path.join(root, 'js-other', 'cache') }, snap.params);
+      await restarted.snapshot();
+      expect(await greedy(second)).toEqual(before);
+      await log.close();
+    } finally {
+      await nats?.stop();
+    }
+  }, 300_000);
+
+  it('a sampler\'s server loads the copy put together from the blob store and serves that version', async () => {
+    const logFile = path.join(root, 'serve.sqlite');
+    const log = await openSqliteLog(logFile);
+    const first = await bridge();
+    const trainerDisk = path.join(root, 'serve-trainer-disk');
+    const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: demoSized, root: trainerDisk, batchDir: path.join(root, 'serve-batches'), reload: null, blobs: log.blobs }, fresh);
+    await trainer.trainStep(sft());
+    const cp = BridgeParams.parse(JSON.parse((await trainer.snapshot()).params)).checkpoint!;
+    rmSync(trainerDisk, { recursive: true, force: true });
+    const local = await localCheckpoint(cp, log.blobs, path.join(root, 'serve-cache'), 'code version 1');
+    expect(local).toBe(path.join(root, 'serve-cache', cp.sha256));
+    const serve = await startBridgeServe({ adminToken: 'checkpoint-test-admin-token' });
+    try {
+      const rec = await syncWeights({ kind: 'bridge', serverUrl: serve.baseUrl.replace(/\/v1\/?$/, ''), token: 'checkpoint-test-admin-token', baseModel: 'toy', prefix: 'toy' }, { path: local, sha256: cp.sha256 }, 1);
+      expect(rec.status).toBe(200);
+      const models = (await (await fetch(`${serve.baseUrl.replace(/\/+$/, '')}/models`)).json()) as { data: { version: number; sha256: string }[] };
+      expect(models.data[0]).toMatchObject({ version: 1, sha256: cp.sha256 });
+    } finally {
+      await serve.close();
+      await log.close();
+    }
   }, 300_000);
 });
