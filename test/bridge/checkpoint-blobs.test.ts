@@ -23,8 +23,9 @@ import { syncWeights } from '../../src/policies/weight-sync.js';
 const missing = torchMissing();
 const TINY = { d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, max_seq_len: 256 };
 const options = BridgeTrainerOptions.parse({ backend: 'toy', config: TINY, seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
-/** The toy model at its default size (the neural demo's, and what `serve --backend toy` holds). */
-const demoSized = BridgeTrainerOptions.parse({ backend: 'toy', seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
+/** The toy model at its default size (d_model 128, what `serve --backend toy` holds; larger than
+ * the neural demo's): a 2.25 MB model.pt and 4.5 MB optimizer.pt per version. */
+const defaultSized = BridgeTrainerOptions.parse({ backend: 'toy', seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
 const fresh = JSON.stringify({ backend: 'bridge', version: 0, checkpoint: null });
 const PROMPT = 'Solve problem 1:\nreturn the sum of a and b.\n';
 
@@ -136,7 +137,7 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     await log.close();
   }, 300_000);
 
-  it('on JetStream: blobs of a few MB come back whole through chunks, and a checkpoint of the demo-sized toy model is loaded from the stream alone', async () => {
+  it('on JetStream: blobs of a few MB come back whole through chunks, and a checkpoint of the default-sized toy model (6.8 MB) is loaded from the stream alone', async () => {
     let nats: TestNats | null = null;
     try {
       nats = await startTestNats(1);
@@ -146,10 +147,10 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
       const h = await log.blobs.put(big);
       expect(Buffer.compare(Buffer.from(await log.blobs.get(h)), Buffer.from(big))).toBe(0);
 
-      // The toy model at its default size (the neural demo's), so its files span several chunks.
+      // The toy model at its default size: its files span many 256 KiB chunks.
       const first = await bridge();
       const trainerDisk = path.join(root, 'js-trainer-disk');
-      const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: demoSized, root: trainerDisk, batchDir: path.join(root, 'js-batches'), reload: null, blobs: log.blobs }, fresh);
+      const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: defaultSized, root: trainerDisk, batchDir: path.join(root, 'js-batches'), reload: null, blobs: log.blobs }, fresh);
       await trainer.trainStep(sft());
       const snap = await trainer.snapshot();
       const cp = BridgeParams.parse(JSON.parse(snap.params)).checkpoint!;
@@ -160,7 +161,7 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
 
       log = await openJetStreamLog({ servers: nats.urls, ...names, create: false });
       const second = await bridge();
-      const restarted = new BridgeTrainer({ client: async () => second, role: 'code', options: demoSized, root: path.join(root, 'js-other', 'ck'), batchDir: path.join(root, 'js-batches2'), reload: null, blobs: log.blobs, cacheDir: path.join(root, 'js-other', 'cache') }, snap.params);
+      const restarted = new BridgeTrainer({ client: async () => second, role: 'code', options: defaultSized, root: path.join(root, 'js-other', 'ck'), batchDir: path.join(root, 'js-batches2'), reload: null, blobs: log.blobs, cacheDir: path.join(root, 'js-other', 'cache') }, snap.params);
       await restarted.snapshot();
       expect(await greedy(second)).toEqual(before);
       await log.close();
@@ -174,7 +175,7 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     const log = await openSqliteLog(logFile);
     const first = await bridge();
     const trainerDisk = path.join(root, 'serve-trainer-disk');
-    const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: demoSized, root: trainerDisk, batchDir: path.join(root, 'serve-batches'), reload: null, blobs: log.blobs }, fresh);
+    const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: defaultSized, root: trainerDisk, batchDir: path.join(root, 'serve-batches'), reload: null, blobs: log.blobs }, fresh);
     await trainer.trainStep(sft());
     const cp = BridgeParams.parse(JSON.parse((await trainer.snapshot()).params)).checkpoint!;
     rmSync(trainerDisk, { recursive: true, force: true });
