@@ -69,6 +69,11 @@ export class BridgeTrainer {
     return this.#params.version;
   }
 
+  /** A directory on this disk holding the checkpoint: where it was published, or a copy from the blob store. */
+  #localPath(cp: NonNullable<BridgeParams['checkpoint']>): Promise<string> {
+    return localCheckpoint(cp, this.init.blobs ?? null, this.init.cacheDir ?? path.join(this.init.root, '.from-blobs'), `${this.init.role} version ${this.#params.version}`);
+  }
+
   /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
   async #ensureLoaded(client: BridgeClient): Promise<void> {
     if (this.#loadedInto === client) return;
@@ -81,7 +86,7 @@ export class BridgeTrainer {
       // A restarted trainer on another machine (or one whose disk lost the run directory)
       // finds the checkpoint in the blob store by hash.
       const cp = this.#params.checkpoint;
-      const model = cp ? await localCheckpoint(cp, this.init.blobs ?? null, this.init.cacheDir ?? path.join(this.init.root, '.from-blobs'), `${this.init.role} version ${this.#params.version}`) : o.model;
+      const model = cp ? await this.#localPath(cp) : o.model;
       await client.loadPolicy({
         policy: this.init.role,
         backend: o.backend,
@@ -147,7 +152,9 @@ export class BridgeTrainer {
     }
     const cp = this.#params.checkpoint!;
     if (this.init.reload && this.#synced?.sha256 !== cp.sha256) {
-      this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, cp, this.#params.version) };
+      // A checkpoint published elsewhere is synced from this disk's copy.
+      const at = await this.#localPath(cp);
+      this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, { path: at, sha256: cp.sha256 }, this.#params.version) };
     }
     return { version: this.#params.version, params: JSON.stringify(this.#params), ...(this.#synced?.sha256 === cp.sha256 ? { synced: this.#synced.record } : {}) };
   }
