@@ -134,11 +134,13 @@ export async function localCheckpoint(ref: CheckpointRef, blobs: BlobStore | nul
     }
     writeFileSync(path.join(tmp, MANIFEST), body);
     writeFileSync(path.join(tmp, STABLE), `${ref.sha256}\n`);
-    if (existsSync(dest)) rmSync(dest, { recursive: true, force: true }); // a torn or foreign copy
+    // Another reader of this cache (a second sampler process) may have finished the same copy
+    // meanwhile: keep it, it may be loading. Only a torn or foreign directory is replaced.
+    if (holds(dest, ref.sha256)) return dest;
+    if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
     try {
       renameSync(tmp, dest);
     } catch (e) {
-      // Another reader in this cache put the same checkpoint there first.
       if (!holds(dest, ref.sha256)) throw e;
     }
   } finally {

@@ -5,7 +5,7 @@
  * the same weight files and the same greedy sample; a missing or corrupt blob is refused naming
  * the version and the file.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -179,11 +179,14 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     await trainer.trainStep(sft());
     const cp = BridgeParams.parse(JSON.parse((await trainer.snapshot()).params)).checkpoint!;
     rmSync(trainerDisk, { recursive: true, force: true });
-    const local = await localCheckpoint(cp, log.blobs, path.join(root, 'serve-cache'), 'code version 1');
+    // Two readers of one cache at once (two samplers): one copy, both get it whole.
+    const [local, other] = await Promise.all([1, 2].map(() => localCheckpoint(cp, log.blobs, path.join(root, 'serve-cache'), 'code version 1')));
     expect(local).toBe(path.join(root, 'serve-cache', cp.sha256));
+    expect(other).toBe(local);
+    expect(readdirSync(path.join(root, 'serve-cache'))).toEqual([cp.sha256]);
     const serve = await startBridgeServe({ adminToken: 'checkpoint-test-admin-token' });
     try {
-      const rec = await syncWeights({ kind: 'bridge', serverUrl: serve.baseUrl.replace(/\/v1\/?$/, ''), token: 'checkpoint-test-admin-token', baseModel: 'toy', prefix: 'toy' }, { path: local, sha256: cp.sha256 }, 1);
+      const rec = await syncWeights({ kind: 'bridge', serverUrl: serve.baseUrl.replace(/\/v1\/?$/, ''), token: 'checkpoint-test-admin-token', baseModel: 'toy', prefix: 'toy' }, { path: local!, sha256: cp.sha256 }, 1);
       expect(rec.status).toBe(200);
       const models = (await (await fetch(`${serve.baseUrl.replace(/\/+$/, '')}/models`)).json()) as { data: { version: number; sha256: string }[] };
       expect(models.data[0]).toMatchObject({ version: 1, sha256: cp.sha256 });
