@@ -9,7 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { BridgeClient, startServe, threadEnv, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
+import { BridgeClient, localCheckpoint, startServe, threadEnv, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
+import type { BlobStore } from '../events/blobs.js';
 import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
 
@@ -45,6 +46,9 @@ export class ServedBackend implements PolicyBackend {
     readonly runDir: string,
     /** For crash tests: sees every event of the trainer bridge (progress of a step) with its client. */
     readonly onBridgeEvent?: (e: BridgeEvent, client: BridgeClient) => void,
+    /** The log's blob store: published checkpoints go there, and a process whose disk lacks a
+     * version's directory reads it from there by hash (into `<runDir>/checkpoint-cache`). */
+    readonly blobs: BlobStore | null = null,
   ) {
     this.#problems = new Map(problems.map((p) => [p.id, p]));
     if (!config.learner.bridge?.serve) this.#clients = this.#makeClients((role) => this.#section(role).baseUrl!);
@@ -140,12 +144,15 @@ export class ServedBackend implements PolicyBackend {
     const parsed = BridgeParams.safeParse(JSON.parse(params));
     if (!parsed.success || !parsed.data.checkpoint) throw new PolicyInputError(`the ${role} policy at version ${version} has no published checkpoint to serve`);
     const cp = parsed.data.checkpoint;
+    // The server runs beside this sampler: when the trainer's directory is not on this disk,
+    // the checkpoint is put together here from the blob store and the server loads that copy.
+    const local = async () => ({ path: await localCheckpoint(cp, this.blobs, this.#cacheDir, `${role} version ${version}`), sha256: cp.sha256 });
     let synced: Promise<unknown> | null = null;
     return {
       name: policy.name,
       temperature: policy.temperature,
       async generate(req) {
-        synced ??= syncWeights(sync, cp, version);
+        synced ??= local().then((at) => syncWeights(sync, at, version));
         await synced;
         const gens = await policy.generate(req);
         // gpu-bridge serve names the version it serves in system_fingerprint ("v3").
@@ -158,6 +165,11 @@ export class ServedBackend implements PolicyBackend {
         return gens;
       },
     };
+  }
+
+  /** Checkpoints read from the blob store (absolute: servers run in another directory). */
+  get #cacheDir(): string {
+    return path.resolve(this.runDir, 'checkpoint-cache');
   }
 
   /** Where and how to load a version into the role's server, when configured. */
@@ -188,7 +200,7 @@ export class ServedBackend implements PolicyBackend {
       // relative run directory such as `runs/<id>` would name nothing there).
       const checkpoints = path.resolve(bridge.checkpoints ?? path.join(this.runDir, 'checkpoints'));
       const reload = this.#syncTarget(role);
-      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.resolve(this.runDir, 'batches', role), reload }, params);
+      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.resolve(this.runDir, 'batches', role), reload, blobs: this.blobs, cacheDir: this.#cacheDir }, params);
       if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
       return trainer;
     }

@@ -195,7 +195,7 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
     incorrectSolutions: universe.programs[problem.id]!.filter((c) => !c.correct).map((c) => c.program),
   }));
   if (config.policies.code.backend === 'openai') {
-    const served = new ServedBackend(config, problems, runDir, onBridgeEvent);
+    const served = new ServedBackend(config, problems, runDir, onBridgeEvent, record?.blobs ?? null);
     await served.start();
     return { problems, backend: served, catalogHash: null };
   }

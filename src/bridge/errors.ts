@@ -63,3 +63,17 @@ export class BridgeDeadError extends BridgeError {
     super(`gpu-bridge is dead: ${detail}${stderrTail ? `; its stderr ends with:\n${stderrTail}` : ''}`, true);
   }
 }
+
+/** A published checkpoint cannot be put together from the blob store: a file's blob is missing
+ * or its bytes do not match the manifest, or the manifest itself is unreadable. Not retryable:
+ * the same blobs give the same answer. */
+export class CheckpointBlobError extends Error {
+  constructor(
+    readonly label: string,
+    readonly file: string | null,
+    detail: string,
+  ) {
+    super(`checkpoint ${label}${file ? `, file ${file}` : ''}: ${detail}`);
+    this.name = 'CheckpointBlobError';
+  }
+}

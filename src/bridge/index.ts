@@ -3,3 +3,4 @@ export * from './protocol.js';
 export * from './client.js';
 export * from './batch.js';
 export * from './serve-process.js';
+export * from './checkpoint-blobs.js';

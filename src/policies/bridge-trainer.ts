@@ -9,16 +9,19 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { BridgeTrainerOptions } from '../config/openai.js';
-import { BridgeClient, BridgeDeadError, BridgeError, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
+import { BridgeClient, BridgeDeadError, BridgeError, CheckpointFiles, localCheckpoint, storeCheckpoint, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
+import type { BlobStore } from '../events/blobs.js';
 import type { Role } from '../core/roles.js';
 import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
 import { syncWeights, type WeightSyncRecord, type WeightSyncTarget } from './weight-sync.js';
 
-/** What a trainer's parameters are: a published checkpoint (or none yet, version 0 fresh). */
+/** What a trainer's parameters are: a published checkpoint (or none yet, version 0 fresh): the
+ * directory it was written to, its hash (the manifest's sha256) and, when its files went into the
+ * blob store, each file's sha256 and size (absent in runs made before: those read the path). */
 export const BridgeParams = z.strictObject({
   backend: z.literal('bridge'),
   version: z.number().int().nonnegative(),
-  checkpoint: z.strictObject({ path: z.string(), sha256: z.string() }).nullable(),
+  checkpoint: z.strictObject({ path: z.string(), sha256: z.string(), files: CheckpointFiles.optional() }).nullable(),
 });
 export type BridgeParams = z.infer<typeof BridgeParams>;
 
@@ -34,6 +37,11 @@ export interface BridgeTrainerInit {
   batchDir: string;
   /** Where each published version is synced (weight sync), or null. */
   reload: WeightSyncTarget | null;
+  /** The log's blob store: each published checkpoint's files go there, and a checkpoint whose
+   * directory is missing here is read back from it. Null: checkpoints stay on this disk only. */
+  blobs?: BlobStore | null;
+  /** Where checkpoints read from the blob store are put (default: `<root>/.from-blobs`). */
+  cacheDir?: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,6 +69,11 @@ export class BridgeTrainer {
     return this.#params.version;
   }
 
+  /** A directory on this disk holding the checkpoint: where it was published, or a copy from the blob store. */
+  #localPath(cp: NonNullable<BridgeParams['checkpoint']>): Promise<string> {
+    return localCheckpoint(cp, this.init.blobs ?? null, this.init.cacheDir ?? path.join(this.init.root, '.from-blobs'), `${this.init.role} version ${this.#params.version}`);
+  }
+
   /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
   async #ensureLoaded(client: BridgeClient): Promise<void> {
     if (this.#loadedInto === client) return;
@@ -70,7 +83,10 @@ export class BridgeTrainer {
     if (!held || held.version !== this.#params.version) {
       // Past version 0 only a published checkpoint holds the weights of this version.
       if (this.#params.version > 0 && !this.#params.checkpoint) throw new PolicyInputError(`the ${this.init.role} policy at version ${this.#params.version} has no published checkpoint to load into the bridge`);
-      const model = this.#params.checkpoint?.path ?? o.model;
+      // A restarted trainer on another machine (or one whose disk lost the run directory)
+      // finds the checkpoint in the blob store by hash.
+      const cp = this.#params.checkpoint;
+      const model = cp ? await this.#localPath(cp) : o.model;
       await client.loadPolicy({
         policy: this.init.role,
         backend: o.backend,
@@ -131,11 +147,14 @@ export class BridgeTrainer {
     await this.#ensureLoaded(client);
     if (!this.#params.checkpoint) {
       const p = await client.publish({ policy: this.init.role, root: this.init.root, version: this.#params.version }, { idem: `${this.init.root}/${this.#params.version}`, timeoutMs: 600_000 });
-      this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256 } };
+      const files = this.init.blobs ? await storeCheckpoint(p.path, p.sha256, this.init.blobs, `${this.init.role} version ${p.version}`) : undefined;
+      this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256, ...(files ? { files } : {}) } };
     }
     const cp = this.#params.checkpoint!;
     if (this.init.reload && this.#synced?.sha256 !== cp.sha256) {
-      this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, cp, this.#params.version) };
+      // A checkpoint published elsewhere is synced from this disk's copy.
+      const at = await this.#localPath(cp);
+      this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, { path: at, sha256: cp.sha256 }, this.#params.version) };
     }
     return { version: this.#params.version, params: JSON.stringify(this.#params), ...(this.#synced?.sha256 === cp.sha256 ? { synced: this.#synced.record } : {}) };
   }

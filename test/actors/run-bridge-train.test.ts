@@ -130,4 +130,28 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     expect(g!.record!.served.fingerprint).toBe(`v${last.policy.version}`);
     await backend.close();
   }, 120_000);
+
+  it('a sampler on a disk without the run\'s checkpoints loads its version from the log\'s blob store', async () => {
+    const published = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[]).filter((p) => p.policy.role === 'code').at(-1)!;
+    const params = JSON.parse(blobs.get(published.checkpoint)!) as { checkpoint: { path: string; sha256: string; files: Record<string, { sha256: string; bytes: number }> } };
+    expect(Object.keys(params.checkpoint.files).sort()).toEqual(['config.json', 'model.pt', 'optimizer.pt']);
+    // The trainer's disk is not this one: its checkpoint directories are gone.
+    rmSync(path.join(outcome.dir, 'checkpoints'), { recursive: true, force: true });
+    const fresh = await startBridgeServe({ seed: 11, adminToken: token });
+    servers.push(fresh);
+    const elsewhere = path.join(root, 'other-machine');
+    const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
+    try {
+      const openai = { ...runConfig.policies.code.openai!, baseUrl: fresh.baseUrl };
+      const backend = new ServedBackend({ ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } }, loadDemoProblems(), elsewhere, undefined, log.blobs);
+      const policy = backend.sampler('code', blobs.get(published.checkpoint)!, published.policy.version);
+      const problem = loadDemoProblems()[0]!;
+      const [g] = await policy.generate({ role: 'code', version: published.policy.version, seed: 1, n: 1, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+      expect(g!.record!.served.fingerprint).toBe(`v${published.policy.version}`);
+      expect(readFileSync(path.join(elsewhere, 'checkpoint-cache', params.checkpoint.sha256, 'STABLE'), 'utf8').trim()).toBe(params.checkpoint.sha256);
+      await backend.close();
+    } finally {
+      await log.close();
+    }
+  }, 120_000);
 });
