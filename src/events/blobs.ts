@@ -173,12 +173,32 @@ export function blobHashesIn(value: unknown, into: Set<string> = new Set()): Set
 }
 
 /**
- * The blobs of a run: every hash its events name that the store holds. A string that merely
+ * The blobs of a run: every hash its events name that the store holds, and those a policy
+ * version's parameters name. A string that merely
  * looks like a hash (a stored test's own digest, say) but is not in the store is skipped.
  */
 export async function runBlobHashes(events: AsyncIterable<EventEnvelope>, store: BlobStore): Promise<string[]> {
   const named = new Set<string>();
-  for await (const e of events) blobHashesIn(e.data, named);
+  const params = new Set<string>();
+  for await (const e of events) {
+    blobHashesIn(e.data, named);
+    if (e.type === 'PolicyVersionPublished') {
+      const cp = (e.data as { checkpoint?: unknown }).checkpoint;
+      if (isBlobHash(cp)) params.add(cp);
+    }
+  }
+  // A policy version's parameters are a JSON blob that may name blobs of their own (a
+  // checkpoint's files): without them a copied run could not load its policies elsewhere.
+  for (const h of params) {
+    if (!(await store.has(h))) continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(await store.getText(h));
+    } catch {
+      continue; // parameters that are not JSON name nothing
+    }
+    blobHashesIn(value, named);
+  }
   const out: string[] = [];
   for (const h of named) if (await store.has(h)) out.push(h);
   return out.sort();

@@ -75,4 +75,24 @@ describe('moving a run between logs', () => {
     expect(await copyRun(from, to, 'run-x')).toEqual({ runId: 'run-x', commits: 2, duplicates: 2, events: 3, blobs: 0 });
     await to.close();
   });
+
+  it("copies the blobs a policy version's parameters name (a checkpoint's files), not only those its events name", async () => {
+    const from = openMemoryLog();
+    const model = await from.blobs.put(new Uint8Array([1, 2, 3, 4]));
+    const optimizer = await from.blobs.put(new Uint8Array([5, 6, 7]));
+    const manifest = await from.blobs.put('{"files":{}}');
+    const params = await from.blobs.put(JSON.stringify({
+      backend: 'bridge', version: 1,
+      checkpoint: { path: '/elsewhere/code/v1', sha256: manifest, files: { 'model.pt': { sha256: model, size: 4 }, 'optimizer.pt': { sha256: optimizer, size: 3 } } },
+    }));
+    const notJson = await from.blobs.put('version 1 of a catalog policy');
+    await from.append('learner', [
+      makeEvent('PolicyVersionPublished', 'run-x', { round: 0, policy: { role: 'code', name: 'bridge', version: 1 }, checkpoint: params, paramsHash: params }),
+      makeEvent('PolicyVersionPublished', 'run-x', { round: 0, policy: { role: 'test', name: 'catalog', version: 1 }, checkpoint: notJson, paramsHash: notJson }),
+    ], { commitId: 'run-x/v1' });
+    expect(await runBlobHashes(from.read({}, { runId: 'run-x' }), from.blobs)).toEqual([model, optimizer, manifest, params, notJson].sort());
+    const to = openMemoryLog();
+    expect((await copyRun(from, to, 'run-x')).blobs).toBe(5);
+    expect([...(await to.blobs.get(model))]).toEqual([1, 2, 3, 4]);
+  });
 });
