@@ -2,8 +2,10 @@
  * Answer selection (see answer-selection.ts) as a row projection: what the reducer kept in one
  * state, serialized whole at every checkpoint (every verdict of the run), is kept here in
  * internal rows, so a batch writes only the rows its events touch:
- *  - answer_selection_requests: each request's lists in stored form and one verdict letter per
- *    pair ('.' until answered); kept, since a later request may reuse its verdicts;
+ *  - answer_selection_requests: one verdict letter per pair of each request ('.' until
+ *    answered); kept, since a later request may reuse its verdicts. The request's lists are the
+ *    executions read model's (execution_requests, read through `reads`): tens of kilobytes per
+ *    request, stored once for both;
  *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
  *    log order: a reused pair's verdict is the newest of them that ran the pair (not a
  *    sandbox error), the reducer's by-pair memory read backwards;
@@ -28,7 +30,8 @@ import {
   type ProblemSelection,
 } from './answer-selection.js';
 import type { RequestVerdict } from './recorded-verdicts.js';
-import { requestListsText, type StoredRequest } from './request-lists.js';
+import type { StoredRequest } from './request-lists.js';
+import { EXECUTION_REQUESTS } from './executions.js';
 
 const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
@@ -42,7 +45,6 @@ const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 interface RequestRow {
   request_id: string;
   problem_id: string;
-  body: string;
   codes: string;
   /** Older per-pair results that name no pair of the request: [programId, programHash, testId, testHash, letter]. */
   extra: string | null;
@@ -54,15 +56,19 @@ interface OpenRow {
 }
 
 
-/** Parsed request bodies, by their text: a problem-round's requests are read several times. */
+/** Parsed request lists, by request id: a problem-round's requests are read several times. */
 class Bodies {
   readonly #parsed = new Map<string, StoredRequest>();
-  of(text: string): StoredRequest {
-    let b = this.#parsed.get(text);
+  constructor(private readonly view: ReadView) {}
+  of(requestId: string): StoredRequest {
+    let b = this.#parsed.get(requestId);
     if (!b) {
-      b = JSON.parse(text) as StoredRequest;
+      const row = this.view.get(EXECUTION_REQUESTS, { request_id: requestId }) as { body: string } | undefined;
+      // The executions read model applies each event first: a request known here is there.
+      if (!row) throw new Error(`request ${requestId} is not in ${EXECUTION_REQUESTS}`);
+      b = JSON.parse(row.body) as StoredRequest;
       if (this.#parsed.size > 64) this.#parsed.clear();
-      this.#parsed.set(text, b);
+      this.#parsed.set(requestId, b);
     }
     return b;
   }
@@ -100,7 +106,7 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
   for (const requestId of JSON.parse(row.requests) as string[]) {
     const req = requestRow(view, requestId);
     if (!req) continue;
-    const b = bodies.of(req.body);
+    const b = bodies.of(requestId);
     for (let i = 0; i < b.pairs.length / 2; i++) {
       const letter = req.codes[i]!;
       if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
@@ -120,7 +126,7 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
 function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): RequestVerdict[] {
   const req = requestRow(view, requestId);
   if (!req) return [];
-  const b = bodies.of(req.body);
+  const b = bodies.of(requestId);
   const out: RequestVerdict[] = [];
   for (let i = 0; i < b.pairs.length / 2; i++) {
     const letter = req.codes[i]!;
@@ -169,7 +175,7 @@ interface SumsRow {
 function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>): RowWrite[] {
   const key = `${d.round}/${d.problemId}`;
   const o = openRow(view, key);
-  const bodies = new Bodies();
+  const bodies = new Bodies(view);
   const scores = scoreCandidates({
     candidates: o.candidates,
     generatedTests: new Set(o.generatedTests),
@@ -223,7 +229,7 @@ function selectionRow(p: ProblemSelection) {
 }
 
 function requested(d: EventData<'ExecutionRequested'>): RowWrite[] {
-  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, body: requestListsText(d), codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
+  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
 }
 
 function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
@@ -237,7 +243,7 @@ function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
 function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite[] {
   const req = requestRow(view, d.requestId);
   if (!req) return [];
-  const b = JSON.parse(req.body) as StoredRequest;
+  const b = new Bodies(view).of(d.requestId);
   const letter = VERDICT_CODES[d.verdict];
   let at = -1;
   for (let i = 0; i < b.pairs.length / 2 && at < 0; i++) {
@@ -282,9 +288,10 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
-  // 6: rows (internal tables for the verdicts), not a state serialized at every checkpoint.
-  version: 6,
+  // 7: the requests' lists read from the executions read model, not kept a second time.
+  version: 7,
   types: ANSWER_SELECTION_TYPES,
+  reads: [EXECUTION_REQUESTS],
   tables: {
     answer_selection: {
       columns: {
@@ -306,7 +313,7 @@ export const answerSelectionProjection: RowProjection = {
       columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
       key: ['round'],
     },
-    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', body: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
+    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
     [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
     [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
     [SUMS]: {

@@ -16,7 +16,9 @@ import type { RowProjection } from './runner.js';
 import { requestListsText, type StoredRequest } from './request-lists.js';
 
 const EXECUTIONS = 'executions';
-const REQUESTS = 'execution_requests';
+/** Each request's lists, stored once: answer selection reads them too (its `reads`). */
+export const EXECUTION_REQUESTS = 'execution_requests';
+const REQUESTS = EXECUTION_REQUESTS;
 
 /** An executions row as stored. */
 interface ExecutionsRow {
