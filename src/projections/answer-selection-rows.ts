@@ -110,7 +110,7 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
     for (let i = 0; i < b.pairs.length / 2; i++) {
       const letter = req.codes[i]!;
       if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
-      if (b.programs[b.pairs[2 * i]!]![1] === programHash) out.set(b.tests[b.pairs[2 * i + 1]!]![1], letter);
+      if (b.programHashes[b.pairs[2 * i]!] === programHash) out.set(b.testHashes[b.pairs[2 * i + 1]!]!, letter);
     }
     // Older per-pair results outside the request's pairs came after its pairs' results.
     if (req.extra) {
@@ -131,8 +131,12 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
   for (let i = 0; i < b.pairs.length / 2; i++) {
     const letter = req.codes[i]!;
     if (letter === UNANSWERED) continue;
-    const [programId, programHash] = b.programs[b.pairs[2 * i]!]!;
-    const [testId, testHash] = b.tests[b.pairs[2 * i + 1]!]!;
+    const pi = b.pairs[2 * i]!;
+    const ti = b.pairs[2 * i + 1]!;
+    const programId = b.programIds[pi]!;
+    const programHash = b.programHashes[pi]!;
+    const testId = b.testIds[ti]!;
+    const testHash = b.testHashes[ti]!;
     out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
   }
   if (req.extra) {
@@ -143,8 +147,12 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
   // Each reused program's recorded verdicts are gathered once, not once per pair.
   const byProgram = new Map<string, Map<string, string>>();
   for (let i = 0; i < b.reused.length; i += 2) {
-    const [programId, programHash] = b.programs[b.reused[i]!]!;
-    const [testId, testHash] = b.tests[b.reused[i + 1]!]!;
+    const pi = b.reused[i]!;
+    const ti = b.reused[i + 1]!;
+    const programId = b.programIds[pi]!;
+    const programHash = b.programHashes[pi]!;
+    const testId = b.testIds[ti]!;
+    const testHash = b.testHashes[ti]!;
     let known = byProgram.get(programHash);
     if (!known) byProgram.set(programHash, (known = recordedVerdicts(view, bodies, req.problem_id, programHash)));
     const letter = known.get(testHash);
@@ -247,7 +255,7 @@ function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite
   const letter = VERDICT_CODES[d.verdict];
   let at = -1;
   for (let i = 0; i < b.pairs.length / 2 && at < 0; i++) {
-    if (b.programs[b.pairs[2 * i]!]![0] === d.programId && b.tests[b.pairs[2 * i + 1]!]![0] === d.testId && req.codes[i] === UNANSWERED) at = i;
+    if (b.programIds[b.pairs[2 * i]!] === d.programId && b.testIds[b.pairs[2 * i + 1]!] === d.testId && req.codes[i] === UNANSWERED) at = i;
   }
   const row =
     at >= 0

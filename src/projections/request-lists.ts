@@ -1,5 +1,7 @@
 /**
- * An ExecutionRequested's lists as the read models keep them: programs and tests as [id, hash],
+ * An ExecutionRequested's lists as the read models keep them: programs' and tests' ids and
+ * hashes as four parallel lists (no object or tuple per item, so the text is one native
+ * JSON.stringify over the event's own strings),
  * pairs (and, for the requests whose verdicts answer selection collects, reused pairs) as flat
  * index pairs, in a fixed key order so the text does not depend on the event data's.
  * Made once per event however many projections keep it: a reward request's lists are tens of
@@ -11,8 +13,10 @@ type Requested = EventData<'ExecutionRequested'>;
 
 /** The stored lists, parsed. */
 export interface StoredRequest {
-  programs: [string, string][];
-  tests: [string, string][];
+  programIds: string[];
+  programHashes: string[];
+  testIds: string[];
+  testHashes: string[];
   pairs: number[];
   reused: number[];
 }
@@ -26,9 +30,12 @@ const made = new WeakMap<Requested, string>();
 export function requestListsText(d: Requested): string {
   let text = made.get(d);
   if (text === undefined) {
+    // Keys in a fixed order, so the text does not depend on the event data's.
     const body: StoredRequest = {
-      programs: d.programs.map((p) => [p.programId, p.programHash]),
-      tests: d.tests.map((t) => [t.testId, t.testHash]),
+      programIds: d.programs.map((p) => p.programId),
+      programHashes: d.programs.map((p) => p.programHash),
+      testIds: d.tests.map((t) => t.testId),
+      testHashes: d.tests.map((t) => t.testHash),
       pairs: d.pairs,
       // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
       reused: collectedPurpose(d.purpose) ? d.reused : [],
