@@ -80,11 +80,13 @@ function requestRow(view: ReadView, requestId: string): RequestRow | undefined {
 
 /** Sets the letters of `positions` (a ProgramExecuted's pairs) in a request's letter string. */
 function withLetters(codes: string, positions: readonly number[], letters: string): string {
-  const chars = codes.split('');
-  positions.forEach((at, i) => {
-    if (at >= 0 && at < chars.length) chars[at] = letters[i]!;
-  });
-  return chars.join('');
+  // Letters are ASCII: one byte each, with no string per letter.
+  const bytes = Buffer.from(codes, 'latin1');
+  for (let i = 0; i < positions.length; i++) {
+    const at = positions[i]!;
+    if (at >= 0 && at < bytes.length) bytes[at] = letters.charCodeAt(i);
+  }
+  return bytes.toString('latin1');
 }
 
 /** Notes that `requestId` executed `programHash` (once per request; log order). */

@@ -268,12 +268,17 @@ export class BatchWriter {
   }
 
   #keyOf(t: Table, key: Row): string {
-    const values = t.keyValues(key);
-    // Text keys (the common case) need no JSON: joined by a NUL, which none of them holds; the
-    // prefix keeps them apart from JSON keys.
-    let text = true;
-    for (const v of values) if (typeof v !== 'string' || v.includes('\0')) text = false;
-    return text ? `s${values.join('\0')}` : `j${JSON.stringify(values)}`;
+    // Text keys (the common case) need no JSON nor a list of values: joined by a NUL, which none
+    // of them holds; the prefix keeps them apart from JSON keys.
+    let k = 's';
+    for (let i = 0; i < t.key.length; i++) {
+      const name = t.key[i]!;
+      const v = key[name];
+      // Anything else goes through keyValues, which checks (and refuses) as it always did.
+      if (typeof v !== 'string' || v.includes('\0') || t.byName.get(name)!.type !== 'text') return `j${JSON.stringify(t.keyValues(key))}`;
+      k = i === 0 ? k + v : `${k}\0${v}`;
+    }
+    return k;
   }
 
   #decodeKey(k: string): unknown[] {
@@ -317,8 +322,11 @@ export class BatchWriter {
             encoded[i] = t.encode(c.name, v);
           }
         }
-        // A column the table lacks is refused with encode's message.
-        if (given !== Object.keys(w.row).length) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
+        // A column the table lacks is refused with encode's message (counted without a key list:
+        // a put per row is the hot path).
+        let named = 0;
+        for (const _ in w.row) named++;
+        if (given !== named) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
         this.#slot(t).set(k, new Encoded(encoded));
         return;
       }
