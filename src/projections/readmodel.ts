@@ -228,6 +228,22 @@ export class Table {
     });
   }
 
+  /** Deletes by keys already encoded, several per statement (as upsertManyEncoded writes). */
+  removeManyEncoded(keys: readonly (readonly unknown[])[]): void {
+    const n = this.key.length;
+    const per = Math.max(1, Math.min(UPSERT_ROWS, Math.floor(MAX_PARAMS / n)));
+    const params = new Array<unknown>(per * n);
+    let at = 0;
+    for (; at + per <= keys.length; at += per) {
+      for (let r = 0; r < per; r++) for (let c = 0; c < n; c++) params[r * n + c] = keys[at + r]![c];
+      this.statement(`delete*${per}`, () => {
+        const one = `(${this.key.map(() => '?').join(', ')})`;
+        return `DELETE FROM ${this.name} WHERE (${this.key.join(', ')}) IN (VALUES ${Array(per).fill(one).join(', ')})`;
+      }).run(params);
+    }
+    for (; at < keys.length; at++) this.removeEncoded(keys[at]!);
+  }
+
   /** Deletes by key values already encoded (as `keyValues` returns them). */
   removeEncoded(keyValues: readonly unknown[]): void {
     const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
@@ -385,7 +401,9 @@ export class BatchWriter {
         else if (row) puts.push(t.encodeRow(row));
       }
       t.upsertManyEncoded(puts);
-      for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
+      const deletes: unknown[][] = [];
+      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(k));
+      t.removeManyEncoded(deletes);
     }
     this.#rows.clear();
   }

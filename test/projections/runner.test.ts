@@ -412,3 +412,37 @@ describe('a batch of many rows', () => {
     expect(rows).toEqual(expected);
   });
 });
+
+describe('many deletes', () => {
+  it('deletes rows written by an earlier batch, many per statement, under composite and text keys', async () => {
+    // Rounds 0..149 put a row in each table; rounds 150..199 (the next batch) delete two each:
+    // 100 deletes per table in one flush (a multi-row statement and a rest), rows 100..149 kept.
+    const events = Array.from({ length: 200 }, (_, k) => makeEvent('RoundStarted', 'run-a', { round: k, problemIds: [`p${k}`] }));
+    await log.append('s/0', events, { commitId: 'deletes' });
+    const churn: RowProjection = {
+      name: 'churn',
+      version: 1,
+      types: ['RoundStarted'],
+      tables: {
+        by_pair: { columns: { round: 'integer', name: 'text', size: 'integer' }, key: ['round', 'name'] },
+        by_name: { columns: { name: 'text', size: 'integer' }, key: ['name'] },
+      },
+      apply: (e) => {
+        if (!isEvent(e, 'RoundStarted')) return [];
+        const r = e.data.round;
+        if (r < 150) return [put('by_pair', { round: r, name: `p${r}`, size: r }), put('by_name', { name: `p${r}`, size: r })];
+        return [0, 1].flatMap((j) => {
+          const gone = 2 * (r - 150) + j;
+          return [del('by_pair', { round: gone, name: `p${gone}` }), del('by_name', { name: `p${gone}` })];
+        });
+      },
+    };
+    const r = await runner({ projections: [churn], batchSize: 150 });
+    await r.catchUp();
+    const kept = Array.from({ length: 50 }, (_, i) => 100 + i);
+    const pairs = r.readModel.db.prepare('SELECT round FROM by_pair ORDER BY round').all() as { round: number }[];
+    const names = r.readModel.db.prepare('SELECT size FROM by_name ORDER BY size').all() as { size: number }[];
+    expect(pairs.map((x) => x.round)).toEqual(kept);
+    expect(names.map((x) => x.size)).toEqual(kept);
+  });
+});
