@@ -2,8 +2,10 @@
  * Answer selection (see answer-selection.ts) as a row projection: what the reducer kept in one
  * state, serialized whole at every checkpoint (every verdict of the run), is kept here in
  * internal rows, so a batch writes only the rows its events touch:
- *  - answer_selection_requests: each request's lists in stored form and one verdict letter per
- *    pair ('.' until answered); kept, since a later request may reuse its verdicts;
+ *  - answer_selection_requests: one verdict letter per pair of each request ('.' until
+ *    answered); kept, since a later request may reuse its verdicts. The request's lists are the
+ *    executions read model's (execution_requests, read through `reads`): tens of kilobytes per
+ *    request, stored once for both;
  *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
  *    log order: a reused pair's verdict is the newest of them that ran the pair (not a
  *    sandbox error), the reducer's by-pair memory read backwards;
@@ -28,7 +30,8 @@ import {
   type ProblemSelection,
 } from './answer-selection.js';
 import type { RequestVerdict } from './recorded-verdicts.js';
-import { requestListsText, type StoredRequest } from './request-lists.js';
+import type { StoredRequest } from './request-lists.js';
+import { EXECUTION_REQUESTS } from './executions.js';
 
 const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
@@ -42,7 +45,6 @@ const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 interface RequestRow {
   request_id: string;
   problem_id: string;
-  body: string;
   codes: string;
   /** Older per-pair results that name no pair of the request: [programId, programHash, testId, testHash, letter]. */
   extra: string | null;
@@ -54,15 +56,19 @@ interface OpenRow {
 }
 
 
-/** Parsed request bodies, by their text: a problem-round's requests are read several times. */
+/** Parsed request lists, by request id: a problem-round's requests are read several times. */
 class Bodies {
   readonly #parsed = new Map<string, StoredRequest>();
-  of(text: string): StoredRequest {
-    let b = this.#parsed.get(text);
+  constructor(private readonly view: ReadView) {}
+  of(requestId: string): StoredRequest {
+    let b = this.#parsed.get(requestId);
     if (!b) {
-      b = JSON.parse(text) as StoredRequest;
+      const row = this.view.get(EXECUTION_REQUESTS, { request_id: requestId }) as { body: string } | undefined;
+      // The executions read model applies each event first: a request known here is there.
+      if (!row) throw new Error(`request ${requestId} is not in ${EXECUTION_REQUESTS}`);
+      b = JSON.parse(row.body) as StoredRequest;
       if (this.#parsed.size > 64) this.#parsed.clear();
-      this.#parsed.set(text, b);
+      this.#parsed.set(requestId, b);
     }
     return b;
   }
@@ -74,11 +80,13 @@ function requestRow(view: ReadView, requestId: string): RequestRow | undefined {
 
 /** Sets the letters of `positions` (a ProgramExecuted's pairs) in a request's letter string. */
 function withLetters(codes: string, positions: readonly number[], letters: string): string {
-  const chars = codes.split('');
-  positions.forEach((at, i) => {
-    if (at >= 0 && at < chars.length) chars[at] = letters[i]!;
-  });
-  return chars.join('');
+  // Letters are ASCII: one byte each, with no string per letter.
+  const bytes = Buffer.from(codes, 'latin1');
+  for (let i = 0; i < positions.length; i++) {
+    const at = positions[i]!;
+    if (at >= 0 && at < bytes.length) bytes[at] = letters.charCodeAt(i);
+  }
+  return bytes.toString('latin1');
 }
 
 /** Notes that `requestId` executed `programHash` (once per request; log order). */
@@ -100,11 +108,11 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
   for (const requestId of JSON.parse(row.requests) as string[]) {
     const req = requestRow(view, requestId);
     if (!req) continue;
-    const b = bodies.of(req.body);
+    const b = bodies.of(requestId);
     for (let i = 0; i < b.pairs.length / 2; i++) {
       const letter = req.codes[i]!;
       if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
-      if (b.programs[b.pairs[2 * i]!]![1] === programHash) out.set(b.tests[b.pairs[2 * i + 1]!]![1], letter);
+      if (b.programHashes[b.pairs[2 * i]!] === programHash) out.set(b.testHashes[b.pairs[2 * i + 1]!]!, letter);
     }
     // Older per-pair results outside the request's pairs came after its pairs' results.
     if (req.extra) {
@@ -120,13 +128,17 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
 function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): RequestVerdict[] {
   const req = requestRow(view, requestId);
   if (!req) return [];
-  const b = bodies.of(req.body);
+  const b = bodies.of(requestId);
   const out: RequestVerdict[] = [];
   for (let i = 0; i < b.pairs.length / 2; i++) {
     const letter = req.codes[i]!;
     if (letter === UNANSWERED) continue;
-    const [programId, programHash] = b.programs[b.pairs[2 * i]!]!;
-    const [testId, testHash] = b.tests[b.pairs[2 * i + 1]!]!;
+    const pi = b.pairs[2 * i]!;
+    const ti = b.pairs[2 * i + 1]!;
+    const programId = b.programIds[pi]!;
+    const programHash = b.programHashes[pi]!;
+    const testId = b.testIds[ti]!;
+    const testHash = b.testHashes[ti]!;
     out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
   }
   if (req.extra) {
@@ -137,8 +149,12 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
   // Each reused program's recorded verdicts are gathered once, not once per pair.
   const byProgram = new Map<string, Map<string, string>>();
   for (let i = 0; i < b.reused.length; i += 2) {
-    const [programId, programHash] = b.programs[b.reused[i]!]!;
-    const [testId, testHash] = b.tests[b.reused[i + 1]!]!;
+    const pi = b.reused[i]!;
+    const ti = b.reused[i + 1]!;
+    const programId = b.programIds[pi]!;
+    const programHash = b.programHashes[pi]!;
+    const testId = b.testIds[ti]!;
+    const testHash = b.testHashes[ti]!;
     let known = byProgram.get(programHash);
     if (!known) byProgram.set(programHash, (known = recordedVerdicts(view, bodies, req.problem_id, programHash)));
     const letter = known.get(testHash);
@@ -169,7 +185,7 @@ interface SumsRow {
 function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>): RowWrite[] {
   const key = `${d.round}/${d.problemId}`;
   const o = openRow(view, key);
-  const bodies = new Bodies();
+  const bodies = new Bodies(view);
   const scores = scoreCandidates({
     candidates: o.candidates,
     generatedTests: new Set(o.generatedTests),
@@ -223,7 +239,7 @@ function selectionRow(p: ProblemSelection) {
 }
 
 function requested(d: EventData<'ExecutionRequested'>): RowWrite[] {
-  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, body: requestListsText(d), codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
+  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
 }
 
 function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
@@ -237,11 +253,11 @@ function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
 function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite[] {
   const req = requestRow(view, d.requestId);
   if (!req) return [];
-  const b = JSON.parse(req.body) as StoredRequest;
+  const b = new Bodies(view).of(d.requestId);
   const letter = VERDICT_CODES[d.verdict];
   let at = -1;
   for (let i = 0; i < b.pairs.length / 2 && at < 0; i++) {
-    if (b.programs[b.pairs[2 * i]!]![0] === d.programId && b.tests[b.pairs[2 * i + 1]!]![0] === d.testId && req.codes[i] === UNANSWERED) at = i;
+    if (b.programIds[b.pairs[2 * i]!] === d.programId && b.testIds[b.pairs[2 * i + 1]!] === d.testId && req.codes[i] === UNANSWERED) at = i;
   }
   const row =
     at >= 0
@@ -282,9 +298,10 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
-  // 6: rows (internal tables for the verdicts), not a state serialized at every checkpoint.
-  version: 6,
+  // 7: the requests' lists read from the executions read model, not kept a second time.
+  version: 7,
   types: ANSWER_SELECTION_TYPES,
+  reads: [EXECUTION_REQUESTS],
   tables: {
     answer_selection: {
       columns: {
@@ -306,7 +323,7 @@ export const answerSelectionProjection: RowProjection = {
       columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
       key: ['round'],
     },
-    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', body: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
+    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
     [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
     [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
     [SUMS]: {

@@ -16,7 +16,9 @@ import type { RowProjection } from './runner.js';
 import { requestListsText, type StoredRequest } from './request-lists.js';
 
 const EXECUTIONS = 'executions';
-const REQUESTS = 'execution_requests';
+/** Each request's lists, stored once: answer selection reads them too (its `reads`). */
+export const EXECUTION_REQUESTS = 'execution_requests';
+const REQUESTS = EXECUTION_REQUESTS;
 
 /** An executions row as stored. */
 interface ExecutionsRow {
@@ -80,8 +82,12 @@ function completedWrites(d: Completed, view: ReadView): RowWrite[] {
   const b = parsedBody(text);
   let position = -1;
   for (let i = 0; i < b.pairs.length / 2 && position < 0; i++) {
-    const [programId, programHash] = b.programs[b.pairs[2 * i]!]!;
-    const [testId, testHash] = b.tests[b.pairs[2 * i + 1]!]!;
+    const pi = b.pairs[2 * i]!;
+    const ti = b.pairs[2 * i + 1]!;
+    const programId = b.programIds[pi];
+    const programHash = b.programHashes[pi];
+    const testId = b.testIds[ti];
+    const testHash = b.testHashes[ti];
     if (programId === d.programId && programHash === d.programHash && testId === d.testId && testHash === d.testHash) position = i;
   }
   if (position < 0) return [];
@@ -105,8 +111,8 @@ function completedWrites(d: Completed, view: ReadView): RowWrite[] {
 
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  // 5: one row per (request, program hash), verdicts packed as the event carries them.
-  version: 5,
+  // 6: a request's lists as parallel id and hash lists (see request-lists.ts).
+  version: 6,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     [EXECUTIONS]: {
@@ -183,9 +189,9 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
       if (!(at >= 0 && at < b.pairs.length / 2)) {
         throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${b.pairs.length / 2}`);
       }
-      const [programId, programHash] = b.programs[b.pairs[2 * at]!]!;
-      const [testId, testHash] = b.tests[b.pairs[2 * at + 1]!]!;
-      out.push({ at, requestId: row.request_id, programId, programHash, testId, testHash, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
+      const pi = b.pairs[2 * at]!;
+      const ti = b.pairs[2 * at + 1]!;
+      out.push({ at, requestId: row.request_id, programId: b.programIds[pi]!, programHash: b.programHashes[pi]!, testId: b.testIds[ti]!, testHash: b.testHashes[ti]!, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
     });
   }
   flushRequest();

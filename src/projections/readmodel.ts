@@ -228,6 +228,22 @@ export class Table {
     });
   }
 
+  /** Deletes by keys already encoded, several per statement (as upsertManyEncoded writes). */
+  removeManyEncoded(keys: readonly (readonly unknown[])[]): void {
+    const n = this.key.length;
+    const per = Math.max(1, Math.min(UPSERT_ROWS, Math.floor(MAX_PARAMS / n)));
+    const params = new Array<unknown>(per * n);
+    let at = 0;
+    for (; at + per <= keys.length; at += per) {
+      for (let r = 0; r < per; r++) for (let c = 0; c < n; c++) params[r * n + c] = keys[at + r]![c];
+      this.statement(`delete*${per}`, () => {
+        const one = `(${this.key.map(() => '?').join(', ')})`;
+        return `DELETE FROM ${this.name} WHERE (${this.key.join(', ')}) IN (VALUES ${Array(per).fill(one).join(', ')})`;
+      }).run(params);
+    }
+    for (; at < keys.length; at++) this.removeEncoded(keys[at]!);
+  }
+
   /** Deletes by key values already encoded (as `keyValues` returns them). */
   removeEncoded(keyValues: readonly unknown[]): void {
     const stmt = this.statement('delete', () => `DELETE FROM ${this.name} WHERE ${this.key.map((k) => `${k} = ?`).join(' AND ')}`);
@@ -268,12 +284,17 @@ export class BatchWriter {
   }
 
   #keyOf(t: Table, key: Row): string {
-    const values = t.keyValues(key);
-    // Text keys (the common case) need no JSON: joined by a NUL, which none of them holds; the
-    // prefix keeps them apart from JSON keys.
-    let text = true;
-    for (const v of values) if (typeof v !== 'string' || v.includes('\0')) text = false;
-    return text ? `s${values.join('\0')}` : `j${JSON.stringify(values)}`;
+    // Text keys (the common case) need no JSON nor a list of values: joined by a NUL, which none
+    // of them holds; the prefix keeps them apart from JSON keys.
+    let k = 's';
+    for (let i = 0; i < t.key.length; i++) {
+      const name = t.key[i]!;
+      const v = key[name];
+      // Anything else goes through keyValues, which checks (and refuses) as it always did.
+      if (typeof v !== 'string' || v.includes('\0') || t.byName.get(name)!.type !== 'text') return `j${JSON.stringify(t.keyValues(key))}`;
+      k = i === 0 ? k + v : `${k}\0${v}`;
+    }
+    return k;
   }
 
   #decodeKey(k: string): unknown[] {
@@ -317,8 +338,11 @@ export class BatchWriter {
             encoded[i] = t.encode(c.name, v);
           }
         }
-        // A column the table lacks is refused with encode's message.
-        if (given !== Object.keys(w.row).length) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
+        // A column the table lacks is refused with encode's message (counted without a key list:
+        // a put per row is the hot path).
+        let named = 0;
+        for (const _ in w.row) named++;
+        if (given !== named) for (const c of Object.keys(w.row)) if (!t.byName.has(c)) t.encode(c, w.row[c]);
         this.#slot(t).set(k, new Encoded(encoded));
         return;
       }
@@ -377,7 +401,9 @@ export class BatchWriter {
         else if (row) puts.push(t.encodeRow(row));
       }
       t.upsertManyEncoded(puts);
-      for (const [k, row] of rows) if (!row) t.removeEncoded(this.#decodeKey(k));
+      const deletes: unknown[][] = [];
+      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(k));
+      t.removeManyEncoded(deletes);
     }
     this.#rows.clear();
   }

@@ -1,18 +1,21 @@
 /**
- * An ExecutionRequested's lists as the read models keep them: programs and tests as [id, hash],
- * pairs (and, for the requests whose verdicts answer selection collects, reused pairs) as flat
- * index pairs, in a fixed key order so the text does not depend on the event data's.
- * Made once per event however many projections keep it: a reward request's lists are tens of
- * kilobytes of JSON.
- */
+ * An ExecutionRequested's lists as the read models keep them, in execution_requests (the
+ * executions read model's table, which answer selection reads too: stored once, since a reward
+ * request's lists are tens of kilobytes): programs' and tests' ids and hashes as four parallel
+ * lists (no object or tuple per item, so the text is one native JSON.stringify over the event's
+ * own strings), pairs (and, for the requests whose verdicts answer selection collects, reused
+ * pairs) as flat index pairs, in a fixed key order so the text does not depend on the event
+ * data's. */
 import type { EventData } from '../events/catalog.js';
 
 type Requested = EventData<'ExecutionRequested'>;
 
 /** The stored lists, parsed. */
 export interface StoredRequest {
-  programs: [string, string][];
-  tests: [string, string][];
+  programIds: string[];
+  programHashes: string[];
+  testIds: string[];
+  testHashes: string[];
   pairs: number[];
   reused: number[];
 }
@@ -20,20 +23,17 @@ export interface StoredRequest {
 /** Requests whose verdicts answer selection reads, reused pairs included. */
 export const collectedPurpose = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
-const made = new WeakMap<Requested, string>();
-
-/** The lists' text (pure: the same data, the same text; kept per event object). */
+/** The lists' text (pure: the same data, the same text). */
 export function requestListsText(d: Requested): string {
-  let text = made.get(d);
-  if (text === undefined) {
-    const body: StoredRequest = {
-      programs: d.programs.map((p) => [p.programId, p.programHash]),
-      tests: d.tests.map((t) => [t.testId, t.testHash]),
-      pairs: d.pairs,
-      // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
-      reused: collectedPurpose(d.purpose) ? d.reused : [],
-    };
-    made.set(d, (text = JSON.stringify(body)));
-  }
-  return text;
+  // Keys in a fixed order, so the text does not depend on the event data's.
+  const body: StoredRequest = {
+    programIds: d.programs.map((p) => p.programId),
+    programHashes: d.programs.map((p) => p.programHash),
+    testIds: d.tests.map((t) => t.testId),
+    testHashes: d.tests.map((t) => t.testHash),
+    pairs: d.pairs,
+    // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
+    reused: collectedPurpose(d.purpose) ? d.reused : [],
+  };
+  return JSON.stringify(body);
 }

@@ -71,11 +71,18 @@ export const mistakeBookProjection: RowProjection = {
   },
   apply: (e) => {
     const d = e.data as EventData<'MistakeBookUpdated'>;
+    // Rows as literals, not spreads of a key object: a step changes tens of thousands of them.
     return d.changes.map((c) => {
-      const key = { problem_id: d.problemId, test_key: c.testKey };
-      if (c.cause === 'blacklist') return put('mistake_book', { ...key, test_hash: c.testHash, count: 0, blacklisted: true, round: d.round });
-      if (c.count <= 0) return del('mistake_book', key);
-      return put('mistake_book', { ...key, test_hash: c.testHash, count: c.count, blacklisted: false, round: d.round });
+      if (c.cause !== 'blacklist' && c.count <= 0) return del('mistake_book', { problem_id: d.problemId, test_key: c.testKey });
+      const blacklisted = c.cause === 'blacklist';
+      return put('mistake_book', {
+        problem_id: d.problemId,
+        test_key: c.testKey,
+        test_hash: c.testHash,
+        count: blacklisted ? 0 : c.count,
+        blacklisted,
+        round: d.round,
+      });
     });
   },
 };

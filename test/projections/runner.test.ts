@@ -219,6 +219,37 @@ describe('row writes', () => {
     const r2 = await runner({ projections: [partial], readModel: join(dir, 'rm2.db') });
     await expect(r2.catchUp()).rejects.toThrow(/without column "label"/);
   });
+
+  it("reads another projection's table only when it names it and that projection comes first", async () => {
+    await seed(7);
+    const owner: RowProjection = {
+      name: 'owner',
+      version: 1,
+      tables: { owned: { columns: { k: 'text', position: 'integer' }, key: ['k'] } },
+      apply: (e) => [put('owned', { k: e.id, position: e.position })],
+    };
+    // Reads the owner's row of the same event: the owner applies it first, in the same batch.
+    const follower: RowProjection = {
+      name: 'follower',
+      version: 1,
+      reads: ['owned'],
+      tables: { followed: { columns: { k: 'text', seen: 'integer?' }, key: ['k'] } },
+      apply: (e, view) => [put('followed', { k: e.id, seen: (view.get('owned', { k: e.id })?.position as number | undefined) ?? null })],
+    };
+    const r = await runner({ projections: [owner, follower], batchSize: 3 });
+    await r.catchUp();
+    const rows = r.readModel.db.prepare('SELECT seen FROM followed ORDER BY seen').all() as { seen: number | null }[];
+    expect(rows.map((x) => x.seen)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    await expect(runner({ projections: [follower, owner], readModel: join(dir, 'rm2.db') })).rejects.toThrow(
+      /projection "follower" reads table "owned", which no projection listed before it declares/,
+    );
+    const writer: RowProjection = { ...follower, name: 'writer', tables: {}, apply: (e) => [put('owned', { k: e.id, position: 0 })] };
+    const r3 = await runner({ projections: [owner, writer], readModel: join(dir, 'rm3.db') });
+    await expect(r3.catchUp()).rejects.toThrow(/"writer" at event position 1.*table "owned", which it does not declare/);
+    const unnamed: RowProjection = { ...follower, name: 'unnamed', reads: [], tables: {}, apply: (e, view) => (view.get('owned', { k: e.id }), []) };
+    const r4 = await runner({ projections: [owner, unnamed], readModel: join(dir, 'rm4.db') });
+    await expect(r4.catchUp()).rejects.toThrow(/"unnamed" at event position 1.*reads table "owned", which it neither declares nor names in reads/);
+  });
 });
 
 describe('state hash and rebuild', () => {
@@ -379,5 +410,39 @@ describe('a batch of many rows', () => {
       expected.push({ round: k, name: `p${k}`, doubled: merged ? 2 * (k - 10) + 1 : 2 * k, flag: k % 2 === 0 ? 1 : 0, extra: k % 5 === 0 ? `{"at":[${k}]}` : null });
     }
     expect(rows).toEqual(expected);
+  });
+});
+
+describe('many deletes', () => {
+  it('deletes rows written by an earlier batch, many per statement, under composite and text keys', async () => {
+    // Rounds 0..149 put a row in each table; rounds 150..199 (the next batch) delete two each:
+    // 100 deletes per table in one flush (a multi-row statement and a rest), rows 100..149 kept.
+    const events = Array.from({ length: 200 }, (_, k) => makeEvent('RoundStarted', 'run-a', { round: k, problemIds: [`p${k}`] }));
+    await log.append('s/0', events, { commitId: 'deletes' });
+    const churn: RowProjection = {
+      name: 'churn',
+      version: 1,
+      types: ['RoundStarted'],
+      tables: {
+        by_pair: { columns: { round: 'integer', name: 'text', size: 'integer' }, key: ['round', 'name'] },
+        by_name: { columns: { name: 'text', size: 'integer' }, key: ['name'] },
+      },
+      apply: (e) => {
+        if (!isEvent(e, 'RoundStarted')) return [];
+        const r = e.data.round;
+        if (r < 150) return [put('by_pair', { round: r, name: `p${r}`, size: r }), put('by_name', { name: `p${r}`, size: r })];
+        return [0, 1].flatMap((j) => {
+          const gone = 2 * (r - 150) + j;
+          return [del('by_pair', { round: gone, name: `p${gone}` }), del('by_name', { name: `p${gone}` })];
+        });
+      },
+    };
+    const r = await runner({ projections: [churn], batchSize: 150 });
+    await r.catchUp();
+    const kept = Array.from({ length: 50 }, (_, i) => 100 + i);
+    const pairs = r.readModel.db.prepare('SELECT round FROM by_pair ORDER BY round').all() as { round: number }[];
+    const names = r.readModel.db.prepare('SELECT size FROM by_name ORDER BY size').all() as { size: number }[];
+    expect(pairs.map((x) => x.round)).toEqual(kept);
+    expect(names.map((x) => x.size)).toEqual(kept);
   });
 });

@@ -15,7 +15,7 @@ import type { EventData } from '../../src/events/catalog.js';
 import { loadRunDetail, loadRunSummary } from '../../src/report/run-data.js';
 import { compareRuns } from '../../src/report/compare.js';
 import { ProjectionRunner, type ReducerProjection } from '../../src/projections/runner.js';
-import { answerSelectionProjection } from '../../src/projections/run-views.js';
+import { answerSelectionProjection, executionsProjection } from '../../src/projections/run-views.js';
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM } from './browser.js';
 import { runMain } from '../support/cli.js';
@@ -112,9 +112,10 @@ describe('answer selection on a recorded run', () => {
     const log = await openSqliteLog(path.join(a.dir, 'log.db'), { create: false });
     const hashes: string[] = [];
     const rows: unknown[] = [];
-    for (const [i, p] of [reference, answerSelectionProjection].entries()) {
+    // The row projection reads the requests' lists the executions read model keeps.
+    for (const [i, ps] of [[reference], [executionsProjection, answerSelectionProjection]].entries()) {
       // Small batches: the row projection reads rows written by earlier batches.
-      const runner = await ProjectionRunner.replayInto(path.join(root, `selection-${i}.db`), { log, projections: [p], runId: a.runId, batchSize: 97 });
+      const runner = await ProjectionRunner.replayInto(path.join(root, `selection-${i}.db`), { log, projections: ps, runId: a.runId, batchSize: 97 });
       hashes.push(await runner.stateHash('answer-selection'));
       rows.push(runner.readModel.db.prepare('SELECT * FROM answer_selection_rounds ORDER BY round').all());
       await runner.close();
