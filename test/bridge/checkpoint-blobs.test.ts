@@ -20,6 +20,9 @@ import { startBridgeServe, torchMissing } from '../support/bridge-serve.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 import { syncWeights } from '../../src/policies/weight-sync.js';
 
+/** A blob's key in the log file: the 32 bytes of its sha256 (log format 2). */
+const blobKey = (sha256: string) => Buffer.from(sha256, 'hex');
+
 const missing = torchMissing();
 const TINY = { d_model: 32, n_layers: 2, n_heads: 2, d_ff: 64, max_seq_len: 256 };
 const options = BridgeTrainerOptions.parse({ backend: 'toy', config: TINY, seed: 5, device: 'cpu', retry: { attempts: 2, baseDelayMs: 10 } });
@@ -108,10 +111,10 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     // A flipped byte in one file's blob: refused, naming the version and the file.
     const [victim, victimFile] = [...files].sort((a, b) => b[1].bytes - a[1].bytes)[0]!;
     const db = new Database(logFile);
-    const bytes = Buffer.from(db.prepare('SELECT bytes FROM blobs WHERE hash = ?').pluck().get(victimFile.sha256) as Buffer);
+    const bytes = Buffer.from(db.prepare('SELECT bytes FROM blobs WHERE hash = ?').pluck().get(blobKey(victimFile.sha256)) as Buffer);
     const mid = bytes.length >> 1;
     bytes[mid] = bytes[mid]! ^ 0xff;
-    db.prepare('UPDATE blobs SET bytes = ? WHERE hash = ?').run(bytes, victimFile.sha256);
+    db.prepare('UPDATE blobs SET bytes = ? WHERE hash = ?').run(bytes, blobKey(victimFile.sha256));
     db.close();
     log = await openSqliteLog(logFile);
     const ref: CheckpointRef = cp;
@@ -128,7 +131,7 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
 
     // The blob gone altogether.
     const db2 = new Database(logFile);
-    db2.prepare('DELETE FROM blobs WHERE hash = ?').run(victimFile.sha256);
+    expect(db2.prepare('DELETE FROM blobs WHERE hash = ?').run(blobKey(victimFile.sha256)).changes).toBe(1);
     db2.close();
     log = await openSqliteLog(logFile);
     await expect(localCheckpoint(ref, log.blobs, path.join(root, 'fourth-disk'), 'code version 1')).rejects.toThrow(`checkpoint code version 1, file ${victim}: blob ${victimFile.sha256} is not in the blob store`);
