@@ -12,18 +12,15 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { RuntimeView } from '../actors/runtime.js';
 import { requestPairs, requestSize, type EventData } from '../events/catalog.js';
 import { executePrograms, type ExecutionCache } from '../actors/executor.js';
-import { JetStreamTaskQueue, type Task } from '../events/jetstream-tasks.js';
+import { JetStreamTaskQueue } from '../events/jetstream-tasks.js';
 import type { JetStreamEventLog } from '../events/jetstream-log.js';
 import type { LoopContext } from './context.js';
 import { PROGRAM_QUEUE } from './names.js';
-import { WorkerError } from './errors.js';
+import { runTaskLoop, type TaskStep } from './task-loop.js';
 
 type Request = EventData<'ExecutionRequested'>;
 
 const TaskBody = z.strictObject({ requestId: z.string().min(1), programHash: z.string().regex(/^[0-9a-f]{64}$/) });
-
-/** Deliveries of one task that fail before the worker gives up (and exits with the error). */
-const MAX_TASK_FAILURES = 5;
 
 /** Open requests and the programs each still waits for, folded from the log. */
 export class ProgramWork implements RuntimeView {
@@ -78,91 +75,30 @@ export class ProgramWork implements RuntimeView {
 }
 
 export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { ackWaitMs: number }): Promise<void> {
-  const { runtime, wake, figures, runId } = ctx;
+  const { runtime, figures, runId } = ctx;
   const queue = await JetStreamTaskQueue.open(ctx.log as JetStreamEventLog, { name: PROGRAM_QUEUE, ackWaitMs: opts.ackWaitMs });
   const cache = () => runtime.indexOf('executor') as ExecutionCache;
-  let failure: unknown = null;
-  const failures = new Map<string, number>();
-  figures.state = 'live';
 
   const publishFresh = async () => {
+    figures.pending = work.openPrograms;
     for (const { requestId, programs } of work.takeFresh()) {
       for (const programHash of programs) await queue.publish(`${runId}/${requestId}/${programHash}`, JSON.stringify({ requestId, programHash }));
     }
   };
 
-  const handle = async (task: Task) => {
-    const parsed = TaskBody.safeParse((() => {
-      try {
-        return JSON.parse(task.body);
-      } catch {
-        return null;
-      }
-    })());
-    if (!parsed.success) {
-      // Not a task this code wrote: dropping it loses nothing (tasks are derived from the log).
-      ctx.say(`dropped task ${task.id}: its body is not {requestId, programHash}`);
-      await task.ack();
-      return;
-    }
-    const { requestId, programHash } = parsed.data;
+  const step = async ({ requestId, programHash }: z.infer<typeof TaskBody>): Promise<TaskStep> => {
     if (!work.seen(requestId)) await ctx.fold();
-    if (!work.seen(requestId)) {
-      // Published by a process further ahead in the log than this one's last read.
-      task.nak(200);
-      return;
-    }
+    if (!work.seen(requestId)) return 'behind';
     const request = work.waiting(requestId, programHash);
-    if (!request) {
-      await task.ack();
-      return;
-    }
-    figures.running++;
-    const ticker = setInterval(() => task.working(), Math.max(100, Math.floor(opts.ackWaitMs / 3)));
-    try {
-      const events = await executePrograms(request, ctx.env, cache(), new Set([programHash]));
-      const r = await ctx.log.append('executor', events, { commitId: runtime.commitIdOf('executor', `${requestId}/${programHash}`) });
-      if (r.duplicate) figures.duplicates++;
-      else figures.written++;
-      await task.ack();
-    } catch (err) {
-      const n = (failures.get(task.id) ?? 0) + 1;
-      failures.set(task.id, n);
-      ctx.say(`program ${programHash.slice(0, 12)} of ${requestId} failed (${n}/${MAX_TASK_FAILURES}): ${(err as Error).message}`);
-      if (n >= MAX_TASK_FAILURES) failure ??= new WorkerError(`executor: program ${programHash} of ${requestId} failed ${n} times: ${(err as Error).message}`);
-      task.nak(500 * n);
-    } finally {
-      clearInterval(ticker);
-      figures.running--;
-      wake.signal();
-    }
+    if (!request) return 'recorded';
+    return {
+      label: `program ${programHash.slice(0, 12)} of ${requestId}`,
+      run: async () => {
+        const events = await executePrograms(request, ctx.env, cache(), new Set([programHash]));
+        return ctx.log.append('executor', events, { commitId: runtime.commitIdOf('executor', `${requestId}/${programHash}`) });
+      },
+    };
   };
 
-  const done = () => ctx.completion.completed || ctx.stopped() || failure !== null;
-  const slots = Array.from({ length: ctx.concurrency }, async () => {
-    while (!done()) {
-      let tasks: Task[];
-      try {
-        tasks = await queue.claim(1, 1000);
-      } catch (err) {
-        if (done()) return;
-        throw err;
-      }
-      for (const t of tasks) await handle(t);
-    }
-  });
-  const folding = (async () => {
-    while (!done()) {
-      await ctx.fold();
-      figures.pending = work.openPrograms;
-      await publishFresh();
-      await wake.wait(1000);
-    }
-  })();
-  try {
-    await Promise.all([folding, ...slots]);
-  } finally {
-    figures.state = 'stopping';
-  }
-  if (failure) throw failure;
+  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{requestId, programHash}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishFresh });
 }

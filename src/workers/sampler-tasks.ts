@@ -15,11 +15,11 @@
 import { z } from 'zod';
 import type { Effect } from '../actors/runtime.js';
 import { seqOf } from '../events/positions.js';
-import { JetStreamTaskQueue, type Task } from '../events/jetstream-tasks.js';
+import { JetStreamTaskQueue } from '../events/jetstream-tasks.js';
 import type { JetStreamEventLog } from '../events/jetstream-log.js';
 import type { LoopContext } from './context.js';
 import { sampleQueueOf, type SamplerRole } from './names.js';
-import { WorkerError } from './errors.js';
+import { runTaskLoop, type TaskStep } from './task-loop.js';
 
 const TaskBody = z.strictObject({
   key: z.string().min(1),
@@ -27,20 +27,14 @@ const TaskBody = z.strictObject({
   at: z.int().nonnegative(),
 });
 
-/** Deliveries of one task that fail before the worker gives up (and exits with the error). */
-const MAX_TASK_FAILURES = 5;
-
 /** The task id of an effect: the same in every process, so the queue stores it once. */
 export const samplerTaskId = (runId: string, role: SamplerRole, key: string): string => `${runId}/${role}/${key}`;
 
 export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts: { ackWaitMs: number }): Promise<void> {
-  const { runtime, wake, figures, runId, role } = ctx;
+  const { runtime, figures, runId, role } = ctx;
   const queue = await JetStreamTaskQueue.open(ctx.log as JetStreamEventLog, { name: sampleQueueOf(role), ackWaitMs: opts.ackWaitMs });
-  let failure: unknown = null;
-  const failures = new Map<string, number>();
   /** Keys this process has published (the queue drops the copies; this spares the round trips). */
   const published = new Set<string>();
-  figures.state = 'live';
 
   const pendingEffect = (key: string): Effect | undefined => runtime.pendingOf(role).find((e) => e.key === key);
   const folded = () => seqOf(runtime.position);
@@ -58,79 +52,25 @@ export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts:
     }
   };
 
-  const handle = async (task: Task) => {
-    const parsed = TaskBody.safeParse((() => {
-      try {
-        return JSON.parse(task.body);
-      } catch {
-        return null;
-      }
-    })());
-    if (!parsed.success) {
-      // Not a task this code wrote: dropping it loses nothing (tasks are derived from the log).
-      ctx.say(`dropped task ${task.id}: its body is not {key, at}`);
-      await task.ack();
-      return;
-    }
-    const { key, at } = parsed.data;
+  const step = async ({ key, at }: z.infer<typeof TaskBody>): Promise<TaskStep> => {
     let effect = pendingEffect(key);
     if (!effect || folded() < at) {
       await ctx.fold();
       effect = pendingEffect(key);
     }
-    if (!effect) {
-      // Folded as far as the publisher and not pending: its output is in the log.
-      if (folded() >= at) await task.ack();
-      // Published by a process further ahead in the log than this one's last read.
-      else task.nak(200);
-      return;
-    }
-    figures.running++;
-    const ticker = setInterval(() => task.working(), Math.max(100, Math.floor(opts.ackWaitMs / 3)));
-    try {
-      const commit = await runtime.runEffect(role, effect);
-      // The commit id names the effect: a copy another process appended first is a success.
-      const r = await ctx.log.append(commit.stream, commit.events, commit.options);
-      if (r.duplicate) figures.duplicates++;
-      else figures.written++;
-      await task.ack();
-    } catch (err) {
-      const n = (failures.get(task.id) ?? 0) + 1;
-      failures.set(task.id, n);
-      ctx.say(`${role} effect ${key} failed (${n}/${MAX_TASK_FAILURES}): ${(err as Error).message}`);
-      if (n >= MAX_TASK_FAILURES) failure ??= new WorkerError(`${role}: effect ${key} failed ${n} times: ${(err as Error).message}`);
-      task.nak(500 * n);
-    } finally {
-      clearInterval(ticker);
-      figures.running--;
-      wake.signal();
-    }
+    // Folded as far as the publisher and not pending: its output is in the log. Not folded that
+    // far: published by a process further ahead in the log than this one's last read.
+    if (!effect) return folded() >= at ? 'recorded' : 'behind';
+    const found = effect;
+    return {
+      label: `${role} effect ${key}`,
+      run: async () => {
+        const commit = await runtime.runEffect(role, found);
+        // The commit id names the effect: a copy another process appended first is a success.
+        return ctx.log.append(commit.stream, commit.events, commit.options);
+      },
+    };
   };
 
-  const done = () => ctx.completion.completed || ctx.stopped() || failure !== null;
-  const slots = Array.from({ length: ctx.concurrency }, async () => {
-    while (!done()) {
-      let tasks: Task[];
-      try {
-        tasks = await queue.claim(1, 1000);
-      } catch (err) {
-        if (done()) return;
-        throw err;
-      }
-      for (const t of tasks) await handle(t);
-    }
-  });
-  const folding = (async () => {
-    while (!done()) {
-      await ctx.fold();
-      await publishPending();
-      await wake.wait(1000);
-    }
-  })();
-  try {
-    await Promise.all([folding, ...slots]);
-  } finally {
-    figures.state = 'stopping';
-  }
-  if (failure) throw failure;
+  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{key, at}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishPending });
 }

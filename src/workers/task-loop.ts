@@ -1,0 +1,114 @@
+/**
+ * What the executor and sampler loops share: `concurrency` slots claim tasks from the role's
+ * shared queue one at a time while a folding loop keeps this process's view of the log current
+ * and publishes the tasks it finds. A task whose body this code did not write is dropped (tasks
+ * are derived from the log, so nothing is lost); a failed run is given back to be delivered
+ * again, and after MAX_TASK_FAILURES deliveries the worker stops with the error.
+ */
+import type { z } from 'zod';
+import type { JetStreamTaskQueue, Task } from '../events/jetstream-tasks.js';
+import type { LoopContext } from './context.js';
+import { WorkerError } from './errors.js';
+
+/** Deliveries of one task that fail before the worker gives up (and exits with the error). */
+export const MAX_TASK_FAILURES = 5;
+
+/** What to do with a claimed task: its output is in the log (`recorded`: ack), it was published
+ * by a process further ahead in the log than this one (`behind`: give it back), or run it. */
+export type TaskStep =
+  | 'recorded'
+  | 'behind'
+  | {
+      /** What the task is, in messages ("code effect round-1/p3"). */
+      label: string;
+      /** Runs the task and appends its output; a duplicate append is a success. */
+      run: () => Promise<{ duplicate: boolean }>;
+    };
+
+export interface TaskLoop<B> {
+  queue: JetStreamTaskQueue;
+  body: z.ZodType<B>;
+  /** The body's shape, named in the message when a body does not parse. */
+  bodyShape: string;
+  ackWaitMs: number;
+  /** Decides on a claimed task (may fold the log first). */
+  step(body: B): Promise<TaskStep>;
+  /** After each fold: publish the tasks found and update the figures. */
+  afterFold(): Promise<void>;
+}
+
+function parseBody<B>(schema: z.ZodType<B>, text: string): B | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const parsed = schema.safeParse(value);
+  return parsed.success ? parsed.data : null;
+}
+
+export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promise<void> {
+  const { wake, figures, role } = ctx;
+  let failure: unknown = null;
+  const failures = new Map<string, number>();
+  figures.state = 'live';
+
+  const handle = async (task: Task) => {
+    const body = parseBody(loop.body, task.body);
+    if (body === null) {
+      ctx.say(`dropped task ${task.id}: its body is not ${loop.bodyShape}`);
+      await task.ack();
+      return;
+    }
+    const step = await loop.step(body);
+    if (step === 'recorded') return task.ack();
+    if (step === 'behind') return task.nak(200);
+    figures.running++;
+    const ticker = setInterval(() => task.working(), Math.max(100, Math.floor(loop.ackWaitMs / 3)));
+    try {
+      const r = await step.run();
+      if (r.duplicate) figures.duplicates++;
+      else figures.written++;
+      await task.ack();
+    } catch (err) {
+      const n = (failures.get(task.id) ?? 0) + 1;
+      failures.set(task.id, n);
+      const why = (err as Error).message;
+      ctx.say(`${step.label} failed (${n}/${MAX_TASK_FAILURES}): ${why}`);
+      if (n >= MAX_TASK_FAILURES) failure ??= new WorkerError(`${role}: ${step.label} failed ${n} times: ${why}`);
+      task.nak(500 * n);
+    } finally {
+      clearInterval(ticker);
+      figures.running--;
+      wake.signal();
+    }
+  };
+
+  const done = () => ctx.completion.completed || ctx.stopped() || failure !== null;
+  const slots = Array.from({ length: ctx.concurrency }, async () => {
+    while (!done()) {
+      let tasks: Task[];
+      try {
+        tasks = await loop.queue.claim(1, 1000);
+      } catch (err) {
+        if (done()) return;
+        throw err;
+      }
+      for (const t of tasks) await handle(t);
+    }
+  });
+  const folding = (async () => {
+    while (!done()) {
+      await ctx.fold();
+      await loop.afterFold();
+      await wake.wait(1000);
+    }
+  })();
+  try {
+    await Promise.all([folding, ...slots]);
+  } finally {
+    figures.state = 'stopping';
+  }
+  if (failure) throw failure;
+}
