@@ -15,8 +15,8 @@ import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { packJson, unpackJson, type Json } from '../events/packed-json.js';
-import { compactResults, mergeLoad, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
-import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
+import { compactResults, mergeLoad, resultAt, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
+import { VERDICT_CODES } from '../core/verdicts.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
@@ -115,15 +115,7 @@ export class ExecutionCache {
       const { d, at } = list[k]!;
       const i = at.get(testHash);
       if (i === undefined) continue;
-      return {
-        verdict: verdictOfCode(d.verdicts[i]!),
-        timeMs: d.timeMs[i]!,
-        memoryKb: d.memoryKb[i]!,
-        outputHash: d.outputs[i] ?? null,
-        exceptionType: d.exceptions[i] ?? null,
-        isolated: d.isolated,
-        cached: d.cached.includes(i),
-      };
+      return resultAt(d, i);
     }
     return undefined;
   }

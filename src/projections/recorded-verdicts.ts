@@ -62,15 +62,22 @@ export function expandResults(pairs: readonly Pair[], d: Executed): PairResult[]
       programHash: pair.programHash,
       testId: pair.testId,
       testHash: pair.testHash,
-      verdict: verdictOfCode(d.verdicts[i]!),
-      timeMs: d.timeMs[i]!,
-      memoryKb: d.memoryKb[i]!,
-      outputHash: d.outputs[i] ?? null,
-      exceptionType: d.exceptions[i] ?? null,
-      isolated: d.isolated,
-      cached: d.cached.includes(i),
+      ...resultAt(d, i),
     };
   });
+}
+
+/** The figures of a ProgramExecuted's `i`-th result, as its columns hold them. */
+export function resultAt(d: Executed, i: number): ResultFigures {
+  return {
+    verdict: verdictOfCode(d.verdicts[i]!),
+    timeMs: d.timeMs[i]!,
+    memoryKb: d.memoryKb[i]!,
+    outputHash: d.outputs[i] ?? null,
+    exceptionType: d.exceptions[i] ?? null,
+    isolated: d.isolated,
+    cached: d.cached.includes(i),
+  };
 }
 
 /**
