@@ -4,28 +4,17 @@
  * `nats up` and `nats down` run as processes of their own (the servers outlive the first); the
  * other commands run in this process through the CLI's entry point, as bin/crucible.js calls it.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runMain } from '../support/cli.js';
+import { runMain, runProcess } from '../support/cli.js';
 
-const exec = promisify(execFile);
 const crucible = runMain;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-js-cli-'));
 const natsDir = path.join(dir, 'nats');
 
-async function crucibleProcess(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const crucibleProcess = runProcess;
 
 // Both runs share the config (so the run id and seed), each with its own run directory.
 const small = [

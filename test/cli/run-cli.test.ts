@@ -1,29 +1,19 @@
 /** `crucible run` and `crucible replay` as a user runs them: the real command, in a child process. */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runProcess } from '../support/cli.js';
 import Database from 'better-sqlite3';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import type { SummaryRow } from '../../src/cli/seed-summary.js';
 
-const run = promisify(execFile);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const crucible = runProcess;
 
 const small = [
   '--set', 'rounds=2', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',

@@ -2,7 +2,11 @@
  * Runs the crucible CLI in this process, as a user's command line would, and returns what it
  * printed on stdout with its exit code (process.exitCode is restored afterwards).
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { buildProgram, main } from '../../src/cli/main.js';
+
+const execFileAsync = promisify(execFile);
 
 export async function runCli(args: readonly string[]): Promise<{ code: number; out: string }> {
   let out = '';
@@ -39,5 +43,17 @@ export async function runMain(args: readonly string[]): Promise<{ code: number; 
     process.stdout.write = write;
     process.stderr.write = writeErr;
     process.exitCode = before;
+  }
+}
+
+/** Runs `bin/crucible.js` as its own process (what a user's shell runs) and returns its exit
+ * code and output, whatever the code. */
+export async function runProcess(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }

@@ -3,17 +3,15 @@
  * command in a child process, a real nats-server): each seed's run as worker processes, one
  * after another, summarized as the in-process runs of the same seeds are.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runProcess } from '../support/cli.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import type { SummaryRow } from '../../src/cli/seed-summary.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 
-const run = promisify(execFile);
 let dir: string;
 let nats: TestNats;
 
@@ -26,15 +24,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function crucible(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const crucible = runProcess;
 
 /** A small demo. The in-process runs go to a directory of their own: in the workers' one, a run
  * of the same config would resume the run on the server instead of running in-process. */
