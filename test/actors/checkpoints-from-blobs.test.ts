@@ -9,11 +9,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { servedRunConfig } from '../support/small-config.js';
 import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
 import { runExperiment } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
-import { parseConfig } from '../../src/config/load.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { recordedEvents } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -36,16 +35,7 @@ describe.skipIf(missing !== null)(`checkpoints read back from the log's blob sto
     process.env[TOKEN_ENV] = token;
     const [code, test] = await Promise.all([startBridgeServe({ seed: 5, adminToken: token }), startBridgeServe({ seed: 6, adminToken: token })]);
     servers.push(code!, test!);
-    const openai = (s: BridgeServe) => ({ baseUrl: s.baseUrl, model: s.model, maxTokens: 16, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } });
-    const config = parseConfig({
-      ...smallConfig(root),
-      rounds: 2,
-      dataset: { format: 'demo', limit: 2 },
-      sampling: { problemsPerRound: 2, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
-      selection: { testSamples: 'all' },
-      policies: { code: { backend: 'openai', lr: 0.001, openai: openai(code!) }, test: { backend: 'openai', lr: 0.001, openai: openai(test!) } },
-      learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: TOKEN_ENV } } },
-    });
+    const config = servedRunConfig(root, { code: code!, test: test! }, { tokenEnv: TOKEN_ENV, maxTokens: 16 });
     const dir = path.join(root, 'run');
 
     // Stop once both roles' version 1 is in the log (round 1 trained, round 2 not yet sampled).

@@ -8,11 +8,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallConfig } from '../support/small-config.js';
+import { servedRunConfig } from '../support/small-config.js';
 import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
-import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { ServedBackend } from '../../src/actors/served-backend.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
@@ -35,17 +34,7 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     process.env[TOKEN_ENV] = token;
     const [code, test] = await Promise.all([startBridgeServe({ seed: 5, adminToken: token }), startBridgeServe({ seed: 6, adminToken: token })]);
     servers.push(code!, test!);
-    const base = smallConfig(root);
-    const openai = (s: BridgeServe) => ({ baseUrl: s.baseUrl, model: s.model, maxTokens: 24, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } });
-    const config = parseConfig({
-      ...base,
-      rounds: 2,
-      dataset: { format: 'demo', limit: 2 },
-      sampling: { problemsPerRound: 2, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
-      selection: { testSamples: 'all' },
-      policies: { code: { backend: 'openai', lr: 0.001, openai: openai(code!) }, test: { backend: 'openai', lr: 0.001, openai: openai(test!) } },
-      learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: TOKEN_ENV } } },
-    });
+    const config = servedRunConfig(root, { code: code!, test: test! }, { tokenEnv: TOKEN_ENV, maxTokens: 24 });
     runConfig = config;
     outcome = await runExperiment({ config, dir: path.join(root, 'run'), cacheDir: catalogCache() });
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });

@@ -27,3 +27,18 @@ export const TWO_PROBLEMS = {
 export function twoProblemConfig(dir: string, overrides: Record<string, unknown> = {}) {
   return smallConfig(dir, { ...TWO_PROBLEMS, ...overrides });
 }
+
+/** A small run sampling from two `gpu-bridge serve` processes (code, test) whose weights the
+ * Learner reloads through their admin endpoint (token in the environment variable `tokenEnv`). */
+export function servedRunConfig(dir: string, servers: { code: { baseUrl: string; model: string }; test: { baseUrl: string; model: string } }, opts: { tokenEnv: string; maxTokens: number }) {
+  const openai = (s: { baseUrl: string; model: string }) => ({ baseUrl: s.baseUrl, model: s.model, maxTokens: opts.maxTokens, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } });
+  return parseConfig({
+    ...smallConfig(dir),
+    rounds: 2,
+    dataset: { format: 'demo', limit: 2 },
+    sampling: { problemsPerRound: 2, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
+    selection: { testSamples: 'all' },
+    policies: { code: { backend: 'openai', lr: 0.001, openai: openai(servers.code) }, test: { backend: 'openai', lr: 0.001, openai: openai(servers.test) } },
+    learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: opts.tokenEnv } } },
+  });
+}
