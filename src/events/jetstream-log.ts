@@ -291,6 +291,9 @@ export class JetStreamEventLog implements EventLog {
     this.#replicas = this.#opts.replicas ?? (info.cluster !== undefined && servers >= 3 ? 3 : 1);
     this.#jsm = await withRetry(this.#retryForMs, () => jetstreamManager(this.#nc, { timeout: 10_000 }));
     const config = await this.refusedAs(`create the log stream "${this.streamName}"`, () => this.#ensureStream());
+    // The streams made beside the log (blobs, board, task queues) take the log's replicas, not
+    // what this client guessed: one that connected while a server was away sees a smaller cluster.
+    this.#replicas = config.num_replicas ?? this.#replicas;
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
     this.#maxPayload = info.max_payload - 4096;
     const maxCommitBytes = Math.min(this.#opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES, this.#maxPayload);

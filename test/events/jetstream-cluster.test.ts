@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
 import { ConcurrencyError } from '../../src/events/errors.js';
 import { openJetStreamLog } from '../../src/events/jetstream-log.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
 import { restartNode, stopNode } from '../../src/events/nats-server.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 import { describeEventLogConformance } from './conformance.js';
@@ -88,4 +89,23 @@ describe('jetstream cluster: a server dies mid-run', () => {
       await log.close();
     }
   }, 120_000);
+});
+
+describe('jetstream cluster: replicas', () => {
+  it('a client that guessed a smaller cluster makes the streams beside the log with the log\'s replicas', async () => {
+    const names = uniqueLogNames();
+    const first = await openJetStreamLog({ servers: nats.urls, ...names, replicas: 3 });
+    // As a client that connected while two servers were away would guess.
+    const late = await openJetStreamLog({ servers: [nats.urls[1]!], ...names, replicas: 1 });
+    try {
+      expect(late.replicas).toBe(3);
+      await JetStreamTaskQueue.open(late, { name: 'programs' });
+      for (const stream of [`${late.streamName}_BLOBS`, `${late.streamName}_TASKS`]) {
+        expect((await late.jsm.streams.info(stream)).config.num_replicas).toBe(3);
+      }
+    } finally {
+      await late.close();
+      await first.close();
+    }
+  });
 });
