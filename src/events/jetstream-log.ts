@@ -45,7 +45,7 @@ import {
 import { JetStreamBlobStore } from './jetstream-blobs.js';
 import type { NatsCredentials } from './nats-auth.js';
 import { connectFailure, credentialOptions, permissionFailure } from './nats-connect.js';
-import { commitIdOf, ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
+import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
 
 export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
@@ -286,11 +286,20 @@ export class JetStreamEventLog implements EventLog {
       throw new UnsupportedServerError(info.version, 'crucible needs nats-server 2.9 or newer (expected-last-subject-sequence, named consumers, nak with delay)');
     }
     if (info.jetstream === false) throw new UnsupportedServerError(info.version, 'JetStream is not enabled on this server (start it with -js, or `crucible nats up`)');
-    // A log on a cluster must survive a server: replicate unless told otherwise.
-    const servers = 1 + (info.connect_urls?.length ?? 0);
-    this.#replicas = this.#opts.replicas ?? (info.cluster !== undefined && servers >= 3 ? 3 : 1);
+    // A log on a cluster must survive a server: replicate unless told otherwise. The cluster's
+    // size is not in the INFO (it lists the servers routed to now, fewer while one is away), so
+    // R3 is asked, and R1 taken only when the cluster answers that it is too small for it.
+    this.#replicas = this.#opts.replicas ?? (info.cluster !== undefined ? 3 : 1);
     this.#jsm = await withRetry(this.#retryForMs, () => jetstreamManager(this.#nc, { timeout: 10_000 }));
-    const config = await this.refusedAs(`create the log stream "${this.streamName}"`, () => this.#ensureStream());
+    const config = await this.refusedAs(`create the log stream "${this.streamName}"`, async () => {
+      try {
+        return await this.#ensureStream();
+      } catch (err) {
+        if (this.#opts.replicas !== undefined || this.#replicas === 1 || !isTooFewServers(err)) throw err;
+        this.#replicas = 1;
+        return this.#ensureStream();
+      }
+    });
     // The streams made beside the log (blobs, board, task queues) take the log's replicas, not
     // what this client guessed: one that connected while a server was away sees a smaller cluster.
     this.#replicas = config.num_replicas ?? this.#replicas;

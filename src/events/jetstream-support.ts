@@ -34,6 +34,14 @@ export function isTransient(err: unknown): boolean {
   return false;
 }
 
+/** The cluster has fewer servers than the replicas asked of a stream: waiting does not help. */
+export function isTooFewServers(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
+    if (e instanceof JetStreamApiError) return (e.code === 10005 || e.code === 10023) && !/peer offline/i.test(e.message);
+  }
+  return false;
+}
+
 /** Runs `fn`, retrying transient failures with exponential backoff until `retryForMs` has passed. */
 export async function withRetry<T>(retryForMs: number, fn: (attempt: number) => Promise<T>): Promise<T> {
   const deadline = Date.now() + retryForMs;

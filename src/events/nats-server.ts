@@ -105,7 +105,8 @@ export interface NatsHost {
 }
 
 export interface NatsUpOptions {
-  nodes: 1 | 3;
+  /** 2 makes a cluster too small for R3 streams (what a log does then is tested). */
+  nodes: 1 | 2 | 3;
   dir: string;
   /** Client port of the first server (the others take free ports). Default: a free port. */
   port?: number;

@@ -109,3 +109,32 @@ describe('jetstream cluster: replicas', () => {
     }
   });
 });
+
+describe('jetstream cluster: a cluster too small for R3', () => {
+  it('a log on two servers is made with one replica, and so is every stream beside it', async () => {
+    const two = await startTestNats(2);
+    const log = await openJetStreamLog({ servers: two.urls, ...uniqueLogNames() });
+    try {
+      expect(log.replicas).toBe(1);
+      await log.append('s', [makeEvent('RunFailed', 'r', { reason: 'x' })], { commitId: 'c1' });
+      await JetStreamTaskQueue.open(log, { name: 'programs' });
+      for (const stream of [log.streamName, `${log.streamName}_BLOBS`, `${log.streamName}_TASKS`]) {
+        expect((await log.jsm.streams.info(stream)).config.num_replicas).toBe(1);
+      }
+    } finally {
+      await log.close();
+      await two.stop();
+    }
+  });
+
+  it('a log on three servers is R3 however few of them the first INFO listed', async () => {
+    // One server given: its INFO may list the others or not yet; the log is R3 either way.
+    const log = await openJetStreamLog({ servers: [nats.urls[0]!], ...uniqueLogNames() });
+    try {
+      expect(log.replicas).toBe(3);
+      expect((await log.jsm.streams.info(log.streamName)).config.num_replicas).toBe(3);
+    } finally {
+      await log.close();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { isTransient, withRetry } from '../../src/events/jetstream-support.js';
+import { isTooFewServers, isTransient, withRetry } from '../../src/events/jetstream-support.js';
 
 const apiError = (code: number, err_code: number, description: string) => new JetStreamApiError({ code, err_code, description });
 
@@ -13,6 +13,13 @@ describe('which JetStream failures are retried', () => {
     expect(isTransient(apiError(500, 10005, 'insufficient resources'))).toBe(false);
     expect(isTransient(apiError(500, 10005, 'no suitable peers for placement'))).toBe(false);
     expect(isTransient(apiError(400, 10058, 'stream name already in use with a different configuration'))).toBe(false);
+  });
+
+  it('tells a cluster too small for the replicas from a server that is away', () => {
+    expect(isTooFewServers(apiError(500, 10005, 'no suitable peers for placement'))).toBe(true);
+    expect(isTooFewServers(new Error('wrapped', { cause: apiError(500, 10023, 'insufficient resources') }))).toBe(true);
+    expect(isTooFewServers(apiError(500, 10005, 'no suitable peers for placement, peer offline'))).toBe(false);
+    expect(isTooFewServers(apiError(503, 10039, 'JetStream system temporarily unavailable'))).toBe(false);
   });
 
   it('finds the cause the client wrapped', () => {

@@ -10,7 +10,7 @@ export interface TestNats {
   stop(): Promise<void>;
 }
 
-export async function startTestNats(nodes: 1 | 3 = 1): Promise<TestNats> {
+export async function startTestNats(nodes: 1 | 2 | 3 = 1): Promise<TestNats> {
   const dir = mkdtempSync(path.join(tmpdir(), 'crucible-nats-'));
   const cluster = await natsUp({ nodes, dir });
   return {

@@ -88,6 +88,24 @@ async function replicasCurrent(runId: string): Promise<void> {
   }
 }
 
+/** Rejects after `ms` with the faults made and the last lines the workers wrote: a run that
+ * stalls then says where, where the test's own timeout would say nothing. */
+function stallReport(ms: number, workersLog: string, faults: readonly string[]): { report: Promise<never>; cancel: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  const report = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      let tail = '(no workers.log)';
+      try {
+        tail = readFileSync(workersLog, 'utf8').trimEnd().split('\n').slice(-60).join('\n');
+      } catch {
+        // The supervisor had not started.
+      }
+      reject(new Error(`the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; last lines of workers.log:\n${tail}`));
+    }, ms);
+  });
+  return { report, cancel: () => clearTimeout(timer) };
+}
+
 describe(`a run as worker processes on many machines (${where})`, () => {
   it('survives a SIGKILLed server and a 10 s partition of another: the in-process table, every pair once, no event lost or doubled, no worker restarted', async () => {
     const natsDir = path.dirname(m.creds('admin'));
@@ -100,7 +118,8 @@ describe(`a run as worker processes on many machines (${where})`, () => {
     let cut = '';
     let killed = '';
     let killedExecutor = 0;
-    const outcome = await runWithWorkers({
+    const stall = stallReport(200_000, path.join(dir, 'workers.log'), faults);
+    const outcome = await Promise.race([runWithWorkers({
       config,
       dir,
       location: m.servers(),
@@ -115,7 +134,12 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           const status = () => runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
           const workersLog = () => readFileSync(path.join(dir, 'workers.log'), 'utf8');
           // 1. SIGKILL the server of an executor running programs, and start it again 2 s later.
-          const busy = await until('an executor running a program', 120_000, async () => (await status()).workers.find((w) => w.role === 'executor' && !w.gone && w.running > 0));
+          const seen = await until('an executor running a program', 120_000, async () => {
+            const now = await status();
+            return now.completed ? 'completed' : now.workers.find((w) => w.role === 'executor' && !w.gone && w.running > 0);
+          });
+          if (seen === 'completed') return;
+          const busy = seen;
           const node = nodeAt(readCluster(natsDir).nodes, serversOfWorkers(workersLog()).get(busy.pid)!.server)!;
           if ((await status()).completed) return;
           killed = node.name;
@@ -134,7 +158,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           await m.partition(cut, 10_000);
         })();
       },
-    });
+    }), stall.report]).finally(stall.cancel);
     await watcher;
     expect(outcome.finished).toBe(true);
     // Both faults happened while the run was going on.
