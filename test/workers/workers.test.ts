@@ -11,6 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperiment, LOG_FILE } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runWithWorkers } from '../../src/workers/run-workers.js';
+import { openRunLog } from '../../src/events/open-log.js';
+import type { JetStreamEventLog } from '../../src/events/jetstream-log.js';
+import { JetStreamTaskQueue, taskQueueConsumer } from '../../src/events/jetstream-tasks.js';
 import { parseWorkerCounts } from '../../src/workers/roles.js';
 import { runStatus, type RunStatus } from '../../src/workers/status.js';
 import type { RunConfig } from '../../src/config/schema.js';
@@ -128,8 +131,26 @@ describe('a run as worker processes', () => {
     }
   }, 300_000);
 
-  it('with two solvers and two adversaries gives the in-process table and commits; sampling from their shared queues, each sample recorded once', async () => {
-    const run = await workersRun('two-samplers', 'solver=2,adversary=2');
+  it('with two solvers and two adversaries gives the in-process table and commits; sampling from their shared queues, each sample recorded once; forged tasks dropped', async () => {
+    // Tasks this code did not write, put on each shared queue once the workers have opened it:
+    // each is dropped with a line naming it, and the run goes on (tasks come from the log).
+    const forged = ['not json', '{"key":1}', '[]'];
+    const forge = async (location: string, runId: string) => {
+      const log = (await openRunLog(location, runId, { create: false })) as JetStreamEventLog;
+      try {
+        for (const name of ['programs', 'solutions', 'suites']) {
+          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+          const queue = await JetStreamTaskQueue.open(log, { name, ackWaitMs: 4000 });
+          for (const [i, body] of forged.entries()) await queue.publish(`forged-${name}-${i}`, body);
+        }
+      } finally {
+        await log.close();
+      }
+    };
+    const run = await workersRun('two-samplers', 'solver=2,adversary=2', forge);
+    for (const [name, shape] of [['programs', '{requestId, programHash}'], ['solutions', '{key, at}'], ['suites', '{key, at}']] as const) {
+      for (const i of forged.keys()) expect(run.workersLog).toContain(`dropped task forged-${name}-${i}: its body is not ${shape}`);
+    }
     natsToStop.push(run.nats);
     expect(figures(run.rows)).toEqual(figures(reference.rows));
     const events = await eventsOf(run.location, run.runId);
