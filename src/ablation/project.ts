@@ -8,12 +8,14 @@
  */
 import { copyFileSync, renameSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
 import type { Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
+import { answerSelectionBeside, answerSelectionProjection, readSelectionBasis } from '../projections/answer-selection-rows.js';
 import { VariantLog } from './variant-log.js';
 
 /** The read models a variant can change. The policy versions are the run's own (a variant
@@ -38,6 +40,10 @@ export interface ProjectionJob {
   /** A file holding SHARED_PROJECTIONS built at `head` from events equal to this variant's
    * (projectShared): copied, and only the other read models projected (null: all of them). */
   base: string | null;
+  /** A file holding SHARED_PROJECTIONS built from events that differ from this variant's only in
+   * the Mistake Book pairs of reward requests (see ./ablate.ts): this variant's answer selection
+   * takes their generated and held-out tallies (answerSelectionBeside), null: projected whole. */
+  answerBasis: string | null;
 }
 
 /** The shared read models of a group of variants, built from one of them's events. */
@@ -111,6 +117,19 @@ async function syncFile(file: string): Promise<void> {
   }
 }
 
+/** VARIANT_PROJECTIONS with answer selection counting only the Mistake Book tallies again
+ * beside the scores of the file `basis`. */
+function besideBasis(basis: string): typeof VARIANT_PROJECTIONS {
+  const db = new Database(basis, { readonly: true });
+  let scores: Map<string, string>;
+  try {
+    scores = readSelectionBasis(db);
+  } finally {
+    db.close();
+  }
+  return VARIANT_PROJECTIONS.map((p) => (p === answerSelectionProjection ? answerSelectionBeside(scores) : p));
+}
+
 /** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read
  * models). Not synced: it is only copied, and each copy is synced once built. */
 export async function projectShared(job: SharedJob): Promise<void> {
@@ -137,7 +156,7 @@ export async function buildVariant(job: ProjectionJob): Promise<Built> {
   try {
     // The shared read models stand at the head already: catching up projects only the others.
     if (job.base !== null) copyFileSync(job.base, tmp);
-    const runner = await build(tmp, job, VARIANT_PROJECTIONS);
+    const runner = await build(tmp, job, job.answerBasis === null ? VARIANT_PROJECTIONS : besideBasis(job.answerBasis));
     let out: Projected;
     try {
       out = await summarize(runner, job.hashes);
