@@ -13,6 +13,7 @@ import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
 import type { Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
+import { ReadModel } from '../projections/readmodel.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { answerSelectionBeside, answerSelectionProjection, readSelectionBasis } from '../projections/answer-selection-rows.js';
@@ -85,18 +86,33 @@ const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.
  * unsynced and synced once when closed (closeBuilt).
  */
 async function build(file: string, job: ProjectionJob | SharedJob, projections: typeof VARIANT_PROJECTIONS): Promise<ProjectionRunner> {
-  const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
+  const readModel = ReadModel.open(file, { synchronous: 'off' });
+  let runner: ProjectionRunner;
   try {
-    runner.readModel.db.pragma('synchronous = OFF');
+    runner = await ProjectionRunner.open({ log: logOf(job), readModel, projections, runId: job.runId });
+  } catch (err) {
+    await readModel.close();
+    throw err;
+  }
+  try {
     // Nor does it need a write-ahead log, which writes every page twice (log, then file at the
     // checkpoint on close): a journal in memory still rolls back a failed batch. The file is
     // in WAL mode again once opened as a read model (ReadModel.open).
-    runner.readModel.db.pragma('journal_mode = MEMORY');
+    readModel.db.pragma('journal_mode = MEMORY');
     await runner.catchUp();
     return runner;
   } catch (err) {
-    await runner.close();
+    await closeRunner(runner);
     throw err;
+  }
+}
+
+/** Closes a runner and the read model build opened for it. */
+async function closeRunner(runner: ProjectionRunner): Promise<void> {
+  try {
+    await runner.close();
+  } finally {
+    await runner.readModel.close();
   }
 }
 
@@ -104,7 +120,7 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
  * changes nothing in it). */
 async function closeBuilt(runner: ProjectionRunner): Promise<void> {
   runner.readModel.db.pragma('journal_mode = WAL');
-  await runner.close();
+  await closeRunner(runner);
 }
 
 /** Puts a closed file's pages on disk (on the thread pool: the calling thread goes on). */
@@ -131,11 +147,13 @@ function besideBasis(basis: string): typeof VARIANT_PROJECTIONS {
 }
 
 /** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read
- * models). Not synced: it is only copied, and each copy is synced once built. */
+ * models). Not synced: it is only copied, and each copy is synced once built. Closed in WAL
+ * mode, as its copies are opened: a copy in another journal mode would be switched to WAL
+ * with the file synced twice. */
 export async function projectShared(job: SharedJob): Promise<void> {
   removeDb(job.file);
   try {
-    await (await build(job.file, job, SHARED_PROJECTIONS)).close();
+    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS));
   } catch (err) {
     removeDb(job.file);
     throw err;
@@ -161,7 +179,7 @@ export async function buildVariant(job: ProjectionJob): Promise<Built> {
     try {
       out = await summarize(runner, job.hashes);
     } catch (err) {
-      await runner.close();
+      await closeRunner(runner);
       throw err;
     }
     await closeBuilt(runner);
