@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { RunConfig } from '../config/schema.js';
 import { Problem } from '../core/problem.js';
 import { canonicalJson } from '../core/canonical-json.js';
-import { requestPairs, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
+import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
@@ -156,17 +156,34 @@ function sameSharedInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[
 }
 
 const SELECTION_TYPES: ReadonlySet<string> = new Set(ANSWER_SELECTION_TYPES);
-const BOOK_TEST = (p: ExecutionPair) => p.testId.startsWith(MISTAKE_BOOK_PREFIX);
-const pairText = (p: ExecutionPair) => `${p.programId}\u0000${p.programHash}\u0000${p.testId}\u0000${p.testHash}`;
+
+type Requested = EventData<'ExecutionRequested'>;
+
+/** Whether the i-th pair of `list` in `a` and the j-th of `other` in `b` name the same program and test. */
+function samePair(a: Requested, list: readonly number[], i: number, b: Requested, other: readonly number[], j: number): boolean {
+  const [p, q] = [a.programs[list[2 * i]!]!, b.programs[other[2 * j]!]!];
+  const [t, u] = [a.tests[list[2 * i + 1]!]!, b.tests[other[2 * j + 1]!]!];
+  return p.programId === q.programId && p.programHash === q.programHash && t.testId === u.testId && t.testHash === u.testHash;
+}
+
+/** The reused pairs that are not Mistake Book replays, as sorted keys (a multiset: tallies count each). */
+function reusedBesidesBook(d: Requested): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < d.reused.length; i += 2) {
+    const t = d.tests[d.reused[i + 1]!]!;
+    if (t.testId.startsWith(MISTAKE_BOOK_PREFIX)) continue;
+    const p = d.programs[d.reused[i]!]!;
+    out.push(`${p.programId}\u0000${p.programHash}\u0000${t.testId}\u0000${t.testHash}`);
+  }
+  return out.sort();
+}
 
 /** Whether two replays of one recorded reward request execute the same pairs, in the same order,
- * and reuse the same pairs but Mistake Book ones (as many times each: tallies count them). */
-function apartInBookReplays(a: EventData<'ExecutionRequested'>, b: EventData<'ExecutionRequested'>): boolean {
-  if (a.requestId !== b.requestId || a.purpose !== 'reward' || b.purpose !== 'reward') return false;
-  const [x, y] = [requestPairs(a).map(pairText), requestPairs(b).map(pairText)];
-  if (x.length !== y.length || x.some((k, i) => k !== y[i])) return false;
-  const others = (d: EventData<'ExecutionRequested'>) => reusedPairs(d).filter((p) => !BOOK_TEST(p)).map(pairText).sort();
-  const [u, v] = [others(a), others(b)];
+ * and reuse the same pairs but Mistake Book ones. */
+function apartInBookReplays(a: Requested, b: Requested): boolean {
+  if (a.requestId !== b.requestId || a.purpose !== 'reward' || b.purpose !== 'reward' || a.pairs.length !== b.pairs.length) return false;
+  for (let i = 0; i < a.pairs.length / 2; i++) if (!samePair(a, a.pairs, i, b, b.pairs, i)) return false;
+  const [u, v] = [reusedBesidesBook(a), reusedBesidesBook(b)];
   return u.length === v.length && u.every((k, i) => k === v[i]);
 }
 
@@ -192,7 +209,7 @@ function selectionApartInBook(a: readonly EventEnvelope[], b: readonly EventEnve
       return true;
     }
     if (e === f) return true;
-    return e.type === 'ExecutionRequested' && apartInBookReplays(e.data as EventData<'ExecutionRequested'>, f.data as EventData<'ExecutionRequested'>);
+    return e.type === 'ExecutionRequested' && apartInBookReplays(e.data as Requested, f.data as Requested);
   });
 }
 
