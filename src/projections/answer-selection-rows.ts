@@ -354,8 +354,8 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
  * (the `scores` column's JSON text). */
 export type SelectionBasis = ReadonlyMap<string, string>;
 
-/** The scores of a read model's answer selection (readSelectionBasis's input: a file built by
- * answerSelectionProjection or answerSelectionBeside). */
+/** The scores a read model's answer selection keeps (built by answerSelectionProjection or
+ * answerSelectionBeside), as answerSelectionBeside takes them. */
 export function readSelectionBasis(db: Database.Database): Map<string, string> {
   const rows = db.prepare('SELECT round, problem_id, scores FROM answer_selection').all() as { round: number; problem_id: string; scores: string }[];
   return new Map(rows.map((r) => [`${r.round}/${r.problem_id}`, r.scores]));
