@@ -124,6 +124,10 @@ export async function runBench(args: string[]): Promise<void> {
     line('baseline: read and decode the log once', best(readMs), `${Math.round(events / (best(readMs) / 1000))} events/s`);
     line('one variant (alpha=0)', one!.ms, `${Math.round(events / (one!.ms / 1000))} events/s  (re-judge ${one!.result.timings.judgeMs.toFixed(0)} ms, project ${one!.result.timings.projectMs.toFixed(0)} ms)`);
     line('four variants together', four!.ms, `${Math.round((4 * events) / (four!.ms / 1000))} variant-events/s  (re-judge ${four!.result.timings.judgeMs.toFixed(0)} ms, project ${four!.result.timings.projectMs.toFixed(0)} ms)`);
+    const f = four!.result;
+    process.stdout.write(
+      `  built once and copied: ${f.shared.map((names) => names.join(', ')).join('; ') || 'none'}; answer selection counting only its Mistake Book tallies again: ${f.derivedSelection.map((d) => `${d.name} (beside ${d.from})`).join(', ') || 'none'}\n`,
+    );
     if (threaded) line('four variants together, projected on 2 threads', threaded.ms, `(re-judge ${threaded.result.timings.judgeMs.toFixed(0)} ms, project ${threaded.result.timings.projectMs.toFixed(0)} ms)`);
     if (separate < Infinity) line('four variants as four calls (four reads)', separate, `${Math.round((4 * events) / (separate / 1000))} variant-events/s`);
     line('four variants again (answered from files)', storedMs, `${stored.eventsRead} events read`);

@@ -19,6 +19,7 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { roundTableProjection } from '../projections/run-views.js';
+import { ANSWER_SELECTION_TYPES, MISTAKE_BOOK_PREFIX } from '../projections/answer-selection.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_TYPES, type RecordedVerdicts } from '../projections/recorded-verdicts.js';
 import { AblationError, VariantRefusedError } from './errors.js';
@@ -82,6 +83,9 @@ export interface AblationResult {
   /** Variants projected by this call that shared one answer selection and Mistake Book (built
    * once), by name. */
   shared: string[][];
+  /** Variants projected by this call whose answer selection counted only its Mistake Book
+   * tallies again, beside the scores of variant `from` (whose base file was built). */
+  derivedSelection: { name: string; from: string }[];
 }
 
 async function runStarted(log: EventLog, runId: string | undefined): Promise<EventEnvelope> {
@@ -151,25 +155,106 @@ function sameSharedInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[
   });
 }
 
+const SELECTION_TYPES: ReadonlySet<string> = new Set(ANSWER_SELECTION_TYPES);
+
+type Requested = EventData<'ExecutionRequested'>;
+
+/** Whether the i-th pair of `list` in `a` and the j-th of `other` in `b` name the same program and test. */
+function samePair(a: Requested, list: readonly number[], i: number, b: Requested, other: readonly number[], j: number): boolean {
+  const [p, q] = [a.programs[list[2 * i]!]!, b.programs[other[2 * j]!]!];
+  const [t, u] = [a.tests[list[2 * i + 1]!]!, b.tests[other[2 * j + 1]!]!];
+  return p.programId === q.programId && p.programHash === q.programHash && t.testId === u.testId && t.testHash === u.testHash;
+}
+
+/** The reused pairs that are not Mistake Book replays, as sorted keys (a multiset: tallies count each). */
+function reusedBesidesBook(d: Requested): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < d.reused.length; i += 2) {
+    const t = d.tests[d.reused[i + 1]!]!;
+    if (t.testId.startsWith(MISTAKE_BOOK_PREFIX)) continue;
+    const p = d.programs[d.reused[i]!]!;
+    out.push(`${p.programId}\u0000${p.programHash}\u0000${t.testId}\u0000${t.testHash}`);
+  }
+  return out.sort();
+}
+
+/** Whether two replays of one recorded reward request execute the same pairs, in the same order,
+ * and reuse the same pairs but Mistake Book ones. */
+function apartInBookReplays(a: Requested, b: Requested): boolean {
+  if (a.requestId !== b.requestId || a.purpose !== 'reward' || b.purpose !== 'reward' || a.pairs.length !== b.pairs.length) return false;
+  for (let i = 0; i < a.pairs.length / 2; i++) if (!samePair(a, a.pairs, i, b, b.pairs, i)) return false;
+  const [u, v] = [reusedBesidesBook(a), reusedBesidesBook(b)];
+  return u.length === v.length && u.every((k, i) => k === v[i]);
+}
+
+/** Whether the answer selection of `b`'s events is that of `a`'s but for Mistake Book tallies
+ * (answerSelectionBeside): the same events of its types in the same order (one object when
+ * passed through), but for reward requests apart only in the Mistake Book pairs they reuse (a
+ * variant that replays fewer Mistake Book tests plans them so: ./rejudge.ts) and each
+ * problem-round evaluated once, in the same order. */
+function selectionApartInBook(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
+  const read = (events: readonly EventEnvelope[]) => events.filter((e) => SELECTION_TYPES.has(e.type));
+  const x = read(a);
+  const y = read(b);
+  if (x.length !== y.length) return false;
+  const evaluated = new Set<string>();
+  return x.every((e, i) => {
+    const f = y[i]!;
+    if (e.type !== f.type) return false;
+    if (e.type === 'ProblemEvaluated') {
+      const [d, g] = [e.data as EventData<'ProblemEvaluated'>, f.data as EventData<'ProblemEvaluated'>];
+      const key = `${g.round}/${g.problemId}`;
+      if (d.round !== g.round || d.problemId !== g.problemId || evaluated.has(key)) return false;
+      evaluated.add(key);
+      return true;
+    }
+    if (e === f) return true;
+    return e.type === 'ExecutionRequested' && apartInBookReplays(e.data as Requested, f.data as Requested);
+  });
+}
+
 /** Projection jobs for the judged variants: variants that can share read models get a base file
- * with them, built once from the first one's events. */
-function planProjection(judges: readonly VariantJudge[], fileOf: (judge: VariantJudge) => string, runId: string, head: Position, hashes: boolean): { shared: SharedJob[]; jobs: ProjectionJob[] } {
+ * with them, built once from the first one's events; a variant that cannot, but whose answer
+ * selection differs from a base's only in its Mistake Book tallies, counts only those again
+ * beside that base's scores (a base is built for one variant alone when another derives from it). */
+function planProjection(
+  judges: readonly VariantJudge[],
+  fileOf: (judge: VariantJudge) => string,
+  runId: string,
+  head: Position,
+  hashes: boolean,
+): { shared: SharedJob[]; jobs: ProjectionJob[]; derived: { name: string; from: string }[] } {
   const shared: SharedJob[] = [];
-  const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null }));
+  const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null, answerBasis: null }));
   const groups = new Map<string, ProjectionJob[]>();
   for (const job of jobs) {
     const key = sharingGroup(judges[jobs.indexOf(job)]!.variant);
     groups.set(key, [...(groups.get(key) ?? []), job]);
   }
+  const baseOf = (first: ProjectionJob, members: readonly ProjectionJob[]): SharedJob => {
+    const base: SharedJob = { kind: 'shared', name: first.name, runId, file: `${first.file}.shared-${process.pid}`, events: first.events, head };
+    shared.push(base);
+    for (const job of members) job.base = base.file;
+    return base;
+  };
   for (const members of groups.values()) {
     const [first, ...rest] = members;
     const alike = rest.filter((job) => sameSharedInput(first!.events, job.events));
-    if (alike.length === 0) continue;
-    const base = `${first!.file}.shared-${process.pid}`;
-    shared.push({ kind: 'shared', name: first!.name, runId, file: base, events: first!.events, head });
-    for (const job of [first!, ...alike]) job.base = base;
+    if (alike.length > 0) baseOf(first!, [first!, ...alike]);
   }
-  return { shared, jobs };
+  const derived: { name: string; from: string }[] = [];
+  for (const job of jobs) {
+    if (job.base !== null) continue;
+    let from = shared.find((base) => selectionApartInBook(base.events, job.events));
+    if (!from) {
+      const other = jobs.find((o) => o !== job && o.base === null && o.answerBasis === null && selectionApartInBook(o.events, job.events));
+      if (other) from = baseOf(other, [other]);
+    }
+    if (!from) continue;
+    job.answerBasis = from.file;
+    derived.push({ name: job.name, from: from.name });
+  }
+  return { shared, jobs, derived };
 }
 
 /** Projects the variants, the shared read models first: on piscina threads when there are
@@ -311,6 +396,7 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   let table: RoundTableState | null = null;
   const timings = { judgeMs: 0, projectMs: 0 };
   let sharedModels: string[][] = [];
+  let derived: { name: string; from: string }[] = [];
   if (pending.length > 0) {
     const judgeStart = performance.now();
     const problems = new Map<string, Problem>();
@@ -330,9 +416,11 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       timings.judgeMs = performance.now() - judgeStart;
       const projectStart = performance.now();
       const fileOf = (judge: VariantJudge) => pending.find((x) => x.variant === judge.variant)!.file;
-      const { shared, jobs } = planProjection(judges, fileOf, runId, variantHead(events), req.hashes ?? false);
+      const planned = planProjection(judges, fileOf, runId, variantHead(events), req.hashes ?? false);
+      const { shared, jobs } = planned;
       const projected = await projectAll(shared, jobs, req.threads ?? 1);
-      sharedModels = shared.map((s) => jobs.filter((job) => job.base === s.file).map((job) => job.name));
+      sharedModels = shared.map((s) => jobs.filter((job) => job.base === s.file).map((job) => job.name)).filter((names) => names.length > 1);
+      derived = planned.derived;
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);
         const log = ran && existsSync(ran.file) ? ran.file : null;
@@ -358,5 +446,6 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     eventsRead,
     timings,
     shared: sharedModels,
+    derivedSelection: derived,
   };
 }

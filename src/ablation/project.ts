@@ -8,12 +8,15 @@
  */
 import { copyFileSync, renameSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import { MemoryBlobStore } from '../events/blobs.js';
 import type { Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
+import { ReadModel } from '../projections/readmodel.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
+import { answerSelectionBeside, answerSelectionProjection, readSelectionBasis } from '../projections/answer-selection-rows.js';
 import { VariantLog } from './variant-log.js';
 
 /** The read models a variant can change. The policy versions are the run's own (a variant
@@ -38,6 +41,10 @@ export interface ProjectionJob {
   /** A file holding SHARED_PROJECTIONS built at `head` from events equal to this variant's
    * (projectShared): copied, and only the other read models projected (null: all of them). */
   base: string | null;
+  /** A file holding SHARED_PROJECTIONS built from events that differ from this variant's only in
+   * the Mistake Book pairs of reward requests (see ./ablate.ts): this variant's answer selection
+   * takes their generated and held-out tallies (answerSelectionBeside), null: projected whole. */
+  answerBasis: string | null;
 }
 
 /** The shared read models of a group of variants, built from one of them's events. */
@@ -79,18 +86,33 @@ const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.
  * unsynced and synced once when closed (closeBuilt).
  */
 async function build(file: string, job: ProjectionJob | SharedJob, projections: typeof VARIANT_PROJECTIONS): Promise<ProjectionRunner> {
-  const runner = await ProjectionRunner.open({ log: logOf(job), readModel: file, projections, runId: job.runId });
+  const readModel = ReadModel.open(file, { synchronous: 'off' });
+  let runner: ProjectionRunner;
   try {
-    runner.readModel.db.pragma('synchronous = OFF');
+    runner = await ProjectionRunner.open({ log: logOf(job), readModel, projections, runId: job.runId });
+  } catch (err) {
+    await readModel.close();
+    throw err;
+  }
+  try {
     // Nor does it need a write-ahead log, which writes every page twice (log, then file at the
     // checkpoint on close): a journal in memory still rolls back a failed batch. The file is
     // in WAL mode again once opened as a read model (ReadModel.open).
-    runner.readModel.db.pragma('journal_mode = MEMORY');
+    readModel.db.pragma('journal_mode = MEMORY');
     await runner.catchUp();
     return runner;
   } catch (err) {
-    await runner.close();
+    await closeRunner(runner);
     throw err;
+  }
+}
+
+/** Closes a runner and the read model build opened for it. */
+async function closeRunner(runner: ProjectionRunner): Promise<void> {
+  try {
+    await runner.close();
+  } finally {
+    await runner.readModel.close();
   }
 }
 
@@ -98,7 +120,7 @@ async function build(file: string, job: ProjectionJob | SharedJob, projections: 
  * changes nothing in it). */
 async function closeBuilt(runner: ProjectionRunner): Promise<void> {
   runner.readModel.db.pragma('journal_mode = WAL');
-  await runner.close();
+  await closeRunner(runner);
 }
 
 /** Puts a closed file's pages on disk (on the thread pool: the calling thread goes on). */
@@ -111,12 +133,27 @@ async function syncFile(file: string): Promise<void> {
   }
 }
 
+/** VARIANT_PROJECTIONS with answer selection counting only the Mistake Book tallies again
+ * beside the scores of the file `basis`. */
+function besideBasis(basis: string): typeof VARIANT_PROJECTIONS {
+  const db = new Database(basis, { readonly: true });
+  let scores: Map<string, string>;
+  try {
+    scores = readSelectionBasis(db);
+  } finally {
+    db.close();
+  }
+  return VARIANT_PROJECTIONS.map((p) => (p === answerSelectionProjection ? answerSelectionBeside(scores) : p));
+}
+
 /** Builds SHARED_PROJECTIONS into `job.file` (a new file, closed whole: copies of it are read
- * models). Not synced: it is only copied, and each copy is synced once built. */
+ * models). Not synced: it is only copied, and each copy is synced once built. Closed in WAL
+ * mode, as its copies are opened: a copy in another journal mode would be switched to WAL
+ * with the file synced twice. */
 export async function projectShared(job: SharedJob): Promise<void> {
   removeDb(job.file);
   try {
-    await (await build(job.file, job, SHARED_PROJECTIONS)).close();
+    await closeBuilt(await build(job.file, job, SHARED_PROJECTIONS));
   } catch (err) {
     removeDb(job.file);
     throw err;
@@ -137,12 +174,12 @@ export async function buildVariant(job: ProjectionJob): Promise<Built> {
   try {
     // The shared read models stand at the head already: catching up projects only the others.
     if (job.base !== null) copyFileSync(job.base, tmp);
-    const runner = await build(tmp, job, VARIANT_PROJECTIONS);
+    const runner = await build(tmp, job, job.answerBasis === null ? VARIANT_PROJECTIONS : besideBasis(job.answerBasis));
     let out: Projected;
     try {
       out = await summarize(runner, job.hashes);
     } catch (err) {
-      await runner.close();
+      await closeRunner(runner);
       throw err;
     }
     await closeBuilt(runner);

@@ -24,6 +24,8 @@ import { put, del, type ReadView, type RowWrite } from './readmodel.js';
 import type { RowProjection } from './runner.js';
 import {
   ANSWER_SELECTION_TYPES,
+  isGenerated,
+  MISTAKE_BOOK_PREFIX,
   scoreCandidates,
   selectForProblem,
   type CandidateScore,
@@ -40,6 +42,7 @@ const SUMS = 'answer_selection_round_sums';
 /** A pair whose result is not recorded yet. */
 const UNANSWERED = '.';
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
+const ACCEPTED = VERDICT_CODES.accepted;
 
 
 interface RequestRow {
@@ -182,16 +185,68 @@ interface SumsRow {
   with_book_ran: boolean;
 }
 
-function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>): RowWrite[] {
+/**
+ * The candidates' scores with the generated and held-out tallies of `basis` (the same
+ * problem-round's scores in a log that differs from this one only in the Mistake Book pairs its
+ * reward requests reuse) and the Mistake Book tallies counted here: the Mistake Book pairs of the
+ * reward request, executed (the same in both logs) and reused (this log's), with the lookups
+ * only those need. Null when the basis does not fit (other candidates, or a generated test
+ * named like a Mistake Book test): then the problem-round is scored whole.
+ */
+function scoresBeside(view: ReadView, bodies: Bodies, key: string, o: OpenRow, generatedTests: ReadonlySet<string>, basis: string): CandidateScore[] | null {
+  const scores = JSON.parse(basis) as CandidateScore[];
+  if (scores.length !== o.candidates.length || scores.some((c, i) => c.solutionId !== o.candidates[i]!.solutionId)) return null;
+  for (const t of generatedTests) if (t.startsWith(MISTAKE_BOOK_PREFIX)) return null;
+  const byId = new Map<string, CandidateScore>();
+  for (const c of scores) {
+    c.book = { passed: 0, run: 0 };
+    byId.set(c.solutionId, c);
+  }
+  // What scoreCandidates counts as a Mistake Book verdict: a candidate's, on a test that is not generated.
+  const bump = (programId: string, testId: string, letter: string) => {
+    const c = byId.get(programId);
+    if (!c || !testId.startsWith(MISTAKE_BOOK_PREFIX) || isGenerated(generatedTests, testId)) return;
+    c.book.run++;
+    if (letter === ACCEPTED) c.book.passed++;
+  };
+  const requestId = `${key}/reward`;
+  const req = requestRow(view, requestId);
+  if (!req) return scores;
+  const b = bodies.of(requestId);
+  for (let i = 0; i < b.pairs.length / 2; i++) {
+    const letter = req.codes[i]!;
+    if (letter !== UNANSWERED) bump(b.programIds[b.pairs[2 * i]!]!, b.testIds[b.pairs[2 * i + 1]!]!, letter);
+  }
+  if (req.extra) for (const [programId, , testId, , letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) bump(programId, testId, letter);
+  const known = new Map<string, Map<string, string>>();
+  for (let i = 0; i < b.reused.length; i += 2) {
+    const pi = b.reused[i]!;
+    const testId = b.testIds[b.reused[i + 1]!]!;
+    const programId = b.programIds[pi]!;
+    if (!byId.has(programId) || !testId.startsWith(MISTAKE_BOOK_PREFIX)) continue;
+    const programHash = b.programHashes[pi]!;
+    let verdicts = known.get(programHash);
+    if (!verdicts) known.set(programHash, (verdicts = recordedVerdicts(view, bodies, req.problem_id, programHash)));
+    const letter = verdicts.get(b.testHashes[b.reused[i + 1]!]!);
+    if (letter !== undefined) bump(programId, testId, letter);
+  }
+  return scores;
+}
+
+function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, basis?: SelectionBasis): RowWrite[] {
   const key = `${d.round}/${d.problemId}`;
   const o = openRow(view, key);
   const bodies = new Bodies(view);
-  const scores = scoreCandidates({
-    candidates: o.candidates,
-    generatedTests: new Set(o.generatedTests),
-    reward: verdictsOfRequest(view, bodies, `${key}/reward`),
-    heldOut: verdictsOfRequest(view, bodies, `${key}/heldout`),
-  });
+  const generatedTests = new Set(o.generatedTests);
+  const given = basis?.get(key);
+  const scores =
+    (given !== undefined ? scoresBeside(view, bodies, key, o, generatedTests, given) : null) ??
+    scoreCandidates({
+      candidates: o.candidates,
+      generatedTests,
+      reward: verdictsOfRequest(view, bodies, `${key}/reward`),
+      heldOut: verdictsOfRequest(view, bodies, `${key}/heldout`),
+    });
   const p = selectForProblem(d.round, d.problemId, scores);
   const s = (view.get(SUMS, { round: d.round }) as SumsRow | undefined) ?? {
     round: d.round, problems: 0, generated: 0, with_book: 0, random: 0, oracle: 0, generated_ran: false, with_book_ran: false,
@@ -293,6 +348,33 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
     default:
       return [];
   }
+}
+
+/** Scores already selected, by problem-round ("round/problemId"), as the shown table keeps them
+ * (the `scores` column's JSON text). */
+export type SelectionBasis = ReadonlyMap<string, string>;
+
+/** The scores a read model's answer selection keeps (built by answerSelectionProjection or
+ * answerSelectionBeside), as answerSelectionBeside takes them. */
+export function readSelectionBasis(db: Database.Database): Map<string, string> {
+  const rows = db.prepare('SELECT round, problem_id, scores FROM answer_selection').all() as { round: number; problem_id: string; scores: string }[];
+  return new Map(rows.map((r) => [`${r.round}/${r.problem_id}`, r.scores]));
+}
+
+/**
+ * Answer selection of a log whose events are those of a log already projected, `basis` its
+ * scores, but for the Mistake Book pairs its reward requests reuse (a variant that replays
+ * fewer Mistake Book tests, or none: the reward requests it plans keep the executed pairs and
+ * the generated tests' pairs, see src/ablation): the generated and held-out tallies are the
+ * basis's and only the Mistake Book tallies are counted again. The caller vouches for the
+ * likeness of the logs; the projection is the same one (name, version, tables), so its rows and
+ * state hash are answerSelectionProjection's over this log.
+ */
+export function answerSelectionBeside(basis: SelectionBasis): RowProjection {
+  return {
+    ...answerSelectionProjection,
+    apply: (e, view) => (e.type === 'ProblemEvaluated' ? evaluated(view, e.data as EventData<'ProblemEvaluated'>, basis) : applyAnswerSelection(e, view)),
+  };
 }
 
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */

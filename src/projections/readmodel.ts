@@ -436,7 +436,10 @@ export class ReadModel {
   }
 
   /** Opens or creates a read model. Refuses an event log or any other file, untouched. */
-  static open(path: string, opts: { synchronous?: 'full' | 'normal' } = {}): ReadModel {
+  /** `synchronous: 'off'` is for a file built whole and synced by its caller before anything
+   * reads it (an ablation variant's): set first, so that neither the switch of a new file to
+   * WAL nor its first commits wait on the disk. */
+  static open(path: string, opts: { synchronous?: 'full' | 'normal' | 'off' } = {}): ReadModel {
     const found = inspectCrucibleFile(path, {
       kind: 'read-model',
       format: READ_MODEL_FORMAT,
@@ -444,9 +447,10 @@ export class ReadModel {
       newer: (p, f, s) => new NotAReadModelError(p, `format ${f} is newer than this crucible supports (${s})`),
     });
     const db = new Database(path);
+    if (opts.synchronous === 'off') db.pragma('synchronous = OFF');
     db.pragma('journal_mode = WAL');
     // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
-    db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+    db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : opts.synchronous === 'off' ? 'OFF' : 'NORMAL'}`);
     db.pragma('busy_timeout = 5000');
     if (found.state === 'new') {
       db.transaction(() => {

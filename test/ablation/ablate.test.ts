@@ -129,8 +129,10 @@ describe('crucible ablate', () => {
     expect(same.rows).toEqual(outcome.rows);
     expect(first.recorded).toEqual(outcome.rows);
     // Alpha leaves answer selection and the Mistake Book alone: built once for the three, with
-    // the live hashes; the Mistake Book off plans other reward requests and builds its own.
+    // the live hashes; the Mistake Book off plans other reward requests and builds its own, its
+    // answer selection counting only the Mistake Book tallies beside the three's scores.
     expect(first.shared).toEqual([['same', 'a0', 'a1']]);
+    expect(first.derivedSelection).toEqual([{ name: 'nobook', from: 'same' }]);
     for (const name of ['answer-selection', 'mistake-book']) expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
   });
 
@@ -202,6 +204,28 @@ describe('crucible ablate', () => {
     // Round 1 has no book yet: its figures are the recorded ones; later rounds differ.
     expect(nobook.rows[0]).toEqual({ ...outcome.rows[0], mistakeBook: 0 });
     expect(nobook.rows.some((r, i) => r.codeReward !== outcome.rows[i]!.codeReward || r.testReward !== outcome.rows[i]!.testReward)).toBe(true);
+  });
+
+  it("the Mistake Book off answer selection, counted beside the recorded settings' scores, is the one projected alone", async () => {
+    const nobook = answered(first.variants.find((v) => v.name === 'nobook'));
+    const alone = await ablate({ log, dir: path.join(root, 'ablations-nobook-alone'), variants: [spec('nobook:mistakeBook.enabled=false')], hashes: true });
+    expect(alone.derivedSelection).toEqual([]);
+    expect(answered(alone.variants[0]).hashes).toEqual(nobook.hashes);
+    // The comparison can fail: the Mistake Book tallies differ from the recorded settings' ones
+    // (reused replays are not counted), the generated and held-out ones do not.
+    const scores = (file: string) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return (db.prepare('SELECT scores FROM answer_selection ORDER BY round, problem_id').all() as { scores: string }[]).map((r) => JSON.parse(r.scores) as { generated: unknown; heldOut: unknown; book: { run: number } }[]);
+      } finally {
+        db.close();
+      }
+    };
+    const [off, on] = [scores(nobook.file), scores(answered(first.variants.find((v) => v.name === 'same')).file)];
+    expect(off.length).toBe(on.length);
+    expect(off.map((p) => p.map((c) => [c.generated, c.heldOut]))).toEqual(on.map((p) => p.map((c) => [c.generated, c.heldOut])));
+    const bookRuns = (ps: typeof off) => ps.flat().reduce((n, c) => n + c.book.run, 0);
+    expect(bookRuns(off)).toBeLessThan(bookRuns(on));
   });
 
   it('the Mistake Book off execution matrix, derived from the recorded one, equals the one built from its own verdicts', async () => {
