@@ -70,7 +70,7 @@ const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Tables of the runner itself; projection tables may not use the prefix. */
 export const RESERVED_PREFIX = 'crucible_';
 
-interface Column {
+export interface Column {
   name: string;
   type: ColumnType;
   nullable: boolean;
@@ -118,6 +118,12 @@ export class Table {
   encode(col: string, value: unknown): unknown {
     const c = this.byName.get(col);
     if (!c) throw new ReadModelError(`table "${this.name}" has no column "${col}"`);
+    return this.encodeColumn(c, value);
+  }
+
+  /** The same, for a column of this table already looked up (a put's hot path). */
+  encodeColumn(c: Column, value: unknown): unknown {
+    const col = c.name;
     if (value === null || value === undefined) {
       if (!c.nullable) throw new ReadModelError(`${this.name}.${col} may not be null`);
       return null;
@@ -335,7 +341,7 @@ export class BatchWriter {
             encoded[i] = null;
           } else {
             given++;
-            encoded[i] = t.encode(c.name, v);
+            encoded[i] = t.encodeColumn(c, v);
           }
         }
         // A column the table lacks is refused with encode's message (counted without a key list:
