@@ -71,6 +71,9 @@ type Row = [
 
 const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum';
 
+/** Stored bytes of data decoded before a page of events is handed on (see pagesSync). */
+const DECODED_PAGE_BYTES = 32 * 1024;
+
 /** Same-process appends wake subscriptions of every log handle on the same file at once. */
 const listeners = new Map<string, Set<() => void>>();
 
@@ -224,7 +227,11 @@ export class SqliteEventLog implements EventLog {
       const page = Math.min(this.#pageSize, left);
       const rows = stmt.all(next, to, ...params, page) as Row[];
       // Events before a bad row are still delivered, then the error names the bad row's position.
-      const events: EventEnvelope[] = [];
+      // Decoded events are handed on a few at a time (DECODED_PAGE_BYTES of stored data): a
+      // page of large events decoded whole would keep tens of megabytes alive until its last
+      // event is used, and every young collection would copy them.
+      let events: EventEnvelope[] = [];
+      let bytes = 0;
       let failure: unknown = null;
       for (const row of rows) {
         try {
@@ -232,6 +239,12 @@ export class SqliteEventLog implements EventLog {
         } catch (err) {
           failure = err;
           break;
+        }
+        bytes += row[10].length;
+        if (bytes >= DECODED_PAGE_BYTES) {
+          yield events;
+          events = [];
+          bytes = 0;
         }
       }
       if (events.length) yield events;
