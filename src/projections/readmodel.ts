@@ -450,6 +450,10 @@ export class ReadModel {
       newer: (p, f, s) => new NotAReadModelError(p, `format ${f} is newer than this crucible supports (${s})`),
     });
     const db = new Database(path);
+    // Pages of 16 KiB in a new file (the size is fixed once a file has tables): a replay writes
+    // tens of megabytes of rows, and each page is a system call into the WAL and one more at its
+    // checkpoint; a quarter as many of them cost a quarter less of the writes.
+    if (found.state === 'new') db.pragma('page_size = 16384');
     db.pragma('journal_mode = WAL');
     // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
     db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
