@@ -290,21 +290,29 @@ export class BatchWriter {
   }
 
   #keyOf(t: Table, key: Row): string {
-    // Text keys (the common case) need no JSON nor a list of values: joined by a NUL, which none
-    // of them holds; the prefix keeps them apart from JSON keys.
+    // Text and integer keys (the common case) need no JSON nor a list of values: joined by a NUL,
+    // which no text of them holds; the prefix keeps them apart from JSON keys. A column's type
+    // is fixed, so a text "1" and an integer 1 never meet in the same place.
     let k = 's';
     for (let i = 0; i < t.key.length; i++) {
       const name = t.key[i]!;
       const v = key[name];
+      const type = t.byName.get(name)!.type;
+      let part: string;
+      if (type === 'text' && typeof v === 'string' && !v.includes('\0')) part = v;
+      else if (type === 'integer' && typeof v === 'number' && Number.isSafeInteger(v)) part = String(v);
       // Anything else goes through keyValues, which checks (and refuses) as it always did.
-      if (typeof v !== 'string' || v.includes('\0') || t.byName.get(name)!.type !== 'text') return `j${JSON.stringify(t.keyValues(key))}`;
-      k = i === 0 ? k + v : `${k}\0${v}`;
+      else return `j${JSON.stringify(t.keyValues(key))}`;
+      k = i === 0 ? k + part : `${k}\0${part}`;
     }
     return k;
   }
 
-  #decodeKey(k: string): unknown[] {
-    return k.startsWith('s') ? k.slice(1).split('\0') : (JSON.parse(k.slice(1)) as unknown[]);
+  #decodeKey(t: Table, k: string): unknown[] {
+    if (!k.startsWith('s')) return JSON.parse(k.slice(1)) as unknown[];
+    const parts: unknown[] = k.slice(1).split('\0');
+    for (let i = 0; i < parts.length; i++) if (t.byName.get(t.key[i]!)!.type === 'integer') parts[i] = Number(parts[i]);
+    return parts;
   }
 
   /** The current row (batch writes included), or undefined. */
@@ -408,7 +416,7 @@ export class BatchWriter {
       }
       t.upsertManyEncoded(puts);
       const deletes: unknown[][] = [];
-      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(k));
+      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(t, k));
       t.removeManyEncoded(deletes);
     }
     this.#rows.clear();
