@@ -12,7 +12,7 @@ import { catalog } from './catalog.js';
 import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from './errors.js';
-import { dataText, storedData } from './stored-data.js';
+import { dataBytes, storedData } from './stored-data.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
@@ -292,13 +292,14 @@ export class SqliteEventLog implements EventLog {
 
   #decode(row: Row): EventEnvelope {
     const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, stored, sum] = row;
-    let data: string;
+    let bytes: Buffer | undefined;
     try {
-      data = dataText(stored);
+      if (typeof stored !== 'string') bytes = dataBytes(stored);
     } catch (err) {
       throw new MalformedEventError(type, v, [{ path: 'data', message: `stored data does not inflate (${(err as Error).message})` }], { position: position as Position });
     }
-    return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId);
+    const data = bytes === undefined ? (stored as string) : bytes.toString('utf8');
+    return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId, bytes);
   }
 
   async head(): Promise<Position> {
