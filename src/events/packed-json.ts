@@ -254,7 +254,9 @@ function unpackTable(m: Obj): Obj[] {
 }
 
 /** Hashes from their base64 bytes: one hex text for the column, each hash a slice of it (one
- * native call per column instead of one per hash). */
+ * native call per column instead of one per hash). A slice keeps its column's text alive (64
+ * characters per hash of the column), which the readers of these events, keeping most of a
+ * column's hashes or none, do not notice. */
 function unpackHashes(m: Obj): Json[] {
   const hex = Buffer.from(m['~h'] as string, 'base64').toString('hex');
   const nulls = (m['~z'] as number[] | undefined) ?? [];
