@@ -12,7 +12,7 @@ import { catalog } from './catalog.js';
 import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from './commit.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from './errors.js';
-import { dataText, storedData } from './stored-data.js';
+import { dataBytes, storedData } from './stored-data.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
@@ -70,6 +70,9 @@ type Row = [
 ];
 
 const COLUMNS = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum';
+
+/** Stored bytes of data decoded before a page of events is handed on (see pagesSync). */
+const DECODED_PAGE_BYTES = 32 * 1024;
 
 /** Same-process appends wake subscriptions of every log handle on the same file at once. */
 const listeners = new Map<string, Set<() => void>>();
@@ -224,7 +227,11 @@ export class SqliteEventLog implements EventLog {
       const page = Math.min(this.#pageSize, left);
       const rows = stmt.all(next, to, ...params, page) as Row[];
       // Events before a bad row are still delivered, then the error names the bad row's position.
-      const events: EventEnvelope[] = [];
+      // Decoded events are handed on a few at a time (DECODED_PAGE_BYTES of stored data): a
+      // page of large events decoded whole would keep tens of megabytes alive until its last
+      // event is used, and every young collection would copy them.
+      let events: EventEnvelope[] = [];
+      let bytes = 0;
       let failure: unknown = null;
       for (const row of rows) {
         try {
@@ -232,6 +239,12 @@ export class SqliteEventLog implements EventLog {
         } catch (err) {
           failure = err;
           break;
+        }
+        bytes += row[10].length;
+        if (bytes >= DECODED_PAGE_BYTES) {
+          yield events;
+          events = [];
+          bytes = 0;
         }
       }
       if (events.length) yield events;
@@ -279,13 +292,14 @@ export class SqliteEventLog implements EventLog {
 
   #decode(row: Row): EventEnvelope {
     const [position, id, commitId, stream, type, v, runId, causationId, correlationId, at, stored, sum] = row;
-    let data: string;
+    let bytes: Buffer | undefined;
     try {
-      data = dataText(stored);
+      if (typeof stored !== 'string') bytes = dataBytes(stored);
     } catch (err) {
       throw new MalformedEventError(type, v, [{ path: 'data', message: `stored data does not inflate (${(err as Error).message})` }], { position: position as Position });
     }
-    return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId);
+    const data = bytes === undefined ? (stored as string) : bytes.toString('utf8');
+    return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId, bytes);
   }
 
   async head(): Promise<Position> {

@@ -55,7 +55,12 @@ export function storedData(text: string): string | Buffer {
 
 /** The JSON text a data column holds; throws when deflated bytes do not inflate. */
 export function dataText(stored: string | Uint8Array): string {
-  if (typeof stored === 'string') return stored;
+  return typeof stored === 'string' ? stored : dataBytes(stored).toString('utf8');
+}
+
+/** The UTF-8 bytes of the JSON text a deflated data column holds (a checksum reads them as they
+ * are, before they become a string); throws when they do not inflate. */
+export function dataBytes(stored: Uint8Array): Buffer {
   if (stored[0] !== TAG_DICTIONARY_1) throw new Error(`stored data starts with tag ${stored[0]}, which this crucible does not know`);
-  return inflateRawSync(stored.subarray(1), { dictionary: DICTIONARY_1 }).toString('utf8');
+  return inflateRawSync(stored.subarray(1), { dictionary: DICTIONARY_1 });
 }

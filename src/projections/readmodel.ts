@@ -70,7 +70,7 @@ const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Tables of the runner itself; projection tables may not use the prefix. */
 export const RESERVED_PREFIX = 'crucible_';
 
-interface Column {
+export interface Column {
   name: string;
   type: ColumnType;
   nullable: boolean;
@@ -118,6 +118,12 @@ export class Table {
   encode(col: string, value: unknown): unknown {
     const c = this.byName.get(col);
     if (!c) throw new ReadModelError(`table "${this.name}" has no column "${col}"`);
+    return this.encodeColumn(c, value);
+  }
+
+  /** The same, for a column of this table already looked up (a put's hot path). */
+  encodeColumn(c: Column, value: unknown): unknown {
+    const col = c.name;
     if (value === null || value === undefined) {
       if (!c.nullable) throw new ReadModelError(`${this.name}.${col} may not be null`);
       return null;
@@ -284,21 +290,29 @@ export class BatchWriter {
   }
 
   #keyOf(t: Table, key: Row): string {
-    // Text keys (the common case) need no JSON nor a list of values: joined by a NUL, which none
-    // of them holds; the prefix keeps them apart from JSON keys.
+    // Text and integer keys (the common case) need no JSON nor a list of values: joined by a NUL,
+    // which no text of them holds; the prefix keeps them apart from JSON keys. A column's type
+    // is fixed, so a text "1" and an integer 1 never meet in the same place.
     let k = 's';
     for (let i = 0; i < t.key.length; i++) {
       const name = t.key[i]!;
       const v = key[name];
+      const type = t.byName.get(name)!.type;
+      let part: string;
+      if (type === 'text' && typeof v === 'string' && !v.includes('\0')) part = v;
+      else if (type === 'integer' && typeof v === 'number' && Number.isSafeInteger(v)) part = String(v);
       // Anything else goes through keyValues, which checks (and refuses) as it always did.
-      if (typeof v !== 'string' || v.includes('\0') || t.byName.get(name)!.type !== 'text') return `j${JSON.stringify(t.keyValues(key))}`;
-      k = i === 0 ? k + v : `${k}\0${v}`;
+      else return `j${JSON.stringify(t.keyValues(key))}`;
+      k = i === 0 ? k + part : `${k}\0${part}`;
     }
     return k;
   }
 
-  #decodeKey(k: string): unknown[] {
-    return k.startsWith('s') ? k.slice(1).split('\0') : (JSON.parse(k.slice(1)) as unknown[]);
+  #decodeKey(t: Table, k: string): unknown[] {
+    if (!k.startsWith('s')) return JSON.parse(k.slice(1)) as unknown[];
+    const parts: unknown[] = k.slice(1).split('\0');
+    for (let i = 0; i < parts.length; i++) if (t.byName.get(t.key[i]!)!.type === 'integer') parts[i] = Number(parts[i]);
+    return parts;
   }
 
   /** The current row (batch writes included), or undefined. */
@@ -335,7 +349,7 @@ export class BatchWriter {
             encoded[i] = null;
           } else {
             given++;
-            encoded[i] = t.encode(c.name, v);
+            encoded[i] = t.encodeColumn(c, v);
           }
         }
         // A column the table lacks is refused with encode's message (counted without a key list:
@@ -402,7 +416,7 @@ export class BatchWriter {
       }
       t.upsertManyEncoded(puts);
       const deletes: unknown[][] = [];
-      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(k));
+      for (const [k, row] of rows) if (!row) deletes.push(this.#decodeKey(t, k));
       t.removeManyEncoded(deletes);
     }
     this.#rows.clear();
@@ -435,8 +449,8 @@ export class ReadModel {
     this.kysely = new Kysely<any>({ dialect: new SqliteDialect({ database: db }) });
   }
 
-  /** Opens or creates a read model. Refuses an event log or any other file, untouched. */
-  /** `synchronous: 'off'` is for a file built whole and synced by its caller before anything
+  /** Opens or creates a read model. Refuses an event log or any other file, untouched.
+   * `synchronous: 'off'` is for a file built whole and synced by its caller before anything
    * reads it (an ablation variant's): set first, so that neither the switch of a new file to
    * WAL nor its first commits wait on the disk. */
   static open(path: string, opts: { synchronous?: 'full' | 'normal' | 'off' } = {}): ReadModel {
@@ -448,6 +462,10 @@ export class ReadModel {
     });
     const db = new Database(path);
     if (opts.synchronous === 'off') db.pragma('synchronous = OFF');
+    // Pages of 16 KiB in a new file (the size is fixed once a file has tables): a replay writes
+    // tens of megabytes of rows, and each page is a system call into the WAL and one more at its
+    // checkpoint; a quarter as many of them cost a quarter less of the writes.
+    if (found.state === 'new') db.pragma('page_size = 16384');
     db.pragma('journal_mode = WAL');
     // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
     db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : opts.synchronous === 'off' ? 'OFF' : 'NORMAL'}`);

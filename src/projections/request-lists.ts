@@ -23,17 +23,30 @@ export interface StoredRequest {
 /** Requests whose verdicts answer selection reads, reused pairs included. */
 export const collectedPurpose = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
-/** The lists' text (pure: the same data, the same text). */
+/** The lists' text (pure: the same data, the same text): JSON.stringify of a StoredRequest with
+ * its keys in a fixed order, so the text does not depend on the event data's. Written out here
+ * (a replay makes one per request, tens of kilobytes each): hashes are lowercase hex (the
+ * event's schema), so they are joined without escaping; ids go through JSON.stringify. */
 export function requestListsText(d: Requested): string {
-  // Keys in a fixed order, so the text does not depend on the event data's.
-  const body: StoredRequest = {
-    programIds: d.programs.map((p) => p.programId),
-    programHashes: d.programs.map((p) => p.programHash),
-    testIds: d.tests.map((t) => t.testId),
-    testHashes: d.tests.map((t) => t.testHash),
-    pairs: d.pairs,
-    // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
-    reused: collectedPurpose(d.purpose) ? d.reused : [],
-  };
-  return JSON.stringify(body);
+  const np = d.programs.length;
+  const nt = d.tests.length;
+  const programIds = new Array<string>(np);
+  const programHashes = new Array<string>(np);
+  const testIds = new Array<string>(nt);
+  const testHashes = new Array<string>(nt);
+  for (let i = 0; i < np; i++) {
+    const p = d.programs[i]!;
+    programIds[i] = p.programId;
+    programHashes[i] = p.programHash;
+  }
+  for (let i = 0; i < nt; i++) {
+    const t = d.tests[i]!;
+    testIds[i] = t.testId;
+    testHashes[i] = t.testHash;
+  }
+  // Reused pairs are looked up for collected requests only (the reducer's verdictsOf).
+  const reused = collectedPurpose(d.purpose) ? d.reused : [];
+  return `{"programIds":${JSON.stringify(programIds)},"programHashes":${hexList(programHashes)},"testIds":${JSON.stringify(testIds)},"testHashes":${hexList(testHashes)},"pairs":[${d.pairs.join(',')}],"reused":[${reused.join(',')}]}`;
 }
+
+const hexList = (hashes: readonly string[]) => (hashes.length === 0 ? '[]' : `["${hashes.join('","')}"]`);

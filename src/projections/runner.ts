@@ -107,6 +107,15 @@ function specHashOf(p: Projection): string {
   return createHash('sha256').update(canonicalJson(spec)).digest('hex');
 }
 
+/** A batch being applied: the rows it writes and the reducers' states, in memory until #finish. */
+interface Batch {
+  writer: BatchWriter;
+  states: Map<Slot, unknown>;
+  views: Map<Slot, ReadView>;
+  /** Events read into it. */
+  events: number;
+}
+
 interface StoredCheckpoint {
   name: string;
   version: number;
@@ -294,17 +303,18 @@ export class ProjectionRunner {
       const log = this.#opts.log;
       const range = { after, to };
       const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
-      let batch: EventEnvelope[] = [];
+      // Each event is applied as it is read: the batch holds its writes, not the decoded events.
+      let batch = this.#begin();
       for await (const page of pages) {
         for (const e of page) {
-          batch.push(e);
-          if (batch.length >= this.#batchSize) {
-            this.#commit(batch, e.position);
-            batch = [];
+          this.#apply(batch, e);
+          if (++batch.events >= this.#batchSize) {
+            this.#finish(batch, e.position);
+            batch = this.#begin();
           }
         }
       }
-      this.#commit(batch, to);
+      this.#finish(batch, to);
       return to;
     });
   }
@@ -326,32 +336,50 @@ export class ProjectionRunner {
 
   /** Applies one batch and moves the checkpoints to `end`, all in one transaction. */
   #commit(events: readonly EventEnvelope[], end: Position): void {
-    const active = this.#slots.filter((s) => s.position < end);
-    if (active.length === 0) return;
-    const states = new Map<Slot, unknown>();
-    const shown = new Map<Slot, Map<string, Map<string, string>>>();
+    const batch = this.#begin();
+    for (const e of events) this.#apply(batch, e);
+    this.#finish(batch, end);
+  }
+
+  #begin(): Batch {
     const writer = new BatchWriter();
-    this.#db.transaction(() => {
-      for (const s of active) states.set(s, s.state);
-      const views = new Map(active.map((s) => [s, this.#view(s, writer)]));
-      for (const e of events) {
-        for (const s of active) {
-          if (e.position <= s.position || (s.types && !s.types.has(e.type))) continue;
-          try {
-            if (s.kind === 'reducer') {
-              states.set(s, (s.p as ReducerProjection).reduce(states.get(s), e));
-            } else {
-              for (const w of (s.p as RowProjection).apply(e, views.get(s)!)) {
-                const t = s.byName.get(w.table);
-                if (!t) throw new ReadModelError(`it writes to table "${w.table}", which it does not declare`);
-                writer.write(t, w);
-              }
-            }
-          } catch (err) {
-            throw new ProjectionError(s.p.name, e.position, `${e.type}: ${(err as Error).message ?? String(err)}`);
+    return {
+      writer,
+      states: new Map(this.#slots.map((s) => [s, s.state])),
+      views: new Map(this.#slots.map((s) => [s, this.#view(s, writer)])),
+      events: 0,
+    };
+  }
+
+  /** One event into the batch: rows into its writer, reducer states into its states. Nothing is
+   * written to the read model before #finish (a view's reads see the batch's writes first). */
+  #apply(batch: Batch, e: EventEnvelope): void {
+    for (const s of this.#slots) {
+      if (e.position <= s.position || (s.types && !s.types.has(e.type))) continue;
+      try {
+        if (s.kind === 'reducer') {
+          batch.states.set(s, (s.p as ReducerProjection).reduce(batch.states.get(s), e));
+        } else {
+          for (const w of (s.p as RowProjection).apply(e, batch.views.get(s)!)) {
+            const t = s.byName.get(w.table);
+            if (!t) throw new ReadModelError(`it writes to table "${w.table}", which it does not declare`);
+            batch.writer.write(t, w);
           }
         }
+      } catch (err) {
+        throw new ProjectionError(s.p.name, e.position, `${e.type}: ${(err as Error).message ?? String(err)}`);
       }
+    }
+  }
+
+  /** Writes the batch's rows, shown tables and checkpoints (moved to `end`) in one transaction. */
+  #finish(batch: Batch, end: Position): void {
+    // A projection at or past `end` applied none of the batch's events.
+    const active = this.#slots.filter((s) => s.position < end);
+    if (active.length === 0) return;
+    const { states, writer } = batch;
+    const shown = new Map<Slot, Map<string, Map<string, string>>>();
+    this.#db.transaction(() => {
       for (const s of active) {
         let stateJson: string | null = null;
         if (s.kind === 'reducer') {

@@ -60,3 +60,29 @@ describe('sqlite appendCommits (several commits, one transaction)', () => {
     await log.close();
   });
 });
+
+describe('sqlite readPages', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'crucible-log-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('hands large events on a few at a time, every event once and in order', async () => {
+    const log = await openSqliteLog(join(dir, 'events.db'), { pageSize: 1000 });
+    // 40 events of about 6 KB of data each: one page of rows, several pages of decoded events.
+    let seed = 7;
+    const noise = () => Array.from({ length: 6000 }, () => String.fromCharCode(33 + ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % 90))).join('');
+    const events = Array.from({ length: 40 }, (_, i) => ({ type: 'RunFailed', runId: 'r', data: { reason: `${i} ${noise()}` } }));
+    await log.append('a', events, { commitId: 'big' });
+    const pages: number[][] = [];
+    for await (const page of log.readPages()) pages.push(page.map((e) => e.position));
+    expect(pages.length).toBeGreaterThan(4);
+    expect(Math.max(...pages.map((p) => p.length))).toBeLessThan(10);
+    expect(pages.flat()).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    const read = [];
+    for await (const e of log.read()) read.push((e.data as { reason: string }).reason);
+    expect(read).toEqual(events.map((e) => e.data.reason));
+    await log.close();
+  });
+});
