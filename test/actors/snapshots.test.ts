@@ -19,7 +19,7 @@ import { SideRowCorruptError, SqliteSnapshotTable } from '../../src/actors/snaps
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
-import { executor } from '../../src/actors/executor.js';
+import { executor, type ExecutionCache } from '../../src/actors/executor.js';
 import { judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -151,6 +151,10 @@ describe('actor snapshots', () => {
       const refolded = fromZero.indexOf('judge') as VerdictIndex;
       expect(refolded.recorded().length).toBeGreaterThan(0);
       expect(restored.recorded()).toEqual(refolded.recorded());
+      // So do the Executor's recorded results.
+      const cached = fromSnapshot.indexOf('executor') as ExecutionCache;
+      expect(cached.recorded().filter(([k]) => k.startsWith('r')).length).toBeGreaterThan(0);
+      expect(cached.recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
     } finally {
       table.close();
       await log.close();
