@@ -13,6 +13,7 @@ import type { Role } from '../core/roles.js';
 import type { RunConfig } from '../config/schema.js';
 import type { GenerateRequest, Generation, TrainStepRequest, TrainStepResult } from '../policies/port.js';
 import { deriveSeed } from '../core/rng.js';
+import { FifoCache } from '../core/fifo-cache.js';
 import type { WeightSyncRecord } from '../policies/weight-sync.js';
 import type { RuntimeView } from './runtime.js';
 
@@ -145,7 +146,7 @@ export class RunEnv {
 
   /** Parsed test blobs (content-addressed, so never stale), a bounded number: the Judge reads
    * each sampled test for the oracle, again for validity and again for the Mistake Book. */
-  readonly #tests = new Map<string, TestCase>();
+  readonly #tests = new FifoCache<string, TestCase>();
 
   /** The test stored under `hash`, parsed and checked once; callers must not mutate it. */
   async test(hash: string): Promise<TestCase> {
@@ -167,7 +168,7 @@ export class RunEnv {
   #keepTest(hash: string, text: string, checked = false): TestCase {
     const t = checked ? (JSON.parse(text) as TestCase) : TestCase.parse(JSON.parse(text));
     // A step's sampled and corrected tests (Code-A1 shape: ~200k) stay until they are run.
-    if (this.#tests.size >= 262_144) this.#tests.delete(this.#tests.keys().next().value!);
+    if (this.#tests.size >= 262_144) this.#tests.shift();
     this.#tests.set(hash, t);
     return t;
   }

@@ -17,6 +17,7 @@ import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { packJson, unpackJson, type Json } from '../events/packed-json.js';
 import { compactResults, mergeLoad, resultAt, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
+import type { SideReader, SideRows } from './snapshots.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
@@ -60,18 +61,65 @@ interface Recorded {
   d: EventData<'ProgramExecuted'>;
   /** Result index by test hash (a later result of the same test in the record wins). */
   at: Map<string, number>;
+  /** Its number among the cache's records, in fold order: the key of its side row. */
+  seq: number;
+}
+
+/** Side row keys: a record by program hash and number, a load outcome by program hash. */
+const RECORD_ROW = 'r';
+const LOAD_ROW = 'l';
+const recordKey = (programHash: string, seq: number) => `${RECORD_ROW}${programHash}\u0000${String(seq).padStart(12, '0')}`;
+/** A record as its side row holds it: the event's data and each result's test hash ('' for one
+ * not remembered: a sandbox error). */
+const recordRow = ({ d, at }: Recorded): string => {
+  const tests: string[] = new Array(d.pairs.length).fill('');
+  for (const [h, i] of at) tests[i] = h;
+  return JSON.stringify({ d, tests });
+};
+function recordOf(text: string, seq: number): Recorded {
+  const { d, tests } = JSON.parse(text) as { d: EventData<'ProgramExecuted'>; tests: string[] };
+  return { d, at: testsAt(tests), seq };
+}
+function testsAt(tests: readonly string[]): Map<string, number> {
+  const at = new Map<string, number>();
+  tests.forEach((h, i) => {
+    if (h !== '') at.set(h, i);
+  });
+  return at;
 }
 
 /** Results already recorded, by (program, test), and each program's load outcome: the same
  * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
- * the same cache. */
+ * the same cache.
+ *
+ * The records and load outcomes grow with the whole run: a snapshot keeps them as side rows
+ * (see SideRows), one per record, each written once, and a cache restored from a snapshot reads
+ * a program's records there the first time it is asked about that program; its own maps hold
+ * what it folded since. The snapshot body holds the requests in flight. */
 export class ExecutionCache {
-  /** Program hash -> its records, oldest first: the newest result of a pair answers. */
+  /** Program hash -> its records folded here, oldest first: the newest result of a pair answers. */
   readonly #byProgram = new Map<string, Recorded[]>();
   readonly #load = new Map<string, ModuleLoad>();
   /** Requests whose results are still to come: their stored pair lists (results name pairs by
    * position) and how many results are missing. */
   readonly #awaiting = new Map<string, { request: Request; left: number }>();
+  /** The side rows of the snapshot this cache was restored from (null: folded from the start),
+   * and the records read from them, by program. */
+  readonly #side: SideReader | null;
+  readonly #sideRecords = new Map<string, Recorded[]>();
+  /** Number of the next record. */
+  #seq = 0;
+  /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
+   * or restored: until then a snapshot writes every row). */
+  #unsaved: { programHash: string; record: Recorded }[] = [];
+  #unsavedLoads: string[] = [];
+  #replace: boolean;
+
+  constructor(side: SideReader | null = null, seq = 0) {
+    this.#side = side;
+    this.#seq = seq;
+    this.#replace = side === null;
+  }
 
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ExecutionRequested') {
@@ -86,7 +134,12 @@ export class ExecutionCache {
     }
     if (envelope.type !== 'ProgramExecuted') return;
     const d = envelope.data as EventData<'ProgramExecuted'>;
-    this.#load.set(d.programHash, mergeLoad(this.#load.get(d.programHash), d.load));
+    const known = this.#load.get(d.programHash) ?? this.#sideLoad(d.programHash);
+    const merged = mergeLoad(known, d.load);
+    if (merged !== known) {
+      this.#load.set(d.programHash, merged);
+      if (!this.#replace) this.#unsavedLoads.push(d.programHash);
+    }
     const wait = this.#awaiting.get(d.requestId);
     // Results of a request this log never announced name no pairs: nothing to remember.
     if (!wait) return;
@@ -103,64 +156,86 @@ export class ExecutionCache {
       if (d.verdicts[i] !== SANDBOX_ERROR) at.set(h, i);
     });
     if (at.size === 0) return;
+    const record: Recorded = { d, at, seq: this.#seq++ };
     const list = this.#byProgram.get(programHash);
-    if (list) list.push({ d, at });
-    else this.#byProgram.set(programHash, [{ d, at }]);
+    if (list) list.push(record);
+    else this.#byProgram.set(programHash, [record]);
+    if (!this.#replace) this.#unsaved.push({ programHash, record });
+  }
+
+  #sideLoad(programHash: string): ModuleLoad | undefined {
+    return this.#side?.get(LOAD_ROW + programHash) as ModuleLoad | undefined;
+  }
+
+  /** The program's records in the snapshot's side rows, oldest first (read once per program). */
+  #sideOf(programHash: string): readonly Recorded[] {
+    if (this.#side === null) return [];
+    let list = this.#sideRecords.get(programHash);
+    if (list === undefined) {
+      const prefix = `${RECORD_ROW}${programHash}\u0000`;
+      list = [];
+      for (const [key, text] of this.#side.withPrefix(prefix)) list.push(recordOf(text, Number(key.slice(prefix.length))));
+      this.#sideRecords.set(programHash, list);
+    }
+    return list;
   }
 
   get(programHash: string, testHash: string): ResultFigures | undefined {
-    const list = this.#byProgram.get(programHash);
-    if (!list) return undefined;
-    for (let k = list.length - 1; k >= 0; k--) {
-      const { d, at } = list[k]!;
-      const i = at.get(testHash);
-      if (i === undefined) continue;
-      return resultAt(d, i);
+    // Records folded here are newer than those of the snapshot.
+    for (const list of [this.#byProgram.get(programHash), this.#sideOf(programHash)]) {
+      if (!list) continue;
+      for (let k = list.length - 1; k >= 0; k--) {
+        const { d, at } = list[k]!;
+        const i = at.get(testHash);
+        if (i === undefined) continue;
+        return resultAt(d, i);
+      }
     }
     return undefined;
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
-    return this.#load.get(programHash) ?? 'unknown';
+    return this.#load.get(programHash) ?? this.#sideLoad(programHash) ?? 'unknown';
   }
-  /** For actor snapshots: the recorded results (each record with its tests' hashes), load
-   * outcomes and open requests, and a cache holding them. */
+  /** For actor snapshots: the requests in flight and the number of the next record (packed,
+   * see packed-json.ts); the records and load outcomes go to side rows (sideRows). */
   serialize(): unknown {
-    // Packed (lists as columns, see packed-json.ts).
-    const records: { results: EventData<'ProgramExecuted'>; tests: string[] }[] = [];
-    for (const list of this.#byProgram.values()) {
-      for (const { d, at } of list) {
-        const tests: string[] = new Array(d.pairs.length).fill('');
-        for (const [h, i] of at) tests[i] = h;
-        records.push({ results: d, tests });
-      }
-    }
     return packJson({
-      records,
-      load: [...this.#load],
+      seq: this.#seq,
       awaiting: [...this.#awaiting].map(([, v]) => ({ request: v.request, left: v.left })),
     } as unknown as Json);
   }
-  static restore(data: unknown): ExecutionCache {
-    const d = unpackJson(data as Json) as unknown as {
-      records: { results: EventData<'ProgramExecuted'>; tests: string[] }[];
-      load: [string, ModuleLoad][];
-      awaiting: { request: Request; left: number }[];
-    };
-    const cache = new ExecutionCache();
-    // Only results that were remembered have a test hash (sandbox errors were not).
-    for (const { results, tests } of d.records) {
-      const at = new Map<string, number>();
-      tests.forEach((h, i) => {
-        if (h !== '') at.set(h, i);
-      });
-      const list = cache.#byProgram.get(results.programHash);
-      if (list) list.push({ d: results, at });
-      else cache.#byProgram.set(results.programHash, [{ d: results, at }]);
-    }
-    for (const [k, v] of d.load) cache.#load.set(k, v);
+  static restore(data: unknown, side: SideReader): ExecutionCache {
+    const d = unpackJson(data as Json) as unknown as { seq: number; awaiting: { request: Request; left: number }[] };
+    const cache = new ExecutionCache(side, d.seq);
     for (const { request, left } of d.awaiting) cache.#awaiting.set(request.requestId, { request, left });
     return cache;
+  }
+
+  /** The records and load outcomes added since the last saved snapshot, as side rows. */
+  sideRows(): SideRows {
+    const rows: [string, string][] = [];
+    if (this.#replace) {
+      for (const [programHash, list] of this.#byProgram) for (const record of list) rows.push([recordKey(programHash, record.seq), recordRow(record)]);
+    } else {
+      for (const { programHash, record } of this.#unsaved) rows.push([recordKey(programHash, record.seq), recordRow(record)]);
+    }
+    for (const h of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + h, this.#load.get(h)!]);
+    return { replace: this.#replace, rows };
+  }
+  sideSaved(): void {
+    this.#unsaved = [];
+    this.#unsavedLoads = [];
+    this.#replace = false;
+  }
+
+  /** Every record and load outcome as side rows would hold them, in key order, whether folded or
+   * read from a snapshot's rows (tests compare caches whole with it). */
+  recorded(): [string, string][] {
+    const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
+    for (const [programHash, list] of this.#byProgram) for (const record of list) rows.set(recordKey(programHash, record.seq), recordRow(record));
+    for (const [h, load] of this.#load) rows.set(LOAD_ROW + h, load);
+    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }
 
@@ -176,14 +251,17 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
-  // 5: results kept as their recorded events.
-  snapshotVersion: 5,
+  // 5: results kept as their recorded events. 6: records and load outcomes in side rows, the
+  // body holds the requests in flight.
+  snapshotVersion: 6,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
     serialize: (cache) => cache.serialize(),
-    restore: (data) => ExecutionCache.restore(data),
+    restore: (data, side) => ExecutionCache.restore(data, side),
+    sideRows: (cache) => cache.sideRows(),
+    sideSaved: (cache) => cache.sideSaved(),
   },
   run: (request, env, _snapshot, cache) => executePrograms(request, env, cache),
 };

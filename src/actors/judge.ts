@@ -248,14 +248,24 @@ const programKey = (problemId: string, programHash: string) => `${problemId}\u00
 /** A recorded verdict as a side row keeps it: what a reuse reads of it (the ids and the request
  * are the reusing request's own). */
 type Recorded = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated'>;
-const recordedRow = (r: PairResult): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
-function recordedOf(text: string): Recorded {
-  const [verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] = JSON.parse(text) as [PairResult['verdict'], number, number, string | null, string | null, boolean];
-  return { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated };
-}
-/** Side row keys: a recorded verdict by pair, a load outcome by program. */
+/** One recorded verdict as `recorded()` lists it (tests compare indexes whole with it). */
+const recordedRow = (r: Recorded): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
 const VERDICT_ROW = 'v';
+/** Side row keys: the recorded verdicts of one program's results in one event (or, written
+ * by a snapshot of an index folded from the start, the latest verdict of each pair of the
+ * program, as number 0), by problem, program hash and number; a load outcome by program. */
+const RECORD_ROW = 'r';
 const LOAD_ROW = 'l';
+const recordPrefix = (problemId: string, programHash: string) => `${RECORD_ROW}${problemId}\u0000${programHash}\u0000`;
+const recordKey = (problemId: string, programHash: string, seq: number) => recordPrefix(problemId, programHash) + String(seq).padStart(12, '0');
+/** A record row's value: [testHash, verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] per result. */
+const recordValue = (results: readonly PairResult[]): string =>
+  JSON.stringify(results.map((r) => [r.testHash, r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]));
+function recordedOfRow(text: string): [testHash: string, recorded: Recorded][] {
+  return (JSON.parse(text) as [string, PairResult['verdict'], number, number, string | null, string | null, boolean][]).map(
+    ([testHash, verdict, timeMs, memoryKb, outputHash, exceptionType, isolated]) => [testHash, { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated }],
+  );
+}
 
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
  * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
@@ -282,10 +292,13 @@ export class VerdictIndex {
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
   /** The side rows of the snapshot this index was restored from (null: folded from the start). */
   readonly #side: SideReader | null;
-  /** Keys of #byPair and #load changed since the last saved snapshot (kept once one is saved
+  /** Recorded verdicts read from the side rows, by problem and program (read once per program). */
+  readonly #sidePairs = new Map<string, Map<string, Recorded>>();
+  /** Number of the next record (its side row's key). */
+  #seq = 1;
+  /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
    * or restored: until then a snapshot writes every row). */
-  #unsavedProblems: string[] = [];
-  #unsavedResults: PairResult[] = [];
+  #unsaved: { problemId: string; programHash: string; seq: number; results: PairResult[] }[] = [];
   #unsavedLoads: string[] = [];
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
   #replace: boolean;
@@ -349,18 +362,33 @@ export class VerdictIndex {
     });
     if (problemId === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    for (const d of results) {
-      if (d.verdict === 'sandbox_error') continue;
-      let programs = this.#byPair.get(problemId);
-      if (!programs) this.#byPair.set(problemId, (programs = new Map()));
+    const kept = results.some((d) => d.verdict === 'sandbox_error') ? results.filter((d) => d.verdict !== 'sandbox_error') : results;
+    if (kept.length === 0) return;
+    let programs = this.#byPair.get(problemId);
+    if (!programs) this.#byPair.set(problemId, (programs = new Map()));
+    for (const d of kept) {
       let tests = programs.get(d.programHash);
       if (!tests) programs.set(d.programHash, (tests = new Map()));
       tests.set(d.testHash, d);
-      if (!this.#replace) {
-        this.#unsavedProblems.push(problemId);
-        this.#unsavedResults.push(d);
-      }
     }
+    const seq = this.#seq++;
+    if (!this.#replace) {
+      // One ProgramExecuted names one program; an older log's ExecutionCompleted one pair.
+      this.#unsaved.push({ problemId, programHash: kept[0]!.programHash, seq, results: kept });
+    }
+  }
+
+  /** The verdicts the snapshot's side rows record for a program of a problem, later records over earlier ones. */
+  #sideOf(problemId: string, programHash: string): Map<string, Recorded> | undefined {
+    if (this.#side === null) return undefined;
+    const pk = programKey(problemId, programHash);
+    let pairs = this.#sidePairs.get(pk);
+    if (pairs === undefined) {
+      pairs = new Map();
+      for (const [, text] of this.#side.withPrefix(recordPrefix(problemId, programHash))) for (const [testHash, r] of recordedOfRow(text)) pairs.set(testHash, r);
+      this.#sidePairs.set(pk, pairs);
+    }
+    return pairs;
   }
 
   #sideLoad(pk: string): ModuleLoad | undefined {
@@ -368,10 +396,7 @@ export class VerdictIndex {
   }
 
   #recorded(problemId: string, programHash: string, testHash: string): Recorded | undefined {
-    const own = this.#byPair.get(problemId)?.get(programHash)?.get(testHash);
-    if (own) return own;
-    const text = this.#side?.get(VERDICT_ROW + pairKey(problemId, programHash, testHash));
-    return text === undefined ? undefined : recordedOf(text);
+    return this.#byPair.get(problemId)?.get(programHash)?.get(testHash) ?? this.#sideOf(problemId, programHash)?.get(testHash);
   }
 
   /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
@@ -383,6 +408,7 @@ export class VerdictIndex {
       problemOf: [...this.#problemOf],
       requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
+      seq: this.#seq,
     } as unknown as Json);
   }
   static restore(data: unknown, side: SideReader | null): VerdictIndex {
@@ -392,8 +418,10 @@ export class VerdictIndex {
       problemOf: [string, string][];
       requestsOf: [string, string[]][];
       awaiting: { requestId: string; left: number; pairs: Pair[] }[];
+      seq: number;
     };
     const index = new VerdictIndex(side);
+    index.#seq = d.seq;
     for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
     for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
@@ -402,21 +430,20 @@ export class VerdictIndex {
     return index;
   }
 
-  /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side rows. */
+  /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side
+   * rows: a row per record, or, for an index folded from the start, per program (number 0). */
   sideRows(): SideRows {
     const rows: [string, string][] = [];
-    // The latest of each pair (a pair recorded again since the last snapshot is written once).
-    const pairs = new Map<string, PairResult>();
-    const key = (problemId: string, result: PairResult) => VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash);
-    if (this.#replace) for (const { problemId, result } of this.#allRecorded()) pairs.set(key(problemId, result), result);
-    else this.#unsavedResults.forEach((result, i) => pairs.set(key(this.#unsavedProblems[i]!, result), result));
-    for (const [k, result] of pairs) rows.push([k, recordedRow(result)]);
+    if (this.#replace) {
+      for (const [problemId, programs] of this.#byPair) for (const [programHash, tests] of programs) rows.push([recordKey(problemId, programHash, 0), recordValue([...tests.values()])]);
+    } else {
+      for (const u of this.#unsaved) rows.push([recordKey(u.problemId, u.programHash, u.seq), recordValue(u.results)]);
+    }
     for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
     return { replace: this.#replace, rows };
   }
   sideSaved(): void {
-    this.#unsavedProblems = [];
-    this.#unsavedResults = [];
+    this.#unsaved = [];
     this.#unsavedLoads = [];
     this.#replace = false;
   }
@@ -428,7 +455,14 @@ export class VerdictIndex {
   /** Every recorded verdict and load outcome as side rows would hold them, in key order,
    * whether folded or read from a snapshot's rows (tests compare indexes whole with it). */
   recorded(): [string, string][] {
-    const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
+    const rows = new Map<string, string>();
+    for (const [key, value] of this.#side?.all() ?? []) {
+      if (!key.startsWith(RECORD_ROW)) rows.set(key, value);
+      else {
+        const [problemId, programHash] = key.slice(1).split('\u0000') as [string, string];
+        for (const [testHash, r] of recordedOfRow(value)) rows.set(VERDICT_ROW + pairKey(problemId, programHash, testHash), recordedRow(r));
+      }
+    }
     for (const { problemId, result } of this.#allRecorded()) rows.set(VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash), recordedRow(result));
     for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
@@ -437,7 +471,7 @@ export class VerdictIndex {
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
     if (this.#byPair.get(problemId)?.get(programHash)?.has(testHash)) return true;
-    return this.#side !== null && this.#side.get(VERDICT_ROW + pairKey(problemId, programHash, testHash)) !== undefined;
+    return this.#sideOf(problemId, programHash)?.has(testHash) ?? false;
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
@@ -511,8 +545,9 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   foldOncePerCommit: ['ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
-  // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded.
-  snapshotVersion: 7,
+  // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded. 8: a side
+  // row per record, not per pair.
+  snapshotVersion: 8,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

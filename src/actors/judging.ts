@@ -96,12 +96,18 @@ export async function planEvaluation(args: {
 
   const history = env.config.mistakeBook.enabled ? topTests(book, env.config.mistakeBook.replay) : [];
   const reward: { programId: string; programHash: string; testId: string; testHash: string }[] = [];
+  // Each suite's usable tests, found once: every test against every suite's prefix was
+  // (suites x tests) string checks per problem, 32k at Code-A1's size.
+  const usableOf = new Map<string, JudgedTest[]>(p.suites.map((suite) => [suite.suiteId, []]));
+  for (const t of judged) {
+    if (!t.oracleHash) continue;
+    // Every suite whose id and a '/' begin the test's id, as startsWith(`${suiteId}/`) finds them.
+    for (let i = t.testId.indexOf('/'); i >= 0; i = t.testId.indexOf('/', i + 1)) usableOf.get(t.testId.slice(0, i))?.push(t);
+  }
   for (const s of p.solutions) {
     for (const suite of p.suites.filter((x) => x.targetSolutionId === s.solutionId)) {
-      for (const t of judged) {
-        if (t.oracleHash && t.testId.startsWith(`${suite.suiteId}/`)) {
-          reward.push({ programId: s.solutionId, programHash: s.programHash, testId: t.testId, testHash: t.oracleHash });
-        }
+      for (const t of usableOf.get(suite.suiteId)!) {
+        reward.push({ programId: s.solutionId, programHash: s.programHash, testId: t.testId, testHash: t.oracleHash! });
       }
     }
     for (const h of history) reward.push({ programId: s.solutionId, programHash: s.programHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });

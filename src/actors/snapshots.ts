@@ -70,6 +70,8 @@ export interface SideReader {
   get(key: string): string | undefined;
   /** Every row, in key order (tests, and comparing states whole). */
   all(): IterableIterator<[string, string]>;
+  /** The rows whose keys start with `prefix` and go on in ASCII, in key order. */
+  withPrefix(prefix: string): IterableIterator<[string, string]>;
 }
 
 /** Where the latest snapshot of each actor is kept. */
@@ -133,6 +135,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #upsert: Database.Statement;
   readonly #sideGet: Database.Statement;
   readonly #sideAll: Database.Statement;
+  readonly #sideRange: Database.Statement;
   readonly #sidePut: Database.Statement;
   readonly #sideDrop: Database.Statement;
 
@@ -149,6 +152,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#runId = runId;
     this.#sideGet = this.#db.prepare('SELECT value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key = ?').raw();
     this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? ORDER BY key').raw();
+    this.#sideRange = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key >= ? AND key < ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
       'INSERT INTO actor_side (run_id, actor, key, value, sum) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
     );
@@ -187,6 +191,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
     };
     const get = this.#sideGet;
     const all = this.#sideAll;
+    const range = this.#sideRange;
     const runId = this.#runId;
     return {
       get(key) {
@@ -195,6 +200,10 @@ export class SqliteSnapshotTable implements SnapshotTable {
       },
       *all() {
         for (const [key, value, sum] of all.iterate(runId, actor) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
+      },
+      *withPrefix(prefix) {
+        // Keys compare as UTF-8 bytes: every ASCII continuation of the prefix sorts below U+FFFF.
+        for (const [key, value, sum] of range.iterate(runId, actor, prefix, `${prefix}\uffff`) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
       },
     };
   }

@@ -6,6 +6,7 @@ import type Database from 'better-sqlite3';
 import { BlobCorruptError, BlobNotFoundError } from './errors.js';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from './blobs.js';
 import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
+import { FifoCache } from '../core/fifo-cache.js';
 
 /** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
  * bytes (its key and the map's own). */
@@ -117,14 +118,14 @@ export class SqliteBlobStore implements BlobStore {
   /** Recently read or written blobs, already verified against their hash (blobs never change),
    * up to RECENT_BYTES: a step's tests are read back by the Judge and the Executor after they
    * are written, and a cache bounded by count missed most of them at Code-A1's size. */
-  readonly #recent = new Map<string, Buffer>();
+  readonly #recent = new FifoCache<string, Buffer>();
   #recentBytes = 0;
   readonly #insertPack: Database.Statement;
   readonly #selectPack: Database.Statement;
   readonly #insertMember: Database.Statement;
   readonly #selectMember: Database.Statement;
   /** Recently read packs, inflated: a problem's tests were put together and are read together. */
-  readonly #packs = new Map<number, Buffer[]>();
+  readonly #packs = new FifoCache<number, Buffer[]>();
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -216,7 +217,7 @@ export class SqliteBlobStore implements BlobStore {
       const read = stored === undefined ? undefined : unpackBytes(stored);
       if (read === undefined) return null;
       members = read;
-      if (this.#packs.size >= PACK_CACHE) this.#packs.delete(this.#packs.keys().next().value!);
+      if (this.#packs.size >= PACK_CACHE) this.#packs.shift();
       this.#packs.set(id, members);
     }
     return members[place % PACK_SIZE] ?? null;
@@ -225,8 +226,7 @@ export class SqliteBlobStore implements BlobStore {
   #remember(hash: string, bytes: Buffer): void {
     if (bytes.byteLength > 64 << 10 || this.#recent.has(hash)) return;
     while (this.#recentBytes + bytes.byteLength > RECENT_BYTES && this.#recent.size > 0) {
-      const [oldest, old] = this.#recent.entries().next().value!;
-      this.#recent.delete(oldest);
+      const [, old] = this.#recent.shift()!;
       this.#recentBytes -= old.byteLength + ENTRY_COST;
     }
     this.#recent.set(hash, bytes);

@@ -10,6 +10,7 @@ import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, verifiedBlob, type 
 import { BlobNotFoundError } from './errors.js';
 import type { JetStreamEventLog } from './jetstream-log.js';
 import { ensureStream, withRetry } from './jetstream-support.js';
+import { FifoCache } from '../core/fifo-cache.js';
 
 const CHUNK = 256 * 1024;
 const DESCRIPTION = 'crucible blob store, format 1';
@@ -23,7 +24,7 @@ export class JetStreamBlobStore implements BlobStore {
   /** Hashes known to be stored: a repeated put costs a hash only. */
   readonly #stored = new Set<string>();
   /** Recently read small blobs, already verified (blobs never change). */
-  readonly #recent = new Map<string, Uint8Array>();
+  readonly #recent = new FifoCache<string, Uint8Array>();
 
   constructor(log: JetStreamEventLog, opts: { stream: string; subjectPrefix: string; replicas: number; create: boolean }) {
     this.#log = log;
@@ -109,7 +110,7 @@ export class JetStreamBlobStore implements BlobStore {
     }
     verifiedBlob(hash, bytes);
     if (bytes.byteLength <= 64 << 10) {
-      if (this.#recent.size >= 8192) this.#recent.delete(this.#recent.keys().next().value!);
+      if (this.#recent.size >= 8192) this.#recent.shift();
       this.#recent.set(hash, bytes);
     }
     return bytes;

@@ -1,13 +1,37 @@
 /** The Executor's cache of recorded results: what it answers for a (program, test) pair, and
- * the same answers after a snapshot round trip. */
+ * the same answers after a snapshot round trip (body and side rows). */
 import { expect, it } from 'vitest';
 import { ExecutionCache } from '../../src/actors/executor.js';
 import { requestBody } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { SideReader, SideRows } from '../../src/actors/snapshots.js';
 import { compactResults, type ResultFigures } from '../../src/projections/recorded-verdicts.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
 const event = (type: string, data: unknown) => ({ type, data }) as unknown as EventEnvelope;
+/** Side rows as a snapshot table keeps them: saved rows replace rows under the same key. */
+function sideTable() {
+  const rows = new Map<string, string>();
+  const sorted = () => [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return {
+    save(side: SideRows) {
+      if (side.replace) rows.clear();
+      for (const [k, v] of side.rows) rows.set(k, v);
+    },
+    reader(): SideReader {
+      return {
+        get: (key) => rows.get(key),
+        all: () => sorted()[Symbol.iterator](),
+        withPrefix: (prefix) => sorted().filter(([k]) => k.startsWith(prefix))[Symbol.iterator](),
+      };
+    },
+  };
+}
+const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>) => {
+  table.save(cache.sideRows());
+  cache.sideSaved();
+  return ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
+};
 const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false });
 
 it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', () => {
@@ -21,7 +45,8 @@ it('answers each pair with its newest recorded result, never with a sandbox erro
   // Results of a request never announced name no pairs.
   cache.observe(event('ProgramExecuted', compactResults('r9', h(2), [0], [figures('accepted', 1)], 'raised')));
 
-  for (const c of [cache, ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())))]) {
+  const table = sideTable();
+  for (const c of [cache, roundTrip(cache, table)]) {
     expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 9 });
     expect(c.get(h(1), h(101))).toBeUndefined();
     expect(c.get(h(1), h(102))).toMatchObject({ verdict: 'wrong_answer', timeMs: 3, isolated: true });
@@ -30,4 +55,40 @@ it('answers each pair with its newest recorded result, never with a sandbox erro
     expect(c.load(h(2))).toBe('raised');
     expect(c.load(h(3))).toBe('unknown');
   }
+});
+
+it('a restored cache answers from the side rows and its own later records, and its body does not grow with the records', () => {
+  const table = sideTable();
+  const cache = new ExecutionCache();
+  const request = (id: string, program: number, tests: number[]) => {
+    const pairs = tests.map((t) => ({ programId: 'p', programHash: h(program), testId: `t${t}`, testHash: h(100 + t) }));
+    cache.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: id, purpose: 'reward', ...requestBody(pairs) }));
+  };
+  request('r1', 1, [0, 1]);
+  cache.observe(event('ProgramExecuted', compactResults('r1', h(1), [0, 1], [figures('accepted', 1), figures('wrong_answer', 2)], 'ran')));
+  const body = JSON.stringify(cache.serialize());
+  const restored = roundTrip(cache, table);
+  // Every record went to a side row: the body holds the requests in flight and a counter.
+  expect(JSON.stringify(restored.serialize())).toBe(body);
+  expect(restored.recorded()).toEqual(cache.recorded());
+  // Folded after the restore: a newer result of test 0, a new program, a worse load outcome.
+  const after = restored as ExecutionCache;
+  for (const c of [cache, after]) {
+    const again = (e: EventEnvelope) => c.observe(e);
+    const pairs = [0, 2].map((t) => ({ programId: 'p', programHash: h(t === 0 ? 1 : 2), testId: `t${t}`, testHash: h(100 + t) }));
+    again(event('ExecutionRequested', { round: 2, problemId: 'x', requestId: 'r2', purpose: 'reward', ...requestBody(pairs) }));
+    again(event('ProgramExecuted', compactResults('r2', h(1), [0], [figures('time_limit', 7)], 'raised')));
+    again(event('ProgramExecuted', compactResults('r2', h(2), [1], [figures('accepted', 3)], 'ran')));
+  }
+  const newRows = after.sideRows();
+  expect(newRows.replace).toBe(false);
+  expect(newRows.rows.map(([k]) => k[0])).toEqual(['r', 'r', 'l', 'l']);
+  for (const c of [cache, after]) {
+    expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
+    expect(c.get(h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
+    expect(c.get(h(2), h(102))).toMatchObject({ verdict: 'accepted', timeMs: 3 });
+    expect(c.load(h(1))).toBe('raised');
+    expect(c.load(h(2))).toBe('ran');
+  }
+  expect(roundTrip(after, table).recorded()).toEqual(cache.recorded());
 });

@@ -19,7 +19,7 @@ import { SideRowCorruptError, SqliteSnapshotTable } from '../../src/actors/snaps
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
-import { executor } from '../../src/actors/executor.js';
+import { executor, type ExecutionCache } from '../../src/actors/executor.js';
 import { judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
@@ -151,6 +151,10 @@ describe('actor snapshots', () => {
       const refolded = fromZero.indexOf('judge') as VerdictIndex;
       expect(refolded.recorded().length).toBeGreaterThan(0);
       expect(restored.recorded()).toEqual(refolded.recorded());
+      // So do the Executor's recorded results.
+      const cached = fromSnapshot.indexOf('executor') as ExecutionCache;
+      expect(cached.recorded().filter(([k]) => k.startsWith('r')).length).toBeGreaterThan(0);
+      expect(cached.recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
     } finally {
       table.close();
       await log.close();
@@ -168,8 +172,14 @@ describe('actor snapshots', () => {
       return rows;
     };
     const stored = sideRows();
-    const verdicts = stored.filter(([k]) => k.startsWith('v'));
-    expect(verdicts.length).toBeGreaterThan(0);
+    // A row per record (one program's results in one event): each pair's verdict is in one.
+    const verdicts = stored
+      .filter(([k]) => k.startsWith('r'))
+      .flatMap(([k, value]) => {
+        const [problemId, programHash] = k.slice(1).split('\u0000') as [string, string];
+        return (JSON.parse(value) as [string, string][]).map(([testHash, verdict]) => [`${problemId}\u0000${programHash}\u0000${testHash}`, verdict] as const);
+      });
+    expect(verdicts.length).toBeGreaterThan(stored.filter(([k]) => k.startsWith('r')).length);
     expect(stored.some(([k]) => k.startsWith('l'))).toBe(true);
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(file, runId);
@@ -181,20 +191,21 @@ describe('actor snapshots', () => {
     try {
       const index = await restart();
       // Every verdict recorded before the snapshot is answered from its row.
-      for (const [k, value] of verdicts) {
-        const [problemId, programHash, testHash] = k.slice(1).split('\u0000') as [string, string, string];
+      for (const [k, verdict] of verdicts) {
+        const [problemId, programHash, testHash] = k.split('\u0000') as [string, string, string];
         expect(index.has(problemId, programHash, testHash)).toBe(true);
-        expect(JSON.parse(value)[0]).toMatch(/^[a-z_]+$/);
+        expect(verdict).toMatch(/^[a-z_]+$/);
       }
+      const distinct = new Set(verdicts.map(([k]) => k)).size;
       const count = (x: VerdictIndex) => x.recorded().filter(([k]) => k.startsWith('v')).length;
       const before = count(index);
-      expect(before).toBeGreaterThanOrEqual(verdicts.length);
+      expect(before).toBeGreaterThanOrEqual(distinct);
       // Side rows and body are one state: without the rows the restored index lacks those verdicts.
       const db = new Database(file);
-      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'v%'").run();
+      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'r%'").run();
       db.close();
       const without = await restart();
-      expect(count(without)).toBe(before - verdicts.length);
+      expect(count(without)).toBe(before - distinct);
     } finally {
       table.close();
       await log.close();
