@@ -4,7 +4,7 @@
  * internal rows, so a batch writes only the rows its events touch:
  *  - answer_selection_requests: one verdict letter per pair of each request ('.' until
  *    answered); kept, since a later request may reuse its verdicts. The request's lists are the
- *    executions read model's (execution_requests and request_tests, read through `reads` and
+ *    executions read model's (execution_requests and request_test_ids, read through `reads` and
  *    request-lists.ts): stored once for both;
  *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
  *    log order: a reused pair's verdict is the newest of them that ran the pair (not a

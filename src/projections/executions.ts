@@ -97,7 +97,7 @@ function completedWrites(d: Completed, view: ReadView): RowWrite[] {
 
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  // 7: a request's lists packed, its test list stored once per contents (see request-lists.ts).
+  // 7: a request's lists packed, its test ids stored once per text (see request-lists.ts).
   version: 7,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
@@ -146,9 +146,9 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
     )
     .all(...(opts.requestId === undefined ? [] : [opts.requestId])) as ExecutionsRow[];
   const getRequest = db.prepare(`SELECT * FROM ${REQUESTS} WHERE request_id = ?`);
-  const getTests = db.prepare(`SELECT * FROM ${REQUEST_TESTS} WHERE tests = ?`);
+  const getTests = db.prepare(`SELECT * FROM ${REQUEST_TESTS} WHERE test_ids = ?`);
   const view: ReadView = {
-    get: (table, key) => (table === REQUESTS ? getRequest.get(key.request_id) : getTests.get(key.tests)) as Record<string, unknown> | undefined,
+    get: (table, key) => (table === REQUESTS ? getRequest.get(key.request_id) : getTests.get(key.test_ids)) as Record<string, unknown> | undefined,
   };
   let b: RequestLists | undefined;
   const out: (ExecutionVerdict & { at: number })[] = [];

@@ -5,8 +5,9 @@
  * - hashes are 32 bytes each in one blob (the event's hashes are lowercase hex: one hex decode
  *   of the joined list, no string per hash);
  * - pairs and reused pairs are little-endian uint32 blobs;
- * - a request's test list (ids and hashes) is stored once under a digest of its contents in
- *   `request_tests`, and each request names it: equal lists, one row.
+ * - a request's test ids are stored once under a digest of their text in `request_test_ids`,
+ *   and each request names them: a problem's oracle and reward requests name the same tests
+ *   (under other hashes: the reward request's are the corrected tests'), so one row serves both.
  * `packRequest` writes these rows, `requestListsOf` is the one reader (both read models use it).
  */
 import { createHash } from 'node:crypto';
@@ -17,15 +18,15 @@ type Requested = EventData<'ExecutionRequested'>;
 
 /** Each request's lists, stored once. */
 export const EXECUTION_REQUESTS = 'execution_requests';
-/** Test lists (ids and hashes) by a digest of their contents: a problem's requests share one. */
-export const REQUEST_TESTS = 'request_tests';
+/** Test id lists by a digest of their text: a problem's requests share one. */
+export const REQUEST_TESTS = 'request_test_ids';
 
 export const REQUEST_LIST_TABLES: Readonly<Record<string, TableSpec>> = {
   [EXECUTION_REQUESTS]: {
-    columns: { request_id: 'text', purpose: 'text', program_ids: 'text', program_hashes: 'blob', tests: 'text', pairs: 'blob', reused: 'blob' },
+    columns: { request_id: 'text', purpose: 'text', program_ids: 'text', program_hashes: 'blob', test_ids: 'text', test_hashes: 'blob', pairs: 'blob', reused: 'blob' },
     key: ['request_id'],
   },
-  [REQUEST_TESTS]: { columns: { tests: 'text', test_ids: 'text', test_hashes: 'blob' }, key: ['tests'] },
+  [REQUEST_TESTS]: { columns: { test_ids: 'text', ids: 'text' }, key: ['test_ids'] },
 };
 
 /** Requests whose verdicts answer selection reads, reused pairs included. */
@@ -53,8 +54,8 @@ function packHashes(hashes: string[]): Buffer {
 }
 
 /**
- * The rows of one request (pure: the same data, the same rows). The test list's row is left out
- * when `view` already has it (a problem's earlier request wrote it): its key is its contents'
+ * The rows of one request (pure: the same data, the same rows). The test ids' row is left out
+ * when `view` already has it (a problem's earlier request wrote it): its key is its text's
  * digest, so the row there is this one.
  */
 export function packRequest(d: Requested, view: ReadView): RowWrite[] {
@@ -75,11 +76,9 @@ export function packRequest(d: Requested, view: ReadView): RowWrite[] {
     testHashes[i] = t.testHash;
   }
   const ids = JSON.stringify(testIds);
-  const hashes = packHashes(testHashes);
-  // The ids' text ends at its closing bracket, so ids and hashes cannot run into each other.
-  const tests = createHash('sha256').update(ids).update(hashes).digest('hex').slice(0, 32);
+  const key = createHash('sha256').update(ids).digest('hex').slice(0, 32);
   const out: RowWrite[] = [];
-  if (view.get(REQUEST_TESTS, { tests }) === undefined) out.push(put(REQUEST_TESTS, { tests, test_ids: ids, test_hashes: hashes }));
+  if (view.get(REQUEST_TESTS, { test_ids: key }) === undefined) out.push(put(REQUEST_TESTS, { test_ids: key, ids }));
   // Reused pairs are looked up for collected requests only (answer selection's verdictsOf).
   const reused = collectedPurpose(d.purpose) ? d.reused : [];
   out.push(
@@ -88,7 +87,8 @@ export function packRequest(d: Requested, view: ReadView): RowWrite[] {
       purpose: d.purpose,
       program_ids: JSON.stringify(programIds),
       program_hashes: packHashes(programHashes),
-      tests,
+      test_ids: key,
+      test_hashes: packHashes(testHashes),
       pairs: packIndexes(d.pairs),
       reused: packIndexes(reused),
     }),
@@ -148,20 +148,20 @@ export class RequestLists {
 const hexAt = (b: Uint8Array, i: number) => Buffer.from(b.buffer, b.byteOffset + i * HASH_BYTES, HASH_BYTES).toString('hex');
 
 /** The one reader: a request's lists from the rows `packRequest` wrote, or undefined when the
- * request is not there. A request naming a test list that is missing is refused. */
+ * request is not there. A request naming test ids that are missing is refused. */
 export function requestListsOf(view: ReadView, requestId: string): RequestLists | undefined {
   const r = view.get(EXECUTION_REQUESTS, { request_id: requestId }) as
-    | { program_ids: string; program_hashes: Uint8Array; tests: string; pairs: Uint8Array; reused: Uint8Array }
+    | { program_ids: string; program_hashes: Uint8Array; test_ids: string; test_hashes: Uint8Array; pairs: Uint8Array; reused: Uint8Array }
     | undefined;
   if (r === undefined) return undefined;
-  const t = view.get(REQUEST_TESTS, { tests: r.tests }) as { test_ids: string; test_hashes: Uint8Array } | undefined;
-  if (t === undefined) throw new RequestListsError(`request ${requestId} names test list ${r.tests}, which is not in ${REQUEST_TESTS}`);
+  const t = view.get(REQUEST_TESTS, { test_ids: r.test_ids }) as { ids: string } | undefined;
+  if (t === undefined) throw new RequestListsError(`request ${requestId} names test ids ${r.test_ids}, which are not in ${REQUEST_TESTS}`);
   return new RequestLists(
     requestId,
     JSON.parse(r.program_ids) as string[],
     r.program_hashes,
-    JSON.parse(t.test_ids) as string[],
-    t.test_hashes,
+    JSON.parse(t.ids) as string[],
+    r.test_hashes,
     unpackIndexes(r.pairs),
     unpackIndexes(r.reused),
   );

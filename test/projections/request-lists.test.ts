@@ -9,7 +9,7 @@ const hash = (c: string) => c.repeat(64);
 /** Rows by table and key, as the runner's view shows the writes of earlier events. */
 class Rows implements ReadView {
   readonly rows = new Map<string, Row>();
-  static key = (table: string, key: Row) => `${table} ${table === REQUEST_TESTS ? String(key.tests) : String(key.request_id)}`;
+  static key = (table: string, key: Row) => `${table} ${table === REQUEST_TESTS ? String(key.test_ids) : String(key.request_id)}`;
   get(table: string, key: Row) {
     return this.rows.get(Rows.key(table, key));
   }
@@ -54,26 +54,30 @@ describe('request lists', () => {
     expect([...requestListsOf(rows, 'r')!.reused]).toEqual([]);
   });
 
-  it('stores a test list once for the requests that name it, another list beside it', () => {
+  it('stores test ids once for the requests that name them, other ids beside them', () => {
     const rows = new Rows();
     rows.apply(packRequest(request, rows));
-    const second = packRequest({ ...request, requestId: 'r2', purpose: 'heldout' }, rows);
+    // Other hashes under the same ids (a reward request beside its oracle request): one ids row.
+    const tests = request.tests.map((t, i) => ({ ...t, testHash: hash(String(i)) }));
+    const second = packRequest({ ...request, requestId: 'r2', purpose: 'heldout', tests }, rows);
     expect(second.map((w) => w.table)).toEqual([EXECUTION_REQUESTS]);
     rows.apply(second);
     const third = packRequest({ ...request, requestId: 'r3', tests: request.tests.slice(1), pairs: [0, 0] }, rows);
     expect(third.map((w) => w.table)).toEqual([REQUEST_TESTS, EXECUTION_REQUESTS]);
     rows.apply(third);
     expect(requestListsOf(rows, 'r2')!.testIds).toEqual(['t/0', '\u0001', 't/2']);
+    expect(requestListsOf(rows, 'r2')!.testHash(2)).toBe(hash('2'));
+    expect(requestListsOf(rows, 'r')!.testHash(2)).toBe(request.tests[2]!.testHash);
     expect(requestListsOf(rows, 'r3')!.testIds).toEqual(['\u0001', 't/2']);
     expect(requestListsOf(rows, 'r3')!.testHash(1)).toBe(request.tests[2]!.testHash);
     // The same data, the same rows.
     expect(packRequest(request, new Rows())).toEqual(packRequest(request, new Rows()));
   });
 
-  it('refuses a request whose test list is missing, naming both', () => {
+  it('refuses a request whose test ids are missing, naming both', () => {
     const rows = new Rows();
     rows.apply(packRequest(request, rows).filter((w) => w.table === EXECUTION_REQUESTS));
     expect(() => requestListsOf(rows, 'r')).toThrow(RequestListsError);
-    expect(() => requestListsOf(rows, 'r')).toThrow(/request r names test list [0-9a-f]{32}, which is not in request_tests/);
+    expect(() => requestListsOf(rows, 'r')).toThrow(/request r names test ids [0-9a-f]{32}, which are not in request_test_ids/);
   });
 });
