@@ -378,8 +378,8 @@ export function answerSelectionBeside(basis: SelectionBasis): RowProjection {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
-  // 8: the requests' lists read packed, through request-lists.ts.
-  version: 8,
+  // 9: the requests' lists read packed, through request-lists.ts.
+  version: 9,
   types: ANSWER_SELECTION_TYPES,
   reads: [EXECUTION_REQUESTS, REQUEST_TESTS],
   tables: {

@@ -97,8 +97,8 @@ function completedWrites(d: Completed, view: ReadView): RowWrite[] {
 
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  // 7: a request's lists packed, its test ids stored once per text (see request-lists.ts).
-  version: 7,
+  // 8: a request's lists packed, its test ids stored once per text (see request-lists.ts).
+  version: 8,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     [EXECUTIONS]: {
