@@ -4,8 +4,8 @@
  * internal rows, so a batch writes only the rows its events touch:
  *  - answer_selection_requests: one verdict letter per pair of each request ('.' until
  *    answered); kept, since a later request may reuse its verdicts. The request's lists are the
- *    executions read model's (execution_requests, read through `reads`): tens of kilobytes per
- *    request, stored once for both;
+ *    executions read model's (execution_requests and request_test_ids, read through `reads` and
+ *    request-lists.ts): stored once for both;
  *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
  *    log order: a reused pair's verdict is the newest of them that ran the pair (not a
  *    sandbox error), the reducer's by-pair memory read backwards;
@@ -32,8 +32,7 @@ import {
   type ProblemSelection,
 } from './answer-selection.js';
 import type { RequestVerdict } from './recorded-verdicts.js';
-import type { StoredRequest } from './request-lists.js';
-import { EXECUTION_REQUESTS } from './executions.js';
+import { EXECUTION_REQUESTS, REQUEST_TESTS, requestListsOf, type RequestLists } from './request-lists.js';
 
 const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
@@ -59,19 +58,18 @@ interface OpenRow {
 }
 
 
-/** Parsed request lists, by request id: a problem-round's requests are read several times. */
+/** Request lists, by request id: a problem-round's requests are read several times. */
 class Bodies {
-  readonly #parsed = new Map<string, StoredRequest>();
+  readonly #lists = new Map<string, RequestLists>();
   constructor(private readonly view: ReadView) {}
-  of(requestId: string): StoredRequest {
-    let b = this.#parsed.get(requestId);
+  of(requestId: string): RequestLists {
+    let b = this.#lists.get(requestId);
     if (!b) {
-      const row = this.view.get(EXECUTION_REQUESTS, { request_id: requestId }) as { body: string } | undefined;
+      b = requestListsOf(this.view, requestId);
       // The executions read model applies each event first: a request known here is there.
-      if (!row) throw new Error(`request ${requestId} is not in ${EXECUTION_REQUESTS}`);
-      b = JSON.parse(row.body) as StoredRequest;
-      if (this.#parsed.size > 64) this.#parsed.clear();
-      this.#parsed.set(requestId, b);
+      if (!b) throw new Error(`request ${requestId} is not in ${EXECUTION_REQUESTS}`);
+      if (this.#lists.size > 64) this.#lists.clear();
+      this.#lists.set(requestId, b);
     }
     return b;
   }
@@ -112,10 +110,10 @@ function recordedVerdicts(view: ReadView, bodies: Bodies, problemId: string, pro
     const req = requestRow(view, requestId);
     if (!req) continue;
     const b = bodies.of(requestId);
-    for (let i = 0; i < b.pairs.length / 2; i++) {
+    for (let i = 0; i < b.pairCount; i++) {
       const letter = req.codes[i]!;
       if (letter === UNANSWERED || letter === SANDBOX_ERROR) continue;
-      if (b.programHashes[b.pairs[2 * i]!] === programHash) out.set(b.testHashes[b.pairs[2 * i + 1]!]!, letter);
+      if (b.programHash(b.pairs[2 * i]!) === programHash) out.set(b.testHash(b.pairs[2 * i + 1]!)!, letter);
     }
     // Older per-pair results outside the request's pairs came after its pairs' results.
     if (req.extra) {
@@ -133,15 +131,15 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
   if (!req) return [];
   const b = bodies.of(requestId);
   const out: RequestVerdict[] = [];
-  for (let i = 0; i < b.pairs.length / 2; i++) {
+  for (let i = 0; i < b.pairCount; i++) {
     const letter = req.codes[i]!;
     if (letter === UNANSWERED) continue;
     const pi = b.pairs[2 * i]!;
     const ti = b.pairs[2 * i + 1]!;
     const programId = b.programIds[pi]!;
-    const programHash = b.programHashes[pi]!;
+    const programHash = b.programHash(pi)!;
     const testId = b.testIds[ti]!;
-    const testHash = b.testHashes[ti]!;
+    const testHash = b.testHash(ti)!;
     out.push({ programId, programHash, testId, testHash, verdict: verdictOfCode(letter), reused: false });
   }
   if (req.extra) {
@@ -155,9 +153,9 @@ function verdictsOfRequest(view: ReadView, bodies: Bodies, requestId: string): R
     const pi = b.reused[i]!;
     const ti = b.reused[i + 1]!;
     const programId = b.programIds[pi]!;
-    const programHash = b.programHashes[pi]!;
+    const programHash = b.programHash(pi)!;
     const testId = b.testIds[ti]!;
-    const testHash = b.testHashes[ti]!;
+    const testHash = b.testHash(ti)!;
     let known = byProgram.get(programHash);
     if (!known) byProgram.set(programHash, (known = recordedVerdicts(view, bodies, req.problem_id, programHash)));
     const letter = known.get(testHash);
@@ -213,7 +211,7 @@ function scoresBeside(view: ReadView, bodies: Bodies, key: string, o: OpenRow, g
   const req = requestRow(view, requestId);
   if (!req) return scores;
   const b = bodies.of(requestId);
-  for (let i = 0; i < b.pairs.length / 2; i++) {
+  for (let i = 0; i < b.pairCount; i++) {
     const letter = req.codes[i]!;
     if (letter !== UNANSWERED) bump(b.programIds[b.pairs[2 * i]!]!, b.testIds[b.pairs[2 * i + 1]!]!, letter);
   }
@@ -224,10 +222,10 @@ function scoresBeside(view: ReadView, bodies: Bodies, key: string, o: OpenRow, g
     const testId = b.testIds[b.reused[i + 1]!]!;
     const programId = b.programIds[pi]!;
     if (!byId.has(programId) || !testId.startsWith(MISTAKE_BOOK_PREFIX)) continue;
-    const programHash = b.programHashes[pi]!;
+    const programHash = b.programHash(pi)!;
     let verdicts = known.get(programHash);
     if (!verdicts) known.set(programHash, (verdicts = recordedVerdicts(view, bodies, req.problem_id, programHash)));
-    const letter = verdicts.get(b.testHashes[b.reused[i + 1]!]!);
+    const letter = verdicts.get(b.testHash(b.reused[i + 1]!)!);
     if (letter !== undefined) bump(programId, testId, letter);
   }
   return scores;
@@ -311,7 +309,7 @@ function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite
   const b = new Bodies(view).of(d.requestId);
   const letter = VERDICT_CODES[d.verdict];
   let at = -1;
-  for (let i = 0; i < b.pairs.length / 2 && at < 0; i++) {
+  for (let i = 0; i < b.pairCount && at < 0; i++) {
     if (b.programIds[b.pairs[2 * i]!] === d.programId && b.testIds[b.pairs[2 * i + 1]!] === d.testId && req.codes[i] === UNANSWERED) at = i;
   }
   const row =
@@ -380,10 +378,10 @@ export function answerSelectionBeside(basis: SelectionBasis): RowProjection {
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
-  // 7: the requests' lists read from the executions read model, not kept a second time.
-  version: 7,
+  // 9: the requests' lists read packed, through request-lists.ts.
+  version: 9,
   types: ANSWER_SELECTION_TYPES,
-  reads: [EXECUTION_REQUESTS],
+  reads: [EXECUTION_REQUESTS, REQUEST_TESTS],
   tables: {
     answer_selection: {
       columns: {

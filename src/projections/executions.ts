@@ -13,11 +13,11 @@ import type { EventData } from '../events/catalog.js';
 import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
 import { put, type ReadView, type RowWrite } from './readmodel.js';
 import type { RowProjection } from './runner.js';
-import { requestListsText, type StoredRequest } from './request-lists.js';
+import { EXECUTION_REQUESTS, packRequest, REQUEST_LIST_TABLES, requestListsOf, REQUEST_TESTS, type RequestLists } from './request-lists.js';
 
 const EXECUTIONS = 'executions';
-/** Each request's lists, stored once: answer selection reads them too (its `reads`). */
-export const EXECUTION_REQUESTS = 'execution_requests';
+/** Each request's lists, stored once (request-lists.ts): answer selection reads them too (its `reads`). */
+export { EXECUTION_REQUESTS, REQUEST_TESTS };
 const REQUESTS = EXECUTION_REQUESTS;
 
 /** An executions row as stored. */
@@ -61,33 +61,19 @@ function executedRow(d: Executed): ExecutionsRow {
   };
 }
 
-/** Parsed request bodies, by their text: an older log's per-pair results read their request's
- * body once per pair. */
-const bodies = new Map<string, StoredRequest>();
-function parsedBody(text: string): StoredRequest {
-  let b = bodies.get(text);
-  if (!b) {
-    b = JSON.parse(text) as StoredRequest;
-    if (bodies.size >= 32) bodies.delete(bodies.keys().next().value!);
-    bodies.set(text, b);
-  }
-  return b;
-}
-
 /** An older log's per-pair result, merged into its (request, program hash) row at its pair's
  * position; a result naming no pair of an announced request names nothing to show. */
 function completedWrites(d: Completed, view: ReadView): RowWrite[] {
-  const text = view.get(REQUESTS, { request_id: d.requestId })?.body as string | undefined;
-  if (text === undefined) return [];
-  const b = parsedBody(text);
+  const b = requestListsOf(view, d.requestId);
+  if (b === undefined) return [];
   let position = -1;
-  for (let i = 0; i < b.pairs.length / 2 && position < 0; i++) {
+  for (let i = 0; i < b.pairCount && position < 0; i++) {
     const pi = b.pairs[2 * i]!;
     const ti = b.pairs[2 * i + 1]!;
     const programId = b.programIds[pi];
-    const programHash = b.programHashes[pi];
+    const programHash = b.programHash(pi);
     const testId = b.testIds[ti];
-    const testHash = b.testHashes[ti];
+    const testHash = b.testHash(ti);
     if (programId === d.programId && programHash === d.programHash && testId === d.testId && testHash === d.testHash) position = i;
   }
   if (position < 0) return [];
@@ -111,24 +97,19 @@ function completedWrites(d: Completed, view: ReadView): RowWrite[] {
 
 export const executionsProjection: RowProjection = {
   name: 'executions',
-  // 6: a request's lists as parallel id and hash lists (see request-lists.ts).
-  version: 6,
+  // 8: a request's lists packed, its test ids stored once per text (see request-lists.ts).
+  version: 8,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   tables: {
     [EXECUTIONS]: {
       columns: { request_id: 'text', program_hash: 'text', positions: 'text', verdicts: 'text', cached: 'text' },
       key: ['request_id', 'program_hash'],
     },
-    // body: the lists as JSON text in a fixed order (see request-lists.ts): canonical JSON would
-    // re-sort some kilobytes per request, more than the rest of the projection costs.
-    [REQUESTS]: { columns: { request_id: 'text', purpose: 'text', body: 'text' }, key: ['request_id'] },
+    ...REQUEST_LIST_TABLES,
   },
   apply: (e, view) => {
     if (e.type === 'ProgramExecuted') return [put(EXECUTIONS, executedRow(e.data as Executed) as unknown as Record<string, unknown>)];
-    if (e.type === 'ExecutionRequested') {
-      const d = e.data as Requested;
-      return [put(REQUESTS, { request_id: d.requestId, purpose: d.purpose, body: requestListsText(d) })];
-    }
+    if (e.type === 'ExecutionRequested') return packRequest(e.data as Requested, view);
     return completedWrites(e.data as Completed, view);
   },
 };
@@ -161,10 +142,15 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
   const where = opts.requestId === undefined ? '' : 'WHERE e.request_id = ?';
   const rows = db
     .prepare(
-      `SELECT e.request_id, e.program_hash, e.positions, e.verdicts, e.cached, r.body FROM ${EXECUTIONS} e
-       LEFT JOIN ${REQUESTS} r ON r.request_id = e.request_id ${where} ORDER BY e.request_id`,
+      `SELECT e.request_id, e.program_hash, e.positions, e.verdicts, e.cached FROM ${EXECUTIONS} e ${where} ORDER BY e.request_id`,
     )
-    .all(...(opts.requestId === undefined ? [] : [opts.requestId])) as (ExecutionsRow & { body: string | null })[];
+    .all(...(opts.requestId === undefined ? [] : [opts.requestId])) as ExecutionsRow[];
+  const getRequest = db.prepare(`SELECT * FROM ${REQUESTS} WHERE request_id = ?`);
+  const getTests = db.prepare(`SELECT * FROM ${REQUEST_TESTS} WHERE test_ids = ?`);
+  const view: ReadView = {
+    get: (table, key) => (table === REQUESTS ? getRequest.get(key.request_id) : getTests.get(key.test_ids)) as Record<string, unknown> | undefined,
+  };
+  let b: RequestLists | undefined;
   const out: (ExecutionVerdict & { at: number })[] = [];
   let request = '';
   let sorted = 0;
@@ -178,20 +164,21 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
       flushRequest();
       request = row.request_id;
     }
-    if (row.body === null) throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
-    const b = JSON.parse(row.body) as StoredRequest;
+    if (b?.requestId !== row.request_id) b = requestListsOf(view, row.request_id);
+    if (b === undefined) throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
+    const lists = b;
     const positions = numbers(row.positions);
     if (positions.length !== row.verdicts.length) {
       throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): ${positions.length} positions for ${row.verdicts.length} verdicts`);
     }
     const cached = new Set(numbers(row.cached));
     positions.forEach((at, i) => {
-      if (!(at >= 0 && at < b.pairs.length / 2)) {
-        throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${b.pairs.length / 2}`);
+      if (!(at >= 0 && at < lists.pairCount)) {
+        throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${lists.pairCount}`);
       }
-      const pi = b.pairs[2 * at]!;
-      const ti = b.pairs[2 * at + 1]!;
-      out.push({ at, requestId: row.request_id, programId: b.programIds[pi]!, programHash: b.programHashes[pi]!, testId: b.testIds[ti]!, testHash: b.testHashes[ti]!, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
+      const pi = lists.pairs[2 * at]!;
+      const ti = lists.pairs[2 * at + 1]!;
+      out.push({ at, requestId: row.request_id, programId: lists.programIds[pi]!, programHash: lists.programHash(pi)!, testId: lists.testIds[ti]!, testHash: lists.testHash(ti)!, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
     });
   }
   flushRequest();

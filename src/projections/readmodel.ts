@@ -10,7 +10,8 @@ import { Kysely, SqliteDialect } from 'kysely';
 import { inspectCrucibleFile } from '../events/sqlite-file.js';
 import { canonicalJson } from '../core/canonical-json.js';
 
-export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json';
+/** blob: bytes (a Buffer or Uint8Array), read back as a Buffer; state hashes see it as hex. */
+export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json' | 'blob';
 /** A trailing "?" makes the column nullable. */
 export type ColumnSpec = ColumnType | `${ColumnType}?`;
 
@@ -95,7 +96,7 @@ export class Table {
       if (!IDENT.test(col)) throw new ReadModelError(`column "${name}.${col}" must be a plain identifier`);
       const nullable = s.endsWith('?');
       const type = (nullable ? s.slice(0, -1) : s) as ColumnType;
-      if (!['text', 'integer', 'real', 'boolean', 'json'].includes(type)) {
+      if (!['text', 'integer', 'real', 'boolean', 'json', 'blob'].includes(type)) {
         throw new ReadModelError(`column "${name}.${col}" has unknown type "${s}"`);
       }
       return { name: col, type, nullable };
@@ -143,6 +144,9 @@ export class Table {
         return value ? 1 : 0;
       case 'json':
         return canonicalJson(value);
+      case 'blob':
+        if (!(value instanceof Uint8Array)) break;
+        return value;
     }
     throw new ReadModelError(`${this.name}.${col} is ${c.type}, got ${describe(value)}`);
   }
@@ -430,12 +434,13 @@ function describe(v: unknown): string {
 }
 
 
-const SQL_TYPE: Record<ColumnType, 'text' | 'integer' | 'real'> = {
+const SQL_TYPE: Record<ColumnType, 'text' | 'integer' | 'real' | 'blob'> = {
   text: 'text',
   integer: 'integer',
   real: 'real',
   boolean: 'integer',
   json: 'text',
+  blob: 'blob',
 };
 
 /** An open read-model database. `kysely` is for queries; writes go through projections. */
@@ -519,7 +524,9 @@ export class ReadModel {
       h.update(`table ${t.name} ${cols.join(',')}\n`);
       let q = this.kysely.selectFrom(t.name).select(cols);
       for (const k of t.key) q = q.orderBy(k);
-      for (const row of (await q.execute()) as Row[]) h.update(`${JSON.stringify(cols.map((c) => row[c]))}\n`);
+      // Blobs as hex (JSON.stringify would spell a Buffer out byte by byte).
+      const value = (v: unknown) => (v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex') : v);
+      for (const row of (await q.execute()) as Row[]) h.update(`${JSON.stringify(cols.map((c) => value(row[c])))}\n`);
     }
     return h.digest('hex');
   }

@@ -276,6 +276,37 @@ describe('state hash and rebuild', () => {
     expect(h3).not.toBe(h1);
   });
 
+  it('a blob column stores bytes, reads them back, hashes them by content and refuses other values', async () => {
+    const bytesOf: RowProjection = {
+      name: 'bytes-of',
+      version: 1,
+      types: ['RunFailed'],
+      tables: { bytes_of: { columns: { reason: 'text', bytes: 'blob' }, key: ['reason'] } },
+      apply: (e) => {
+        const reason = (e.data as { reason: string }).reason;
+        return [{ op: 'put', table: 'bytes_of', row: { reason, bytes: reason === 'bad' ? 'not bytes' : Buffer.from(reason, 'utf8') } }];
+      },
+    };
+    const replay = async (name: string, reasons: string[]) => {
+      const l = await openSqliteLog(join(dir, `${name}.log`));
+      for (const [i, reason] of reasons.entries()) await l.append('s', [makeEvent('RunFailed', 'r', { reason })], { commitId: `c${i}` });
+      try {
+        const r = await ProjectionRunner.replayInto(join(dir, `${name}.rm`), { log: l, projections: [bytesOf] });
+        const h = await r.stateHash('bytes-of');
+        const row = r.readModel.db.prepare('SELECT bytes FROM bytes_of WHERE reason = ?').get('é') as { bytes: Buffer } | undefined;
+        await r.close();
+        return { h, row };
+      } finally {
+        await l.close();
+      }
+    };
+    const one = await replay('blob-one', ['x', 'é']);
+    expect(one.row?.bytes).toEqual(Buffer.from('é', 'utf8'));
+    expect((await replay('blob-two', ['é', 'x'])).h).toBe(one.h);
+    expect((await replay('blob-three', ['y', 'é'])).h).not.toBe(one.h);
+    await expect(replay('blob-bad', ['bad'])).rejects.toThrow(/bytes_of\.bytes is blob, got the string "not bytes"/);
+  });
+
   it('live mode and a rebuild from zero end with the same hash', async () => {
     await seed(25);
     const r = await runner({ batchSize: 8 });
