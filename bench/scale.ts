@@ -22,6 +22,8 @@ import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
 import type { RunConfig } from '../src/config/schema.js';
@@ -50,6 +52,13 @@ function fraction(args: string[]): number {
   const f = Number(args[i + 1]);
   if (!Number.isFinite(f) || f <= 0 || f > 1) throw new Error(`--fraction needs a number in (0, 1], got "${args[i + 1] ?? ''}"`);
   return f;
+}
+
+/** A full garbage collection, so the heap printed per step is what the run retains, not what it
+ * has yet to collect (V8's gc function, exposed for this process without a command-line flag). */
+function collector(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
 }
 
 const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
@@ -83,7 +92,19 @@ export async function runBench(args: string[]): Promise<void> {
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
     const c0 = cpu();
-    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
+    // The heap after each step, once collected: what the run keeps in memory as it grows.
+    const gc = collector();
+    let lastRound = 0;
+    const heapPerStep: number[] = [];
+    const onProgress = ({ round, rounds }: { round: number; rounds: number }) => {
+      if (round === lastRound) return;
+      lastRound = round;
+      gc();
+      const m = process.memoryUsage();
+      heapPerStep.push(m.heapUsed);
+      console.log(`  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB), ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    };
+    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onProgress });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);

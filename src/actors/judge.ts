@@ -291,7 +291,7 @@ export class VerdictIndex {
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
   /** The side rows of the snapshot this index was restored from (null: folded from the start). */
-  readonly #side: SideReader | null;
+  #side: SideReader | null;
   /** Recorded verdicts read from the side rows, by problem and program (read once per program). */
   readonly #sidePairs = new Map<string, Map<string, Recorded>>();
   /** Number of the next record (its side row's key). */
@@ -442,10 +442,28 @@ export class VerdictIndex {
     for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
     return { replace: this.#replace, rows };
   }
-  sideSaved(): void {
+  /** Once saved, the recorded verdicts and load outcomes are read from `saved` when asked for,
+   * and dropped here, so memory holds what was folded since the last snapshot, not every
+   * verdict of the run. Without `saved` (a caller keeping no table) they stay. */
+  sideSaved(saved?: SideReader): void {
     this.#unsaved = [];
     this.#unsavedLoads = [];
     this.#replace = false;
+    if (saved === undefined) return;
+    this.#side = saved;
+    this.#byPair.clear();
+    this.#load.clear();
+    // Read before this save: a program's verdicts there may lack rows saved just now.
+    this.#sidePairs.clear();
+  }
+
+  /** Recorded verdicts and load outcomes held in memory (folded since the last save, or read
+   * from side rows): bounded by what a snapshot interval folds, not by the run (tests count them). */
+  get heldEntries(): number {
+    let n = this.#load.size;
+    for (const programs of this.#byPair.values()) for (const tests of programs.values()) n += tests.size;
+    for (const pairs of this.#sidePairs.values()) n += pairs.size;
+    return n;
   }
 
   *#allRecorded(): Generator<{ problemId: string; result: PairResult }> {
@@ -555,7 +573,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     serialize: (verdicts) => verdicts.serialize(),
     restore: (data, side) => VerdictIndex.restore(data, side),
     sideRows: (verdicts) => verdicts.sideRows(),
-    sideSaved: (verdicts) => verdicts.sideSaved(),
+    sideSaved: (verdicts, saved) => verdicts.sideSaved(saved),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;
