@@ -92,3 +92,36 @@ it('a restored cache answers from the side rows and its own later records, and i
   }
   expect(roundTrip(after, table).recorded()).toEqual(cache.recorded());
 });
+
+it('once a snapshot saves its rows, the cache holds only what it folded since: memory stays bounded over rounds, answers unchanged', () => {
+  const cache = new ExecutionCache();
+  const table = sideTable();
+  const held: number[] = [];
+  for (let round = 1; round <= 20; round++) {
+    // Each round's programs and tests are new, as in a run: 4 programs x 8 tests.
+    for (let p = 0; p < 4; p++) {
+      const programHash = h(round * 100 + p);
+      const pairs = Array.from({ length: 8 }, (_, t) => ({ programId: `p${p}`, programHash, testId: `t${t}`, testHash: h(1_000_000 + round * 100 + t) }));
+      const requestId = `r${round}/${p}`;
+      cache.observe(event('ExecutionRequested', { round, problemId: 'x', requestId, purpose: 'reward', ...requestBody(pairs) }));
+      cache.observe(event('ProgramExecuted', compactResults(requestId, programHash, [0, 1, 2, 3, 4, 5, 6, 7], pairs.map((_, t) => figures('accepted', round * 10 + t)), 'ran')));
+    }
+    // A snapshot every round: its rows saved, the cache reading them from the table from now on.
+    table.save(cache.sideRows());
+    cache.sideSaved(table.reader());
+    held.push(cache.heldEntries);
+  }
+  // Nothing of past rounds stays in memory; without the table it would hold 20 x 4 records and loads.
+  expect(Math.max(...held)).toBe(0);
+  // Every round's results still answer, read from the saved rows.
+  for (const round of [1, 10, 20]) {
+    expect(cache.get(h(round * 100 + 3), h(1_000_000 + round * 100 + 7))).toMatchObject({ verdict: 'accepted', timeMs: round * 10 + 7 });
+    expect(cache.load(h(round * 100 + 3))).toBe('ran');
+  }
+  expect(cache.get(h(2100), h(1_000_000))).toBeUndefined();
+  // Reading a program from the rows keeps its records only until the next save.
+  expect(cache.heldEntries).toBeGreaterThan(0);
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
+  expect(cache.heldEntries).toBe(0);
+});
