@@ -107,6 +107,8 @@ export class ExecutionCache {
    * and the records read from them, by program. */
   #side: SideReader | null;
   readonly #sideRecords = new Map<string, Recorded[]>();
+  /** Programs whose side rows were asked about since the last save (see sideSaved). */
+  readonly #sideUsed = new Set<string>();
   /** Number of the next record. */
   #seq = 0;
   /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
@@ -170,6 +172,7 @@ export class ExecutionCache {
   /** The program's records in the snapshot's side rows, oldest first (read once per program). */
   #sideOf(programHash: string): readonly Recorded[] {
     if (this.#side === null) return [];
+    this.#sideUsed.add(programHash);
     let list = this.#sideRecords.get(programHash);
     if (list === undefined) {
       const prefix = `${RECORD_ROW}${programHash}\u0000`;
@@ -232,10 +235,16 @@ export class ExecutionCache {
     this.#replace = false;
     if (saved === undefined) return;
     this.#side = saved;
+    // Programs read from the rows and asked about again since (a problem's reference, run on
+    // every new test) stay, with the records saved just now appended (they are newer), as a read
+    // of the rows would give them: not read again at every save. The others go.
+    for (const [programHash, list] of this.#sideRecords) {
+      if (this.#sideUsed.has(programHash)) list.push(...(this.#byProgram.get(programHash) ?? []));
+      else this.#sideRecords.delete(programHash);
+    }
+    this.#sideUsed.clear();
     this.#byProgram.clear();
     this.#load.clear();
-    // Read before this save: a program's list there may lack records saved just now.
-    this.#sideRecords.clear();
   }
 
   /** Entries held in memory (records, load outcomes, programs read from side rows, requests in

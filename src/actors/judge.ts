@@ -294,6 +294,8 @@ export class VerdictIndex {
   #side: SideReader | null;
   /** Recorded verdicts read from the side rows, by problem and program (read once per program). */
   readonly #sidePairs = new Map<string, Map<string, Recorded>>();
+  /** Programs whose side rows were asked about since the last save (see sideSaved). */
+  readonly #sideUsed = new Set<string>();
   /** Number of the next record (its side row's key). */
   #seq = 1;
   /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
@@ -382,6 +384,7 @@ export class VerdictIndex {
   #sideOf(problemId: string, programHash: string): Map<string, Recorded> | undefined {
     if (this.#side === null) return undefined;
     const pk = programKey(problemId, programHash);
+    this.#sideUsed.add(pk);
     let pairs = this.#sidePairs.get(pk);
     if (pairs === undefined) {
       pairs = new Map();
@@ -451,10 +454,22 @@ export class VerdictIndex {
     this.#replace = false;
     if (saved === undefined) return;
     this.#side = saved;
+    // Programs read from the rows and asked about again since (a problem's reference, run on
+    // every new test) stay, with what was saved just now added, as a read of the rows would
+    // give them: they are not read again at every save. The others (past steps' candidates) go.
+    for (const [pk, pairs] of this.#sidePairs) {
+      if (!this.#sideUsed.has(pk)) {
+        this.#sidePairs.delete(pk);
+        continue;
+      }
+      const [problemId, programHash] = pk.split('\u0000') as [string, string];
+      for (const [testHash, r] of this.#byPair.get(problemId)?.get(programHash) ?? []) {
+        pairs.set(testHash, { verdict: r.verdict, timeMs: r.timeMs, memoryKb: r.memoryKb, outputHash: r.outputHash, exceptionType: r.exceptionType, isolated: r.isolated });
+      }
+    }
+    this.#sideUsed.clear();
     this.#byPair.clear();
     this.#load.clear();
-    // Read before this save: a program's verdicts there may lack rows saved just now.
-    this.#sidePairs.clear();
   }
 
   /** Recorded verdicts and load outcomes held in memory (folded since the last save, or read

@@ -119,8 +119,20 @@ it('once a snapshot saves its rows, the cache holds only what it folded since: m
     expect(cache.load(h(round * 100 + 3))).toBe('ran');
   }
   expect(cache.get(h(2100), h(1_000_000))).toBeUndefined();
-  // Reading a program from the rows keeps its records only until the next save.
+  // A program read from the rows and run again (a problem's reference, on new tests) keeps its
+  // records across a save, with the new ones added, and answers as a fresh read of the rows.
+  const again = [{ programId: 'ref', programHash: h(2003), testId: 'new', testHash: h(1_000_000 + 2007) }];
+  cache.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: 'r21/0', purpose: 'reward', ...requestBody(again) }));
+  cache.observe(event('ProgramExecuted', compactResults('r21/0', h(2003), [0], [figures('time_limit', 999)], 'ran')));
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
   expect(cache.heldEntries).toBeGreaterThan(0);
+  const fresh = ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
+  for (const c of [cache, fresh]) expect(c.get(h(2003), h(1_000_000 + 2007))).toMatchObject({ verdict: 'time_limit', timeMs: 999 });
+  expect(cache.get(h(2003), h(1_000_000 + 2006))).toMatchObject({ verdict: 'accepted', timeMs: 206 });
+  // Not asked about again before the next save: dropped.
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
   table.save(cache.sideRows());
   cache.sideSaved(table.reader());
   expect(cache.heldEntries).toBe(0);
