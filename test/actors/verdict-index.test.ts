@@ -59,4 +59,25 @@ it('holds no verdict of past rounds in memory once a snapshot saved them, and an
     expect(saved.load('x', h(round * 100 + 2))).toBe('ran');
   }
   expect(saved.has('x', h(2100), h(1_000_000))).toBe(false);
+
+  // A program read from the rows and run again (a problem's reference, on a new test) keeps its
+  // verdicts across the save, with the new one added: it answers as one that kept everything.
+  const again = (index: VerdictIndex) => {
+    const pairs = [{ programId: 'ref', programHash: h(2002), testId: 'new', testHash: h(7) }];
+    index.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: '21/x/0', purpose: 'reward', ...requestBody(pairs) }));
+    index.observe(event('ProgramExecuted', compactResults('21/x/0', h(2002), [0], [figures('time_limit', 99)], 'raised')));
+  };
+  again(saved);
+  again(kept);
+  table.save(saved.sideRows());
+  saved.sideSaved(table.reader());
+  expect(saved.heldEntries).toBeGreaterThan(0);
+  expect(saved.has('x', h(2002), h(7))).toBe(true);
+  expect(saved.recorded()).toEqual(kept.recorded());
+  // Not asked about again before the next save: dropped.
+  for (let i = 0; i < 2; i++) {
+    table.save(saved.sideRows());
+    saved.sideSaved(table.reader());
+  }
+  expect(saved.heldEntries).toBe(0);
 });
