@@ -22,12 +22,15 @@ import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
 import type { RunConfig } from '../src/config/schema.js';
 import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { flag } from './flags.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
+import type { RunEnv } from '../src/actors/env.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { judge } from '../src/actors/judge.js';
 import { openSqliteLog } from '../src/events/sqlite-log.js';
@@ -50,6 +53,13 @@ function fraction(args: string[]): number {
   const f = Number(args[i + 1]);
   if (!Number.isFinite(f) || f <= 0 || f > 1) throw new Error(`--fraction needs a number in (0, 1], got "${args[i + 1] ?? ''}"`);
   return f;
+}
+
+/** A full garbage collection, so the heap printed per step is what the run retains, not what it
+ * has yet to collect (V8's gc function, exposed for this process without a command-line flag). */
+function collector(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
 }
 
 const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
@@ -83,7 +93,21 @@ export async function runBench(args: string[]): Promise<void> {
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
     const t0 = performance.now();
     const c0 = cpu();
-    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed) });
+    // The heap after each step, once collected: what the run keeps in memory as it grows.
+    const gc = collector();
+    let lastRound = 0;
+    const heapPerStep: number[] = [];
+    const onStep = (runtime: ActorRuntime<RunEnv>, { round, rounds }: { round: number; rounds: number }) => {
+      if (round === lastRound) return;
+      lastRound = round;
+      gc();
+      const m = process.memoryUsage();
+      heapPerStep.push(m.heapUsed);
+      // Entries the Judge's verdict index and the Executor's cache hold in memory (see heldEntries).
+      const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
+      console.log(`  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    };
+    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onStep });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
@@ -194,6 +218,8 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
     console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
+    // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
+    if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
     // CRUCIBLE_BENCH_KEEP=1 keeps the run's files to look into (their folder is printed).

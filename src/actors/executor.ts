@@ -105,8 +105,10 @@ export class ExecutionCache {
   readonly #awaiting = new Map<string, { request: Request; left: number }>();
   /** The side rows of the snapshot this cache was restored from (null: folded from the start),
    * and the records read from them, by program. */
-  readonly #side: SideReader | null;
+  #side: SideReader | null;
   readonly #sideRecords = new Map<string, Recorded[]>();
+  /** Programs whose side rows were asked about since the last save (see sideSaved). */
+  readonly #sideUsed = new Set<string>();
   /** Number of the next record. */
   #seq = 0;
   /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
@@ -170,6 +172,7 @@ export class ExecutionCache {
   /** The program's records in the snapshot's side rows, oldest first (read once per program). */
   #sideOf(programHash: string): readonly Recorded[] {
     if (this.#side === null) return [];
+    this.#sideUsed.add(programHash);
     let list = this.#sideRecords.get(programHash);
     if (list === undefined) {
       const prefix = `${RECORD_ROW}${programHash}\u0000`;
@@ -223,10 +226,33 @@ export class ExecutionCache {
     for (const h of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + h, this.#load.get(h)!]);
     return { replace: this.#replace, rows };
   }
-  sideSaved(): void {
+  /** Once saved, the records and load outcomes are read from `saved` when asked for, and dropped
+   * here: a step's programs are new, so memory holds what was folded since the last snapshot,
+   * not every result of the run. Without `saved` (a caller keeping no table) they stay. */
+  sideSaved(saved?: SideReader): void {
     this.#unsaved = [];
     this.#unsavedLoads = [];
     this.#replace = false;
+    if (saved === undefined) return;
+    this.#side = saved;
+    // Programs read from the rows and asked about again since (a problem's reference, run on
+    // every new test) stay, with the records saved just now appended (they are newer), as a read
+    // of the rows would give them: not read again at every save. The others go.
+    for (const [programHash, list] of this.#sideRecords) {
+      if (this.#sideUsed.has(programHash)) list.push(...(this.#byProgram.get(programHash) ?? []));
+      else this.#sideRecords.delete(programHash);
+    }
+    this.#sideUsed.clear();
+    this.#byProgram.clear();
+    this.#load.clear();
+  }
+
+  /** Entries held in memory (records, load outcomes, programs read from side rows, requests in
+   * flight): bounded by what a snapshot interval folds, not by the run (tests count them). */
+  get heldEntries(): number {
+    let records = 0;
+    for (const list of this.#byProgram.values()) records += list.length;
+    return records + this.#load.size + this.#sideRecords.size + this.#awaiting.size;
   }
 
   /** Every record and load outcome as side rows would hold them, in key order, whether folded or
@@ -261,7 +287,7 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     serialize: (cache) => cache.serialize(),
     restore: (data, side) => ExecutionCache.restore(data, side),
     sideRows: (cache) => cache.sideRows(),
-    sideSaved: (cache) => cache.sideSaved(),
+    sideSaved: (cache, saved) => cache.sideSaved(saved),
   },
   run: (request, env, _snapshot, cache) => executePrograms(request, env, cache),
 };

@@ -291,9 +291,11 @@ export class VerdictIndex {
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
   /** The side rows of the snapshot this index was restored from (null: folded from the start). */
-  readonly #side: SideReader | null;
+  #side: SideReader | null;
   /** Recorded verdicts read from the side rows, by problem and program (read once per program). */
   readonly #sidePairs = new Map<string, Map<string, Recorded>>();
+  /** Programs whose side rows were asked about since the last save (see sideSaved). */
+  readonly #sideUsed = new Set<string>();
   /** Number of the next record (its side row's key). */
   #seq = 1;
   /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
@@ -382,6 +384,7 @@ export class VerdictIndex {
   #sideOf(problemId: string, programHash: string): Map<string, Recorded> | undefined {
     if (this.#side === null) return undefined;
     const pk = programKey(problemId, programHash);
+    this.#sideUsed.add(pk);
     let pairs = this.#sidePairs.get(pk);
     if (pairs === undefined) {
       pairs = new Map();
@@ -442,10 +445,40 @@ export class VerdictIndex {
     for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
     return { replace: this.#replace, rows };
   }
-  sideSaved(): void {
+  /** Once saved, the recorded verdicts and load outcomes are read from `saved` when asked for,
+   * and dropped here, so memory holds what was folded since the last snapshot, not every
+   * verdict of the run. Without `saved` (a caller keeping no table) they stay. */
+  sideSaved(saved?: SideReader): void {
     this.#unsaved = [];
     this.#unsavedLoads = [];
     this.#replace = false;
+    if (saved === undefined) return;
+    this.#side = saved;
+    // Programs read from the rows and asked about again since (a problem's reference, run on
+    // every new test) stay, with what was saved just now added, as a read of the rows would
+    // give them: they are not read again at every save. The others (past steps' candidates) go.
+    for (const [pk, pairs] of this.#sidePairs) {
+      if (!this.#sideUsed.has(pk)) {
+        this.#sidePairs.delete(pk);
+        continue;
+      }
+      const [problemId, programHash] = pk.split('\u0000') as [string, string];
+      for (const [testHash, r] of this.#byPair.get(problemId)?.get(programHash) ?? []) {
+        pairs.set(testHash, { verdict: r.verdict, timeMs: r.timeMs, memoryKb: r.memoryKb, outputHash: r.outputHash, exceptionType: r.exceptionType, isolated: r.isolated });
+      }
+    }
+    this.#sideUsed.clear();
+    this.#byPair.clear();
+    this.#load.clear();
+  }
+
+  /** Recorded verdicts and load outcomes held in memory (folded since the last save, or read
+   * from side rows): bounded by what a snapshot interval folds, not by the run (tests count them). */
+  get heldEntries(): number {
+    let n = this.#load.size;
+    for (const programs of this.#byPair.values()) for (const tests of programs.values()) n += tests.size;
+    for (const pairs of this.#sidePairs.values()) n += pairs.size;
+    return n;
   }
 
   *#allRecorded(): Generator<{ problemId: string; result: PairResult }> {
@@ -555,7 +588,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     serialize: (verdicts) => verdicts.serialize(),
     restore: (data, side) => VerdictIndex.restore(data, side),
     sideRows: (verdicts) => verdicts.sideRows(),
-    sideSaved: (verdicts) => verdicts.sideSaved(),
+    sideSaved: (verdicts, saved) => verdicts.sideSaved(saved),
   },
   async run(effect, env, snapshot, verdicts) {
     const p = effect.problem;

@@ -55,9 +55,10 @@ export interface SideIndex<I> {
   /** `side`: the rows its snapshot kept beside the body (see sideRows). */
   restore?(data: unknown, side: SideReader): I;
   /** Rows kept beside the snapshot body rather than in it (see SideRows in snapshots.ts): those
-   * changed since `sideSaved`; `sideSaved` is called once they are saved. */
+   * changed since `sideSaved`; `sideSaved` is called once they are saved, with the rows as saved,
+   * so the index can drop what they hold and read it there when asked. */
   sideRows?(index: I): SideRows;
-  sideSaved?(index: I): void;
+  sideSaved?(index: I, saved: SideReader): void;
 }
 
 export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, Env, I = undefined> {
@@ -531,7 +532,7 @@ export class ActorRuntime<Env> {
     this.#snapshots!.table.save(taken);
     for (const t of taken) {
       const actor = this.#actors.get(t.ref.actor)!;
-      if (t.side) actor.def.index?.sideSaved?.(actor.index);
+      if (t.side) actor.def.index?.sideSaved?.(actor.index, this.#snapshots!.table.side(t.ref.actor));
     }
     this.#snapshotAt = this.#folded;
   }

@@ -92,3 +92,48 @@ it('a restored cache answers from the side rows and its own later records, and i
   }
   expect(roundTrip(after, table).recorded()).toEqual(cache.recorded());
 });
+
+it('once a snapshot saves its rows, the cache holds only what it folded since: memory stays bounded over rounds, answers unchanged', () => {
+  const cache = new ExecutionCache();
+  const table = sideTable();
+  const held: number[] = [];
+  for (let round = 1; round <= 20; round++) {
+    // Each round's programs and tests are new, as in a run: 4 programs x 8 tests.
+    for (let p = 0; p < 4; p++) {
+      const programHash = h(round * 100 + p);
+      const pairs = Array.from({ length: 8 }, (_, t) => ({ programId: `p${p}`, programHash, testId: `t${t}`, testHash: h(1_000_000 + round * 100 + t) }));
+      const requestId = `r${round}/${p}`;
+      cache.observe(event('ExecutionRequested', { round, problemId: 'x', requestId, purpose: 'reward', ...requestBody(pairs) }));
+      cache.observe(event('ProgramExecuted', compactResults(requestId, programHash, [0, 1, 2, 3, 4, 5, 6, 7], pairs.map((_, t) => figures('accepted', round * 10 + t)), 'ran')));
+    }
+    // A snapshot every round: its rows saved, the cache reading them from the table from now on.
+    table.save(cache.sideRows());
+    cache.sideSaved(table.reader());
+    held.push(cache.heldEntries);
+  }
+  // Nothing of past rounds stays in memory; without the table it would hold 20 x 4 records and loads.
+  expect(Math.max(...held)).toBe(0);
+  // Every round's results still answer, read from the saved rows.
+  for (const round of [1, 10, 20]) {
+    expect(cache.get(h(round * 100 + 3), h(1_000_000 + round * 100 + 7))).toMatchObject({ verdict: 'accepted', timeMs: round * 10 + 7 });
+    expect(cache.load(h(round * 100 + 3))).toBe('ran');
+  }
+  expect(cache.get(h(2100), h(1_000_000))).toBeUndefined();
+  // A program read from the rows and run again (a problem's reference, on new tests) keeps its
+  // records across a save, with the new ones added, and answers as a fresh read of the rows.
+  const again = [{ programId: 'ref', programHash: h(2003), testId: 'new', testHash: h(1_000_000 + 2007) }];
+  cache.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: 'r21/0', purpose: 'reward', ...requestBody(again) }));
+  cache.observe(event('ProgramExecuted', compactResults('r21/0', h(2003), [0], [figures('time_limit', 999)], 'ran')));
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
+  expect(cache.heldEntries).toBeGreaterThan(0);
+  const fresh = ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
+  for (const c of [cache, fresh]) expect(c.get(h(2003), h(1_000_000 + 2007))).toMatchObject({ verdict: 'time_limit', timeMs: 999 });
+  expect(cache.get(h(2003), h(1_000_000 + 2006))).toMatchObject({ verdict: 'accepted', timeMs: 206 });
+  // Not asked about again before the next save: dropped.
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
+  table.save(cache.sideRows());
+  cache.sideSaved(table.reader());
+  expect(cache.heldEntries).toBe(0);
+});
