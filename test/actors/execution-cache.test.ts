@@ -4,29 +4,11 @@ import { expect, it } from 'vitest';
 import { ExecutionCache } from '../../src/actors/executor.js';
 import { requestBody } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
-import type { SideReader, SideRows } from '../../src/actors/snapshots.js';
+import { sideTable } from '../support/side-table.js';
 import { compactResults, type ResultFigures } from '../../src/projections/recorded-verdicts.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
 const event = (type: string, data: unknown) => ({ type, data }) as unknown as EventEnvelope;
-/** Side rows as a snapshot table keeps them: saved rows replace rows under the same key. */
-function sideTable() {
-  const rows = new Map<string, string>();
-  const sorted = () => [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  return {
-    save(side: SideRows) {
-      if (side.replace) rows.clear();
-      for (const [k, v] of side.rows) rows.set(k, v);
-    },
-    reader(): SideReader {
-      return {
-        get: (key) => rows.get(key),
-        all: () => sorted()[Symbol.iterator](),
-        withPrefix: (prefix) => sorted().filter(([k]) => k.startsWith(prefix))[Symbol.iterator](),
-      };
-    },
-  };
-}
 const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>) => {
   table.save(cache.sideRows());
   cache.sideSaved();
