@@ -34,6 +34,9 @@ export interface WorkersRunOptions {
   say?(line: string): void;
   /** How each worker is started (default: a child process here). */
   launch?: WorkerLauncher;
+  /** Aborting it stops the workers and rejects the run with its reason (a caller giving up on
+   * the run must not leave a supervisor restarting workers behind it). */
+  signal?: AbortSignal;
 }
 
 export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcome> {
@@ -89,8 +92,14 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
         }
       }
     })();
+    const aborted = new Promise<never>((_, reject) => {
+      const signal = opts.signal;
+      if (!signal) return;
+      if (signal.aborted) reject(signal.reason);
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
     try {
-      await Promise.race([follow, sup.failed()]);
+      await Promise.race([follow, sup.failed(), aborted]);
     } finally {
       await sub.close();
     }

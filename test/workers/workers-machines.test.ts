@@ -88,9 +88,37 @@ async function replicasCurrent(runId: string): Promise<void> {
   }
 }
 
-/** Rejects after `ms` with the faults made and the last lines the workers wrote: a run that
- * stalls then says where, where the test's own timeout would say nothing. */
-function stallReport(ms: number, workersLog: string, faults: readonly string[]): { report: Promise<never>; cancel: () => void } {
+/** What the cluster says of the run when it stalls: every worker's figures (how far it folded,
+ * what it runs), the queues' depths, and the leader and replicas of the log's streams. */
+async function clusterReport(runId: string): Promise<string> {
+  const lines: string[] = [];
+  try {
+    const s = await runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
+    lines.push(`head ${s.head}, completed ${s.completed}, queues ${JSON.stringify(s.queues)}, leases ${JSON.stringify(s.leases)}`);
+    for (const w of s.workers) lines.push(`  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`);
+    const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
+    try {
+      const names = await log.jsm.streams.names().next();
+      for (const name of names) {
+        const info = await log.jsm.streams.info(name);
+        const c = info.cluster;
+        lines.push(`  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`);
+      }
+      const lister = log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS`);
+      for (const ci of await lister.next()) lines.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+    } finally {
+      await log.close();
+    }
+  } catch (err) {
+    lines.push(`(the cluster did not answer: ${(err as Error).message})`);
+  }
+  return lines.join('\n');
+}
+
+/** Rejects after `ms` with the faults made, what the cluster says of the run and the last lines
+ * the workers wrote: a run that stalls then says where, where the test's own timeout would say
+ * nothing. */
+function stallReport(ms: number, runId: string, workersLog: string, faults: readonly string[]): { report: Promise<never>; cancel: () => void } {
   let timer: NodeJS.Timeout | undefined;
   const report = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
@@ -100,7 +128,9 @@ function stallReport(ms: number, workersLog: string, faults: readonly string[]):
       } catch {
         // The supervisor had not started.
       }
-      reject(new Error(`the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; last lines of workers.log:\n${tail}`));
+      void clusterReport(runId).then((cluster) =>
+        reject(new Error(`the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; the cluster says:\n${cluster}\nlast lines of workers.log:\n${tail}`)),
+      );
     }, ms);
   });
   return { report, cancel: () => clearTimeout(timer) };
@@ -122,8 +152,10 @@ describe(`a run as worker processes on many machines (${where})`, () => {
     let cut = '';
     let killed = '';
     let killedExecutor = 0;
-    const stall = stallReport(200_000, path.join(dir, 'workers.log'), faults);
-    const outcome = await Promise.race([runWithWorkers({
+    const stall = stallReport(200_000, runIdOf(config), path.join(dir, 'workers.log'), faults);
+    const controller = new AbortController();
+    const run = runWithWorkers({
+      signal: controller.signal,
       config,
       dir,
       location: m.servers(),
@@ -162,7 +194,16 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           await m.partition(cut, 10_000);
         })();
       },
-    }), stall.report]).finally(stall.cancel);
+    });
+    // A stalled run is stopped before the test fails: no supervisor restarts workers into a lab
+    // that afterAll takes down.
+    const outcome = await Promise.race([run, stall.report])
+      .catch(async (err: unknown) => {
+        controller.abort(err);
+        await run.catch(() => undefined);
+        throw err;
+      })
+      .finally(stall.cancel);
     await watcher;
     expect(outcome.finished).toBe(true);
     // Both faults happened while the run was going on.

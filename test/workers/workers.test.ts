@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperiment, LOG_FILE } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runWithWorkers } from '../../src/workers/run-workers.js';
+import type { WorkerChild } from '../../src/workers/supervisor.js';
 import { openRunLog } from '../../src/events/open-log.js';
 import type { JetStreamEventLog } from '../../src/events/jetstream-log.js';
 import { JetStreamTaskQueue, taskQueueConsumer } from '../../src/events/jetstream-tasks.js';
@@ -264,4 +265,33 @@ describe('a run as worker processes', () => {
     expect(run.said.some((l) => /^judge worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
     expect(run.workersLog).toMatch(/crucible worker judge \(pid \d+\): holds the judge lease: live/);
   }, 300_000);
+  it('stops its workers when its caller gives up on it (an aborted signal): the run rejects with the reason, every worker exits, none is started again', async () => {
+    const nats = await startTestNats(1);
+    natsToStop.push(nats);
+    const controller = new AbortController();
+    const said: string[] = [];
+    let children: () => WorkerChild[] = () => [];
+    const run = runWithWorkers({
+      config,
+      dir: path.join(root, 'given-up'),
+      cacheDir: catalogCache(),
+      location: nats.urls[0]!,
+      counts: parseWorkerCounts('executor=1'),
+      workerArgs: WORKER_ARGS,
+      say: (line) => said.push(line),
+      signal: controller.signal,
+      onStarted: (list) => {
+        children = list;
+      },
+    });
+    const started = await until('the workers to start', 60_000, async () => (children().length === 6 ? children() : null));
+    const reason = new Error('the caller gave up');
+    controller.abort(reason);
+    await expect(run).rejects.toBe(reason);
+    for (const c of started) expect(c.process.exitCode !== null || c.process.signalCode !== null, `${c.role} exited`).toBe(true);
+    // Past the supervisor's restart delay: nothing was started in place of the stopped workers.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(children()).toEqual([]);
+    expect(said).toEqual([]);
+  }, 120_000);
 });
