@@ -196,6 +196,19 @@ export class CommitTooLargeError extends EventLogError {
   }
 }
 
+/** A message the log's stream holds by its sequences is not there: a replica behind answered
+ * (it is retried), or someone deleted it. A reader never skips it: a worker that folded past a
+ * missing event would wait forever for what it said. */
+export class MissingLogMessageError extends EventLogError {
+  constructor(
+    readonly stream: string,
+    readonly seq: number,
+    readonly lastSeq: number,
+  ) {
+    super(`message ${seq} of the log's stream "${stream}" is missing, though the stream holds messages up to ${lastSeq}: deleted from the stream, or a server behind answered for longer than the log retries`);
+  }
+}
+
 /** The log's server cannot be reached (down, wrong address). */
 export class LogUnavailableError extends EventLogError {
   constructor(

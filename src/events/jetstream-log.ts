@@ -37,6 +37,7 @@ import {
   IncompatibleStreamError,
   InvalidLogArgumentError,
   LogClosedError,
+  MissingLogMessageError,
   LogNotFoundError,
   LogUnavailableError,
   MalformedEventError,
@@ -477,10 +478,17 @@ export class JetStreamEventLog implements EventLog {
   ): AsyncGenerator<readonly EventEnvelope[]> {
     for (let from = startSeq; from <= lastSeq && limit.left > 0; from += GET_WINDOW) {
       const seqs = Array.from({ length: Math.min(GET_WINDOW, lastSeq - from + 1) }, (_, i) => from + i);
-      const stored = await Promise.all(seqs.map((seq) => withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq }))));
+      const stored = await Promise.all(
+        seqs.map((seq) =>
+          withRetry(this.#retryForMs, async () => {
+            const m = await this.jsm.streams.getMessage(this.streamName, { seq });
+            if (m === null) throw new MissingLogMessageError(this.streamName, seq, lastSeq);
+            return m;
+          }),
+        ),
+      );
       const page: EventEnvelope[] = [];
       for (const m of stored) {
-        if (!m) continue;
         if (this.#closed) throw new LogClosedError();
         for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, filter, after, to)) {
           page.push(e);
@@ -526,8 +534,12 @@ export class JetStreamEventLog implements EventLog {
     left = limit.left;
     try {
       let page: EventEnvelope[] = [];
+      let next = startSeq;
       for await (const m of messages) {
         if (this.#closed) throw new LogClosedError();
+        // An ordered consumer delivers every stored message in order: a gap is a deleted one.
+        if (m.seq !== next) throw new MissingLogMessageError(this.streamName, next, lastSeq);
+        next++;
         for (const e of this.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), args.filter, after, to)) {
           page.push(e);
           if (--left <= 0) break;

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { makeEvent } from '../../src/events/catalog.js';
-import { CommitTooLargeError, IncompatibleStreamError, LogNotFoundError, LogUnavailableError } from '../../src/events/errors.js';
+import { CommitTooLargeError, IncompatibleStreamError, LogNotFoundError, LogUnavailableError, MissingLogMessageError } from '../../src/events/errors.js';
 import { featuresOf, openJetStreamLog } from '../../src/events/jetstream-log.js';
 import { freePort } from '../../src/events/nats-server.js';
+import type { Position, ReadRange } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 
 let nats: TestNats;
@@ -26,6 +27,32 @@ describe('jetstream log', () => {
       expect(featuresOf('2.9.10')).toEqual({ version: '2.9.10', atomicBatch: false, multiFilterConsumers: false, messageTtl: false, serializedSubjectChecks: false });
       expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true, serializedSubjectChecks: true });
       expect(log.capabilities).toMatchObject({ dedupWindowMs: 120_000, multiProcess: true, sharedWorkQueues: true });
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('never skips a message missing from its stream: a read across it fails naming it, by direct gets and by a consumer alike', async () => {
+    // Before, a read skipped it: a worker folded past an event it never saw and waited forever.
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), retryForMs: 300, directReadMessages: 4 });
+    try {
+      const at: Position[] = [];
+      for (let i = 0; i < 10; i++) at.push((await log.append('s', [ev(`e${i}`)], { commitId: `c${i}` })).positions[0]!);
+      await log.jsm.streams.deleteMessage(log.streamName, 3);
+      const read = async (range: ReadRange) => {
+        const out: string[] = [];
+        for await (const e of log.read(range)) out.push((e.data as { reason: string }).reason);
+        return out;
+      };
+      // From sequence 2 to the end (9 messages): an ordered consumer; from 2 to 4: direct gets.
+      for (const range of [{ after: at[0] }, { after: at[0], to: at[3] }]) {
+        const err = await read(range).then(() => null, (e: unknown) => e);
+        expect(err, JSON.stringify(range)).toBeInstanceOf(MissingLogMessageError);
+        expect((err as MissingLogMessageError).seq).toBe(3);
+        expect((err as Error).message).toMatch(/^message 3 of the log's stream "\w+" is missing, though the stream holds messages up to (10|4): deleted/);
+      }
+      // Around it, reads are whole.
+      expect(await read({ after: at[3] })).toEqual(['e4', 'e5', 'e6', 'e7', 'e8', 'e9']);
     } finally {
       await log.close();
     }
