@@ -67,6 +67,11 @@ export class ProgramWork implements RuntimeView {
     return open && open.left.has(programHash) ? open.request : null;
   }
 
+  /** Every program still waited for, by request. */
+  *openPairs(): IterableIterator<{ requestId: string; programHash: string }> {
+    for (const [requestId, o] of this.#open) for (const programHash of o.left) yield { requestId, programHash };
+  }
+
   get openPrograms(): number {
     let n = 0;
     for (const o of this.#open.values()) n += o.left.size;
@@ -79,12 +84,17 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
   const queue = await JetStreamTaskQueue.open(ctx.log as JetStreamEventLog, { name: PROGRAM_QUEUE, ackWaitMs: opts.ackWaitMs });
   const cache = () => runtime.indexOf('executor') as ExecutionCache;
 
+  const task = (requestId: string, programHash: string) => ({ id: `${runId}/${requestId}/${programHash}`, body: JSON.stringify({ requestId, programHash }) });
   const publishFresh = async () => {
     figures.pending = work.openPrograms;
     for (const { requestId, programs } of work.takeFresh()) {
-      for (const programHash of programs) await queue.publish(`${runId}/${requestId}/${programHash}`, JSON.stringify({ requestId, programHash }));
+      for (const programHash of programs) {
+        const t = task(requestId, programHash);
+        await queue.publish(t.id, t.body);
+      }
     }
   };
+  const open = () => Array.from(work.openPairs(), ({ requestId, programHash }) => task(requestId, programHash));
 
   const step = async ({ requestId, programHash }: z.infer<typeof TaskBody>): Promise<TaskStep> => {
     if (!work.seen(requestId)) await ctx.fold();
@@ -100,5 +110,5 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
     };
   };
 
-  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{requestId, programHash}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishFresh });
+  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{requestId, programHash}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishFresh, open });
 }

@@ -33,22 +33,23 @@ export const samplerTaskId = (runId: string, role: SamplerRole, key: string): st
 export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts: { ackWaitMs: number }): Promise<void> {
   const { runtime, figures, runId, role } = ctx;
   const queue = await JetStreamTaskQueue.open(ctx.log as JetStreamEventLog, { name: sampleQueueOf(role), ackWaitMs: opts.ackWaitMs });
-  /** Keys this process has published (the queue drops the copies; this spares the round trips). */
-  const published = new Set<string>();
 
   const pendingEffect = (key: string): Effect | undefined => runtime.pendingOf(role).find((e) => e.key === key);
   const folded = () => seqOf(runtime.position);
 
+  /** The task of each effect published, as published (its body names the position then). */
+  const published = new Map<string, { id: string; body: string }>();
   const publishPending = async () => {
     const pending = runtime.pendingOf(role);
     const keys = new Set(pending.map((e) => e.key));
-    for (const k of published) if (!keys.has(k)) published.delete(k);
+    for (const k of published.keys()) if (!keys.has(k)) published.delete(k);
     figures.pending = pending.length;
     const at = folded();
     for (const effect of pending) {
       if (published.has(effect.key)) continue;
-      await queue.publish(samplerTaskId(runId, role, effect.key), JSON.stringify({ key: effect.key, at }));
-      published.add(effect.key);
+      const t = { id: samplerTaskId(runId, role, effect.key), body: JSON.stringify({ key: effect.key, at }) };
+      await queue.publish(t.id, t.body);
+      published.set(effect.key, t);
     }
   };
 
@@ -72,5 +73,5 @@ export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts:
     };
   };
 
-  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{key, at}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishPending });
+  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{key, at}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishPending, open: () => [...published.values()] });
 }

@@ -4,6 +4,13 @@
  * and publishes the tasks it finds. A task whose body this code did not write is dropped (tasks
  * are derived from the log, so nothing is lost); a failed run is given back to be delivered
  * again, and after MAX_TASK_FAILURES deliveries the worker stops with the error.
+ *
+ * A task can also go missing from the queue (a server that failed over lost it, or it was acked
+ * by a process that then did not write its output): the work is still open in the log, but no
+ * process would ever claim it. So when this process sees work open while the queue holds no task
+ * at all, twice in a row `ackWaitMs` apart (longer than any claimed task goes without a
+ * `working()`), it publishes the open tasks again under new ids (the old ones may still sit in
+ * the queue's duplicate window).
  */
 import type { z } from 'zod';
 import type { JetStreamTaskQueue, Task } from '../events/jetstream-tasks.js';
@@ -35,6 +42,45 @@ export interface TaskLoop<B> {
   step(body: B): Promise<TaskStep>;
   /** After each fold: publish the tasks found and update the figures. */
   afterFold(): Promise<void>;
+  /** The tasks of the work this process sees open in the log: id and body as published. */
+  open(): { id: string; body: string }[];
+}
+
+/** Watches for open work that no task in the queue stands for (see the module comment). */
+class LostTasks {
+  #suspects = new Set<string>();
+  #checkedAt = 0;
+  #round = 0;
+
+  constructor(
+    private readonly loop: TaskLoop<unknown>,
+    private readonly say: (line: string) => void,
+  ) {}
+
+  /** Publishes again the tasks seen open with an empty queue at two checks in a row. */
+  async check(now: number): Promise<void> {
+    if (now - this.#checkedAt < this.loop.ackWaitMs) return;
+    this.#checkedAt = now;
+    const open = this.loop.open();
+    if (open.length === 0) {
+      this.#suspects.clear();
+      return;
+    }
+    const depth = await this.loop.queue.depth();
+    if (depth.waiting + depth.claimed > 0) {
+      this.#suspects.clear();
+      return;
+    }
+    const lost = open.filter((t) => this.#suspects.has(t.id));
+    this.#suspects = new Set(open.map((t) => t.id));
+    if (lost.length === 0) return;
+    // New ids: the lost ones may be in the queue's duplicate window. A copy another process
+    // publishes too is harmless: a task whose output is in the log is acked without running.
+    const round = `again-${now}-${++this.#round}`;
+    for (const t of lost) await this.loop.queue.publish(`${t.id}/${round}`, t.body);
+    this.say(`published ${lost.length} task(s) of queue ${this.loop.queue.name} again: their work is open in the log, but the queue held no task`);
+    this.#suspects.clear();
+  }
 }
 
 function parseBody<B>(schema: z.ZodType<B>, text: string): B | null {
@@ -98,10 +144,12 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
       for (const t of tasks) await handle(t);
     }
   });
+  const lost = new LostTasks(loop as TaskLoop<unknown>, (line) => ctx.say(line));
   const folding = (async () => {
     while (!done()) {
       await ctx.fold();
       await loop.afterFold();
+      if (!done()) await lost.check(Date.now());
       await wake.wait(1000);
     }
   })();

@@ -91,28 +91,42 @@ async function replicasCurrent(runId: string): Promise<void> {
 /** What the cluster says of the run when it stalls: every worker's figures (how far it folded,
  * what it runs), the queues' depths, and the leader and replicas of the log's streams. */
 async function clusterReport(runId: string): Promise<string> {
-  const lines: string[] = [];
-  try {
+  const workers: string[] = [];
+  const streams: string[] = [];
+  const failed = (into: string[]) => (err: unknown) => {
+    into.push(`(the cluster did not answer: ${(err as Error).message})`);
+  };
+  // Each part on its own: one that hangs does not hide the other.
+  const status = (async () => {
     const s = await runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
-    lines.push(`head ${s.head}, completed ${s.completed}, queues ${JSON.stringify(s.queues)}, leases ${JSON.stringify(s.leases)}`);
-    for (const w of s.workers) lines.push(`  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`);
+    workers.push(`head ${s.head}, completed ${s.completed}, queues ${JSON.stringify(s.queues)}, leases ${JSON.stringify(s.leases)}`);
+    for (const w of s.workers) workers.push(`  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`);
+  })().catch(failed(workers));
+  const cluster = (async () => {
     const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
     try {
-      const names = await log.jsm.streams.names().next();
-      for (const name of names) {
+      for (const name of await log.jsm.streams.names().next()) {
         const info = await log.jsm.streams.info(name);
         const c = info.cluster;
-        lines.push(`  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`);
+        streams.push(`  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`);
       }
-      const lister = log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS`);
-      for (const ci of await lister.next()) lines.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+      for (const ci of await log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS`).next()) {
+        streams.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+      }
     } finally {
       await log.close();
     }
-  } catch (err) {
-    lines.push(`(the cluster did not answer: ${(err as Error).message})`);
-  }
-  return lines.join('\n');
+  })().catch(failed(streams));
+  // A cluster that does not answer must not keep the report past the test's own timeout.
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      streams.push('(no more answers within 20 s)');
+      resolve();
+    }, 20_000);
+  });
+  await Promise.race([Promise.all([status, cluster]), late]).finally(() => clearTimeout(timer));
+  return [...workers, ...streams].join('\n');
 }
 
 /** Rejects after `ms` with the faults made, what the cluster says of the run and the last lines
@@ -152,7 +166,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
     let cut = '';
     let killed = '';
     let killedExecutor = 0;
-    const stall = stallReport(200_000, runIdOf(config), path.join(dir, 'workers.log'), faults);
+    const stall = stallReport(180_000, runIdOf(config), path.join(dir, 'workers.log'), faults);
     const controller = new AbortController();
     const run = runWithWorkers({
       signal: controller.signal,

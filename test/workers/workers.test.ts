@@ -180,6 +180,39 @@ describe('a run as worker processes', () => {
     expect(run.said).toEqual([]);
   }, 300_000);
 
+  it('publishes again a task lost from its queue (claimed and acked by someone who did not do the work): the in-process table, every pair once', async () => {
+    // Before, the run waited forever: the work stayed open in the log and no task stood for it.
+    const lost: Record<string, string> = {};
+    const lose = async (location: string, runId: string) => {
+      const log = (await openRunLog(location, runId, { create: false })) as JetStreamEventLog;
+      try {
+        for (const name of ['programs', 'suites']) {
+          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+          const queue = await JetStreamTaskQueue.open(log, { name, ackWaitMs: 4000 });
+          const [task] = await until(`a task of the ${name} queue`, 120_000, async () => {
+            const got = await queue.claim(1, 1000);
+            return got.length > 0 ? got : null;
+          });
+          await task!.ack();
+          lost[name] = task!.body;
+        }
+      } finally {
+        await log.close();
+      }
+    };
+    const run = await workersRun('lost-tasks', 'executor=1', lose);
+    natsToStop.push(run.nats);
+    expect(Object.keys(lost).sort()).toEqual(['programs', 'suites']);
+    for (const name of ['programs', 'suites']) {
+      expect(run.workersLog).toMatch(new RegExp(`published \\d+ task\\(s\\) of queue ${name} again: their work is open in the log, but the queue held no task`));
+    }
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    const events = await eventsOf(run.location, run.runId);
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    expect(executionFacts(events).problems).toEqual([]);
+    expect(run.said).toEqual([]);
+  }, 300_000);
+
   it('survives SIGKILL of an executor running programs and of the judge mid-run (restarted from its snapshot): same table, every pair once, no commit lost or doubled', async () => {
     const killed: string[] = [];
     const run = await workersRun('sigkill', 'executor=2', async (location, runId) => {
