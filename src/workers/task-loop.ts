@@ -16,6 +16,7 @@ import type { z } from 'zod';
 import type { JetStreamTaskQueue, Task } from '../events/jetstream-tasks.js';
 import type { LoopContext } from './context.js';
 import { WorkerError } from './errors.js';
+import { isTransient } from '../events/jetstream-support.js';
 
 /** Deliveries of one task that fail before the worker gives up (and exits with the error). */
 export const MAX_TASK_FAILURES = 5;
@@ -100,23 +101,32 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
   const failures = new Map<string, number>();
   figures.state = 'live';
 
+  /** Acks `task`; an ack the server did not answer (its consumer's leader moving) is not an
+   * error: the task comes back after its ack deadline and is acked then as recorded. */
+  const ack = async (task: Task, label: string) => {
+    try {
+      await task.ack();
+    } catch (err) {
+      if (!isTransient(err)) throw err;
+      ctx.say(`${label}: the ack of its task was not answered (${(err as Error).message}); it will be delivered again and acked as recorded`);
+    }
+  };
+
   const handle = async (task: Task) => {
     const body = parseBody(loop.body, task.body);
     if (body === null) {
       ctx.say(`dropped task ${task.id}: its body is not ${loop.bodyShape}`);
-      await task.ack();
+      await ack(task, `task ${task.id}`);
       return;
     }
     const step = await loop.step(body);
-    if (step === 'recorded') return task.ack();
+    if (step === 'recorded') return ack(task, `task ${task.id}`);
     if (step === 'behind') return task.nak(200);
     figures.running++;
     const ticker = setInterval(() => task.working(), Math.max(100, Math.floor(loop.ackWaitMs / 3)));
+    let ran: { duplicate: boolean };
     try {
-      const r = await step.run();
-      if (r.duplicate) figures.duplicates++;
-      else figures.written++;
-      await task.ack();
+      ran = await step.run();
     } catch (err) {
       const n = (failures.get(task.id) ?? 0) + 1;
       failures.set(task.id, n);
@@ -124,11 +134,15 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
       ctx.say(`${step.label} failed (${n}/${MAX_TASK_FAILURES}): ${why}`);
       if (n >= MAX_TASK_FAILURES) failure ??= new WorkerError(`${role}: ${step.label} failed ${n} times: ${why}`);
       task.nak(500 * n);
+      return;
     } finally {
       clearInterval(ticker);
       figures.running--;
       wake.signal();
     }
+    if (ran.duplicate) figures.duplicates++;
+    else figures.written++;
+    await ack(task, step.label);
   };
 
   const done = () => ctx.completion.completed || ctx.stopped() || failure !== null;
