@@ -153,7 +153,7 @@ describe('actor snapshots', () => {
       expect(restored.recorded()).toEqual(refolded.recorded());
       // So do the Executor's recorded results.
       const cached = fromSnapshot.indexOf('executor') as ExecutionCache;
-      expect(cached.recorded().filter(([k]) => k.startsWith('r')).length).toBeGreaterThan(0);
+      expect(cached.recorded().filter(([k]) => k.startsWith('p')).length).toBeGreaterThan(0);
       expect(cached.recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
     } finally {
       table.close();
