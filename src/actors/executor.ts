@@ -61,41 +61,29 @@ interface Recorded {
   d: EventData<'ProgramExecuted'>;
   /** Result index by test hash (a later result of the same test in the record wins). */
   at: Map<string, number>;
-  /** Its number among the cache's records, in fold order: the key of its side row. */
+  /** Its number among the cache's records, in fold order. */
   seq: number;
 }
 
-/** Side row keys: a record by program hash and number, a load outcome by program hash. */
-const RECORD_ROW = 'r';
+/** Side row keys: the newest result of a pair by program hash and test hash (a lookup is a
+ * point read, however long the program's history: a problem's reference runs on every new test
+ * of the run), a load outcome by program hash. A pair row holds the result as resultAt gives it. */
+const PAIR_ROW = 'p';
 const LOAD_ROW = 'l';
-const recordKey = (programHash: string, seq: number) => `${RECORD_ROW}${programHash}\u0000${String(seq).padStart(12, '0')}`;
-/** A record as its side row holds it: the event's data and each result's test hash ('' for one
- * not remembered: a sandbox error). */
-const recordRow = ({ d, at }: Recorded): string => {
-  const tests: string[] = new Array(d.pairs.length).fill('');
-  for (const [h, i] of at) tests[i] = h;
-  return JSON.stringify({ d, tests });
-};
-function recordOf(text: string, seq: number): Recorded {
-  const { d, tests } = JSON.parse(text) as { d: EventData<'ProgramExecuted'>; tests: string[] };
-  return { d, at: testsAt(tests), seq };
+const pairPrefix = (programHash: string) => `${PAIR_ROW}${programHash}\u0000`;
+/** A record's results as side rows, in record order (a later result of a test wins). */
+function pairRows(programHash: string, { d, at }: Recorded, rows: [string, string][]): void {
+  const prefix = pairPrefix(programHash);
+  for (const [h, i] of at) rows.push([prefix + h, JSON.stringify(resultAt(d, i))]);
 }
-function testsAt(tests: readonly string[]): Map<string, number> {
-  const at = new Map<string, number>();
-  tests.forEach((h, i) => {
-    if (h !== '') at.set(h, i);
-  });
-  return at;
-}
-
 /** Results already recorded, by (program, test), and each program's load outcome: the same
  * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
  * the same cache.
  *
  * The records and load outcomes grow with the whole run: a snapshot keeps them as side rows
- * (see SideRows), one per record, each written once, and a cache restored from a snapshot reads
- * a program's records there the first time it is asked about that program; its own maps hold
- * what it folded since. The snapshot body holds the requests in flight. */
+ * (see SideRows), one per pair, and a cache restored from a snapshot reads the row of each pair
+ * it is asked about; its own maps hold what it folded since the last save. The snapshot body
+ * holds the requests in flight. */
 export class ExecutionCache {
   /** Program hash -> its records folded here, oldest first: the newest result of a pair answers. */
   readonly #byProgram = new Map<string, Recorded[]>();
@@ -103,12 +91,11 @@ export class ExecutionCache {
   /** Requests whose results are still to come: their stored pair lists (results name pairs by
    * position) and how many results are missing. */
   readonly #awaiting = new Map<string, { request: Request; left: number }>();
-  /** The side rows of the snapshot this cache was restored from (null: folded from the start),
-   * and the records read from them, by program. */
+  /** The side rows of the snapshot this cache was restored from (null: folded from the start). */
   #side: SideReader | null;
-  readonly #sideRecords = new Map<string, Recorded[]>();
-  /** Programs whose side rows were asked about since the last save (see sideSaved). */
-  readonly #sideUsed = new Set<string>();
+  /** Per program asked about since the last save: whether the side rows hold any result of it
+   * (most programs asked about are a fresh sample's: their pairs cost no read each). */
+  readonly #sideHas = new Map<string, boolean>();
   /** Number of the next record. */
   #seq = 0;
   /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
@@ -169,32 +156,35 @@ export class ExecutionCache {
     return this.#side?.get(LOAD_ROW + programHash) as ModuleLoad | undefined;
   }
 
-  /** The program's records in the snapshot's side rows, oldest first (read once per program). */
-  #sideOf(programHash: string): readonly Recorded[] {
-    if (this.#side === null) return [];
-    this.#sideUsed.add(programHash);
-    let list = this.#sideRecords.get(programHash);
-    if (list === undefined) {
-      const prefix = `${RECORD_ROW}${programHash}\u0000`;
-      list = [];
-      for (const [key, text] of this.#side.withPrefix(prefix)) list.push(recordOf(text, Number(key.slice(prefix.length))));
-      this.#sideRecords.set(programHash, list);
+  /** The newest result of a pair that the snapshot's side rows hold. */
+  #sideOf(programHash: string, testHash: string): ResultFigures | undefined {
+    if (this.#side === null) return undefined;
+    const prefix = pairPrefix(programHash);
+    let any = this.#sideHas.get(programHash);
+    if (any === undefined) {
+      any = false;
+      for (const _ of this.#side.withPrefix(prefix)) {
+        any = true;
+        break;
+      }
+      this.#sideHas.set(programHash, any);
     }
-    return list;
+    if (!any) return undefined;
+    const text = this.#side.get(prefix + testHash);
+    return text === undefined ? undefined : (JSON.parse(text) as ResultFigures);
   }
 
   get(programHash: string, testHash: string): ResultFigures | undefined {
     // Records folded here are newer than those of the snapshot.
-    for (const list of [this.#byProgram.get(programHash), this.#sideOf(programHash)]) {
-      if (!list) continue;
+    const list = this.#byProgram.get(programHash);
+    if (list) {
       for (let k = list.length - 1; k >= 0; k--) {
         const { d, at } = list[k]!;
         const i = at.get(testHash);
-        if (i === undefined) continue;
-        return resultAt(d, i);
+        if (i !== undefined) return resultAt(d, i);
       }
     }
-    return undefined;
+    return this.#sideOf(programHash, testHash);
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
@@ -219,47 +209,43 @@ export class ExecutionCache {
   sideRows(): SideRows {
     const rows: [string, string][] = [];
     if (this.#replace) {
-      for (const [programHash, list] of this.#byProgram) for (const record of list) rows.push([recordKey(programHash, record.seq), recordRow(record)]);
+      for (const [programHash, list] of this.#byProgram) for (const record of list) pairRows(programHash, record, rows);
     } else {
-      for (const { programHash, record } of this.#unsaved) rows.push([recordKey(programHash, record.seq), recordRow(record)]);
+      for (const { programHash, record } of this.#unsaved) pairRows(programHash, record, rows);
     }
     for (const h of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + h, this.#load.get(h)!]);
     return { replace: this.#replace, rows };
   }
   /** Once saved, the records and load outcomes are read from `saved` when asked for, and dropped
-   * here: a step's programs are new, so memory holds what was folded since the last snapshot,
-   * not every result of the run. Without `saved` (a caller keeping no table) they stay. */
+   * here, so memory holds what was folded since the last snapshot, not every result of the run.
+   * Without `saved` (a caller keeping no table) they stay. */
   sideSaved(saved?: SideReader): void {
     this.#unsaved = [];
     this.#unsavedLoads = [];
     this.#replace = false;
     if (saved === undefined) return;
     this.#side = saved;
-    // Programs read from the rows and asked about again since (a problem's reference, run on
-    // every new test) stay, with the records saved just now appended (they are newer), as a read
-    // of the rows would give them: not read again at every save. The others go.
-    for (const [programHash, list] of this.#sideRecords) {
-      if (this.#sideUsed.has(programHash)) list.push(...(this.#byProgram.get(programHash) ?? []));
-      else this.#sideRecords.delete(programHash);
-    }
-    this.#sideUsed.clear();
+    this.#sideHas.clear();
     this.#byProgram.clear();
     this.#load.clear();
   }
 
-  /** Entries held in memory (records, load outcomes, programs read from side rows, requests in
-   * flight): bounded by what a snapshot interval folds, not by the run (tests count them). */
+  /** Entries held in memory (results folded since the last save, load outcomes, programs whose
+   * side rows were probed, requests in flight): bounded by what a snapshot interval folds or
+   * asks about, not by the run (tests count them). */
   get heldEntries(): number {
-    let records = 0;
-    for (const list of this.#byProgram.values()) records += list.length;
-    return records + this.#load.size + this.#sideRecords.size + this.#awaiting.size;
+    let results = 0;
+    for (const list of this.#byProgram.values()) for (const record of list) results += record.at.size;
+    return results + this.#load.size + this.#sideHas.size + this.#awaiting.size;
   }
 
   /** Every record and load outcome as side rows would hold them, in key order, whether folded or
    * read from a snapshot's rows (tests compare caches whole with it). */
   recorded(): [string, string][] {
     const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
-    for (const [programHash, list] of this.#byProgram) for (const record of list) rows.set(recordKey(programHash, record.seq), recordRow(record));
+    const folded: [string, string][] = [];
+    for (const [programHash, list] of this.#byProgram) for (const record of list) pairRows(programHash, record, folded);
+    for (const [k, v] of folded) rows.set(k, v);
     for (const [h, load] of this.#load) rows.set(LOAD_ROW + h, load);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
@@ -278,8 +264,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
   // 5: results kept as their recorded events. 6: records and load outcomes in side rows, the
-  // body holds the requests in flight.
-  snapshotVersion: 6,
+  // body holds the requests in flight. 7: a side row per pair, read by point lookups.
+  snapshotVersion: 7,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),

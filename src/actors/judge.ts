@@ -251,20 +251,15 @@ type Recorded = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash
 /** One recorded verdict as `recorded()` lists it (tests compare indexes whole with it). */
 const recordedRow = (r: Recorded): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
 const VERDICT_ROW = 'v';
-/** Side row keys: the recorded verdicts of one program's results in one event (or, written
- * by a snapshot of an index folded from the start, the latest verdict of each pair of the
- * program, as number 0), by problem, program hash and number; a load outcome by program. */
-const RECORD_ROW = 'r';
+/** Side row keys: the latest recorded verdict of a pair, by problem, program hash and test hash
+ * (a point read answers a lookup, whatever the length of the program's history); a load
+ * outcome by program. */
+const PAIR_ROW = 'p';
 const LOAD_ROW = 'l';
-const recordPrefix = (problemId: string, programHash: string) => `${RECORD_ROW}${problemId}\u0000${programHash}\u0000`;
-const recordKey = (problemId: string, programHash: string, seq: number) => recordPrefix(problemId, programHash) + String(seq).padStart(12, '0');
-/** A record row's value: [testHash, verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] per result. */
-const recordValue = (results: readonly PairResult[]): string =>
-  JSON.stringify(results.map((r) => [r.testHash, r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]));
-function recordedOfRow(text: string): [testHash: string, recorded: Recorded][] {
-  return (JSON.parse(text) as [string, PairResult['verdict'], number, number, string | null, string | null, boolean][]).map(
-    ([testHash, verdict, timeMs, memoryKb, outputHash, exceptionType, isolated]) => [testHash, { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated }],
-  );
+const pairRowPrefix = (problemId: string, programHash: string) => `${PAIR_ROW}${problemId}\u0000${programHash}\u0000`;
+function recordedOfRow(text: string): Recorded {
+  const [verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] = JSON.parse(text) as [PairResult['verdict'], number, number, string | null, string | null, boolean];
+  return { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated };
 }
 
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
@@ -273,8 +268,10 @@ function recordedOfRow(text: string): [testHash: string, recorded: Recorded][] {
  * instead of executing a pair again.
  *
  * Those two grow with the whole run (a verdict per pair): a snapshot keeps them as side rows
- * (see SideRows), each written once, and an index restored from a snapshot reads them there as
- * it needs them; its own maps hold what it folded since. The snapshot body holds the open work. */
+ * (see SideRows), a row per pair written once, and an index restored from a snapshot reads the
+ * row of each pair it is asked about (a point read: a problem's reference is asked about every
+ * new test of the run, and neither its whole history nor a map of it is read or kept); its own
+ * maps hold what it folded since the last save. The snapshot body holds the open work. */
 export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
   /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
@@ -292,15 +289,13 @@ export class VerdictIndex {
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
   /** The side rows of the snapshot this index was restored from (null: folded from the start). */
   #side: SideReader | null;
-  /** Recorded verdicts read from the side rows, by problem and program (read once per program). */
-  readonly #sidePairs = new Map<string, Map<string, Recorded>>();
-  /** Programs whose side rows were asked about since the last save (see sideSaved). */
-  readonly #sideUsed = new Set<string>();
-  /** Number of the next record (its side row's key). */
-  #seq = 1;
-  /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
+  /** Per program asked about since the last save: whether the side rows hold any verdict of
+   * it. Most programs asked about are new (a fresh sample's), and this answers their pairs
+   * without a read each; dropped at every save, when the rows change. */
+  readonly #sideHas = new Map<string, boolean>();
+  /** Results and load outcomes changed since the last saved snapshot (kept once one is saved
    * or restored: until then a snapshot writes every row). */
-  #unsaved: { problemId: string; programHash: string; seq: number; results: PairResult[] }[] = [];
+  #unsaved: { problemId: string; results: PairResult[] }[] = [];
   #unsavedLoads: string[] = [];
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
   #replace: boolean;
@@ -373,25 +368,26 @@ export class VerdictIndex {
       if (!tests) programs.set(d.programHash, (tests = new Map()));
       tests.set(d.testHash, d);
     }
-    const seq = this.#seq++;
-    if (!this.#replace) {
-      // One ProgramExecuted names one program; an older log's ExecutionCompleted one pair.
-      this.#unsaved.push({ problemId, programHash: kept[0]!.programHash, seq, results: kept });
-    }
+    if (!this.#replace) this.#unsaved.push({ problemId, results: kept });
   }
 
-  /** The verdicts the snapshot's side rows record for a program of a problem, later records over earlier ones. */
-  #sideOf(problemId: string, programHash: string): Map<string, Recorded> | undefined {
+  /** The verdict the snapshot's side rows record for a pair (the latest one saved). */
+  #sideOf(problemId: string, programHash: string, testHash: string): Recorded | undefined {
     if (this.#side === null) return undefined;
+    const prefix = pairRowPrefix(problemId, programHash);
     const pk = programKey(problemId, programHash);
-    this.#sideUsed.add(pk);
-    let pairs = this.#sidePairs.get(pk);
-    if (pairs === undefined) {
-      pairs = new Map();
-      for (const [, text] of this.#side.withPrefix(recordPrefix(problemId, programHash))) for (const [testHash, r] of recordedOfRow(text)) pairs.set(testHash, r);
-      this.#sidePairs.set(pk, pairs);
+    let any = this.#sideHas.get(pk);
+    if (any === undefined) {
+      any = false;
+      for (const _ of this.#side.withPrefix(prefix)) {
+        any = true;
+        break;
+      }
+      this.#sideHas.set(pk, any);
     }
-    return pairs;
+    if (!any) return undefined;
+    const text = this.#side.get(prefix + testHash);
+    return text === undefined ? undefined : recordedOfRow(text);
   }
 
   #sideLoad(pk: string): ModuleLoad | undefined {
@@ -399,7 +395,7 @@ export class VerdictIndex {
   }
 
   #recorded(problemId: string, programHash: string, testHash: string): Recorded | undefined {
-    return this.#byPair.get(problemId)?.get(programHash)?.get(testHash) ?? this.#sideOf(problemId, programHash)?.get(testHash);
+    return this.#byPair.get(problemId)?.get(programHash)?.get(testHash) ?? this.#sideOf(problemId, programHash, testHash);
   }
 
   /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
@@ -411,7 +407,6 @@ export class VerdictIndex {
       problemOf: [...this.#problemOf],
       requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
-      seq: this.#seq,
     } as unknown as Json);
   }
   static restore(data: unknown, side: SideReader | null): VerdictIndex {
@@ -421,10 +416,8 @@ export class VerdictIndex {
       problemOf: [string, string][];
       requestsOf: [string, string[]][];
       awaiting: { requestId: string; left: number; pairs: Pair[] }[];
-      seq: number;
     };
     const index = new VerdictIndex(side);
-    index.#seq = d.seq;
     for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
     for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
@@ -434,13 +427,15 @@ export class VerdictIndex {
   }
 
   /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side
-   * rows: a row per record, or, for an index folded from the start, per program (number 0). */
+   * rows: a row per pair (a later verdict of a pair replaces its row), all of them for an index
+   * folded from the start. */
   sideRows(): SideRows {
     const rows: [string, string][] = [];
     if (this.#replace) {
-      for (const [problemId, programs] of this.#byPair) for (const [programHash, tests] of programs) rows.push([recordKey(problemId, programHash, 0), recordValue([...tests.values()])]);
+      for (const [problemId, programs] of this.#byPair) for (const [programHash, tests] of programs) for (const r of tests.values()) rows.push([pairRowPrefix(problemId, programHash) + r.testHash, recordedRow(r)]);
     } else {
-      for (const u of this.#unsaved) rows.push([recordKey(u.problemId, u.programHash, u.seq), recordValue(u.results)]);
+      // In fold order: a pair recorded twice since the save ends with its later verdict.
+      for (const u of this.#unsaved) for (const r of u.results) rows.push([pairRowPrefix(u.problemId, r.programHash) + r.testHash, recordedRow(r)]);
     }
     for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
     return { replace: this.#replace, rows };
@@ -454,30 +449,16 @@ export class VerdictIndex {
     this.#replace = false;
     if (saved === undefined) return;
     this.#side = saved;
-    // Programs read from the rows and asked about again since (a problem's reference, run on
-    // every new test) stay, with what was saved just now added, as a read of the rows would
-    // give them: they are not read again at every save. The others (past steps' candidates) go.
-    for (const [pk, pairs] of this.#sidePairs) {
-      if (!this.#sideUsed.has(pk)) {
-        this.#sidePairs.delete(pk);
-        continue;
-      }
-      const [problemId, programHash] = pk.split('\u0000') as [string, string];
-      for (const [testHash, r] of this.#byPair.get(problemId)?.get(programHash) ?? []) {
-        pairs.set(testHash, { verdict: r.verdict, timeMs: r.timeMs, memoryKb: r.memoryKb, outputHash: r.outputHash, exceptionType: r.exceptionType, isolated: r.isolated });
-      }
-    }
-    this.#sideUsed.clear();
+    this.#sideHas.clear();
     this.#byPair.clear();
     this.#load.clear();
   }
 
-  /** Recorded verdicts and load outcomes held in memory (folded since the last save, or read
-   * from side rows): bounded by what a snapshot interval folds, not by the run (tests count them). */
+  /** Recorded verdicts and load outcomes held in memory, and programs whose side rows were
+   * probed: what was folded or asked about since the last save, not the run (tests count them). */
   get heldEntries(): number {
-    let n = this.#load.size;
+    let n = this.#load.size + this.#sideHas.size;
     for (const programs of this.#byPair.values()) for (const tests of programs.values()) n += tests.size;
-    for (const pairs of this.#sidePairs.values()) n += pairs.size;
     return n;
   }
 
@@ -490,11 +471,8 @@ export class VerdictIndex {
   recorded(): [string, string][] {
     const rows = new Map<string, string>();
     for (const [key, value] of this.#side?.all() ?? []) {
-      if (!key.startsWith(RECORD_ROW)) rows.set(key, value);
-      else {
-        const [problemId, programHash] = key.slice(1).split('\u0000') as [string, string];
-        for (const [testHash, r] of recordedOfRow(value)) rows.set(VERDICT_ROW + pairKey(problemId, programHash, testHash), recordedRow(r));
-      }
+      // A pair row holds its verdict as recordedRow writes it.
+      rows.set(key.startsWith(PAIR_ROW) ? VERDICT_ROW + key.slice(PAIR_ROW.length) : key, value);
     }
     for (const { problemId, result } of this.#allRecorded()) rows.set(VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash), recordedRow(result));
     for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
@@ -504,7 +482,7 @@ export class VerdictIndex {
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
     if (this.#byPair.get(problemId)?.get(programHash)?.has(testHash)) return true;
-    return this.#sideOf(problemId, programHash)?.has(testHash) ?? false;
+    return this.#sideOf(problemId, programHash, testHash) !== undefined;
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
@@ -579,8 +557,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
   // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded. 8: a side
-  // row per record, not per pair.
-  snapshotVersion: 8,
+  // row per record, not per pair. 9: a side row per pair, read by point lookups.
+  snapshotVersion: 9,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

@@ -64,7 +64,7 @@ it('a restored cache answers from the side rows and its own later records, and i
   }
   const newRows = after.sideRows();
   expect(newRows.replace).toBe(false);
-  expect(newRows.rows.map(([k]) => k[0])).toEqual(['r', 'r', 'l', 'l']);
+  expect(newRows.rows.map(([k]) => k[0])).toEqual(['p', 'p', 'l', 'l']);
   for (const c of [cache, after]) {
     expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
     expect(c.get(h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
@@ -101,14 +101,14 @@ it('once a snapshot saves its rows, the cache holds only what it folded since: m
     expect(cache.load(h(round * 100 + 3))).toBe('ran');
   }
   expect(cache.get(h(2100), h(1_000_000))).toBeUndefined();
-  // A program read from the rows and run again (a problem's reference, on new tests) keeps its
-  // records across a save, with the new ones added, and answers as a fresh read of the rows.
+  // A program read from the rows and run again (a problem's reference, on new tests) answers as a
+  // fresh read of the rows, and holds nothing of its results in memory once they are saved.
   const again = [{ programId: 'ref', programHash: h(2003), testId: 'new', testHash: h(1_000_000 + 2007) }];
   cache.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: 'r21/0', purpose: 'reward', ...requestBody(again) }));
   cache.observe(event('ProgramExecuted', compactResults('r21/0', h(2003), [0], [figures('time_limit', 999)], 'ran')));
   table.save(cache.sideRows());
   cache.sideSaved(table.reader());
-  expect(cache.heldEntries).toBeGreaterThan(0);
+  expect(cache.heldEntries).toBe(0);
   const fresh = ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
   for (const c of [cache, fresh]) expect(c.get(h(2003), h(1_000_000 + 2007))).toMatchObject({ verdict: 'time_limit', timeMs: 999 });
   expect(cache.get(h(2003), h(1_000_000 + 2006))).toMatchObject({ verdict: 'accepted', timeMs: 206 });
@@ -118,4 +118,36 @@ it('once a snapshot saves its rows, the cache holds only what it folded since: m
   table.save(cache.sideRows());
   cache.sideSaved(table.reader());
   expect(cache.heldEntries).toBe(0);
+});
+
+it("keeps memory bounded while a problem's reference runs on every new test of the run, and answers its old pairs from the rows", () => {
+  const cache = new ExecutionCache();
+  const kept = new ExecutionCache();
+  const table = sideTable();
+  const ref = h(42);
+  const testOf = (step: number, t: number) => h(5_000_000 + step * 100 + t);
+  const held: number[] = [];
+  const steps = 40;
+  for (let step = 1; step <= steps; step++) {
+    const pairs = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${t}`, testHash: testOf(step, t) }));
+    for (const p of pairs) expect(cache.get(ref, p.testHash)).toBeUndefined();
+    // An earlier step's test is asked about (and answered) as a plan would.
+    if (step > 1) expect(cache.get(ref, testOf(step - 1, 3))).toMatchObject({ timeMs: (step - 1) * 10 + 3 });
+    for (const c of [cache, kept]) {
+      c.observe(event('ExecutionRequested', { round: step, problemId: 'x', requestId: `r${step}`, purpose: 'oracle', ...requestBody(pairs) }));
+      c.observe(event('ProgramExecuted', compactResults(`r${step}`, ref, pairs.map((_, i) => i), pairs.map((_, t) => figures(t % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t)), 'ran')));
+    }
+    held.push(cache.heldEntries);
+    table.save(cache.sideRows());
+    cache.sideSaved(table.reader());
+  }
+  // What the cache holds in a step is that step's work: the same at the last step as at the second.
+  expect(Math.max(...held)).toBeLessThanOrEqual(16 + 2);
+  expect(kept.heldEntries).toBe(steps * 16 + 1);
+  expect(cache.recorded()).toEqual(kept.recorded());
+  for (const [step, t] of [[1, 0], [7, 3], [steps, 15]] as const) {
+    expect(cache.get(ref, testOf(step, t))).toEqual(kept.get(ref, testOf(step, t)));
+    expect(cache.get(ref, testOf(step, t))).toMatchObject({ verdict: t % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: step * 10 + t });
+  }
+  expect(cache.get(ref, testOf(steps + 1, 0))).toBeUndefined();
 });

@@ -153,7 +153,7 @@ describe('actor snapshots', () => {
       expect(restored.recorded()).toEqual(refolded.recorded());
       // So do the Executor's recorded results.
       const cached = fromSnapshot.indexOf('executor') as ExecutionCache;
-      expect(cached.recorded().filter(([k]) => k.startsWith('r')).length).toBeGreaterThan(0);
+      expect(cached.recorded().filter(([k]) => k.startsWith('p')).length).toBeGreaterThan(0);
       expect(cached.recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
     } finally {
       table.close();
@@ -172,14 +172,10 @@ describe('actor snapshots', () => {
       return rows;
     };
     const stored = sideRows();
-    // A row per record (one program's results in one event): each pair's verdict is in one.
-    const verdicts = stored
-      .filter(([k]) => k.startsWith('r'))
-      .flatMap(([k, value]) => {
-        const [problemId, programHash] = k.slice(1).split('\u0000') as [string, string];
-        return (JSON.parse(value) as [string, string][]).map(([testHash, verdict]) => [`${problemId}\u0000${programHash}\u0000${testHash}`, verdict] as const);
-      });
-    expect(verdicts.length).toBeGreaterThan(stored.filter(([k]) => k.startsWith('r')).length);
+    // A row per pair (problem, program hash, test hash), its latest verdict first in the value.
+    const verdicts = stored.filter(([k]) => k.startsWith('p')).map(([k, value]) => [k.slice(1), (JSON.parse(value) as [string])[0]] as const);
+    expect(verdicts.length).toBeGreaterThan(0);
+    expect(verdicts.every(([k]) => k.split('\u0000').length === 3)).toBe(true);
     expect(stored.some(([k]) => k.startsWith('l'))).toBe(true);
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(file, runId);
@@ -202,7 +198,7 @@ describe('actor snapshots', () => {
       expect(before).toBeGreaterThanOrEqual(distinct);
       // Side rows and body are one state: without the rows the restored index lacks those verdicts.
       const db = new Database(file);
-      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'r%'").run();
+      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'p%'").run();
       db.close();
       const without = await restart();
       expect(count(without)).toBe(before - distinct);

@@ -42,8 +42,8 @@ it('holds no verdict of past rounds in memory once a snapshot saved them, and an
   }
   expect(saved.has('x', h(2100), h(1_000_000))).toBe(false);
 
-  // A program read from the rows and run again (a problem's reference, on a new test) keeps its
-  // verdicts across the save, with the new one added: it answers as one that kept everything.
+  // A program read from the rows and run again (a problem's reference, on a new test) answers
+  // as one that kept everything, and holds nothing of it in memory once saved.
   const again = (index: VerdictIndex) => {
     const pairs = [{ programId: 'ref', programHash: h(2002), testId: 'new', testHash: h(7) }];
     index.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: '21/x/0', purpose: 'reward', ...requestBody(pairs) }));
@@ -53,13 +53,52 @@ it('holds no verdict of past rounds in memory once a snapshot saved them, and an
   again(kept);
   table.save(saved.sideRows());
   saved.sideSaved(table.reader());
-  expect(saved.heldEntries).toBeGreaterThan(0);
+  expect(saved.heldEntries).toBe(0);
   expect(saved.has('x', h(2002), h(7))).toBe(true);
+  expect(saved.has('x', h(2002), h(1_000_000 + 2000 + 5))).toBe(true);
   expect(saved.recorded()).toEqual(kept.recorded());
-  // Not asked about again before the next save: dropped.
-  for (let i = 0; i < 2; i++) {
+});
+
+it("keeps memory bounded while a problem's reference is asked about every new test of the run, and answers its old pairs from the rows", () => {
+  const saved = new VerdictIndex();
+  const kept = new VerdictIndex();
+  const table = sideTable();
+  const ref = h(42);
+  const testOf = (step: number, t: number) => h(5_000_000 + step * 100 + t);
+  const verdictOf = (step: number, t: number) => figures((step + t) % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t);
+  const held: number[] = [];
+  const steps = 40;
+  for (let step = 1; step <= steps; step++) {
+    // The oracle asks about the reference on this step's tests (new: none recorded), then records them;
+    // the last step also runs it again on the first step's tests, with other verdicts.
+    const pairs = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${step}.${t}`, testHash: testOf(step, t) }));
+    if (step === steps) pairs.push(...Array.from({ length: 4 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `again${t}`, testHash: testOf(1, t) })));
+    for (const p of pairs.slice(0, 16)) expect(saved.has('x', ref, p.testHash)).toBe(false);
+    const requestId = `${step}/x/oracle`;
+    const results = pairs.map((p, i) => (i < 16 ? verdictOf(step, i) : figures('time_limit', 1000 + i)));
+    for (const index of [saved, kept]) {
+      index.observe(event('ExecutionRequested', { round: step, problemId: 'x', requestId, purpose: 'oracle', ...requestBody(pairs) }));
+      index.observe(event('ProgramExecuted', compactResults(requestId, ref, pairs.map((_, i) => i), results, 'ran')));
+      index.observe(event('ProblemEvaluated', { round: step, problemId: 'x' }));
+    }
+    held.push(saved.heldEntries);
     table.save(saved.sideRows());
     saved.sideSaved(table.reader());
   }
-  expect(saved.heldEntries).toBe(0);
+  // What the index holds in a step is that step's work: the same at the last step as at the second.
+  expect(Math.max(...held)).toBeLessThanOrEqual(16 + 4 + 2);
+  expect(kept.heldEntries).toBe(steps * 16 + 1);
+  expect(saved.recorded()).toEqual(kept.recorded());
+  // Old pairs answer exactly, from the rows: a request reusing them reads each one's latest verdict.
+  const old = [testOf(1, 0), testOf(1, 5), testOf(7, 3), testOf(steps - 1, 15)];
+  const reuse = (index: VerdictIndex) => {
+    const pairs = old.map((testHash, t) => ({ programId: 'ref', programHash: ref, testId: `r${t}`, testHash }));
+    index.observe(event('ExecutionRequested', { round: steps + 1, problemId: 'x', requestId: `${steps + 1}/x/oracle`, purpose: 'oracle', ...requestBody([], pairs) }));
+    return index.of(`${steps + 1}/x/oracle`);
+  };
+  const answers = reuse(saved);
+  expect(answers.map((r) => [r.verdict, r.timeMs])).toEqual([['time_limit', 1016], [verdictOf(1, 5).verdict, 15], [verdictOf(7, 3).verdict, 73], [verdictOf(steps - 1, 15).verdict, (steps - 1) * 10 + 15]]);
+  expect(answers).toEqual(reuse(kept));
+  expect(saved.has('x', ref, testOf(steps + 1, 0))).toBe(false);
+  expect(saved.has('y', ref, testOf(1, 0))).toBe(false);
 });
