@@ -151,11 +151,7 @@ function stallReport(ms: number, runId: string, workersLog: string, faults: read
 }
 
 describe(`a run as worker processes on many machines (${where})`, () => {
-  // Skipped until a known stall is fixed: in about one full suite run in three, after the
-  // SIGKILL and the partition, an executor's appends time out twice and the run then makes no
-  // progress (the report below says so: two "failed (1/5): timeout" lines, nothing after). Set
-  // CRUCIBLE_MACHINES_WORKERS=1 to run it.
-  it.runIf(process.env.CRUCIBLE_MACHINES_WORKERS === '1')('survives a SIGKILLed server and a 10 s partition of another: the in-process table, every pair once, no event lost or doubled, no worker restarted', async () => {
+  it('survives a SIGKILLed server and a 10 s partition of another: the in-process table, every pair once, no event lost or doubled, no worker restarted', async () => {
     const natsDir = path.dirname(m.creds('admin'));
     const dir = path.join(m.dir, 'workers');
     const launch: WorkerLauncher = ({ role, slot }, command, args, options) =>
