@@ -113,21 +113,24 @@ export async function runBench(args: string[]): Promise<void> {
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
 
-    // The stored rows, as the log holds them.
+    const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
+    const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
+    const columns = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum';
+    // The stored rows, as the log holds them, read a row at a time (a full-size log does not fit
+    // in the heap), and each figure printed once measured (a full-size run's end takes minutes).
     const db = new Database(logPath, { readonly: true });
-    const rows = db.prepare('SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum FROM events ORDER BY position').raw().all() as unknown[][];
     // Pages per table and index (SQLite's dbstat), so the bytes outside the events show too.
     const pages = db.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
-    db.close();
+    let events = 0;
     let results = 0;
     let reused = 0;
     let dataBytes = 0;
     // Bytes per event type: the stored row (envelope columns and data) and its data alone.
     const byType = new Map<string, { events: number; row: number; data: number }>();
-    for (const r of rows) {
+    for (const r of db.prepare(`SELECT ${columns} FROM events ORDER BY position`).raw().iterate() as Iterable<unknown[]>) {
+      events++;
       // The stored column (deflated or text) is what the file holds; the text is what is parsed.
       const dataLen = Buffer.byteLength(r[10] as string | Buffer);
-      const data = dataText(r[10] as string | Buffer);
       dataBytes += dataLen;
       let rowLen = 0;
       for (const col of r) rowLen += typeof col === 'string' || Buffer.isBuffer(col) ? Buffer.byteLength(col) : 8;
@@ -136,14 +139,28 @@ export async function runBench(args: string[]): Promise<void> {
       t.row += rowLen;
       t.data += dataLen;
       byType.set(r[4] as string, t);
-      const stored = () => catalog.fromStored(r[4] as string, JSON.parse(data), {});
+      const stored = () => catalog.fromStored(r[4] as string, JSON.parse(dataText(r[10] as string | Buffer)), {});
       if (r[4] === 'ProgramExecuted') results += (stored() as { pairs: unknown[] }).pairs.length;
       else if (r[4] === 'ExecutionCompleted') results += 1;
       else if (r[4] === 'ExecutionRequested') reused += (stored() as { reused: unknown[] }).reused.length / 2;
     }
     if (results === 0) throw new Error('the run recorded no execution results');
+    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
+    console.log(`  ${events} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
+    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
+    console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    const types = [...byType].sort((a, b) => b[1].row - a[1].row);
+    console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
+    for (const [type, t] of types.slice(0, 8)) {
+      console.log(`    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`);
+    }
+    const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
+    if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
+    // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
+    if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
 
-    // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL).
+    // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL),
+    // read from the log in pages of 64 beforehand so that only the inserts are timed.
     const rawPath = path.join(root, 'raw.db');
     const raw = new Database(rawPath);
     raw.pragma('journal_mode = WAL');
@@ -153,12 +170,23 @@ export async function runBench(args: string[]): Promise<void> {
     const insertMany = raw.transaction((batch: unknown[][]) => {
       for (const r of batch) ins.run(...r);
     });
-    const tRaw = performance.now();
-    const cRaw = cpu();
-    for (let at = 0; at < rows.length; at += 64) insertMany(rows.slice(at, at + 64));
-    const rawAppendSeconds = (performance.now() - tRaw) / 1000;
-    const rawAppendCpu = cpu() - cRaw;
+    const page = db.prepare(`SELECT ${columns} FROM events WHERE position > ? ORDER BY position LIMIT 64`).raw();
+    let rawAppendSeconds = 0;
+    let rawAppendCpu = 0;
+    for (let after = -1; ; ) {
+      const batch = page.all(after) as unknown[][];
+      if (batch.length === 0) break;
+      after = batch.at(-1)![0] as number;
+      const t = performance.now();
+      const c = cpu();
+      insertMany(batch);
+      rawAppendSeconds += (performance.now() - t) / 1000;
+      rawAppendCpu += cpu() - c;
+    }
     raw.close();
+    db.close();
+    rmSync(rawPath, { force: true });
+    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
@@ -180,8 +208,10 @@ export async function runBench(args: string[]): Promise<void> {
     const rawReadSeconds = (performance.now() - tRead) / 1000;
     const rawReadCpu = cpu() - cRead;
     ro.close();
+    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
 
-    // Judge restart at the end: from its snapshot, and from position 0 (baseline).
+    // Judge restart at the end: from its snapshot, and from position 0 (baseline, last: at full
+    // size it folds the whole log).
     const table = new SqliteSnapshotTable(path.join(outcome.dir, SNAPSHOTS_FILE), outcome.runId);
     const restart = async (withSnapshots: boolean) => {
       const got: RestartReport[] = [];
@@ -193,34 +223,18 @@ export async function runBench(args: string[]): Promise<void> {
       await runtime.start();
       return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0) };
     };
-    const snapDb = new Database(path.join(outcome.dir, SNAPSHOTS_FILE), { readonly: true });
+    const snapshotsPath = path.join(outcome.dir, SNAPSHOTS_FILE);
+    const snapDb = new Database(snapshotsPath, { readonly: true });
     const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
     snapDb.close();
+    const snapshotBytes = fileBytes(snapshotsPath) + fileBytes(`${snapshotsPath}-wal`);
+    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}; ${SNAPSHOTS_FILE} ${(snapshotBytes / 1e6).toFixed(1)} MB (${(snapshotBytes / results).toFixed(1)} bytes per result)`);
     const fromSnapshot = await restart(true);
+    console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)`);
     const fromZero = await restart(false);
+    console.log(`  baseline, Judge restart from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
     table.close();
     await log.close();
-
-    const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
-    const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
-    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
-    console.log(`  ${rows.length} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
-    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
-    // CPU seconds beside wall seconds: on a shared machine the wall clock also counts waiting for a core.
-    console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
-    const types = [...byType].sort((a, b) => b[1].row - a[1].row);
-    console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
-    for (const [type, t] of types.slice(0, 8)) {
-      console.log(`    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`);
-    }
-    const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
-    if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
-    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
-    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
-    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
-    // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
-    if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
-    console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)   baseline, from position 0: ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events)`);
   } finally {
     // CRUCIBLE_BENCH_KEEP=1 keeps the run's files to look into (their folder is printed).
     if (process.env.CRUCIBLE_BENCH_KEEP === '1') console.log(`  kept: ${root}`);
