@@ -16,9 +16,12 @@
  *    same rows;
  *  - Judge restart at the end, from its snapshot and from position 0.
  *
- *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000]
+ *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000] [--dir D]
+ *
+ * `--dir D` runs in D and keeps it: a run stopped there (a full-size run takes hours) is resumed
+ * from its log by the same command, and the loop's figures then cover the resumed part only.
  */
-import { mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -27,7 +30,7 @@ import vm from 'node:vm';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
 import type { RunConfig } from '../src/config/schema.js';
-import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment, runIdOf } from '../src/actors/run.js';
 import { flag } from './flags.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import type { RunEnv } from '../src/actors/env.js';
@@ -87,10 +90,26 @@ export function scaleConfig(fraction: number, problems: number, dir: string): { 
 export async function runBench(args: string[]): Promise<void> {
   const f = fraction(args);
   const problems = flag(args, 'problems', PROBLEMS);
-  const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
+  const dirAt = args.indexOf('--dir');
+  if (dirAt >= 0 && !args[dirAt + 1]) throw new Error('--dir needs a folder');
+  const keep = dirAt >= 0 || process.env.CRUCIBLE_BENCH_KEEP === '1';
+  const root = dirAt >= 0 ? path.resolve(args[dirAt + 1]!) : mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
+  mkdirSync(root, { recursive: true });
   try {
     const { config, steps } = scaleConfig(f, problems, root);
     const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+    // A run resumed in --dir: the loop's figures count only what this process records.
+    const head = (() => {
+      const file = path.join(root, runIdOf(config), LOG_FILE);
+      if (!existsSync(file)) return 0;
+      const db = new Database(file, { readonly: true });
+      try {
+        return (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
+      } finally {
+        db.close();
+      }
+    })();
+    if (head > 0) console.log(`  resuming the run in ${root} after position ${head}`);
     const t0 = performance.now();
     const c0 = cpu();
     // The heap after each step, once collected: what the run keeps in memory as it grows.
@@ -123,6 +142,8 @@ export async function runBench(args: string[]): Promise<void> {
     const pages = db.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
     let events = 0;
     let results = 0;
+    /** Results recorded by this process (all of them unless resumed). */
+    let resultsHere = 0;
     let reused = 0;
     let dataBytes = 0;
     // Bytes per event type: the stored row (envelope columns and data) and its data alone.
@@ -140,8 +161,9 @@ export async function runBench(args: string[]): Promise<void> {
       t.data += dataLen;
       byType.set(r[4] as string, t);
       const stored = () => catalog.fromStored(r[4] as string, JSON.parse(dataText(r[10] as string | Buffer)), {});
-      if (r[4] === 'ProgramExecuted') results += (stored() as { pairs: unknown[] }).pairs.length;
-      else if (r[4] === 'ExecutionCompleted') results += 1;
+      const got = r[4] === 'ProgramExecuted' ? (stored() as { pairs: unknown[] }).pairs.length : r[4] === 'ExecutionCompleted' ? 1 : 0;
+      results += got;
+      if ((r[0] as number) > head) resultsHere += got;
       else if (r[4] === 'ExecutionRequested') reused += (stored() as { reused: unknown[] }).reused.length / 2;
     }
     if (results === 0) throw new Error('the run recorded no execution results');
@@ -186,7 +208,8 @@ export async function runBench(args: string[]): Promise<void> {
     raw.close();
     db.close();
     rmSync(rawPath, { force: true });
-    console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    const here = (s: number) => Math.round(resultsHere / s).toLocaleString('en');
+    console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
@@ -236,8 +259,8 @@ export async function runBench(args: string[]): Promise<void> {
     table.close();
     await log.close();
   } finally {
-    // CRUCIBLE_BENCH_KEEP=1 keeps the run's files to look into (their folder is printed).
-    if (process.env.CRUCIBLE_BENCH_KEEP === '1') console.log(`  kept: ${root}`);
+    // --dir, or CRUCIBLE_BENCH_KEEP=1, keeps the run's files to look into (their folder is printed).
+    if (keep) console.log(`  kept: ${root}`);
     else rmSync(root, { recursive: true, force: true });
   }
 }
