@@ -112,6 +112,9 @@ export async function runBench(args: string[]): Promise<void> {
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
+    // Snapshots (bodies and side rows) as the run left them, before the restarts below open the file.
+    const snapPath = path.join(outcome.dir, SNAPSHOTS_FILE);
+    const snapBytes = fileBytes(snapPath) + fileBytes(`${snapPath}-wal`);
 
     // The stored rows, as the log holds them.
     const db = new Database(logPath, { readonly: true });
@@ -217,6 +220,7 @@ export async function runBench(args: string[]): Promise<void> {
     if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
     console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
+    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
     console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
     if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
