@@ -198,6 +198,9 @@ export async function runBench(args: string[]): Promise<void> {
     };
     const snapDb = new Database(path.join(outcome.dir, SNAPSHOTS_FILE), { readonly: true });
     const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
+    // Its pages by table (side rows, bodies) and those free (left by bodies replaced since).
+    const snapPages = snapDb.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
+    snapPages.push({ name: 'free pages', bytes: (snapDb.pragma('freelist_count', { simple: true }) as number) * (snapDb.pragma('page_size', { simple: true }) as number) });
     snapDb.close();
     const fromSnapshot = await restart(true);
     const fromZero = await restart(false);
@@ -220,7 +223,7 @@ export async function runBench(args: string[]): Promise<void> {
     if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
     console.log(`  append, whole actor loop: ${perSec(runSeconds)} results/s (CPU: ${perSec(runCpu)} results/s, ${((runCpu * 1e6) / results).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(rows.length / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
-    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
+    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
     console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
     if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
