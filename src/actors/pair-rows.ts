@@ -235,17 +235,22 @@ export class PairRows<V> {
    * pair (a later result of a pair replaces its row), all of them before the first save. */
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
+    const pair = (scope: string, program: string, test: string, v: V) => rows.push([keyOf(PAIR, scope, program, test), encodeFigures(this.#figuresOf(v, test))]);
+    const load = (scope: string, program: string) => rows.push([keyOf(LOAD, scope, program, null), loadValue(nestedGet(this.#loads, scope, program)!)]);
     if (this.#unsaved !== null) {
       // In fold order: a pair recorded twice since the save ends with its later result.
-      for (const [scope, program, test, v] of this.#unsaved) rows.push([keyOf(PAIR, scope, program, test), encodeFigures(this.#figuresOf(v, test))]);
-      for (const [scope, program] of this.#unsavedLoads!) rows.push([keyOf(LOAD, scope, program, null), loadValue(nestedGet(this.#loads, scope, program)!)]);
+      for (const [scope, program, test, v] of this.#unsaved) pair(scope, program, test, v);
+      for (const [scope, program] of this.#unsavedLoads!) load(scope, program);
     } else {
-      for (const [scope, programs] of this.#folded) {
-        for (const [program, tests] of programs) for (const [test, v] of tests) rows.push([keyOf(PAIR, scope, program, test), encodeFigures(this.#figuresOf(v, test))]);
-      }
-      for (const [scope, programs] of this.#loads) for (const [program, load] of programs) rows.push([keyOf(LOAD, scope, program, null), loadValue(load)]);
+      this.#eachFolded(pair, load);
     }
     return { replace: this.#replace, rows };
+  }
+
+  /** Every result and load outcome held here. */
+  #eachFolded(pair: (scope: string, program: string, test: string, v: V) => void, load: (scope: string, program: string) => void): void {
+    for (const [scope, programs] of this.#folded) for (const [program, tests] of programs) for (const [test, v] of tests) pair(scope, program, test, v);
+    for (const [scope, programs] of this.#loads) for (const program of programs.keys()) load(scope, program);
   }
 
   /** Once saved, the results and load outcomes are read from `saved` when asked for, and dropped
@@ -281,16 +286,18 @@ export class PairRows<V> {
    * outcome (tests compare indexes whole with it). */
   recorded(): [string, string][] {
     const rows = new Map<string, string>();
-    const text = (key: Uint8Array, value: Uint8Array) => {
+    const pairText = (scope: string, program: string, test: string, figures: ResultFigures) => rows.set(`p${scope}\u0000${program}\u0000${test}`, JSON.stringify(figures));
+    const loadText = (scope: string, program: string, load: ModuleLoad) => rows.set(`l${scope}\u0000${program}`, load);
+    for (const [key, value] of this.#side?.all() ?? []) {
       const k = partsOf(key);
-      if (k.kind === 'load') rows.set(`l${k.scope}\u0000${k.program}`, loadOf(value));
-      else rows.set(`p${k.scope}\u0000${k.program}\u0000${k.test!}`, JSON.stringify(decodeFigures(value)));
-    };
-    for (const [key, value] of this.#side?.all() ?? []) text(key, value);
-    const all = new PairRows<V>(null, this.#figuresOf);
-    for (const [scope, programs] of this.#folded) for (const [program, tests] of programs) for (const [test, v] of tests) all.record(scope, program, test, v);
-    for (const [scope, programs] of this.#loads) for (const [program, load] of programs) nestedSet(all.#loads, scope, program, load);
-    for (const [key, value] of all.sideRows().rows) text(key, value);
+      if (k.kind === 'load') loadText(k.scope, k.program, loadOf(value));
+      else pairText(k.scope, k.program, k.test!, decodeFigures(value));
+    }
+    // As a save writes them: the figures a row keeps, nothing else of a folded value.
+    this.#eachFolded(
+      (scope, program, test, v) => pairText(scope, program, test, decodeFigures(encodeFigures(this.#figuresOf(v, test)))),
+      (scope, program) => loadText(scope, program, nestedGet(this.#loads, scope, program)!),
+    );
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }
