@@ -26,7 +26,7 @@ import type { ProblemRound } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
 import { insertById } from './content-order.js';
-import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
+import { pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
