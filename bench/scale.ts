@@ -131,6 +131,9 @@ export async function runBench(args: string[]): Promise<void> {
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
+    // Snapshots (bodies and side rows) as the run left them, before the restarts below open the file.
+    const snapPath = path.join(outcome.dir, SNAPSHOTS_FILE);
+    const snapBytes = fileBytes(snapPath) + fileBytes(`${snapPath}-wal`);
 
     const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
     const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
@@ -246,12 +249,14 @@ export async function runBench(args: string[]): Promise<void> {
       await runtime.start();
       return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0) };
     };
-    const snapshotsPath = path.join(outcome.dir, SNAPSHOTS_FILE);
-    const snapDb = new Database(snapshotsPath, { readonly: true });
+    const snapDb = new Database(snapPath, { readonly: true });
     const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
+    // Its pages by table (side rows, bodies) and those free (left by bodies replaced since).
+    const snapPages = snapDb.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
+    snapPages.push({ name: 'free pages', bytes: (snapDb.pragma('freelist_count', { simple: true }) as number) * (snapDb.pragma('page_size', { simple: true }) as number) });
     snapDb.close();
-    const snapshotBytes = fileBytes(snapshotsPath) + fileBytes(`${snapshotsPath}-wal`);
-    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}; ${SNAPSHOTS_FILE} ${(snapshotBytes / 1e6).toFixed(1)} MB (${(snapshotBytes / results).toFixed(1)} bytes per result)`);
+    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     const fromSnapshot = await restart(true);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)`);
     const fromZero = await restart(false);

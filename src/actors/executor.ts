@@ -18,6 +18,7 @@ import { packJson, unpackJson, type Json } from '../events/packed-json.js';
 import { compactResults, mergeLoad, resultAt, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
+import { PairRows } from './pair-rows.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
@@ -65,49 +66,29 @@ interface Recorded {
   seq: number;
 }
 
-/** Side row keys: the newest result of a pair by program hash and test hash (a lookup is a
- * point read, however long the program's history: a problem's reference runs on every new test
- * of the run), a load outcome by program hash. A pair row holds the result as resultAt gives it. */
-const PAIR_ROW = 'p';
-const LOAD_ROW = 'l';
-const pairPrefix = (programHash: string) => `${PAIR_ROW}${programHash}\u0000`;
-/** A record's results as side rows, in record order (a later result of a test wins). */
-function pairRows(programHash: string, { d, at }: Recorded, rows: [string, string][]): void {
-  const prefix = pairPrefix(programHash);
-  for (const [h, i] of at) rows.push([prefix + h, JSON.stringify(resultAt(d, i))]);
-}
+/** The Executor's results have no scope: a (program, test) pair's result is the same for every problem. */
+const ANY = '';
+const figuresOf = ({ d, at }: Recorded, testHash: string) => resultAt(d, at.get(testHash)!);
+
 /** Results already recorded, by (program, test), and each program's load outcome: the same
  * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
  * the same cache.
  *
- * The records and load outcomes grow with the whole run: a snapshot keeps them as side rows
- * (see SideRows), one per pair, and a cache restored from a snapshot reads the row of each pair
- * it is asked about; its own maps hold what it folded since the last save. The snapshot body
- * holds the requests in flight. */
+ * The results and load outcomes grow with the whole run: a snapshot keeps them as side rows, a
+ * row per pair (see PairRows), and a cache restored from a snapshot reads the row of each pair it
+ * is asked about; it holds what it folded since the last save. The snapshot body holds the
+ * requests in flight. */
 export class ExecutionCache {
-  /** Program hash -> its records folded here, oldest first: the newest result of a pair answers. */
-  readonly #byProgram = new Map<string, Recorded[]>();
-  readonly #load = new Map<string, ModuleLoad>();
+  readonly #results: PairRows<Recorded>;
   /** Requests whose results are still to come: their stored pair lists (results name pairs by
    * position) and how many results are missing. */
   readonly #awaiting = new Map<string, { request: Request; left: number }>();
-  /** The side rows of the snapshot this cache was restored from (null: folded from the start). */
-  #side: SideReader | null;
-  /** Per program asked about since the last save: whether the side rows hold any result of it
-   * (most programs asked about are a fresh sample's: their pairs cost no read each). */
-  readonly #sideHas = new Map<string, boolean>();
   /** Number of the next record. */
   #seq = 0;
-  /** Records and load outcomes changed since the last saved snapshot (kept once one is saved
-   * or restored: until then a snapshot writes every row). */
-  #unsaved: { programHash: string; record: Recorded }[] = [];
-  #unsavedLoads: string[] = [];
-  #replace: boolean;
 
   constructor(side: SideReader | null = null, seq = 0) {
-    this.#side = side;
+    this.#results = new PairRows(side, figuresOf);
     this.#seq = seq;
-    this.#replace = side === null;
   }
 
   observe(envelope: EventEnvelope): void {
@@ -123,12 +104,7 @@ export class ExecutionCache {
     }
     if (envelope.type !== 'ProgramExecuted') return;
     const d = envelope.data as EventData<'ProgramExecuted'>;
-    const known = this.#load.get(d.programHash) ?? this.#sideLoad(d.programHash);
-    const merged = mergeLoad(known, d.load);
-    if (merged !== known) {
-      this.#load.set(d.programHash, merged);
-      if (!this.#replace) this.#unsavedLoads.push(d.programHash);
-    }
+    this.#results.recordLoad(ANY, d.programHash, d.load);
     const wait = this.#awaiting.get(d.requestId);
     // Results of a request this log never announced name no pairs: nothing to remember.
     if (!wait) return;
@@ -146,52 +122,19 @@ export class ExecutionCache {
     });
     if (at.size === 0) return;
     const record: Recorded = { d, at, seq: this.#seq++ };
-    const list = this.#byProgram.get(programHash);
-    if (list) list.push(record);
-    else this.#byProgram.set(programHash, [record]);
-    if (!this.#replace) this.#unsaved.push({ programHash, record });
+    for (const h of at.keys()) this.#results.record(ANY, programHash, h, record);
   }
 
-  #sideLoad(programHash: string): ModuleLoad | undefined {
-    return this.#side?.get(LOAD_ROW + programHash) as ModuleLoad | undefined;
-  }
-
-  /** The newest result of a pair that the snapshot's side rows hold. */
-  #sideOf(programHash: string, testHash: string): ResultFigures | undefined {
-    if (this.#side === null) return undefined;
-    const prefix = pairPrefix(programHash);
-    let any = this.#sideHas.get(programHash);
-    if (any === undefined) {
-      any = false;
-      for (const _ of this.#side.withPrefix(prefix)) {
-        any = true;
-        break;
-      }
-      this.#sideHas.set(programHash, any);
-    }
-    if (!any) return undefined;
-    const text = this.#side.get(prefix + testHash);
-    return text === undefined ? undefined : (JSON.parse(text) as ResultFigures);
-  }
-
+  /** The newest result of a pair: folded here, else as the snapshot's side rows hold it. */
   get(programHash: string, testHash: string): ResultFigures | undefined {
-    // Records folded here are newer than those of the snapshot.
-    const list = this.#byProgram.get(programHash);
-    if (list) {
-      for (let k = list.length - 1; k >= 0; k--) {
-        const { d, at } = list[k]!;
-        const i = at.get(testHash);
-        if (i !== undefined) return resultAt(d, i);
-      }
-    }
-    return this.#sideOf(programHash, testHash);
+    return this.#results.get(ANY, programHash, testHash);
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
-    return this.#load.get(programHash) ?? this.#sideLoad(programHash) ?? 'unknown';
+    return this.#results.load(ANY, programHash) ?? 'unknown';
   }
   /** For actor snapshots: the requests in flight and the number of the next record (packed,
-   * see packed-json.ts); the records and load outcomes go to side rows (sideRows). */
+   * see packed-json.ts); the results and load outcomes go to side rows (sideRows). */
   serialize(): unknown {
     return packJson({
       seq: this.#seq,
@@ -205,49 +148,26 @@ export class ExecutionCache {
     return cache;
   }
 
-  /** The records and load outcomes added since the last saved snapshot, as side rows. */
+  /** The results and load outcomes added since the last saved snapshot, as side rows. */
   sideRows(): SideRows {
-    const rows: [string, string][] = [];
-    if (this.#replace) {
-      for (const [programHash, list] of this.#byProgram) for (const record of list) pairRows(programHash, record, rows);
-    } else {
-      for (const { programHash, record } of this.#unsaved) pairRows(programHash, record, rows);
-    }
-    for (const h of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + h, this.#load.get(h)!]);
-    return { replace: this.#replace, rows };
+    return this.#results.sideRows();
   }
-  /** Once saved, the records and load outcomes are read from `saved` when asked for, and dropped
-   * here, so memory holds what was folded since the last snapshot, not every result of the run.
-   * Without `saved` (a caller keeping no table) they stay. */
+  /** See PairRows.sideSaved: once saved, results are read from `saved` and dropped here. */
   sideSaved(saved?: SideReader): void {
-    this.#unsaved = [];
-    this.#unsavedLoads = [];
-    this.#replace = false;
-    if (saved === undefined) return;
-    this.#side = saved;
-    this.#sideHas.clear();
-    this.#byProgram.clear();
-    this.#load.clear();
+    this.#results.sideSaved(saved);
   }
 
   /** Entries held in memory (results folded since the last save, load outcomes, programs whose
    * side rows were probed, requests in flight): bounded by what a snapshot interval folds or
    * asks about, not by the run (tests count them). */
   get heldEntries(): number {
-    let results = 0;
-    for (const list of this.#byProgram.values()) for (const record of list) results += record.at.size;
-    return results + this.#load.size + this.#sideHas.size + this.#awaiting.size;
+    return this.#results.heldEntries + this.#awaiting.size;
   }
 
-  /** Every record and load outcome as side rows would hold them, in key order, whether folded or
-   * read from a snapshot's rows (tests compare caches whole with it). */
+  /** Every result and load outcome, whether folded or read from a snapshot's rows, in key order
+   * (see PairRows.recorded; tests compare caches whole with it). */
   recorded(): [string, string][] {
-    const rows = new Map<string, string>(this.#side ? [...this.#side.all()] : []);
-    const folded: [string, string][] = [];
-    for (const [programHash, list] of this.#byProgram) for (const record of list) pairRows(programHash, record, folded);
-    for (const [k, v] of folded) rows.set(k, v);
-    for (const [h, load] of this.#load) rows.set(LOAD_ROW + h, load);
-    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return this.#results.recorded();
   }
 }
 
@@ -264,8 +184,9 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
   // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
   // 5: results kept as their recorded events. 6: records and load outcomes in side rows, the
-  // body holds the requests in flight. 7: a side row per pair, read by point lookups.
-  snapshotVersion: 7,
+  // body holds the requests in flight. 7: a side row per pair, read by point lookups. 8: binary
+  // side rows (see pair-rows.ts).
+  snapshotVersion: 8,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),

@@ -24,8 +24,9 @@ import { tcsBufferAfter } from './methods/tcs.js';
 import type { TcsBufferedSuite } from '../rewards/tcs.js';
 import type { ProblemRound } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
+import { PairRows } from './pair-rows.js';
 import { insertById } from './content-order.js';
-import { mergeLoad, pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
+import { pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
@@ -243,24 +244,6 @@ type Pair = ExecutionPair;
 /** A pair within a problem: plans reuse verdicts of their own problem only, whose earlier
  * rounds are finished, so a reused verdict is always recorded by the time it is judged. */
 const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
-const programKey = (problemId: string, programHash: string) => `${problemId}\u0000${programHash}`;
-
-/** A recorded verdict as a side row keeps it: what a reuse reads of it (the ids and the request
- * are the reusing request's own). */
-type Recorded = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated'>;
-/** One recorded verdict as `recorded()` lists it (tests compare indexes whole with it). */
-const recordedRow = (r: Recorded): string => JSON.stringify([r.verdict, r.timeMs, r.memoryKb, r.outputHash, r.exceptionType, r.isolated]);
-const VERDICT_ROW = 'v';
-/** Side row keys: the latest recorded verdict of a pair, by problem, program hash and test hash
- * (a point read answers a lookup, whatever the length of the program's history); a load
- * outcome by program. */
-const PAIR_ROW = 'p';
-const LOAD_ROW = 'l';
-const pairRowPrefix = (problemId: string, programHash: string) => `${PAIR_ROW}${problemId}\u0000${programHash}\u0000`;
-function recordedOfRow(text: string): Recorded {
-  const [verdict, timeMs, memoryKb, outputHash, exceptionType, isolated] = JSON.parse(text) as [PairResult['verdict'], number, number, string | null, string | null, boolean];
-  return { verdict, timeMs, memoryKb, outputHash, exceptionType, isolated };
-}
 
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
  * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
@@ -268,41 +251,26 @@ function recordedOfRow(text: string): Recorded {
  * instead of executing a pair again.
  *
  * Those two grow with the whole run (a verdict per pair): a snapshot keeps them as side rows
- * (see SideRows), a row per pair written once, and an index restored from a snapshot reads the
+ * (see PairRows), a row per pair written once, and an index restored from a snapshot reads the
  * row of each pair it is asked about (a point read: a problem's reference is asked about every
- * new test of the run, and neither its whole history nor a map of it is read or kept); its own
- * maps hold what it folded since the last save. The snapshot body holds the open work. */
+ * new test of the run, and neither its whole history nor a map of it is read or kept); it holds
+ * what it folded since the last save. The snapshot body holds the open work. */
 export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
   /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
-  /** Recorded verdicts by problem, program hash and test hash, folded since the snapshot
-   * restored (all, without one). Nested, not keyed by the three joined: a joined key is a new
-   * string to hash per result, the hashes of the event's own strings are computed once. */
-  readonly #byPair = new Map<string, Map<string, Map<string, PairResult>>>();
-  readonly #load = new Map<string, ModuleLoad>();
+  /** Recorded verdicts by problem (the scope), program hash and test hash, and load outcomes by
+   * problem and program (see PairRows). */
+  readonly #recordedPairs: PairRows<PairResult>;
   /** requestId -> problemId, for keying the pairs of its verdicts (until its problem-round is evaluated). */
   readonly #problemOf = new Map<string, string>();
   /** Problem-round -> its requests, so evaluation drops their entries. */
   readonly #requestsOf = new Map<string, string[]>();
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
-  /** The side rows of the snapshot this index was restored from (null: folded from the start). */
-  #side: SideReader | null;
-  /** Per program asked about since the last save: whether the side rows hold any verdict of
-   * it. Most programs asked about are new (a fresh sample's), and this answers their pairs
-   * without a read each; dropped at every save, when the rows change. */
-  readonly #sideHas = new Map<string, boolean>();
-  /** Results and load outcomes changed since the last saved snapshot (kept once one is saved
-   * or restored: until then a snapshot writes every row). */
-  #unsaved: { problemId: string; results: PairResult[] }[] = [];
-  #unsavedLoads: string[] = [];
-  /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
-  #replace: boolean;
-
   constructor(side: SideReader | null = null) {
-    this.#side = side;
-    this.#replace = side === null;
+    // A verdict is its own figures: read as they are, kept until saved.
+    this.#recordedPairs = new PairRows<PairResult>(side, (r) => r);
   }
 
   observe(envelope: EventEnvelope): void {
@@ -336,15 +304,7 @@ export class VerdictIndex {
       const d = envelope.data as EventData<'ProgramExecuted'>;
       const wait = this.#awaiting.get(requestId);
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
-      if (problemId !== undefined) {
-        const pk = programKey(problemId, d.programHash);
-        const known = this.#load.get(pk) ?? this.#sideLoad(pk);
-        const merged = mergeLoad(known, d.load);
-        if (merged !== known) {
-          this.#load.set(pk, merged);
-          if (!this.#replace) this.#unsavedLoads.push(pk);
-        }
-      }
+      if (problemId !== undefined) this.#recordedPairs.recordLoad(problemId, d.programHash, d.load);
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);
@@ -361,41 +321,7 @@ export class VerdictIndex {
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
     const kept = results.some((d) => d.verdict === 'sandbox_error') ? results.filter((d) => d.verdict !== 'sandbox_error') : results;
     if (kept.length === 0) return;
-    let programs = this.#byPair.get(problemId);
-    if (!programs) this.#byPair.set(problemId, (programs = new Map()));
-    for (const d of kept) {
-      let tests = programs.get(d.programHash);
-      if (!tests) programs.set(d.programHash, (tests = new Map()));
-      tests.set(d.testHash, d);
-    }
-    if (!this.#replace) this.#unsaved.push({ problemId, results: kept });
-  }
-
-  /** The verdict the snapshot's side rows record for a pair (the latest one saved). */
-  #sideOf(problemId: string, programHash: string, testHash: string): Recorded | undefined {
-    if (this.#side === null) return undefined;
-    const prefix = pairRowPrefix(problemId, programHash);
-    const pk = programKey(problemId, programHash);
-    let any = this.#sideHas.get(pk);
-    if (any === undefined) {
-      any = false;
-      for (const _ of this.#side.withPrefix(prefix)) {
-        any = true;
-        break;
-      }
-      this.#sideHas.set(pk, any);
-    }
-    if (!any) return undefined;
-    const text = this.#side.get(prefix + testHash);
-    return text === undefined ? undefined : recordedOfRow(text);
-  }
-
-  #sideLoad(pk: string): ModuleLoad | undefined {
-    return this.#side?.get(LOAD_ROW + pk) as ModuleLoad | undefined;
-  }
-
-  #recorded(problemId: string, programHash: string, testHash: string): Recorded | undefined {
-    return this.#byPair.get(problemId)?.get(programHash)?.get(testHash) ?? this.#sideOf(problemId, programHash, testHash);
+    for (const d of kept) this.#recordedPairs.record(problemId, d.programHash, d.testHash, d);
   }
 
   /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
@@ -427,68 +353,35 @@ export class VerdictIndex {
   }
 
   /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side
-   * rows: a row per pair (a later verdict of a pair replaces its row), all of them for an index
-   * folded from the start. */
+   * rows (see PairRows.sideRows). */
   sideRows(): SideRows {
-    const rows: [string, string][] = [];
-    if (this.#replace) {
-      for (const [problemId, programs] of this.#byPair) for (const [programHash, tests] of programs) for (const r of tests.values()) rows.push([pairRowPrefix(problemId, programHash) + r.testHash, recordedRow(r)]);
-    } else {
-      // In fold order: a pair recorded twice since the save ends with its later verdict.
-      for (const u of this.#unsaved) for (const r of u.results) rows.push([pairRowPrefix(u.problemId, r.programHash) + r.testHash, recordedRow(r)]);
-    }
-    for (const pk of this.#replace ? this.#load.keys() : new Set(this.#unsavedLoads)) rows.push([LOAD_ROW + pk, this.#load.get(pk)!]);
-    return { replace: this.#replace, rows };
+    return this.#recordedPairs.sideRows();
   }
-  /** Once saved, the recorded verdicts and load outcomes are read from `saved` when asked for,
-   * and dropped here, so memory holds what was folded since the last snapshot, not every
-   * verdict of the run. Without `saved` (a caller keeping no table) they stay. */
+  /** See PairRows.sideSaved: once saved, verdicts are read from `saved` and dropped here. */
   sideSaved(saved?: SideReader): void {
-    this.#unsaved = [];
-    this.#unsavedLoads = [];
-    this.#replace = false;
-    if (saved === undefined) return;
-    this.#side = saved;
-    this.#sideHas.clear();
-    this.#byPair.clear();
-    this.#load.clear();
+    this.#recordedPairs.sideSaved(saved);
   }
 
   /** Recorded verdicts and load outcomes held in memory, and programs whose side rows were
    * probed: what was folded or asked about since the last save, not the run (tests count them). */
   get heldEntries(): number {
-    let n = this.#load.size + this.#sideHas.size;
-    for (const programs of this.#byPair.values()) for (const tests of programs.values()) n += tests.size;
-    return n;
+    return this.#recordedPairs.heldEntries;
   }
 
-  *#allRecorded(): Generator<{ problemId: string; result: PairResult }> {
-    for (const [problemId, programs] of this.#byPair) for (const tests of programs.values()) for (const result of tests.values()) yield { problemId, result };
-  }
-
-  /** Every recorded verdict and load outcome as side rows would hold them, in key order,
-   * whether folded or read from a snapshot's rows (tests compare indexes whole with it). */
+  /** Every recorded verdict and load outcome, whether folded or read from a snapshot's rows, in
+   * key order (see PairRows.recorded; tests compare indexes whole with it). */
   recorded(): [string, string][] {
-    const rows = new Map<string, string>();
-    for (const [key, value] of this.#side?.all() ?? []) {
-      // A pair row holds its verdict as recordedRow writes it.
-      rows.set(key.startsWith(PAIR_ROW) ? VERDICT_ROW + key.slice(PAIR_ROW.length) : key, value);
-    }
-    for (const { problemId, result } of this.#allRecorded()) rows.set(VERDICT_ROW + pairKey(problemId, result.programHash, result.testHash), recordedRow(result));
-    for (const [pk, load] of this.#load) rows.set(LOAD_ROW + pk, load);
-    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return this.#recordedPairs.recorded();
   }
 
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
-    if (this.#byPair.get(problemId)?.get(programHash)?.has(testHash)) return true;
-    return this.#sideOf(problemId, programHash, testHash) !== undefined;
+    return this.#recordedPairs.has(problemId, programHash, testHash);
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
   load(problemId: string, programHash: string): ModuleLoad {
-    const pk = programKey(problemId, programHash);
-    return this.#load.get(pk) ?? this.#sideLoad(pk) ?? 'unknown';
+    return this.#recordedPairs.load(problemId, programHash) ?? 'unknown';
   }
 
   /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
@@ -499,7 +392,7 @@ export class VerdictIndex {
     const reused = this.#reused.get(requestId);
     if (!reused) return out;
     for (const p of reused.pairs) {
-      const v = this.#recorded(reused.problemId, p.programHash, p.testHash);
+      const v = this.#recordedPairs.get(reused.problemId, p.programHash, p.testHash);
       if (v) {
         out.push({
           requestId,
@@ -557,8 +450,9 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
   // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded. 8: a side
-  // row per record, not per pair. 9: a side row per pair, read by point lookups.
-  snapshotVersion: 9,
+  // row per record, not per pair. 9: a side row per pair, read by point lookups. 10: binary side
+  // rows (see pair-rows.ts).
+  snapshotVersion: 10,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

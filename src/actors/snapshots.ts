@@ -15,8 +15,8 @@ import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
 
-/** Bump when the body below changes shape. */
-export const SNAPSHOT_FORMAT = 1;
+/** Bump when the body below or the side rows change shape (2: binary side rows). */
+export const SNAPSHOT_FORMAT = 2;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
@@ -57,21 +57,22 @@ export interface StoredSnapshot {
  * the whole run (every recorded verdict) is written once, as it is recorded, not again in every
  * body, and a restarted actor reads the rows it needs instead of parsing them all. Saved in the
  * transaction of the body they go with, so the rows and the body always stand at one position.
+ * Keys and values are bytes (see pair-rows.ts): a run writes a row per result.
  */
 export interface SideRows {
   /** Drop the actor's rows first: an index folded from the start writes all of its rows. */
   replace: boolean;
   /** Rows written or changed since the actor's last saved snapshot. */
-  rows: readonly (readonly [key: string, value: string])[];
+  rows: readonly (readonly [key: Uint8Array, value: Uint8Array])[];
 }
 
 /** An actor's side rows as its latest snapshot left them. */
 export interface SideReader {
-  get(key: string): string | undefined;
+  get(key: Uint8Array): Uint8Array | undefined;
+  /** Whether any row's key starts with `prefix`. */
+  any(prefix: Uint8Array): boolean;
   /** Every row, in key order (tests, and comparing states whole). */
-  all(): IterableIterator<[string, string]>;
-  /** The rows whose keys start with `prefix` and go on in ASCII, in key order. */
-  withPrefix(prefix: string): IterableIterator<[string, string]>;
+  all(): IterableIterator<[Uint8Array, Uint8Array]>;
 }
 
 /** Where the latest snapshot of each actor is kept. */
@@ -99,16 +100,21 @@ export class SnapshotRefusedError extends Error {
 /** A side row whose checksum no longer matches: read as part of an actor's state, it is never
  * trusted; the actor's work stops with this error (delete snapshots.db to refold from the log). */
 export class SideRowCorruptError extends Error {
+  /** The row's key, in hex. */
+  readonly key: string;
   constructor(
     readonly actor: string,
-    readonly key: string,
+    key: Uint8Array,
   ) {
-    super(`side row ${JSON.stringify(key.slice(0, 80))} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`);
+    const hex = Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('hex');
+    super(`side row ${hex.slice(0, 160)} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`);
     this.name = 'SideRowCorruptError';
+    this.key = hex;
   }
 }
 
-const sideSum = (key: string, value: string): number => crc32(value, crc32(key));
+/** A row's checksum, as a signed 32-bit integer (4 bytes in SQLite, unsigned would take 6). */
+const sideSum = (key: Uint8Array, value: Uint8Array): number => crc32(value, crc32(key)) | 0;
 
 /** A version string for an actor's snapshots: the snapshot format, the code's version, the
  * actor's own snapshot version, and the shape of its machine (state ids, event types). */
@@ -127,17 +133,26 @@ const Row = z.object({
 
 export const sha256Hex = (bytes: Uint8Array | string) => createHash('sha256').update(bytes).digest('hex');
 
-/** The checkpoint table in its own SQLite file, one row per (run, actor). */
+/**
+ * The checkpoint table in its own SQLite file, one row per (run, actor), and the side rows of
+ * each (run, actor) under a small integer id: a row per recorded result is the bulk of the file,
+ * and an id of a byte or two in each row's key costs less than the run id and actor name as text
+ * (one table per actor would save that byte but need table names made from actor names).
+ */
 export class SqliteSnapshotTable implements SnapshotTable {
   readonly #db: Database.Database;
   readonly #runId: string;
   readonly #select: Database.Statement;
   readonly #upsert: Database.Statement;
+  readonly #actorId: Database.Statement;
+  readonly #newActor: Database.Statement;
   readonly #sideGet: Database.Statement;
+  readonly #sideFirst: Database.Statement;
   readonly #sideAll: Database.Statement;
-  readonly #sideRange: Database.Statement;
   readonly #sidePut: Database.Statement;
   readonly #sideDrop: Database.Statement;
+  /** Side row ids of this run's actors, once known. */
+  readonly #ids = new Map<string, number>();
 
   constructor(file: string, runId: string) {
     this.#db = new Database(file);
@@ -146,22 +161,40 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (
       run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,
       PRIMARY KEY (run_id, actor))`);
-    this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_side (
-      run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL,
-      PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID`);
+    // Format 1's side rows (text keys and JSON values, run id and actor in each row): its
+    // snapshots are of another version, ignored, and their rows never read again.
+    this.#db.exec('DROP TABLE IF EXISTS actor_side');
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS side_actors (
+      id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, actor TEXT NOT NULL, UNIQUE (run_id, actor))`);
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS side_rows (
+      actor INTEGER NOT NULL, key BLOB NOT NULL, value BLOB NOT NULL, sum INTEGER NOT NULL,
+      PRIMARY KEY (actor, key)) WITHOUT ROWID`);
     this.#runId = runId;
-    this.#sideGet = this.#db.prepare('SELECT value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key = ?').raw();
-    this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? ORDER BY key').raw();
-    this.#sideRange = this.#db.prepare('SELECT key, value, sum FROM actor_side WHERE run_id = ? AND actor = ? AND key >= ? AND key < ? ORDER BY key').raw();
+    this.#actorId = this.#db.prepare('SELECT id FROM side_actors WHERE run_id = ? AND actor = ?').pluck();
+    this.#newActor = this.#db.prepare('INSERT INTO side_actors (run_id, actor) VALUES (?, ?)');
+    this.#sideGet = this.#db.prepare('SELECT value, sum FROM side_rows WHERE actor = ? AND key = ?').raw();
+    this.#sideFirst = this.#db.prepare('SELECT key FROM side_rows WHERE actor = ? AND key >= ? ORDER BY key LIMIT 1').pluck();
+    this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM side_rows WHERE actor = ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
-      'INSERT INTO actor_side (run_id, actor, key, value, sum) VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
+      'INSERT INTO side_rows (actor, key, value, sum) VALUES (?, ?, ?, ?) ON CONFLICT (actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
     );
-    this.#sideDrop = this.#db.prepare('DELETE FROM actor_side WHERE run_id = ? AND actor = ?');
+    this.#sideDrop = this.#db.prepare('DELETE FROM side_rows WHERE actor = ?');
     this.#select = this.#db.prepare('SELECT actor, position, hash, version, body FROM actor_snapshots WHERE run_id = ? AND actor = ?');
     this.#upsert = this.#db.prepare(
       `INSERT INTO actor_snapshots (run_id, actor, position, version, hash, body) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (run_id, actor) DO UPDATE SET position = excluded.position, version = excluded.version, hash = excluded.hash, body = excluded.body`,
     );
+  }
+
+  /** The actor's side row id; undefined when it has none yet and `create` is false. */
+  #idOf(actor: string, create: boolean): number | undefined {
+    let id = this.#ids.get(actor);
+    if (id === undefined) {
+      id = this.#actorId.get(this.#runId, actor) as number | undefined;
+      if (id === undefined && create) id = Number(this.#newActor.run(this.#runId, actor).lastInsertRowid);
+      if (id !== undefined) this.#ids.set(actor, id);
+    }
+    return id;
   }
 
   latest(actor: string): StoredSnapshot | null {
@@ -178,32 +211,39 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#db.transaction(() => {
       for (const { ref, body, side } of snapshots) {
         this.#upsert.run(this.#runId, ref.actor, ref.position, ref.version, ref.hash, body);
-        if (side?.replace) this.#sideDrop.run(this.#runId, ref.actor);
-        for (const [key, value] of side?.rows ?? []) this.#sidePut.run(this.#runId, ref.actor, key, value, sideSum(key, value));
+        if (!side || (side.rows.length === 0 && !side.replace)) continue;
+        const id = this.#idOf(ref.actor, true)!;
+        if (side.replace) this.#sideDrop.run(id);
+        for (const [key, value] of side.rows) this.#sidePut.run(id, key, value, sideSum(key, value));
       }
     })();
   }
 
   side(actor: string): SideReader {
-    const checked = (key: string, value: string, sum: number): string => {
+    const checked = (key: Uint8Array, value: Uint8Array, sum: number): Uint8Array => {
       if (sideSum(key, value) !== sum) throw new SideRowCorruptError(actor, key);
       return value;
     };
-    const get = this.#sideGet;
-    const all = this.#sideAll;
-    const range = this.#sideRange;
-    const runId = this.#runId;
+    // Looked up at each read: rows saved after this reader was made are its actor's too.
+    const id = () => this.#idOf(actor, false);
+    const sideGet = this.#sideGet;
+    const sideFirst = this.#sideFirst;
+    const sideAll = this.#sideAll;
     return {
       get(key) {
-        const row = get.get(runId, actor, key) as [string, number] | undefined;
+        const at = id();
+        const row = at === undefined ? undefined : (sideGet.get(at, key) as [Uint8Array, number] | undefined);
         return row && checked(key, row[0], row[1]);
       },
-      *all() {
-        for (const [key, value, sum] of all.iterate(runId, actor) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
+      any(prefix) {
+        const at = id();
+        const first = at === undefined ? undefined : (sideFirst.get(at, prefix) as Buffer | undefined);
+        return first !== undefined && first.length >= prefix.length && Buffer.compare(first.subarray(0, prefix.length), prefix) === 0;
       },
-      *withPrefix(prefix) {
-        // Keys compare as UTF-8 bytes: every ASCII continuation of the prefix sorts below U+FFFF.
-        for (const [key, value, sum] of range.iterate(runId, actor, prefix, `${prefix}\uffff`) as IterableIterator<[string, string, number]>) yield [key, checked(key, value, sum)];
+      *all() {
+        const at = id();
+        if (at === undefined) return;
+        for (const [key, value, sum] of sideAll.iterate(at) as IterableIterator<[Uint8Array, Uint8Array, number]>) yield [key, checked(key, value, sum)];
       },
     };
   }

@@ -24,6 +24,7 @@ import { judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
+import { verdictOfCode } from '../../src/core/verdicts.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { recordedDecisions } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -167,16 +168,21 @@ describe('actor snapshots', () => {
     const file = path.join(dir, 'snapshots.db');
     const sideRows = () => {
       const db = new Database(file, { readonly: true });
-      const rows = db.prepare("SELECT key, value FROM actor_side WHERE actor = 'judge' ORDER BY key").raw().all() as [string, string][];
+      const rows = db.prepare("SELECT key, value FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge') ORDER BY key").raw().all() as [Buffer, Buffer][];
       db.close();
       return rows;
     };
     const stored = sideRows();
-    // A row per pair (problem, program hash, test hash), its latest verdict first in the value.
-    const verdicts = stored.filter(([k]) => k.startsWith('p')).map(([k, value]) => [k.slice(1), (JSON.parse(value) as [string])[0]] as const);
+    // A row per pair (problem, program hash, test hash: 'p', the problem's length and UTF-8, two
+    // hashes of 32 bytes), its latest verdict's letter first in the value.
+    const keyParts = (k: Buffer) => {
+      const at = 2 + k[1]!;
+      return [k.toString('utf8', 2, at), k.toString('hex', at, at + 32), k.toString('hex', at + 32)] as const;
+    };
+    const verdicts = stored.filter(([k]) => k[0] === 0x70).map(([k, value]) => [keyParts(k), verdictOfCode(String.fromCharCode(value[0]!))] as const);
     expect(verdicts.length).toBeGreaterThan(0);
-    expect(verdicts.every(([k]) => k.split('\u0000').length === 3)).toBe(true);
-    expect(stored.some(([k]) => k.startsWith('l'))).toBe(true);
+    expect(verdicts.every(([[problemId, programHash, testHash]]) => problemId.length > 0 && programHash.length === 64 && testHash.length === 64)).toBe(true);
+    expect(stored.some(([k]) => k[0] === 0x6c)).toBe(true);
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(file, runId);
     const restart = async () => {
@@ -187,18 +193,17 @@ describe('actor snapshots', () => {
     try {
       const index = await restart();
       // Every verdict recorded before the snapshot is answered from its row.
-      for (const [k, verdict] of verdicts) {
-        const [problemId, programHash, testHash] = k.split('\u0000') as [string, string, string];
+      for (const [[problemId, programHash, testHash], verdict] of verdicts) {
         expect(index.has(problemId, programHash, testHash)).toBe(true);
         expect(verdict).toMatch(/^[a-z_]+$/);
       }
-      const distinct = new Set(verdicts.map(([k]) => k)).size;
-      const count = (x: VerdictIndex) => x.recorded().filter(([k]) => k.startsWith('v')).length;
+      const distinct = new Set(verdicts.map(([k]) => k.join('/'))).size;
+      const count = (x: VerdictIndex) => x.recorded().filter(([k]) => k.startsWith('p')).length;
       const before = count(index);
       expect(before).toBeGreaterThanOrEqual(distinct);
       // Side rows and body are one state: without the rows the restored index lacks those verdicts.
       const db = new Database(file);
-      db.prepare("DELETE FROM actor_side WHERE actor = 'judge' AND key LIKE 'p%'").run();
+      db.prepare("DELETE FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge') AND substr(key, 1, 1) = X'70'").run();
       db.close();
       const without = await restart();
       expect(count(without)).toBe(before - distinct);
@@ -208,29 +213,73 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
+  it('a snapshot file of the format before (side rows as text) is not read: every actor refolds from the start to the same state', async () => {
+    const dir = copyOfStopped('old-format');
+    const runId = runIdOf(config());
+    const file = path.join(dir, 'snapshots.db');
+    // The file as format 1 left it: its version strings, and side rows with text keys and JSON
+    // values in a table of their own (here made of this run's rows, every verdict said accepted).
+    const db = new Database(file);
+    db.exec("UPDATE actor_snapshots SET version = '1' || substr(version, instr(version, '/'))");
+    db.exec('CREATE TABLE actor_side (run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL, PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID');
+    const old = db.prepare("INSERT INTO actor_side VALUES (?, ?, ?, '[\"accepted\",1,1,null,null,true]', 0)");
+    for (const [actor, key] of db.prepare('SELECT a.actor, r.key FROM side_rows r JOIN side_actors a ON a.id = r.actor').raw().all() as [string, Buffer][]) old.run(runId, actor, key.toString('hex'));
+    db.exec('DROP TABLE side_rows; DROP TABLE side_actors');
+    db.close();
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(file, runId);
+    try {
+      const reports: RestartReport[] = [];
+      const fromOld = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      await fromOld.start();
+      const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
+      await fromZero.start();
+      expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
+      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(fromOld.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fromZero.persistedStateOf(a.name))));
+      const judged = fromOld.indexOf('judge') as VerdictIndex;
+      expect(judged.recorded().length).toBeGreaterThan(0);
+      expect(judged.recorded()).toEqual((fromZero.indexOf('judge') as VerdictIndex).recorded());
+      expect((fromOld.indexOf('executor') as ExecutionCache).recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
+    } finally {
+      table.close();
+      await log.close();
+    }
+    // Its rows are dropped when the file is opened: never read again.
+    const after = new Database(file, { readonly: true });
+    expect(after.prepare("SELECT name FROM sqlite_schema WHERE name = 'actor_side'").get()).toBeUndefined();
+    after.close();
+  }, 120_000);
+
   it('a snapshot table writes side rows with their body, a replacing save drops the rows before, and a corrupt row is refused', () => {
     const file = path.join(root, 'side-table.db');
     const table = new SqliteSnapshotTable(file, 'run-a');
     const other = new SqliteSnapshotTable(file, 'run-b');
     try {
       const ref = (position: number) => ({ actor: 'judge', position: position as never, hash: 'a'.repeat(64), version: 'v' });
-      table.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: [['x', '1'], ['y', '2']] } }]);
-      other.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: [['x', 'other run']] } }]);
-      table.save([{ ref: ref(2), body: Buffer.from('{}'), side: { replace: false, rows: [['y', '3'], ['z', '4']] } }]);
-      expect([...table.side('judge').all()]).toEqual([['x', '1'], ['y', '3'], ['z', '4']]);
-      expect(table.side('judge').get('y')).toBe('3');
-      expect(table.side('executor').get('y')).toBeUndefined();
-      table.save([{ ref: ref(3), body: Buffer.from('{}'), side: { replace: true, rows: [['w', '5']] } }]);
-      expect([...table.side('judge').all()]).toEqual([['w', '5']]);
+      const rows = (...kv: [string, string][]) => kv.map(([k, v]) => [Buffer.from(k), Buffer.from(v)] as const);
+      const text = (it: Iterable<[Uint8Array, Uint8Array]>) => [...it].map(([k, v]) => [Buffer.from(k).toString(), Buffer.from(v).toString()]);
+      table.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: rows(['x', '1'], ['y', '2']) } }]);
+      other.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: rows(['x', 'other run']) } }]);
+      table.save([{ ref: ref(2), body: Buffer.from('{}'), side: { replace: false, rows: rows(['y', '3'], ['z', '4']) } }]);
+      expect(text(table.side('judge').all())).toEqual([['x', '1'], ['y', '3'], ['z', '4']]);
+      expect(Buffer.from(table.side('judge').get(Buffer.from('y'))!).toString()).toBe('3');
+      expect(table.side('executor').get(Buffer.from('y'))).toBeUndefined();
+      // A probe for any row under a prefix.
+      expect(table.side('judge').any(Buffer.from('y'))).toBe(true);
+      expect(table.side('judge').any(Buffer.from('yy'))).toBe(false);
+      expect(table.side('judge').any(Buffer.from('w'))).toBe(false);
+      expect(table.side('executor').any(Buffer.from(''))).toBe(false);
+      table.save([{ ref: ref(3), body: Buffer.from('{}'), side: { replace: true, rows: rows(['w', '5']) } }]);
+      expect(text(table.side('judge').all())).toEqual([['w', '5']]);
       // Another run's rows are its own.
-      expect([...other.side('judge').all()]).toEqual([['x', 'other run']]);
+      expect(text(other.side('judge').all())).toEqual([['x', 'other run']]);
       expect(table.latest('judge')!.ref.position).toBe(3);
-      // A changed value no longer matches its checksum: refused, naming the row.
+      // A changed value no longer matches its checksum: refused, naming the row (its key in hex).
       const db = new Database(file);
-      db.prepare("UPDATE actor_side SET value = '6' WHERE run_id = 'run-a' AND key = 'w'").run();
+      db.prepare("UPDATE side_rows SET value = X'36' WHERE actor = (SELECT id FROM side_actors WHERE run_id = 'run-a' AND actor = 'judge') AND key = X'77'").run();
       db.close();
-      expect(() => table.side('judge').get('w')).toThrow(SideRowCorruptError);
-      expect(() => [...table.side('judge').all()]).toThrow(/side row "w" of actor judge's snapshot is corrupt/);
+      expect(() => table.side('judge').get(Buffer.from('w'))).toThrow(SideRowCorruptError);
+      expect(() => [...table.side('judge').all()]).toThrow(/side row 77 of actor judge's snapshot is corrupt/);
     } finally {
       table.close();
       other.close();

@@ -1,0 +1,303 @@
+/**
+ * Recorded results by (program, test) pair, as the Judge's verdict index and the Executor's cache
+ * keep them: the latest result of each pair and the load outcome of each program, within a scope
+ * (the Judge's problem id; the Executor has one scope, ''). What was folded since the last saved
+ * snapshot is held here; everything before it is read from the snapshot's side rows when asked
+ * for (see SideRows), so memory holds one snapshot interval's work, not the run's.
+ *
+ * Rows are binary: a run writes one per result, so their bytes are most of `snapshots.db`.
+ *   pair key:  'p' | scope length (1 byte) | scope (UTF-8) | program hash (32) | test hash (32)
+ *   load key:  'l' | scope length | scope | program hash (32)
+ *   pair value: verdict letter | flags | time | memory | output hash (32, if flagged) | exception type (UTF-8, the rest, if flagged)
+ *   load value: one byte, the outcome's place in LOADS
+ * Times and memory are varints when whole numbers (as the sandbox reports them), else 8-byte floats.
+ */
+import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
+import { mergeLoad, type ModuleLoad, type ResultFigures } from '../projections/recorded-verdicts.js';
+import type { SideReader, SideRows } from './snapshots.js';
+
+const PAIR = 0x70; // 'p'
+const LOAD = 0x6c; // 'l'
+const HASH_BYTES = 32;
+const LOADS: readonly ModuleLoad[] = ['ran', 'raised', 'compile_error', 'unknown'];
+
+const ISOLATED = 1;
+const CACHED = 2;
+const OUTPUT = 4;
+const EXCEPTION = 8;
+const TIME_FLOAT = 16;
+const MEMORY_FLOAT = 32;
+
+function hashBytes(hex: string, into: Buffer, at: number): void {
+  // Hashes reach the indexes from validated events: 64 lowercase hex characters.
+  if (into.write(hex, at, 'hex') !== HASH_BYTES || hex.length !== 2 * HASH_BYTES) throw new Error(`not a sha256 hash: ${JSON.stringify(hex.slice(0, 80))}`);
+}
+
+function keyOf(kind: number, scope: string, program: string, test: string | null): Buffer {
+  const scopeBytes = Buffer.byteLength(scope);
+  if (scopeBytes > 255) throw new Error(`scope of a side row longer than 255 bytes: ${JSON.stringify(scope.slice(0, 80))}`);
+  const key = Buffer.allocUnsafe(2 + scopeBytes + HASH_BYTES * (test === null ? 1 : 2));
+  key[0] = kind;
+  key[1] = scopeBytes;
+  key.write(scope, 2, 'utf8');
+  hashBytes(program, key, 2 + scopeBytes);
+  if (test !== null) hashBytes(test, key, 2 + scopeBytes + HASH_BYTES);
+  return key;
+}
+
+/** A key's parts, for listing rows (tests). */
+function partsOf(key: Uint8Array): { kind: 'pair' | 'load'; scope: string; program: string; test: string | null } {
+  const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+  const at = 2 + b[1]!;
+  const program = b.toString('hex', at, at + HASH_BYTES);
+  if (b[0] === LOAD) return { kind: 'load', scope: b.toString('utf8', 2, at), program, test: null };
+  return { kind: 'pair', scope: b.toString('utf8', 2, at), program, test: b.toString('hex', at + HASH_BYTES, at + 2 * HASH_BYTES) };
+}
+
+const varintBytes = (n: number): number => {
+  let len = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    len++;
+  }
+  return len;
+};
+const isVarint = (n: number): boolean => Number.isSafeInteger(n) && n >= 0;
+
+function writeNumber(n: number, into: Buffer, at: number): number {
+  if (!isVarint(n)) return into.writeDoubleLE(n, at);
+  while (n >= 0x80) {
+    into[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  into[at++] = n;
+  return at;
+}
+
+function readNumber(b: Buffer, at: number, float: boolean): [number, number] {
+  if (float) return [b.readDoubleLE(at), at + 8];
+  let n = 0;
+  let scale = 1;
+  for (;;) {
+    const byte = b[at++]!;
+    n += (byte & 0x7f) * scale;
+    if (byte < 0x80) return [n, at];
+    scale *= 0x80;
+  }
+}
+
+/** A result's figures as a pair row's value. */
+export function encodeFigures(r: ResultFigures): Buffer {
+  const exception = r.exceptionType === null ? null : Buffer.from(r.exceptionType, 'utf8');
+  const size =
+    2 +
+    (isVarint(r.timeMs) ? varintBytes(r.timeMs) : 8) +
+    (isVarint(r.memoryKb) ? varintBytes(r.memoryKb) : 8) +
+    (r.outputHash === null ? 0 : HASH_BYTES) +
+    (exception?.length ?? 0);
+  const b = Buffer.allocUnsafe(size);
+  b.write(VERDICT_CODES[r.verdict], 0, 'latin1');
+  b[1] =
+    (r.isolated ? ISOLATED : 0) |
+    (r.cached ? CACHED : 0) |
+    (r.outputHash === null ? 0 : OUTPUT) |
+    (exception === null ? 0 : EXCEPTION) |
+    (isVarint(r.timeMs) ? 0 : TIME_FLOAT) |
+    (isVarint(r.memoryKb) ? 0 : MEMORY_FLOAT);
+  let at = writeNumber(r.timeMs, b, 2);
+  at = writeNumber(r.memoryKb, b, at);
+  if (r.outputHash !== null) {
+    hashBytes(r.outputHash, b, at);
+    at += HASH_BYTES;
+  }
+  if (exception !== null) exception.copy(b, at);
+  return b;
+}
+
+/** A pair row's value as the figures it was written from. */
+export function decodeFigures(value: Uint8Array): ResultFigures {
+  const b = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  const flags = b[1]!;
+  const [timeMs, afterTime] = readNumber(b, 2, (flags & TIME_FLOAT) !== 0);
+  const [memoryKb, afterMemory] = readNumber(b, afterTime, (flags & MEMORY_FLOAT) !== 0);
+  let at = afterMemory;
+  let outputHash: string | null = null;
+  if (flags & OUTPUT) {
+    outputHash = b.toString('hex', at, at + HASH_BYTES);
+    at += HASH_BYTES;
+  }
+  return {
+    verdict: verdictOfCode(String.fromCharCode(b[0]!)),
+    timeMs,
+    memoryKb,
+    outputHash,
+    exceptionType: flags & EXCEPTION ? b.toString('utf8', at) : null,
+    isolated: (flags & ISOLATED) !== 0,
+    cached: (flags & CACHED) !== 0,
+  };
+}
+
+const loadValue = (load: ModuleLoad) => Buffer.of(LOADS.indexOf(load));
+const loadOf = (value: Uint8Array): ModuleLoad => LOADS[value[0]!]!;
+
+type Nested<T> = Map<string, Map<string, T>>;
+function nestedGet<T>(map: Nested<T>, a: string, b: string): T | undefined {
+  return map.get(a)?.get(b);
+}
+function nestedSet<T>(map: Nested<T>, a: string, b: string, value: T): void {
+  const inner = map.get(a);
+  if (inner) inner.set(b, value);
+  else map.set(a, new Map([[b, value]]));
+}
+
+/**
+ * The latest recorded result of each pair and the load outcome of each program of an actor's
+ * index, held in memory as folded (`V`, read as figures by `figuresOf` only when asked for or
+ * saved) until a snapshot saves them as side rows, then read from those rows.
+ */
+export class PairRows<V> {
+  /** Scope -> program hash -> test hash -> value, folded since the last save (since the start,
+   * without one). Nested, not keyed by the parts joined: a joined key is a new string to hash per
+   * result, the hashes of the event's own strings are computed once. */
+  readonly #folded = new Map<string, Nested<V>>();
+  /** Scope -> program hash -> load outcome, changed since the last save. */
+  readonly #loads: Nested<ModuleLoad> = new Map();
+  /** Per program asked about since the last save: whether the side rows hold any result of it.
+   * Most programs asked about are a fresh sample's: this answers their pairs without a read each;
+   * dropped at every save, when the rows change. */
+  readonly #probed: Nested<boolean> = new Map();
+  /** The side rows of the latest snapshot (null: folded from the start, none saved yet). */
+  #side: SideReader | null;
+  /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
+  #replace: boolean;
+  /** After a save that kept no table (see sideSaved): what was folded since, in fold order; the
+   * maps above then keep everything. Null otherwise: the maps hold exactly what is unsaved. */
+  #unsaved: [scope: string, program: string, test: string, value: V][] | null = null;
+  #unsavedLoads: [scope: string, program: string][] | null = null;
+  readonly #figuresOf: (value: V, test: string) => ResultFigures;
+
+  constructor(side: SideReader | null, figuresOf: (value: V, test: string) => ResultFigures) {
+    this.#side = side;
+    this.#replace = side === null;
+    this.#figuresOf = figuresOf;
+  }
+
+  /** Records the latest result of a pair (a later one replaces it). */
+  record(scope: string, program: string, test: string, value: V): void {
+    let programs = this.#folded.get(scope);
+    if (!programs) this.#folded.set(scope, (programs = new Map()));
+    let tests = programs.get(program);
+    if (!tests) programs.set(program, (tests = new Map()));
+    tests.set(test, value);
+    this.#unsaved?.push([scope, program, test, value]);
+  }
+
+  /** Merges a newly reported load outcome into the program's (see mergeLoad). */
+  recordLoad(scope: string, program: string, next: ModuleLoad): void {
+    const known = this.load(scope, program);
+    const merged = mergeLoad(known, next);
+    if (merged === known) return;
+    nestedSet(this.#loads, scope, program, merged);
+    this.#unsavedLoads?.push([scope, program]);
+  }
+
+  /** The latest result recorded of a pair: folded here (newer), else the saved row. */
+  get(scope: string, program: string, test: string): ResultFigures | undefined {
+    const v = this.#folded.get(scope)?.get(program)?.get(test);
+    if (v !== undefined) return this.#figuresOf(v, test);
+    const row = this.#savedRow(scope, program, test);
+    return row === undefined ? undefined : decodeFigures(row);
+  }
+
+  has(scope: string, program: string, test: string): boolean {
+    if (this.#folded.get(scope)?.get(program)?.has(test)) return true;
+    return this.#savedRow(scope, program, test) !== undefined;
+  }
+
+  load(scope: string, program: string): ModuleLoad | undefined {
+    const folded = nestedGet(this.#loads, scope, program);
+    if (folded !== undefined || this.#side === null) return folded;
+    const row = this.#side.get(keyOf(LOAD, scope, program, null));
+    return row === undefined ? undefined : loadOf(row);
+  }
+
+  #savedRow(scope: string, program: string, test: string): Uint8Array | undefined {
+    if (this.#side === null) return undefined;
+    let any = nestedGet(this.#probed, scope, program);
+    if (any === undefined) {
+      any = this.#side.any(keyOf(PAIR, scope, program, null));
+      nestedSet(this.#probed, scope, program, any);
+    }
+    return any ? this.#side.get(keyOf(PAIR, scope, program, test)) : undefined;
+  }
+
+  /** The results and load outcomes changed since the last saved snapshot, as side rows: a row per
+   * pair (a later result of a pair replaces its row), all of them before the first save. */
+  sideRows(): SideRows {
+    const rows: [Uint8Array, Uint8Array][] = [];
+    const pair = (scope: string, program: string, test: string, v: V) => rows.push([keyOf(PAIR, scope, program, test), encodeFigures(this.#figuresOf(v, test))]);
+    const load = (scope: string, program: string) => rows.push([keyOf(LOAD, scope, program, null), loadValue(nestedGet(this.#loads, scope, program)!)]);
+    if (this.#unsaved !== null) {
+      // In fold order: a pair recorded twice since the save ends with its later result.
+      for (const [scope, program, test, v] of this.#unsaved) pair(scope, program, test, v);
+      for (const [scope, program] of this.#unsavedLoads!) load(scope, program);
+    } else {
+      this.#eachFolded(pair, load);
+    }
+    return { replace: this.#replace, rows };
+  }
+
+  /** Every result and load outcome held here. */
+  #eachFolded(pair: (scope: string, program: string, test: string, v: V) => void, load: (scope: string, program: string) => void): void {
+    for (const [scope, programs] of this.#folded) for (const [program, tests] of programs) for (const [test, v] of tests) pair(scope, program, test, v);
+    for (const [scope, programs] of this.#loads) for (const program of programs.keys()) load(scope, program);
+  }
+
+  /** Once saved, the results and load outcomes are read from `saved` when asked for, and dropped
+   * here, so memory holds what was folded since the last snapshot. Without `saved` (a caller
+   * keeping no table) they stay, and only what is folded from now on is unsaved. */
+  sideSaved(saved?: SideReader): void {
+    this.#replace = false;
+    if (saved === undefined) {
+      this.#unsaved = [];
+      this.#unsavedLoads = [];
+      return;
+    }
+    this.#unsaved = null;
+    this.#unsavedLoads = null;
+    this.#side = saved;
+    this.#probed.clear();
+    this.#folded.clear();
+    this.#loads.clear();
+  }
+
+  /** Results and load outcomes held in memory, and programs whose side rows were probed: what was
+   * folded or asked about since the last save, not the run. */
+  get heldEntries(): number {
+    let n = 0;
+    for (const programs of this.#folded.values()) for (const tests of programs.values()) n += tests.size;
+    for (const programs of this.#loads.values()) n += programs.size;
+    for (const programs of this.#probed.values()) n += programs.size;
+    return n;
+  }
+
+  /** Every recorded result and load outcome, saved or folded, in key order, as text:
+   * `p<scope>\0<program>\0<test>` with the figures as JSON, `l<scope>\0<program>` with the load
+   * outcome (tests compare indexes whole with it). */
+  recorded(): [string, string][] {
+    const rows = new Map<string, string>();
+    const pairText = (scope: string, program: string, test: string, figures: ResultFigures) => rows.set(`p${scope}\u0000${program}\u0000${test}`, JSON.stringify(figures));
+    const loadText = (scope: string, program: string, load: ModuleLoad) => rows.set(`l${scope}\u0000${program}`, load);
+    for (const [key, value] of this.#side?.all() ?? []) {
+      const k = partsOf(key);
+      if (k.kind === 'load') loadText(k.scope, k.program, loadOf(value));
+      else pairText(k.scope, k.program, k.test!, decodeFigures(value));
+    }
+    // As a save writes them: the figures a row keeps, nothing else of a folded value.
+    this.#eachFolded(
+      (scope, program, test, v) => pairText(scope, program, test, decodeFigures(encodeFigures(this.#figuresOf(v, test)))),
+      (scope, program) => loadText(scope, program, nestedGet(this.#loads, scope, program)!),
+    );
+    return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+}

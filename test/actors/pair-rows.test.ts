@@ -1,0 +1,150 @@
+/** Recorded results by pair (the mechanism the Judge's index and the Executor's cache share): what
+ * a pair answers across saves and restores, how often the side rows are probed, and the bytes a
+ * side row takes in the snapshot file. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { PairRows, decodeFigures, encodeFigures } from '../../src/actors/pair-rows.js';
+import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots.js';
+import type { ResultFigures } from '../../src/projections/recorded-verdicts.js';
+
+const h = (n: number) => n.toString(16).padStart(64, '0');
+const figures = (verdict: ResultFigures['verdict'], timeMs: number, more: Partial<ResultFigures> = {}): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false, ...more });
+const ref = (actor: string, position: number) => ({ actor, position: position as never, hash: 'a'.repeat(64), version: 'v' });
+
+let root: string;
+beforeAll(() => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-pair-rows-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** Saves the rows' unsaved part as a snapshot of `actor` would, then reads them from the table. */
+function save(table: SqliteSnapshotTable, actor: string, rows: PairRows<ResultFigures>, position: number): void {
+  table.save([{ ref: ref(actor, position), body: Buffer.from('{}'), side: rows.sideRows() }]);
+  rows.sideSaved(table.side(actor));
+}
+
+it('a result encodes and decodes to the same figures, whole numbers or not, with or without output and exception', () => {
+  const cases: ResultFigures[] = [
+    figures('accepted', 0, { memoryKb: 0 }),
+    figures('wrong_answer', 12.345, { memoryKb: 2 ** 40 + 3, outputHash: h(77), isolated: false, cached: true }),
+    figures('runtime_error', 2 ** 53 - 1, { exceptionType: 'ZeroDivisionError' }),
+    figures('runtime_error', 127, { memoryKb: 128, exceptionType: '' }),
+    figures('time_limit', 1e-9, { memoryKb: 0.5, exceptionType: 'Ünïcode', outputHash: h(1) }),
+  ];
+  for (const c of cases) expect(decodeFigures(encodeFigures(c))).toEqual(c);
+  // A hash that is not 64 hex characters has no 32-byte form: refused, never stored cut short.
+  expect(() => encodeFigures(figures('accepted', 1, { outputHash: 'abc' }))).toThrow(/not a sha256/);
+});
+
+it('a pair saved, then replaced by a later result, answers the later one, before and after a restore', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'replace.db'), 'run');
+  try {
+    const rows = new PairRows<ResultFigures>(null, (r) => r);
+    rows.record('x', h(1), h(10), figures('accepted', 1));
+    rows.record('x', h(1), h(11), figures('wrong_answer', 2));
+    rows.record('y', h(1), h(10), figures('runtime_error', 3, { exceptionType: 'KeyError' }));
+    rows.recordLoad('x', h(1), 'ran');
+    save(table, 'judge', rows, 1);
+    expect(rows.heldEntries).toBe(0);
+    // Replaced twice in the next interval: the last one is the row.
+    rows.record('x', h(1), h(10), figures('time_limit', 4));
+    rows.record('x', h(1), h(10), figures('memory_limit', 5, { outputHash: h(9) }));
+    rows.recordLoad('x', h(1), 'raised');
+    expect(rows.get('x', h(1), h(10))).toMatchObject({ verdict: 'memory_limit', timeMs: 5 });
+    save(table, 'judge', rows, 2);
+    const restored = new PairRows<ResultFigures>(table.side('judge'), (r) => r);
+    for (const r of [rows, restored]) {
+      expect(r.get('x', h(1), h(10))).toEqual(figures('memory_limit', 5, { outputHash: h(9) }));
+      expect(r.get('x', h(1), h(11))).toEqual(figures('wrong_answer', 2));
+      // Scopes are apart: the same pair in another problem keeps its own result.
+      expect(r.get('y', h(1), h(10))).toEqual(figures('runtime_error', 3, { exceptionType: 'KeyError' }));
+      expect(r.has('y', h(1), h(11))).toBe(false);
+      expect(r.load('x', h(1))).toBe('raised');
+      expect(r.load('y', h(1))).toBeUndefined();
+    }
+    // Load outcomes only get worse by rank (see mergeLoad), saved or not.
+    restored.recordLoad('x', h(1), 'ran');
+    expect(restored.load('x', h(1))).toBe('raised');
+    expect(restored.sideRows().rows).toEqual([]);
+    expect(restored.recorded()).toEqual(rows.recorded());
+  } finally {
+    table.close();
+  }
+});
+
+it('a program with no rows is probed once per snapshot interval, however many of its pairs are asked about', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'probe.db'), 'run');
+  try {
+    let probes = 0;
+    let reads = 0;
+    // The table's own reader, counting what it is asked.
+    const counted = (side: SideReader): SideReader => ({
+      get: (key) => (reads++, side.get(key)),
+      any: (prefix) => (probes++, side.any(prefix)),
+      all: () => side.all(),
+    });
+    const rows = new PairRows<ResultFigures>(null, (r) => r);
+    rows.record('', h(1), h(10), figures('accepted', 1));
+    table.save([{ ref: ref('executor', 1), body: Buffer.from('{}'), side: rows.sideRows() }]);
+    rows.sideSaved(counted(table.side('executor')));
+    // A fresh program: one probe answers all of its pairs, no point read.
+    for (let t = 0; t < 50; t++) expect(rows.get('', h(2), h(100 + t))).toBeUndefined();
+    expect([probes, reads]).toEqual([1, 0]);
+    // A program with rows: one probe, then a point read per pair asked about.
+    expect(rows.get('', h(1), h(10))).toMatchObject({ verdict: 'accepted' });
+    expect(rows.has('', h(1), h(11))).toBe(false);
+    expect([probes, reads]).toEqual([2, 2]);
+    expect(rows.heldEntries).toBe(2);
+    // Its results recorded since, then saved: the next interval probes again (the rows changed).
+    rows.record('', h(2), h(100), figures('wrong_answer', 2));
+    table.save([{ ref: ref('executor', 2), body: Buffer.from('{}'), side: rows.sideRows() }]);
+    rows.sideSaved(counted(table.side('executor')));
+    expect(rows.heldEntries).toBe(0);
+    expect(rows.get('', h(2), h(100))).toMatchObject({ verdict: 'wrong_answer' });
+    expect(rows.get('', h(2), h(101))).toBeUndefined();
+    expect(probes).toBe(3);
+  } finally {
+    table.close();
+  }
+});
+
+it('a side row takes fewer bytes than the format bounds: binary keys, no run id or actor name per row', () => {
+  const file = path.join(root, 'bytes.db');
+  const table = new SqliteSnapshotTable(file, 'bench-scale-s1-0123abcd');
+  const problem = 'problem-0001';
+  const n = 4000;
+  try {
+    const judged = new PairRows<ResultFigures>(null, (r) => r);
+    const executed = new PairRows<ResultFigures>(null, (r) => r);
+    for (let i = 0; i < n; i++) {
+      // As a sandbox reports them: times in whole ms or with decimals, memory in kB, an output blob.
+      const r = figures(i % 3 === 0 ? 'wrong_answer' : 'accepted', i % 2 === 0 ? 1000 + i : 3.25, { memoryKb: 20_000 + i, outputHash: h(7 * i + 1) });
+      const program = h(1_000_000 + (i % 64) * 7919);
+      const test = h(2_000_000 + i * 104_729);
+      judged.record(problem, program, test, r);
+      executed.record('', program, test, r);
+    }
+    table.save([
+      { ref: ref('judge', 1), body: Buffer.from('{}'), side: judged.sideRows() },
+      { ref: ref('executor', 1), body: Buffer.from('{}'), side: executed.sideRows() },
+    ]);
+  } finally {
+    table.close();
+  }
+  const db = new Database(file, { readonly: true });
+  const { rows, payload, bytes } = db.prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(payload) AS payload, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'").get() as { rows: number; payload: number; bytes: number };
+  db.close();
+  expect(rows).toBe(2 * n);
+  // The largest row of the format: key 'p' + length + scope + 2 x 32; value verdict, flags, time
+  // (3-byte varint or 8-byte float), memory (3-byte varint), output hash 32; checksum 4 bytes;
+  // actor id 1 byte; record header 7 bytes. (Text keys and JSON values with the run id and actor
+  // name took about 270 bytes of payload a row.)
+  const largest = 2 + problem.length + 64 + (2 + 8 + 3 + 32) + 4 + 1 + 7;
+  expect(largest).toBe(135);
+  expect(payload / rows).toBeLessThanOrEqual(largest);
+  // Pages: cells (a 2-byte pointer, a payload length) at least half full, interior pages a few percent.
+  expect(bytes / rows).toBeLessThanOrEqual(2.2 * (largest + 4));
+});
