@@ -19,7 +19,8 @@
  *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000] [--dir D]
  *
  * `--dir D` runs in D and keeps it: a run stopped there (a full-size run takes hours) is resumed
- * from its log by the same command, and the loop's figures then cover the resumed part only.
+ * from its log by the same command, and the loop's figures then cover the resumed part only;
+ * `--dir D --measure` takes the other figures of the run in D as it stands, without running it on.
  */
 import { mkdirSync, mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -93,6 +94,8 @@ export async function runBench(args: string[]): Promise<void> {
   const dirAt = args.indexOf('--dir');
   if (dirAt >= 0 && !args[dirAt + 1]) throw new Error('--dir needs a folder');
   const keep = dirAt >= 0 || process.env.CRUCIBLE_BENCH_KEEP === '1';
+  const measureOnly = args.includes('--measure');
+  if (measureOnly && dirAt < 0) throw new Error('--measure needs --dir: the folder of the run to measure');
   const root = dirAt >= 0 ? path.resolve(args[dirAt + 1]!) : mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-scale-'));
   mkdirSync(root, { recursive: true });
   try {
@@ -109,7 +112,7 @@ export async function runBench(args: string[]): Promise<void> {
         db.close();
       }
     })();
-    if (head > 0) console.log(`  resuming the run in ${root} after position ${head}`);
+    if (head > 0) console.log(`  ${measureOnly ? 'measuring' : 'resuming'} the run in ${root} after position ${head}`);
     const t0 = performance.now();
     const c0 = cpu();
     // The heap after each step, once collected: what the run keeps in memory as it grows.
@@ -126,7 +129,7 @@ export async function runBench(args: string[]): Promise<void> {
       const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
       console.log(`  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     };
-    const outcome = await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onStep });
+    const outcome = measureOnly ? { runId: runIdOf(config), dir: path.join(root, runIdOf(config)) } : await runExperiment({ config, cacheDir: null, snapshotEvery: flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY), sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onStep });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const logPath = path.join(outcome.dir, LOG_FILE);
@@ -171,7 +174,7 @@ export async function runBench(args: string[]): Promise<void> {
     }
     if (results === 0) throw new Error('the run recorded no execution results');
     console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
-    console.log(`  ${events} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${runSeconds.toFixed(1)} s`);
+    console.log(`  ${events} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark)${measureOnly ? '' : `; run ${runSeconds.toFixed(1)} s`}`);
     console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
     console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
     const types = [...byType].sort((a, b) => b[1].row - a[1].row);
@@ -212,13 +215,16 @@ export async function runBench(args: string[]): Promise<void> {
     db.close();
     rmSync(rawPath, { force: true });
     const here = (s: number) => Math.round(resultsHere / s).toLocaleString('en');
-    console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    if (measureOnly) console.log(`  raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    else console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
     const tReplay = performance.now();
     const cReplay = cpu();
-    const views = await ProjectionRunner.replayInto(path.join(root, 'replayed-views.db'), { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
+    const replayed = path.join(root, 'replayed-views.db');
+    for (const suffix of ['', '-wal', '-shm']) rmSync(replayed + suffix, { force: true });
+    const views = await ProjectionRunner.replayInto(replayed, { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
     const replaySeconds = (performance.now() - tReplay) / 1000;
     const replayCpu = cpu() - cReplay;
     await views.close();
