@@ -215,7 +215,8 @@ export async function runBench(args: string[]): Promise<void> {
     db.close();
     rmSync(rawPath, { force: true });
     const here = (s: number) => Math.round(resultsHere / s).toLocaleString('en');
-    if (measureOnly) console.log(`  raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    // A run already complete in --dir records nothing when run again: no loop figures then.
+    if (measureOnly || resultsHere === 0) console.log(`  raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
     else console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
 
     // Replay into every run read model, from position 0 into a fresh file.
