@@ -15,7 +15,7 @@
  *
  * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
  * events, and a (re)started actor begins from its latest usable snapshot and folds only what
- * came after it.
+ * came after it, snapshotting as it folds.
  */
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
@@ -369,9 +369,14 @@ export class ActorRuntime<Env> {
     }
   }
 
-  /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live. */
+  /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live.
+   * With snapshots on, each begun actor is snapshotted as the live run would be, every `every`
+   * positions: its side index then holds one interval of results, not the whole run's (a
+   * full-size run refolded from the start would not fit in memory otherwise). */
   async #foldInto(begun: Begun<Env>[], to: Position): Promise<void> {
     const after = begun.reduce<Position>((min, b) => (b.report.from < min ? b.report.from : min), to);
+    const every = this.#snapshots?.every ?? 0;
+    const savedAt = new Map(begun.map((b) => [b, b.report.from]));
     if (after < to) {
       const types = new Set<string>();
       for (const b of begun) for (const t of b.actor.types) types.add(t);
@@ -381,6 +386,10 @@ export class ActorRuntime<Env> {
             if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
             b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
             b.report.eventsFolded++;
+            if (every > 0 && b.actor.snapshottable && envelope.position - savedAt.get(b)! >= every) {
+              this.#save([{ actor: b.actor, snapshot: b.snapshot, index: b.index }], envelope.position);
+              savedAt.set(b, envelope.position);
+            }
           }
         }
       }
@@ -508,12 +517,18 @@ export class ActorRuntime<Env> {
 
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
   #takeSnapshots(): void {
-    const position = this.#position;
-    const taken: StoredSnapshot[] = [];
-    for (const actor of this.#actors.values()) {
-      const state = actor.snapshottable ? this.persistedStateOf(actor.def.name) : null;
-      if (state === null) continue;
-      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: state.machine as Record<string, unknown>, index: state.index };
+    const live = [...this.#actors.values()].filter((a) => a.snapshottable && a.snapshot !== null);
+    this.#save(live.map((actor) => ({ actor, snapshot: actor.snapshot!, index: actor.index })), this.#position);
+    this.#snapshotAt = this.#folded;
+  }
+
+  /** Stores the given actors' states as their snapshots at `position`, all in one transaction;
+   * each index is then told its side rows are saved (and may drop them from memory). */
+  #save(states: readonly { actor: LiveActor<Env>; snapshot: SnapshotFrom<AnyStateMachine>; index: unknown }[], position: Position): void {
+    const taken: { stored: StoredSnapshot; index: unknown }[] = [];
+    for (const { actor, snapshot, index } of states) {
+      const serialized = actor.def.index?.serialize ? actor.def.index.serialize(index) : null;
+      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: actor.def.machine.getPersistedSnapshot(snapshot) as Record<string, unknown>, index: serialized };
       let text: string;
       try {
         text = JSON.stringify(body);
@@ -526,15 +541,13 @@ export class ActorRuntime<Env> {
         continue;
       }
       const bytes = Buffer.from(text);
-      const side = actor.def.index?.sideRows?.(actor.index);
-      taken.push({ ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) });
+      const side = actor.def.index?.sideRows?.(index);
+      taken.push({ stored: { ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) }, index });
     }
-    this.#snapshots!.table.save(taken);
-    for (const t of taken) {
-      const actor = this.#actors.get(t.ref.actor)!;
-      if (t.side) actor.def.index?.sideSaved?.(actor.index, this.#snapshots!.table.side(t.ref.actor));
+    this.#snapshots!.table.save(taken.map((t) => t.stored));
+    for (const { stored, index } of taken) {
+      if (stored.side) this.#actors.get(stored.ref.actor)!.def.index?.sideSaved?.(index, this.#snapshots!.table.side(stored.ref.actor));
     }
-    this.#snapshotAt = this.#folded;
   }
 
   async #runPendingEffects(): Promise<boolean> {
