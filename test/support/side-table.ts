@@ -14,7 +14,6 @@ export function sideTable() {
     reader(): SideReader {
       return {
         get: (key) => rows.get(hex(key)),
-        any: (prefix) => [...rows.keys()].some((k) => k.startsWith(hex(prefix))),
         all: () => sorted()[Symbol.iterator](),
       };
     },
