@@ -34,6 +34,7 @@ import { parseConfig } from '../src/config/load.js';
 import type { RunConfig } from '../src/config/schema.js';
 import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment, runIdOf } from '../src/actors/run.js';
 import { flag } from './flags.js';
+import { bytesWritten } from './storage.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import type { RunEnv } from '../src/actors/env.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
@@ -115,6 +116,7 @@ export async function runBench(args: string[]): Promise<void> {
     })();
     if (head > 0) console.log(`  ${measureOnly ? 'measuring' : 'resuming'} the run in ${root} after position ${head}`);
     const t0 = performance.now();
+    const w0 = bytesWritten();
     const c0 = cpu();
     // The heap after each step, once collected: what the run keeps in memory as it grows.
     const gc = collector();
@@ -134,6 +136,7 @@ export async function runBench(args: string[]): Promise<void> {
     const outcome = measureOnly ? { runId: runIdOf(config), dir: path.join(root, runIdOf(config)) } : await runExperiment({ config, cacheDir: null, snapshotEvery, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onStep });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
+    const w1 = bytesWritten();
     const logPath = path.join(outcome.dir, LOG_FILE);
     const logBytes = fileBytes(logPath) + fileBytes(`${logPath}-wal`);
     // Snapshots (bodies and side rows) as the run left them, before the restarts below open the file.
@@ -219,7 +222,7 @@ export async function runBench(args: string[]): Promise<void> {
     const here = (s: number) => Math.round(resultsHere / s).toLocaleString('en');
     // A run already complete in --dir records nothing when run again: no loop figures then.
     if (measureOnly || resultsHere === 0) console.log(`  raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
-    else console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result)   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    else console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result${w0 === null || w1 === null ? '' : `; ${((w1 - w0) / resultsHere).toFixed(0)} bytes written to storage per result`})   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
@@ -259,6 +262,7 @@ export async function runBench(args: string[]): Promise<void> {
         onRestart: (r) => got.push(r),
       });
       const t = performance.now();
+      const w = bytesWritten();
       try {
         await runtime.start();
       } finally {
@@ -266,7 +270,8 @@ export async function runBench(args: string[]): Promise<void> {
         for (const suffix of ['', '-wal', '-shm']) rmSync(refoldFile + suffix, { force: true });
       }
       const held = (runtime.indexOf('judge') as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
-      return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0), held };
+      const after = bytesWritten();
+      return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0), held, written: w === null || after === null ? null : after - w };
     };
     const snapDb = new Database(snapPath, { readonly: true });
     const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
@@ -279,7 +284,7 @@ export async function runBench(args: string[]): Promise<void> {
     const fromSnapshot = await restart(true);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)`);
     const fromZero = await restart(false);
-    console.log(`  baseline, Judge restart from position 0 (a snapshot every ${snapshotEvery} positions as it folds): ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events; ${fromZero.held} entries held at its end)`);
+    console.log(`  baseline, Judge restart from position 0 (a snapshot every ${snapshotEvery} positions as it folds): ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events; ${fromZero.held} entries held at its end; ${fromZero.written === null ? 'storage writes not known here' : `${(fromZero.written / 1e6).toFixed(0)} MB written to storage`})`);
     table.close();
     await log.close();
   } finally {

@@ -12,7 +12,7 @@
  * A save at Code-A1's full size writes about 800,000 rows (a snapshot every 20,000 events, both
  * actors) into a table of up to 45 million.
  */
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,18 +21,9 @@ import { PairRows, encodeFigures } from '../src/actors/pair-rows.js';
 import { SqliteSnapshotTable, type SideRows } from '../src/actors/snapshots.js';
 import type { ResultFigures } from '../src/projections/recorded-verdicts.js';
 import { flag } from './flags.js';
+import { bytesWritten } from './storage.js';
 
 const TESTS_PER_PROGRAM = 64;
-
-/** Bytes this process has written to storage so far (Linux; null elsewhere). */
-function bytesWritten(): number | null {
-  try {
-    const m = /write_bytes: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'));
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
-  }
-}
 
 const hashOf = (text: string) => createHash('sha256').update(text).digest('hex');
 

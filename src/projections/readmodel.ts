@@ -475,6 +475,9 @@ export class ReadModel {
     // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
     db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : opts.synchronous === 'off' ? 'OFF' : 'NORMAL'}`);
     db.pragma('busy_timeout = 5000');
+    // A batch's multi-row statements each keep a statement journal (pages to undo should one
+    // fail half-way): in memory, not a temporary file written and fsynced at every batch.
+    db.pragma('temp_store = MEMORY');
     if (found.state === 'new') {
       db.transaction(() => {
         db.exec(`CREATE TABLE IF NOT EXISTS crucible_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
