@@ -135,12 +135,16 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
     }
     case 'MistakeBookUpdated': {
       const d = event.data as EventData<'MistakeBookUpdated'>;
-      const book = { ...(state.bookSizes[d.problemId] ?? {}) };
+      // Hundreds of changes an event, most of them removals (decay): a Map takes them in
+      // tens of nanoseconds each, an object with deleted keys in about a microsecond. The same
+      // keys in the same order come out (both keep insertion order; keys are test JSON, never
+      // array indexes).
+      const book = new Map(Object.entries(state.bookSizes[d.problemId] ?? {}));
       for (const c of d.changes) {
-        if (c.count <= 0) delete book[c.testKey];
-        else book[c.testKey] = c.count;
+        if (c.count <= 0) book.delete(c.testKey);
+        else book.set(c.testKey, c.count);
       }
-      return { ...state, bookSizes: { ...state.bookSizes, [d.problemId]: book } };
+      return { ...state, bookSizes: { ...state.bookSizes, [d.problemId]: Object.fromEntries(book) } };
     }
     case 'RoundCompleted': {
       const d = event.data as EventData<'RoundCompleted'>;
