@@ -1,9 +1,9 @@
 /**
  * What a snapshot's side rows cost to save once the table is large: the Judge's and the
  * Executor's rows (see src/actors/pair-rows.ts), one per recorded result, keyed by a program's
- * number so that a save's new results go to the end of the b-tree, against the baseline of the
- * same rows keyed by scope, program hash and test hash (the format before), whose random keys
- * spread a save over the whole table. Both in the same run, through the same snapshot table
+ * number so that a save's fresh programs' results go to the end of the b-tree, against the
+ * baseline of the same rows keyed by scope, program hash and test hash (the format before),
+ * whose random keys spread a save over the whole table. Both in the same run, through the same snapshot table
  * (WAL, synchronous FULL), one after the other: the table is first filled with `--rows`
  * thousand results saved `--save` thousand at a time, then `--saves` more saves are measured.
  *
@@ -23,24 +23,26 @@ import type { ResultFigures } from '../src/projections/recorded-verdicts.js';
 import { flag } from './flags.js';
 import { bytesWritten } from './storage.js';
 
+/** New tests of a problem in a step (8 suites of 8). */
 const TESTS_PER_PROGRAM = 64;
 
 const hashOf = (text: string) => createHash('sha256').update(text).digest('hex');
 
-/** The results of save `k`: fresh programs of 64 fresh tests in each problem, and each
- * problem's reference run on the save's new tests of that problem (as a run records them). */
+/** The results of save `k`, in Code-A1's shape: in each problem, 8 fresh programs run on the
+ * problem's 64 new tests, and so are the problem's reference and its oracle run (programs that
+ * live all run long), until `perSave` results. */
 function* resultsOf(k: number, perSave: number, problems: number): Generator<[scope: string, program: string, test: string, figures: ResultFigures]> {
-  const programs = Math.max(1, Math.floor(perSave / TESTS_PER_PROGRAM));
-  for (let p = 0; p < programs; p++) {
-    const scope = `problem-${String(p % problems).padStart(4, '0')}`;
-    const program = hashOf(`program ${k} ${p}`);
+  let n = 0;
+  for (let p = 0; n < perSave; p = (p + 1) % problems) {
+    const scope = `problem-${String(p).padStart(4, '0')}`;
+    const programs = [hashOf(`reference ${scope} a`), hashOf(`reference ${scope} b`)];
+    for (let s = 0; s < 8; s++) programs.push(hashOf(`program ${k} ${p} ${s} ${n}`));
     for (let t = 0; t < TESTS_PER_PROGRAM; t++) {
-      const test = hashOf(`test ${k} ${p} ${t}`);
-      const figures: ResultFigures = { verdict: t % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: 5 + (t % 40), memoryKb: 9000 + p, outputHash: null, exceptionType: null, isolated: true, cached: false };
-      yield [scope, program, test, figures];
-      // Each problem's reference (and its oracle run, a second program of the same kind) runs
-      // every new test: about one result in eight at Code-A1's shape goes to one of these 512.
-      if (t % 8 === 0) yield [scope, hashOf(`reference ${scope} ${t % 16 === 0 ? 'a' : 'b'}`), test, figures];
+      const test = hashOf(`test ${k} ${p} ${t} ${n}`);
+      for (const [i, program] of programs.entries()) {
+        yield [scope, program, test, { verdict: (t + i) % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: 5 + (t % 40), memoryKb: 9000 + p, outputHash: null, exceptionType: null, isolated: true, cached: false }];
+        n++;
+      }
     }
   }
 }
@@ -91,7 +93,7 @@ export async function runBench(args: string[]): Promise<void> {
   const saves = flag(args, 'saves', 3);
   const problems = flag(args, 'problems', 256);
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-side-rows-'));
-  console.log(`side rows: a table filled with ${existing.toLocaleString('en')} results, then ${saves} saves of ${perSave.toLocaleString('en')} measured (${problems} problems, ${TESTS_PER_PROGRAM} tests a program)`);
+  console.log(`side rows: a table filled with ${existing.toLocaleString('en')} results, then ${saves} saves of ${perSave.toLocaleString('en')} measured (${problems} problems; in each, 8 fresh programs and 2 long-lived ones run on ${TESTS_PER_PROGRAM} new tests a save)`);
   try {
     for (const make of [numbered, hashed]) {
       const layout = make(perSave, problems);
