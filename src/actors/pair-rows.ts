@@ -5,27 +5,19 @@
  * snapshot is held here; everything before it is read from the snapshot's side rows when asked
  * for (see SideRows), so memory holds one snapshot interval's work, not the run's.
  *
- * Rows are binary: a run writes one per result, so their bytes are most of `snapshots.db`. A
- * program gets a number the first time its rows are saved, and its rows are keyed by that number,
- * not by its hash: a snapshot's new results then go to the end of the table's b-tree, a few pages
- * written, instead of one page per row scattered over the whole table (random hash keys made
- * each snapshot rewrite most of the table's pages once it was large; see bench/side-rows.ts).
- *   number key:  'i' | scope length (1 byte) | scope (UTF-8) | program hash (32) -> the number (varint)
- *   pair key:    'q' | number (4 bytes, big-endian) | test hash (32) -> verdict letter | flags | time |
- *                memory | output hash (32, if flagged) | exception type (UTF-8, the rest, if flagged)
- *   load key:    'm' | number (4 bytes, big-endian) -> one byte, the outcome's place in LOADS
- *   next number: 'n' -> varint
+ * Rows are binary: a run writes one per result, so their bytes are most of `snapshots.db`.
+ *   pair key:  'p' | scope length (1 byte) | scope (UTF-8) | program hash (32) | test hash (32)
+ *   load key:  'l' | scope length | scope | program hash (32)
+ *   pair value: verdict letter | flags | time | memory | output hash (32, if flagged) | exception type (UTF-8, the rest, if flagged)
+ *   load value: one byte, the outcome's place in LOADS
  * Times and memory are varints when whole numbers (as the sandbox reports them), else 8-byte floats.
  */
 import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
 import { mergeLoad, type ModuleLoad, type ResultFigures } from '../projections/recorded-verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
 
-const NUMBER = 0x69; // 'i'
-const LOAD = 0x6d; // 'm'
-const NEXT = 0x6e; // 'n'
-const PAIR = 0x71; // 'q'
-const NEXT_KEY = Buffer.of(NEXT);
+const PAIR = 0x70; // 'p'
+const LOAD = 0x6c; // 'l'
 const HASH_BYTES = 32;
 const LOADS: readonly ModuleLoad[] = ['ran', 'raised', 'compile_error', 'unknown'];
 
@@ -41,25 +33,25 @@ function hashBytes(hex: string, into: Buffer, at: number): void {
   if (into.write(hex, at, 'hex') !== HASH_BYTES || hex.length !== 2 * HASH_BYTES) throw new Error(`not a sha256 hash: ${JSON.stringify(hex.slice(0, 80))}`);
 }
 
-/** The key of a program's number: scope and program hash. */
-function numberKey(scope: string, program: string): Buffer {
+function keyOf(kind: number, scope: string, program: string, test: string | null): Buffer {
   const scopeBytes = Buffer.byteLength(scope);
   if (scopeBytes > 255) throw new Error(`scope of a side row longer than 255 bytes: ${JSON.stringify(scope.slice(0, 80))}`);
-  const key = Buffer.allocUnsafe(2 + scopeBytes + HASH_BYTES);
-  key[0] = NUMBER;
+  const key = Buffer.allocUnsafe(2 + scopeBytes + HASH_BYTES * (test === null ? 1 : 2));
+  key[0] = kind;
   key[1] = scopeBytes;
   key.write(scope, 2, 'utf8');
   hashBytes(program, key, 2 + scopeBytes);
+  if (test !== null) hashBytes(test, key, 2 + scopeBytes + HASH_BYTES);
   return key;
 }
 
-/** A pair's key (with a test hash) or a program's load key (without). */
-function keyOf(program: number, test: string | null): Buffer {
-  const key = Buffer.allocUnsafe(5 + (test === null ? 0 : HASH_BYTES));
-  key[0] = test === null ? LOAD : PAIR;
-  key.writeUInt32BE(program, 1);
-  if (test !== null) hashBytes(test, key, 5);
-  return key;
+/** A key's parts, for listing rows (tests). */
+function partsOf(key: Uint8Array): { kind: 'pair' | 'load'; scope: string; program: string; test: string | null } {
+  const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+  const at = 2 + b[1]!;
+  const program = b.toString('hex', at, at + HASH_BYTES);
+  if (b[0] === LOAD) return { kind: 'load', scope: b.toString('utf8', 2, at), program, test: null };
+  return { kind: 'pair', scope: b.toString('utf8', 2, at), program, test: b.toString('hex', at + HASH_BYTES, at + 2 * HASH_BYTES) };
 }
 
 const varintBytes = (n: number): number => {
@@ -146,12 +138,6 @@ export function decodeFigures(value: Uint8Array): ResultFigures {
 }
 
 const loadValue = (load: ModuleLoad) => Buffer.of(LOADS.indexOf(load));
-const numberValue = (n: number): Buffer => {
-  const b = Buffer.allocUnsafe(varintBytes(n));
-  writeNumber(n, b, 0);
-  return b;
-};
-const numberOf = (value: Uint8Array): number => readNumber(Buffer.from(value.buffer, value.byteOffset, value.byteLength), 0, false)[0];
 const loadOf = (value: Uint8Array): ModuleLoad => LOADS[value[0]!]!;
 
 type Nested<T> = Map<string, Map<string, T>>;
@@ -176,14 +162,10 @@ export class PairRows<V> {
   readonly #folded = new Map<string, Nested<V>>();
   /** Scope -> program hash -> load outcome, changed since the last save. */
   readonly #loads: Nested<ModuleLoad> = new Map();
-  /** Per program asked about or saved since the last save: its number in the side rows, or null
-   * when it has none (no row of it saved). Most programs asked about are a fresh sample's: this
-   * answers their pairs without a read each. Dropped at every save that keeps a table. */
-  readonly #numbers: Nested<number | null> = new Map();
-  /** Numbers given since the last save, whose rows that save writes. */
-  #numbered: [scope: string, program: string, number: number][] = [];
-  /** The number the next program saved gets (read from the side rows once). */
-  #next: number | null;
+  /** Per program asked about since the last save: whether the side rows hold any result of it.
+   * Most programs asked about are a fresh sample's: this answers their pairs without a read each;
+   * dropped at every save, when the rows change. */
+  readonly #probed: Nested<boolean> = new Map();
   /** The side rows of the latest snapshot (null: folded from the start, none saved yet). */
   #side: SideReader | null;
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
@@ -197,7 +179,6 @@ export class PairRows<V> {
   constructor(side: SideReader | null, figuresOf: (value: V, test: string) => ResultFigures) {
     this.#side = side;
     this.#replace = side === null;
-    this.#next = side === null ? 0 : null;
     this.#figuresOf = figuresOf;
   }
 
@@ -236,51 +217,26 @@ export class PairRows<V> {
   load(scope: string, program: string): ModuleLoad | undefined {
     const folded = nestedGet(this.#loads, scope, program);
     if (folded !== undefined || this.#side === null) return folded;
-    const number = this.#numberOf(scope, program);
-    const row = number === null ? undefined : this.#side.get(keyOf(number, null));
+    const row = this.#side.get(keyOf(LOAD, scope, program, null));
     return row === undefined ? undefined : loadOf(row);
-  }
-
-  /** The program's number in the side rows (null: none of its rows is saved). */
-  #numberOf(scope: string, program: string): number | null {
-    let number = nestedGet(this.#numbers, scope, program);
-    if (number === undefined) {
-      const row = this.#side?.get(numberKey(scope, program));
-      number = row === undefined ? null : numberOf(row);
-      nestedSet(this.#numbers, scope, program, number);
-    }
-    return number;
   }
 
   #savedRow(scope: string, program: string, test: string): Uint8Array | undefined {
     if (this.#side === null) return undefined;
-    const number = this.#numberOf(scope, program);
-    return number === null ? undefined : this.#side.get(keyOf(number, test));
-  }
-
-  /** The program's number, given now when it has none (its row is written by this save). */
-  #numberFor(scope: string, program: string): number {
-    let number = this.#numberOf(scope, program);
-    if (number === null) {
-      if (this.#next === null) {
-        const row = this.#side?.get(NEXT_KEY);
-        this.#next = row === undefined ? 0 : numberOf(row);
-      }
-      number = this.#next++;
-      nestedSet(this.#numbers, scope, program, number);
-      this.#numbered.push([scope, program, number]);
+    let any = nestedGet(this.#probed, scope, program);
+    if (any === undefined) {
+      any = this.#side.any(keyOf(PAIR, scope, program, null));
+      nestedSet(this.#probed, scope, program, any);
     }
-    return number;
+    return any ? this.#side.get(keyOf(PAIR, scope, program, test)) : undefined;
   }
 
   /** The results and load outcomes changed since the last saved snapshot, as side rows: a row per
-   * pair (a later result of a pair replaces its row), all of them before the first save; and the
-   * numbers given to programs saved for the first time. Their pairs' keys are the table's largest,
-   * in the order given here: the table appends them. */
+   * pair (a later result of a pair replaces its row), all of them before the first save. */
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
-    const pair = (scope: string, program: string, test: string, v: V) => rows.push([keyOf(this.#numberFor(scope, program), test), encodeFigures(this.#figuresOf(v, test))]);
-    const load = (scope: string, program: string) => rows.push([keyOf(this.#numberFor(scope, program), null), loadValue(nestedGet(this.#loads, scope, program)!)]);
+    const pair = (scope: string, program: string, test: string, v: V) => rows.push([keyOf(PAIR, scope, program, test), encodeFigures(this.#figuresOf(v, test))]);
+    const load = (scope: string, program: string) => rows.push([keyOf(LOAD, scope, program, null), loadValue(nestedGet(this.#loads, scope, program)!)]);
     if (this.#unsaved !== null) {
       // In fold order: a pair recorded twice since the save ends with its later result.
       for (const [scope, program, test, v] of this.#unsaved) pair(scope, program, test, v);
@@ -288,9 +244,6 @@ export class PairRows<V> {
     } else {
       this.#eachFolded(pair, load);
     }
-    // Numbers given by an earlier call not followed by a save are written again: the same rows.
-    for (const [scope, program, number] of this.#numbered) rows.push([numberKey(scope, program), numberValue(number)]);
-    if (this.#numbered.length > 0 || this.#replace) rows.push([NEXT_KEY, numberValue(this.#next ?? 0)]);
     return { replace: this.#replace, rows };
   }
 
@@ -305,7 +258,6 @@ export class PairRows<V> {
    * keeping no table) they stay, and only what is folded from now on is unsaved. */
   sideSaved(saved?: SideReader): void {
     this.#replace = false;
-    this.#numbered = [];
     if (saved === undefined) {
       this.#unsaved = [];
       this.#unsavedLoads = [];
@@ -314,18 +266,18 @@ export class PairRows<V> {
     this.#unsaved = null;
     this.#unsavedLoads = null;
     this.#side = saved;
-    this.#numbers.clear();
+    this.#probed.clear();
     this.#folded.clear();
     this.#loads.clear();
   }
 
-  /** Results and load outcomes held in memory, and programs whose numbers were looked up: what
-   * was folded or asked about since the last save, not the run. */
+  /** Results and load outcomes held in memory, and programs whose side rows were probed: what was
+   * folded or asked about since the last save, not the run. */
   get heldEntries(): number {
     let n = 0;
     for (const programs of this.#folded.values()) for (const tests of programs.values()) n += tests.size;
     for (const programs of this.#loads.values()) n += programs.size;
-    for (const programs of this.#numbers.values()) n += programs.size;
+    for (const programs of this.#probed.values()) n += programs.size;
     return n;
   }
 
@@ -336,19 +288,10 @@ export class PairRows<V> {
     const rows = new Map<string, string>();
     const pairText = (scope: string, program: string, test: string, figures: ResultFigures) => rows.set(`p${scope}\u0000${program}\u0000${test}`, JSON.stringify(figures));
     const loadText = (scope: string, program: string, load: ModuleLoad) => rows.set(`l${scope}\u0000${program}`, load);
-    // Key order puts the numbers ('i') before the loads ('m') and pairs ('q') that name them.
-    const programs = new Map<number, [scope: string, program: string]>();
     for (const [key, value] of this.#side?.all() ?? []) {
-      const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
-      if (b[0] === NUMBER) {
-        const at = 2 + b[1]!;
-        programs.set(numberOf(value), [b.toString('utf8', 2, at), b.toString('hex', at, at + HASH_BYTES)]);
-      } else if (b[0] === LOAD || b[0] === PAIR) {
-        const named = programs.get(b.readUInt32BE(1));
-        if (named === undefined) throw new Error(`side row ${b.toString('hex').slice(0, 80)} names program ${b.readUInt32BE(1)}, which has no number row`);
-        if (b[0] === LOAD) loadText(named[0], named[1], loadOf(value));
-        else pairText(named[0], named[1], b.toString('hex', 5, 5 + HASH_BYTES), decodeFigures(value));
-      }
+      const k = partsOf(key);
+      if (k.kind === 'load') loadText(k.scope, k.program, loadOf(value));
+      else pairText(k.scope, k.program, k.test!, decodeFigures(value));
     }
     // As a save writes them: the figures a row keeps, nothing else of a folded value.
     this.#eachFolded(

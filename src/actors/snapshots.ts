@@ -15,9 +15,8 @@ import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
 
-/** Bump when the body below or the side rows change shape (2: binary side rows; 3: rows keyed by
- * a program's number, see pair-rows.ts). */
-export const SNAPSHOT_FORMAT = 3;
+/** Bump when the body below or the side rows change shape (2: binary side rows). */
+export const SNAPSHOT_FORMAT = 2;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
@@ -70,6 +69,8 @@ export interface SideRows {
 /** An actor's side rows as its latest snapshot left them. */
 export interface SideReader {
   get(key: Uint8Array): Uint8Array | undefined;
+  /** Whether any row's key starts with `prefix`. */
+  any(prefix: Uint8Array): boolean;
   /** Every row, in key order (tests, and comparing states whole). */
   all(): IterableIterator<[Uint8Array, Uint8Array]>;
 }
@@ -146,6 +147,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #actorId: Database.Statement;
   readonly #newActor: Database.Statement;
   readonly #sideGet: Database.Statement;
+  readonly #sideFirst: Database.Statement;
   readonly #sideAll: Database.Statement;
   readonly #sidePut: Database.Statement;
   readonly #sideDrop: Database.Statement;
@@ -171,6 +173,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#actorId = this.#db.prepare('SELECT id FROM side_actors WHERE run_id = ? AND actor = ?').pluck();
     this.#newActor = this.#db.prepare('INSERT INTO side_actors (run_id, actor) VALUES (?, ?)');
     this.#sideGet = this.#db.prepare('SELECT value, sum FROM side_rows WHERE actor = ? AND key = ?').raw();
+    this.#sideFirst = this.#db.prepare('SELECT key FROM side_rows WHERE actor = ? AND key >= ? ORDER BY key LIMIT 1').pluck();
     this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM side_rows WHERE actor = ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
       'INSERT INTO side_rows (actor, key, value, sum) VALUES (?, ?, ?, ?) ON CONFLICT (actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
@@ -224,12 +227,18 @@ export class SqliteSnapshotTable implements SnapshotTable {
     // Looked up at each read: rows saved after this reader was made are its actor's too.
     const id = () => this.#idOf(actor, false);
     const sideGet = this.#sideGet;
+    const sideFirst = this.#sideFirst;
     const sideAll = this.#sideAll;
     return {
       get(key) {
         const at = id();
         const row = at === undefined ? undefined : (sideGet.get(at, key) as [Uint8Array, number] | undefined);
         return row && checked(key, row[0], row[1]);
+      },
+      any(prefix) {
+        const at = id();
+        const first = at === undefined ? undefined : (sideFirst.get(at, prefix) as Buffer | undefined);
+        return first !== undefined && first.length >= prefix.length && Buffer.compare(first.subarray(0, prefix.length), prefix) === 0;
       },
       *all() {
         const at = id();

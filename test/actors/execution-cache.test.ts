@@ -64,8 +64,7 @@ it('a restored cache answers from the side rows and its own later records, and i
   }
   const newRows = after.sideRows();
   expect(newRows.replace).toBe(false);
-  // Two results, two load outcomes, and the new program's number with the next one to give.
-  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['q', 'q', 'm', 'm', 'i', 'n']);
+  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['p', 'p', 'l', 'l']);
   for (const c of [cache, after]) {
     expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
     expect(c.get(h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
