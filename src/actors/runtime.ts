@@ -376,7 +376,10 @@ export class ActorRuntime<Env> {
   async #foldInto(begun: Begun<Env>[], to: Position): Promise<void> {
     const after = begun.reduce<Position>((min, b) => (b.report.from < min ? b.report.from : min), to);
     const every = this.#snapshots?.every ?? 0;
-    const savedAt = new Map(begun.map((b) => [b, b.report.from]));
+    // Per actor: the position of its last snapshot, and the last event it folded. A snapshot that
+    // is due waits for the actor's next commit: one taken between two events of a commit would
+    // fold the commit's second `once` event again after a restore (lastOnce is not kept).
+    const saving = new Map(begun.map((b) => [b, { savedAt: b.report.from, due: false, last: null as EventEnvelope | null }]));
     if (after < to) {
       const types = new Set<string>();
       for (const b of begun) for (const t of b.actor.types) types.add(t);
@@ -384,12 +387,16 @@ export class ActorRuntime<Env> {
         for (const envelope of page) {
           for (const b of begun) {
             if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
+            const s = saving.get(b)!;
+            if (s.due && s.last && s.last.commitId !== envelope.commitId) {
+              this.#save([{ actor: b.actor, snapshot: b.snapshot, index: b.index }], s.last.position);
+              s.savedAt = s.last.position;
+              s.due = false;
+            }
             b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
             b.report.eventsFolded++;
-            if (every > 0 && b.actor.snapshottable && envelope.position - savedAt.get(b)! >= every) {
-              this.#save([{ actor: b.actor, snapshot: b.snapshot, index: b.index }], envelope.position);
-              savedAt.set(b, envelope.position);
-            }
+            s.last = envelope;
+            if (every > 0 && b.actor.snapshottable && envelope.position - s.savedAt >= every) s.due = true;
           }
         }
       }
