@@ -314,9 +314,13 @@ export class ActorRuntime<Env> {
    * index (null when it keeps none). Null when the actor is not alive. */
   persistedStateOf(name: string): { machine: unknown; index: unknown } | null {
     const actor = this.#require(name);
-    if (actor.snapshot === null) return null;
-    const index = actor.def.index?.serialize ? actor.def.index.serialize(actor.index) : null;
-    return { machine: actor.def.machine.getPersistedSnapshot(actor.snapshot), index };
+    return actor.snapshot === null ? null : this.#persisted(actor, actor.snapshot, actor.index);
+  }
+
+  /** An actor's state as a snapshot body stores it (its side rows apart). */
+  #persisted(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown): { machine: Record<string, unknown>; index: unknown } {
+    const serialized = actor.def.index?.serialize ? actor.def.index.serialize(index) : null;
+    return { machine: actor.def.machine.getPersistedSnapshot(snapshot) as Record<string, unknown>, index: serialized };
   }
 
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
@@ -534,8 +538,7 @@ export class ActorRuntime<Env> {
   #save(states: readonly { actor: LiveActor<Env>; snapshot: SnapshotFrom<AnyStateMachine>; index: unknown }[], position: Position): void {
     const taken: { stored: StoredSnapshot; index: unknown }[] = [];
     for (const { actor, snapshot, index } of states) {
-      const serialized = actor.def.index?.serialize ? actor.def.index.serialize(index) : null;
-      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, machine: actor.def.machine.getPersistedSnapshot(snapshot) as Record<string, unknown>, index: serialized };
+      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, ...this.#persisted(actor, snapshot, index) };
       let text: string;
       try {
         text = JSON.stringify(body);
