@@ -8,8 +8,10 @@ import Database from 'better-sqlite3';
 import { NewerLogFormatError, NotACrucibleLogError } from './errors.js';
 
 /** Bump when the tables change in a way older code cannot read; add a migration from the old one.
- * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read). */
-export const LOG_FORMAT_VERSION = 2;
+ * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read).
+ * 3: a commit's later rows leave out its id and a time equal to the row before's (sqlite-log.ts);
+ *    rows written before keep them, and both are read. */
+export const LOG_FORMAT_VERSION = 3;
 const LOG_KIND = 'event-log';
 const SQLITE_MAGIC = 'SQLite format 3\u0000';
 
@@ -162,8 +164,9 @@ function addChecksumColumn(db: Database.Database): void {
   }).immediate();
 }
 
-/** A format-1 file opened by this code is format 2 from now on: the blobs it puts have binary
- * keys, which format-1 code would not find. Nothing already stored changes. */
+/** A file of an older format opened by this code is of the current one from now on: the blobs
+ * it puts have binary keys (2) and a commit's later rows it appends leave out what the row
+ * before holds (3), which older code would not read. Nothing already stored changes. */
 function markFormat(db: Database.Database): void {
   const current = () => Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get());
   if (current() >= LOG_FORMAT_VERSION) return;

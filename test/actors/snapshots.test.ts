@@ -191,7 +191,7 @@ describe('actor snapshots', () => {
       expect(latest!.ref.position).toBeLessThanOrEqual(head);
       expect(latest!.ref.position).toBeGreaterThan(head - 2 * every);
       // Never between two events of one commit (a restore would fold the rest of it again).
-      const commitAt = (db: Database.Database, position: number) => db.prepare('SELECT commit_id FROM events WHERE position = ?').pluck().get(position);
+      const commitAt = (db: Database.Database, position: number) => db.prepare(`SELECT commit_id FROM commits WHERE first_position <= ? ORDER BY first_position DESC LIMIT 1`).pluck().get(position);
       const logDb = new Database(path.join(dir, 'log.db'), { readonly: true });
       expect(commitAt(logDb, latest!.ref.position)).not.toBe(commitAt(logDb, latest!.ref.position + 1));
       logDb.close();

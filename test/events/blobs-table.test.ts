@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { LOG_FORMAT_VERSION } from '../../src/events/sqlite-file.js';
 
 let dir: string;
 beforeEach(() => {
@@ -46,7 +47,7 @@ it('a new log keeps blobs without a rowid; a log with the older rowid table stil
   expect(tableSql(file)).not.toMatch(/WITHOUT ROWID/);
 });
 
-it('keys blobs by the 32 bytes of their hash; a format-1 file with hex keys still reads, lists and appends, and is marked format 2', async () => {
+it('keys blobs by the 32 bytes of their hash; a format-1 file with hex keys still reads, lists and appends, and is marked as the current format', async () => {
   const file = path.join(dir, 'log.db');
   const log = await openSqliteLog(file);
   const first = await log.blobs.put('print(1)\n');
@@ -76,7 +77,7 @@ it('keys blobs by the 32 bytes of their hash; a format-1 file with hex keys stil
     await again.close();
   }
   const after = new Database(file, { readonly: true });
-  expect(after.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe('2');
+  expect(after.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe(String(LOG_FORMAT_VERSION));
   after.close();
 });
 

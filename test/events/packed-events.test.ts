@@ -13,7 +13,7 @@ import { catalog } from '../../src/events/catalog.js';
 import { rowChecksum } from '../../src/events/commit.js';
 import { MalformedEventError } from '../../src/events/errors.js';
 import { packJson, unpackJson, type Json } from '../../src/events/packed-json.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite-log.js';
 import { dataText } from '../../src/events/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
@@ -110,7 +110,7 @@ describe('packed events in a run log', () => {
     const oldPath = path.join(root, 'old-shape.db');
     copyFileSync(logPath, oldPath);
     const db = new Database(oldPath);
-    const rows = db.prepare(`SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data FROM events WHERE type IN (${packedTypes.map(() => '?').join(',')})`).all(...packedTypes) as Record<string, string | number | Buffer | null>[];
+    const rows = db.prepare(`SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id, data FROM events e WHERE type IN (${packedTypes.map(() => '?').join(',')})`).all(...packedTypes) as Record<string, string | number | Buffer | null>[];
     expect(rows.length).toBeGreaterThan(20);
     const update = db.prepare('UPDATE events SET v = ?, data = ?, sum = ? WHERE position = ?');
     db.transaction(() => {
@@ -146,7 +146,7 @@ describe('packed events in a run log', () => {
     const badPath = path.join(root, 'bad.db');
     copyFileSync(logPath, badPath);
     const db = new Database(badPath);
-    const r = db.prepare("SELECT position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at FROM events WHERE type = 'TestsJudged' LIMIT 1").get() as Record<string, string | number | null>;
+    const r = db.prepare(`SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id FROM events e WHERE type = 'TestsJudged' LIMIT 1`).get() as Record<string, string | number | null>;
     const data = '{"round":1,"problemId":"p","tests":{"~q":[]}}';
     const stored = { id: r.id as string, type: 'TestsJudged', v: r.v as number, runId: r.run_id as string, causationId: r.causation_id as string | null, correlationId: r.correlation_id as string | null, at: r.at as string, data };
     // Even with a matching checksum (as if this code wrote it), the row is not trusted blindly.

@@ -11,7 +11,7 @@ import { makeEvent } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
 import type { SubscriptionItem } from '../../src/events/log.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite-log.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -47,7 +47,7 @@ describe('opening files', () => {
     const db = new Database(file, { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.prepare('SELECT key, value FROM crucible_meta ORDER BY key').all()).toEqual([
-      { key: 'format', value: '2' },
+      { key: 'format', value: '3' },
       { key: 'kind', value: 'event-log' },
     ]);
     db.close();
@@ -96,7 +96,7 @@ describe('opening files', () => {
     const before = digest(future);
     const newer = await openSqliteLog(future).catch((e: unknown) => e);
     expect(newer).toBeInstanceOf(NewerLogFormatError);
-    expect(newer).toMatchObject({ found: 99, supported: 2 });
+    expect(newer).toMatchObject({ found: 99, supported: 3 });
     expect(digest(future)).toBe(before);
   });
 
@@ -114,6 +114,101 @@ describe('opening files', () => {
     const again = await openSqliteLog(file);
     expect(await again.head()).toBe(1);
     await again.close();
+  });
+});
+
+describe("a commit's later rows (format 3)", () => {
+  const commitOf = (reason: string, at?: string) => makeEvent('RunFailed', 'r', { reason }, at === undefined ? {} : { at });
+  const stored = (file: string) => {
+    const db = new Database(file, { readonly: true });
+    const rows = db.prepare('SELECT position, commit_id, at FROM events ORDER BY position').all();
+    db.close();
+    return rows;
+  };
+
+  it("store their commit's id and time once, and every read gives each event its commit's", async () => {
+    const file = join(dir, 'elided.db');
+    const log = await openSqliteLog(file);
+    const t1 = '2026-01-01T00:00:00.000Z';
+    const t2 = '2026-01-01T00:00:01.000Z';
+    await log.append('a', [commitOf('a1', t1), commitOf('a2', t1), commitOf('a3', t2), commitOf('a4', t2)], { commitId: 'commit-a' });
+    await log.append('b', [makeEvent('RunCompleted', 'r', { rounds: 1 }, { at: t2 }), commitOf('b2', t2)], { commitId: 'commit-b' });
+    // Only the first row of a commit holds its id; a time is held where it changes.
+    expect(stored(file)).toEqual([
+      { position: 1, commit_id: 'commit-a', at: t1 },
+      { position: 2, commit_id: '', at: '' },
+      { position: 3, commit_id: '', at: t2 },
+      { position: 4, commit_id: '', at: '' },
+      { position: 5, commit_id: 'commit-b', at: t2 },
+      { position: 6, commit_id: '', at: '' },
+    ]);
+    const want = [
+      [1, 'commit-a', t1], [2, 'commit-a', t1], [3, 'commit-a', t2], [4, 'commit-a', t2], [5, 'commit-b', t2], [6, 'commit-b', t2],
+    ];
+    const seen = async (range?: Parameters<typeof log.read>[0], filter?: Parameters<typeof log.read>[1]) => {
+      const out: unknown[] = [];
+      for await (const e of log.read(range, filter)) out.push([e.position, e.commitId, e.at]);
+      return out;
+    };
+    expect(await seen()).toEqual(want);
+    // Reads that begin inside a commit, or skip its first rows, find what they left out.
+    expect(await seen({ after: 3 as never })).toEqual(want.slice(3));
+    expect(await seen({}, { types: ['RunFailed'] })).toEqual(want.filter(([p]) => p !== 5));
+    expect(await seen({}, { streams: ['b'] })).toEqual(want.slice(4));
+    const small = await openSqliteLog(file, { pageSize: 1 });
+    const paged: unknown[] = [];
+    for await (const e of small.read({}, { types: ['RunFailed'] })) paged.push([e.position, e.commitId, e.at]);
+    expect(paged).toEqual(want.filter(([p]) => p !== 5));
+    await small.close();
+    // For programs reading the table itself.
+    const db = new Database(file, { readonly: true });
+    expect(db.prepare(`SELECT e.position, ${RESOLVED_COMMIT_COLUMNS} FROM events e ORDER BY e.position`).raw().all()).toEqual(want);
+    db.close();
+    await log.close();
+  });
+
+  it('a log of format 2 (every row holding them) reads and appends, and is marked format 3', async () => {
+    const file = join(dir, 'format-2.db');
+    const log = await openSqliteLog(file);
+    await log.append('a', [commitOf('a1'), commitOf('a2'), commitOf('a3')], { commitId: 'commit-a' });
+    await log.close();
+    const raw = new Database(file);
+    raw.exec(`UPDATE events SET commit_id = 'commit-a', at = (SELECT at FROM events WHERE position = 1); UPDATE crucible_meta SET value = '2' WHERE key = 'format'`);
+    raw.close();
+    const again = await openSqliteLog(file);
+    await again.append('b', [commitOf('b1'), commitOf('b2')], { commitId: 'commit-b' });
+    const ids: string[] = [];
+    for await (const e of again.read({ after: 1 as never })) ids.push(`${e.position} ${e.commitId} ${(e.data as { reason: string }).reason}`);
+    expect(ids).toEqual(['2 commit-a a2', '3 commit-a a3', '4 commit-b b1', '5 commit-b b2']);
+    await again.close();
+    const db = new Database(file, { readonly: true });
+    expect(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe('3');
+    expect(db.prepare('SELECT commit_id FROM events ORDER BY position').pluck().all()).toEqual(['commit-a', 'commit-a', 'commit-a', 'commit-b', '']);
+    db.close();
+  });
+
+  it("names the position of a row whose commit's first row was edited, or that continues no commit", async () => {
+    const file = join(dir, 'edited-head.db');
+    const log = await openSqliteLog(file);
+    await log.append('a', [commitOf('a1'), commitOf('a2')], { commitId: 'commit-a' });
+    const raw = new Database(file);
+    raw.prepare("UPDATE events SET commit_id = 'commit-z' WHERE position = 1").run();
+    raw.close();
+    // The first row's checksum fails; a read that starts after it fails at the second, which
+    // takes the edited id.
+    await expect((async () => { for await (const _ of log.read()) void _; })()).rejects.toMatchObject({ position: 1 });
+    const err = await (async () => { for await (const _ of log.read({ after: 1 as never })) void _; })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MalformedEventError);
+    expect(err).toMatchObject({ position: 2 });
+    expect(String(err)).toContain('does not match its checksum');
+    const again = new Database(file);
+    again.exec("DELETE FROM events WHERE position = 1");
+    again.close();
+    const orphan = await (async () => { for await (const _ of log.read()) void _; })().catch((e: unknown) => e);
+    expect(orphan).toBeInstanceOf(MalformedEventError);
+    expect(orphan).toMatchObject({ position: 2 });
+    expect(String(orphan)).toContain('no row before it starts one');
+    await log.close();
   });
 });
 
