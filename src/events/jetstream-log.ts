@@ -66,6 +66,7 @@ import {
   type SubscriptionItem,
 } from './log.js';
 import { eventPosition, firstSeqAfter, headPosition, seqOf } from './positions.js';
+import { watchForStall, type StallWatch } from './stall-watch.js';
 import type { EventCodec } from './registry.js';
 import { JetStreamWorkQueue } from './jetstream-queue.js';
 import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
@@ -73,6 +74,7 @@ import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './
 /** Bump when the message layout changes in a way older code cannot read. */
 export const JETSTREAM_LOG_FORMAT = 1;
 const DESCRIPTION = /^crucible event log, format (\d+)$/;
+const DEFAULT_STALL_MS = 5000;
 /** Reads of at most this many messages use direct gets instead of an ordered consumer. */
 const DIRECT_READ = 32;
 /** Direct gets in flight at once. */
@@ -101,6 +103,9 @@ export interface JetStreamLogOptions {
   credentials?: NatsCredentials;
   /** Liveness of the connection (see connectNats). */
   ping?: PingOptions;
+  /** How long a reader waits for its ordered consumer's next message, while the stream holds
+   * one, before it replaces the consumer (stall-watch.ts). Default 5000. */
+  stallMs?: number;
 }
 
 /**
@@ -272,6 +277,18 @@ export class JetStreamEventLog implements EventLog {
 
   get retryForMs(): number {
     return this.#retryForMs;
+  }
+
+  /** Ordered consumers of this handle's reads and subscriptions given up as stalled. */
+  stalls = 0;
+
+  /** A stall watch for a reader whose next message would be `next()` (stall-watch.ts). */
+  watchForStall(next: () => number, giveUp: () => void): StallWatch {
+    return watchForStall(
+      this.#opts.stallMs ?? DEFAULT_STALL_MS,
+      async () => (await this.jsm.streams.info(this.streamName)).state.last_seq >= next(),
+      giveUp,
+    );
   }
 
   get connection(): NatsConnection {
@@ -532,10 +549,13 @@ export class JetStreamEventLog implements EventLog {
       return;
     }
     left = limit.left;
+    let next = startSeq;
+    const consumer = messages;
+    const watch = this.watchForStall(() => next, () => consumer.stop());
     try {
       let page: EventEnvelope[] = [];
-      let next = startSeq;
       for await (const m of messages) {
+        watch.busy();
         if (this.#closed) throw new LogClosedError();
         // An ordered consumer delivers every stored message in order: a gap is a deleted one.
         if (m.seq !== next) throw new MissingLogMessageError(this.streamName, next, lastSeq);
@@ -549,10 +569,18 @@ export class JetStreamEventLog implements EventLog {
           yield page;
           page = [];
         }
+        watch.waiting();
       }
       if (page.length) yield page;
     } finally {
+      watch.stop();
       messages.stop();
+    }
+    // A stalled consumer: the rest by direct gets, which only need the stream's leader.
+    if (watch.stalled && left > 0 && next <= lastSeq) {
+      this.stalls++;
+      limit.left = left;
+      yield* this.#directPages(next, lastSeq, args.filter, after, to, limit);
     }
   }
 
@@ -607,24 +635,41 @@ class JetStreamSubscription implements Subscription {
   async *#run(): AsyncGenerator<SubscriptionItem> {
     try {
       const info = await withRetry(this.log.retryForMs, () => this.log.jsm.streams.info(this.log.streamName));
-      const startSeq = firstSeqAfter(this.after);
+      let next = firstSeqAfter(this.after);
       const lastSeq = info.state.last_seq;
       if (this.#closed) return;
-      if (lastSeq < startSeq) {
+      if (lastSeq < next) {
         const head = headPosition(lastSeq);
         yield { kind: 'caught-up', position: head > this.after ? head : this.after };
       }
-      if (this.#closed) return;
-      this.#messages = await this.log.orderedMessages(startSeq);
-      if (this.#closed) return;
-      for await (const m of this.#messages) {
-        for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), this.filter, this.after)) {
-          if (this.#closed) return;
-          yield { kind: 'event', event };
+      // A consumer that stalls is given up and another started after the last message seen.
+      for (;;) {
+        if (this.#closed) return;
+        const messages = await this.log.orderedMessages(next);
+        this.#messages = messages;
+        if (this.#closed) return;
+        const from = next;
+        const watch = this.log.watchForStall(() => next, () => messages.stop());
+        try {
+          for await (const m of messages) {
+            watch.busy();
+            // A replaced consumer starts where the last one stopped: nothing is delivered twice.
+            if (m.seq < from) continue;
+            for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), this.filter, this.after)) {
+              if (this.#closed) return;
+              yield { kind: 'event', event };
+            }
+            next = m.seq + 1;
+            if (this.#closed) return;
+            if (m.info.pending === 0) yield { kind: 'caught-up', position: headPosition(m.seq) };
+            if (this.#closed) return;
+            watch.waiting();
+          }
+        } finally {
+          watch.stop();
         }
-        if (this.#closed) return;
-        if (m.info.pending === 0) yield { kind: 'caught-up', position: headPosition(m.seq) };
-        if (this.#closed) return;
+        if (!watch.stalled) return;
+        this.log.stalls++;
       }
     } finally {
       this.#messages?.stop();

@@ -58,6 +58,38 @@ describe('jetstream log', () => {
     }
   });
 
+  it('a subscription whose consumer is lost on the server goes on with a new one: nothing missed, nothing twice', async () => {
+    // nats.js alone recreates it only after two missed heartbeats (about 30 s at its defaults);
+    // a run's supervisor once waited past its timeout this way (stall-watch.ts).
+    const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), stallMs: 300 });
+    const sub = log.subscribe();
+    try {
+      const seen: string[] = [];
+      const iter = sub[Symbol.asyncIterator]();
+      const until = async (n: number, ms: number) => {
+        const deadline = Date.now() + ms;
+        while (seen.length < n) {
+          const left = deadline - Date.now();
+          if (left <= 0) return false;
+          const item = await Promise.race([iter.next(), new Promise<null>((r) => setTimeout(() => r(null), left))]);
+          if (item === null) return false;
+          if (!item.done && item.value.kind === 'event') seen.push((item.value.event.data as { reason: string }).reason);
+        }
+        return true;
+      };
+      for (let i = 0; i < 3; i++) await log.append('s', [ev(`e${i}`)], { commitId: `c${i}` });
+      expect(await until(3, 10_000)).toBe(true);
+      for (const c of await log.jsm.consumers.list(log.streamName).next()) await log.jsm.consumers.delete(log.streamName, c.name);
+      for (let i = 3; i < 6; i++) await log.append('s', [ev(`e${i}`)], { commitId: `c${i}` });
+      expect(await until(6, 10_000)).toBe(true);
+      expect(seen).toEqual(['e0', 'e1', 'e2', 'e3', 'e4', 'e5']);
+      expect(log.stalls).toBeGreaterThanOrEqual(1);
+    } finally {
+      await sub.close();
+      await log.close();
+    }
+  });
+
   it('forgets a commit id after its configured dedup window: within it a retry is a duplicate', async () => {
     const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), dedupWindowMs: 1000 });
     try {
