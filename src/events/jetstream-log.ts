@@ -654,7 +654,10 @@ class JetStreamSubscription implements Subscription {
           for await (const m of messages) {
             watch.busy();
             // A replaced consumer starts where the last one stopped: nothing is delivered twice.
-            if (m.seq < from) continue;
+            if (m.seq < from) {
+              watch.waiting();
+              continue;
+            }
             for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), this.filter, this.after)) {
               if (this.#closed) return;
               yield { kind: 'event', event };

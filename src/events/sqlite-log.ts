@@ -7,7 +7,7 @@
  * A commit's events share its id and (nearly always) its time: only its first row stores them
  * (format 3). A later row of the commit stores '' in `commit_id`, and in `at` when its time is
  * the previous row's; a reader takes them from the row before it (values no event can have:
- * both are non-empty). About 4 bytes per execution result in a run of Code-A1's shape.
+ * both are non-empty). About 5 bytes per execution result in a run of Code-A1's shape.
  */
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
