@@ -10,7 +10,7 @@ import { createServer, connect as tcpConnect } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { connect } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { StorageType, jetstreamManager } from '@nats-io/jetstream';
 import { NatsServerError } from './nats-server-error.js';
 import { accountsConfig, ensureCredentials, type NatsCredentials } from './nats-auth.js';
 import { credentialOptions } from './nats-connect.js';
@@ -199,13 +199,20 @@ function startServer(binary: string, configFile: string, logFile: string, launch
   return child.pid;
 }
 
-/** Waits until JetStream answers (a cluster first elects its meta leader, a few seconds). */
+/** Waits until JetStream answers (a cluster first elects its meta leader, a few seconds) and, on
+ * a cluster, until it places a stream on every server: the meta leader answers before it knows
+ * all its peers, and a log's R3 stream made then is refused ("no suitable peers for placement"). */
 async function waitForJetStream(urls: string[], deadline: number, admin: NatsCredentials | undefined): Promise<void> {
   const nc = await connect({ servers: urls, timeout: 5000, ...credentialOptions(admin) });
+  const probe = `CRUCIBLE_READY_${randomBytes(6).toString('hex')}`;
   try {
     for (;;) {
       try {
-        await jetstreamManager(nc, { timeout: 1000 });
+        const jsm = await jetstreamManager(nc, { timeout: 1000 });
+        if (urls.length > 1) {
+          await jsm.streams.add({ name: probe, subjects: [`crucible.ready.${probe}`], storage: StorageType.Memory, num_replicas: urls.length });
+          await jsm.streams.delete(probe);
+        }
         return;
       } catch (err) {
         if (Date.now() > deadline) throw new NatsServerError(`JetStream did not become ready: ${(err as Error).message}`);
