@@ -187,6 +187,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   // body holds the requests in flight. 7: a side row per pair, read by point lookups. 8: binary
   // side rows (see pair-rows.ts).
   snapshotVersion: 8,
+  // No request in flight: the body holds no tests to run.
+  atRest: (snapshot) => snapshot.context.requests.length === 0,
   index: {
     create: () => new ExecutionCache(),
     observe: (cache, envelope) => cache.observe(envelope),

@@ -453,6 +453,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // row per record, not per pair. 9: a side row per pair, read by point lookups. 10: binary side
   // rows (see pair-rows.ts).
   snapshotVersion: 10,
+  // Between steps: no problem open, so the body holds the Mistake Books, not a step's suites.
+  atRest: (snapshot) => Object.keys(snapshot.context.open).length === 0,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

@@ -14,8 +14,9 @@
  * append that throws is retried and each failure recorded (see effect-failures.ts).
  *
  * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
- * events, and a (re)started actor begins from its latest usable snapshot and folds only what
- * came after it, snapshotting as it folds.
+ * events (at the next moment its actors are at rest, within N more), and a (re)started actor
+ * begins from its latest usable snapshot and folds only what came after it, snapshotting as it
+ * folds.
  */
 import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
@@ -78,6 +79,12 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
    * first of each commit and skips the rest, which would change nothing; the side index still
    * observes every one. */
   readonly foldOncePerCommit?: readonly string[];
+  /** Whether its state holds no work in flight (the Judge between steps: no problem open), so
+   * that a snapshot now stores the run's history, not a step's work (a Code-A1 step's open
+   * problems are most of the Judge's state). A snapshot that is due waits for a moment when every
+   * actor that has this is at rest, for at most as many events again (see SnapshotOptions).
+   * Absent: always at rest. */
+  atRest?(snapshot: SnapshotFrom<M>): boolean;
   /** The event recording one failed try of an effect, when the actor has one of its own (the
    * Learner's TrainingStepFailed); null or absent: the generic EffectFailed. */
   failureEvent?(effect: E, failure: EffectFailure, env: Env): NewEvent | null;
@@ -138,6 +145,8 @@ function shapeOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>):
   return out;
 }
 
+const atRest = <Env>(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>): boolean => actor.def.atRest?.(snapshot) ?? true;
+
 function inertScope(machine: AnyStateMachine): AnyActorScope {
   const self = createActor(machine);
   return {
@@ -161,8 +170,9 @@ export interface RuntimeView {
 
 export interface SnapshotOptions {
   table: SnapshotTable;
-  /** Take a snapshot of every live actor after this many events folded since the last one;
-   * 0: take none (existing ones are still used). */
+  /** Take a snapshot of every live actor after this many events folded since the last one, at
+   * the first moment after that when its actors are at rest (see ActorDefinition.atRest), or
+   * once twice as many are folded if none comes; 0: take none (existing ones are still used). */
   every: number;
   /** The code's version, part of every snapshot's version. */
   codeVersion: string;
@@ -392,7 +402,8 @@ export class ActorRuntime<Env> {
           for (const b of begun) {
             if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
             const s = saving.get(b)!;
-            if (s.due && s.last && s.last.commitId !== envelope.commitId) {
+            // Due and at rest (as the live run would wait), or due long enough.
+            if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.snapshot) || s.last.position - s.savedAt >= 2 * every)) {
               this.#save([{ actor: b.actor, snapshot: b.snapshot, index: b.index }], s.last.position);
               s.savedAt = s.last.position;
               s.due = false;
@@ -419,7 +430,7 @@ export class ActorRuntime<Env> {
   async run(hooks: RuntimeHooks = {}): Promise<boolean> {
     for (;;) {
       const folded = await this.#foldNewEvents();
-      if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) this.#takeSnapshots();
+      if (this.#snapshotDue()) this.#takeSnapshots();
       const ran = await this.#runPendingEffects();
       await hooks.onStep?.(this.#position);
       if (hooks.shouldStop?.()) return false;
@@ -434,7 +445,7 @@ export class ActorRuntime<Env> {
    * there were any. */
   async foldNew(): Promise<boolean> {
     const folded = await this.#foldNewEvents();
-    if (this.#snapshots && this.#snapshots.every > 0 && this.#folded - this.#snapshotAt >= this.#snapshots.every) this.#takeSnapshots();
+    if (this.#snapshotDue()) this.#takeSnapshots();
     return folded;
   }
 
@@ -525,6 +536,16 @@ export class ActorRuntime<Env> {
 
   /** Snapshots not taken because the actor's state was too large to serialize. */
   readonly snapshotsSkipped: { actor: string; position: Position }[] = [];
+
+  /** Whether the live actors' snapshots are to be taken now (see SnapshotOptions.every). */
+  #snapshotDue(): boolean {
+    const every = this.#snapshots?.every ?? 0;
+    const since = this.#folded - this.#snapshotAt;
+    if (every <= 0 || since < every) return false;
+    if (since >= 2 * every) return true;
+    for (const actor of this.#actors.values()) if (actor.snapshottable && actor.snapshot !== null && !atRest(actor, actor.snapshot)) return false;
+    return true;
+  }
 
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
   #takeSnapshots(): void {
