@@ -129,6 +129,11 @@ export class ExecutionCache {
   get(programHash: string, testHash: string): ResultFigures | undefined {
     return this.#results.get(ANY, programHash, testHash);
   }
+  /** Reads the results of these pairs in one batch, for the `get` calls that follow (see
+   * PairRows.prefetch). */
+  prefetch(pairs: readonly { programHash: string; testHash: string }[]): void {
+    this.#results.prefetch(ANY, pairs);
+  }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
     return this.#results.load(ANY, programHash) ?? 'unknown';
@@ -221,6 +226,7 @@ export async function executePrograms(request: Request, env: RunEnv, cache: Exec
   const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
   const byProgram = new Map<string, number[]>();
   const toRun = new Map<string, number[]>();
+  cache.prefetch(only ? pairs.filter((p) => only.has(p.programHash)) : pairs);
   pairs.forEach((pair, i) => {
     if (only && !only.has(pair.programHash)) return;
     const all = byProgram.get(pair.programHash) ?? [];

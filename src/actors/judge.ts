@@ -374,6 +374,12 @@ export class VerdictIndex {
     return this.#recordedPairs.recorded();
   }
 
+  /** Reads the recorded verdicts of these pairs in one batch, for the `has` and `get` that follow
+   * (see PairRows.prefetch). */
+  prefetch(problemId: string, pairs: readonly Pair[]): void {
+    this.#recordedPairs.prefetch(problemId, pairs);
+  }
+
   /** Whether the pair has a recorded verdict in this problem. */
   has(problemId: string, programHash: string, testHash: string): boolean {
     return this.#recordedPairs.has(problemId, programHash, testHash);
@@ -419,6 +425,7 @@ export class VerdictIndex {
 export function splitReused(problemId: string, pairs: readonly Pair[], verdicts: VerdictIndex, planned: Set<string>): { pairs: Pair[]; reused: Pair[] } {
   const fresh: Pair[] = [];
   const reused: Pair[] = [];
+  verdicts.prefetch(problemId, pairs);
   for (const p of pairs) {
     const k = pairKey(problemId, p.programHash, p.testHash);
     if (planned.has(k) || verdicts.has(problemId, p.programHash, p.testHash)) reused.push(p);

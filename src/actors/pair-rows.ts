@@ -166,6 +166,9 @@ export class PairRows<V> {
    * Most programs asked about are a fresh sample's: this answers their pairs without a read each;
    * dropped at every save, when the rows change. */
   readonly #probed: Nested<boolean> = new Map();
+  /** The saved rows of the pairs of the latest `prefetch` (null: none saved), by scope, program
+   * and test: one batch, replaced by the next. */
+  #fetched = new Map<string, Nested<Uint8Array | null>>();
   /** The side rows of the latest snapshot (null: folded from the start, none saved yet). */
   #side: SideReader | null;
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
@@ -221,14 +224,44 @@ export class PairRows<V> {
     return row === undefined ? undefined : loadOf(row);
   }
 
-  #savedRow(scope: string, program: string, test: string): Uint8Array | undefined {
-    if (this.#side === null) return undefined;
+  /** Whether the saved rows hold any result of the program (probed once per save). */
+  #anySaved(side: SideReader, scope: string, program: string): boolean {
     let any = nestedGet(this.#probed, scope, program);
     if (any === undefined) {
-      any = this.#side.any(keyOf(PAIR, scope, program, null));
+      any = side.any(keyOf(PAIR, scope, program, null));
       nestedSet(this.#probed, scope, program, any);
     }
-    return any ? this.#side.get(keyOf(PAIR, scope, program, test)) : undefined;
+    return any;
+  }
+
+  #savedRow(scope: string, program: string, test: string): Uint8Array | undefined {
+    if (this.#side === null || !this.#anySaved(this.#side, scope, program)) return undefined;
+    const fetched = this.#fetched.get(scope)?.get(program)?.get(test);
+    if (fetched !== undefined) return fetched ?? undefined;
+    return this.#side.get(keyOf(PAIR, scope, program, test));
+  }
+
+  /** Reads the saved rows of the pairs about to be asked about in one batch (a plan's or a
+   * request's: hundreds of pairs of programs with history, such as the reference and the
+   * known-incorrect programs on newly sampled tests), instead of a point read each. Answers are
+   * the same with or without it. */
+  prefetch(scope: string, pairs: readonly { programHash: string; testHash: string }[]): void {
+    this.#fetched = new Map();
+    const side = this.#side;
+    if (side === null) return;
+    const asked: [program: string, test: string][] = [];
+    const keys: Buffer[] = [];
+    const folded = this.#folded.get(scope);
+    for (const { programHash: program, testHash: test } of pairs) {
+      if (folded?.get(program)?.has(test) || !this.#anySaved(side, scope, program)) continue;
+      asked.push([program, test]);
+      keys.push(keyOf(PAIR, scope, program, test));
+    }
+    if (keys.length === 0) return;
+    const values = side.getMany(keys);
+    const byProgram: Nested<Uint8Array | null> = new Map();
+    asked.forEach(([program, test], i) => nestedSet(byProgram, program, test, values[i] ?? null));
+    this.#fetched.set(scope, byProgram);
   }
 
   /** The results and load outcomes changed since the last saved snapshot, as side rows: a row per
@@ -267,6 +300,7 @@ export class PairRows<V> {
     this.#unsavedLoads = null;
     this.#side = saved;
     this.#probed.clear();
+    this.#fetched = new Map();
     this.#folded.clear();
     this.#loads.clear();
   }

@@ -69,6 +69,8 @@ export interface SideRows {
 /** An actor's side rows as its latest snapshot left them. */
 export interface SideReader {
   get(key: Uint8Array): Uint8Array | undefined;
+  /** `get` of each key, in one read where the store can (a plan asks about hundreds of pairs). */
+  getMany(keys: readonly Uint8Array[]): (Uint8Array | undefined)[];
   /** Whether any row's key starts with `prefix`. */
   any(prefix: Uint8Array): boolean;
   /** Every row, in key order (tests, and comparing states whole). */
@@ -116,6 +118,9 @@ export class SideRowCorruptError extends Error {
 /** A row's checksum, as a signed 32-bit integer (4 bytes in SQLite, unsigned would take 6). */
 const sideSum = (key: Uint8Array, value: Uint8Array): number => crc32(value, crc32(key)) | 0;
 
+/** Keys per statement of SideReader.getMany: a call costs about as much as several index seeks. */
+const MANY = 64;
+
 /** A version string for an actor's snapshots: the snapshot format, the code's version, the
  * actor's own snapshot version, and the shape of its machine (state ids, event types). */
 export function snapshotVersion(codeVersion: string, actorVersion: number, shape: readonly string[]): string {
@@ -147,6 +152,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #actorId: Database.Statement;
   readonly #newActor: Database.Statement;
   readonly #sideGet: Database.Statement;
+  readonly #sideGetMany: Database.Statement;
   readonly #sideFirst: Database.Statement;
   readonly #sideAll: Database.Statement;
   readonly #sidePut: Database.Statement;
@@ -173,6 +179,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#actorId = this.#db.prepare('SELECT id FROM side_actors WHERE run_id = ? AND actor = ?').pluck();
     this.#newActor = this.#db.prepare('INSERT INTO side_actors (run_id, actor) VALUES (?, ?)');
     this.#sideGet = this.#db.prepare('SELECT value, sum FROM side_rows WHERE actor = ? AND key = ?').raw();
+    this.#sideGetMany = this.#db.prepare(`SELECT key, value, sum FROM side_rows WHERE actor = ? AND key IN (${Array(MANY).fill('?').join(', ')})`).raw();
     this.#sideFirst = this.#db.prepare('SELECT key FROM side_rows WHERE actor = ? AND key >= ? ORDER BY key LIMIT 1').pluck();
     this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM side_rows WHERE actor = ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
@@ -227,6 +234,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
     // Looked up at each read: rows saved after this reader was made are its actor's too.
     const id = () => this.#idOf(actor, false);
     const sideGet = this.#sideGet;
+    const sideGetMany = this.#sideGetMany;
     const sideFirst = this.#sideFirst;
     const sideAll = this.#sideAll;
     return {
@@ -234,6 +242,22 @@ export class SqliteSnapshotTable implements SnapshotTable {
         const at = id();
         const row = at === undefined ? undefined : (sideGet.get(at, key) as [Uint8Array, number] | undefined);
         return row && checked(key, row[0], row[1]);
+      },
+      getMany(keys) {
+        const at = id();
+        const out = new Array<Uint8Array | undefined>(keys.length);
+        if (at === undefined) return out;
+        const found = new Map<string, Uint8Array>();
+        for (let i = 0; i < keys.length; i += MANY) {
+          const chunk = keys.slice(i, i + MANY);
+          // The last chunk padded with its first key: one statement for every size.
+          while (chunk.length < MANY) chunk.push(chunk[0]!);
+          for (const [key, value, sum] of sideGetMany.all(at, ...chunk) as [Buffer, Uint8Array, number][]) found.set(key.toString('latin1'), checked(key, value, sum));
+        }
+        keys.forEach((key, i) => {
+          out[i] = found.get(Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));
+        });
+        return out;
       },
       any(prefix) {
         const at = id();

@@ -83,6 +83,7 @@ it('a program with no rows is probed once per snapshot interval, however many of
     // The table's own reader, counting what it is asked.
     const counted = (side: SideReader): SideReader => ({
       get: (key) => (reads++, side.get(key)),
+      getMany: (keys) => ((reads += keys.length), side.getMany(keys)),
       any: (prefix) => (probes++, side.any(prefix)),
       all: () => side.all(),
     });
@@ -106,6 +107,50 @@ it('a program with no rows is probed once per snapshot interval, however many of
     expect(rows.get('', h(2), h(100))).toMatchObject({ verdict: 'wrong_answer' });
     expect(rows.get('', h(2), h(101))).toBeUndefined();
     expect(probes).toBe(3);
+  } finally {
+    table.close();
+  }
+});
+
+it('the pairs of a plan, prefetched, are read in one batch and answer as point reads do', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'prefetch.db'), 'run');
+  try {
+    let gets = 0;
+    let batches = 0;
+    const counted = (side: SideReader): SideReader => ({
+      get: (key) => (gets++, side.get(key)),
+      getMany: (keys) => (batches++, side.getMany(keys)),
+      any: (prefix) => side.any(prefix),
+      all: () => side.all(),
+    });
+    // A reference (h(1)) and a known-incorrect program (h(2)) with history, a fresh program (h(3)).
+    const rows = new PairRows<ResultFigures>(null, (r) => r);
+    for (let t = 0; t < 100; t++) rows.record('problem', h(1), h(t), figures('accepted', t));
+    rows.record('problem', h(2), h(5), figures('wrong_answer', 5));
+    save(table, 'judge', rows, 1);
+    rows.sideSaved(counted(table.side('judge')));
+    // Folded since the save: answered from memory, not asked of the rows.
+    rows.record('problem', h(2), h(6), figures('runtime_error', 6, { exceptionType: 'KeyError' }));
+    const plan = [1, 2, 3].flatMap((p) => Array.from({ length: 200 }, (_, t) => ({ programHash: h(p), testHash: h(t) })));
+    const answers = (r: PairRows<ResultFigures>) => plan.map((p) => [r.has('problem', p.programHash, p.testHash), r.get('problem', p.programHash, p.testHash) ?? null]);
+    rows.prefetch('problem', plan);
+    expect(batches).toBe(1);
+    const batched = answers(rows);
+    // Every answer from the batch or memory: no point read.
+    expect(gets).toBe(0);
+    const pointRead = new PairRows<ResultFigures>(table.side('judge'), (r) => r);
+    pointRead.record('problem', h(2), h(6), figures('runtime_error', 6, { exceptionType: 'KeyError' }));
+    expect(batched).toEqual(answers(pointRead));
+    expect(batched.filter(([has]) => has)).toHaveLength(102);
+    // The next prefetch replaces the batch: pairs outside it are read one by one again.
+    rows.prefetch('problem', [{ programHash: h(1), testHash: h(0) }]);
+    expect(rows.get('problem', h(1), h(1))).toMatchObject({ timeMs: 1 });
+    expect(gets).toBe(1);
+    // A save drops the batch: a pair saved since answers from the new rows.
+    rows.prefetch('problem', [{ programHash: h(2), testHash: h(7) }]);
+    rows.record('problem', h(2), h(7), figures('accepted', 7));
+    save(table, 'judge', rows, 2);
+    expect(rows.get('problem', h(2), h(7))).toMatchObject({ verdict: 'accepted', timeMs: 7 });
   } finally {
     table.close();
   }

@@ -315,6 +315,12 @@ describe('actor snapshots', () => {
       expect(text(table.side('judge').all())).toEqual([['x', '1'], ['y', '3'], ['z', '4']]);
       expect(Buffer.from(table.side('judge').get(Buffer.from('y'))!).toString()).toBe('3');
       expect(table.side('executor').get(Buffer.from('y'))).toBeUndefined();
+      // Many keys at once (more than one statement's worth, repeated and missing ones among
+      // them): what `get` answers for each, in order.
+      const many = [...Array.from({ length: 150 }, (_, i) => Buffer.from(['x', 'y', 'q', 'z'][i % 4]!)), Buffer.from('y')];
+      expect(table.side('judge').getMany(many).map((v) => (v === undefined ? null : Buffer.from(v).toString()))).toEqual(many.map((k) => ({ x: '1', y: '3', z: '4' })[k.toString()] ?? null));
+      expect(table.side('judge').getMany([])).toEqual([]);
+      expect(table.side('executor').getMany([Buffer.from('x')])).toEqual([undefined]);
       // A probe for any row under a prefix.
       expect(table.side('judge').any(Buffer.from('y'))).toBe(true);
       expect(table.side('judge').any(Buffer.from('yy'))).toBe(false);
@@ -330,6 +336,7 @@ describe('actor snapshots', () => {
       db.prepare("UPDATE side_rows SET value = X'36' WHERE actor = (SELECT id FROM side_actors WHERE run_id = 'run-a' AND actor = 'judge') AND key = X'77'").run();
       db.close();
       expect(() => table.side('judge').get(Buffer.from('w'))).toThrow(SideRowCorruptError);
+      expect(() => table.side('judge').getMany([Buffer.from('v'), Buffer.from('w')])).toThrow(SideRowCorruptError);
       expect(() => [...table.side('judge').all()]).toThrow(/side row 77 of actor judge's snapshot is corrupt/);
     } finally {
       table.close();

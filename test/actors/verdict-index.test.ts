@@ -1,7 +1,7 @@
 /** The Judge's index of recorded verdicts: once a snapshot saved its side rows, it keeps in memory
  * only what it folded since, and answers every earlier pair from the rows. */
 import { expect, it } from 'vitest';
-import { VerdictIndex } from '../../src/actors/judge.js';
+import { VerdictIndex, splitReused } from '../../src/actors/judge.js';
 import { requestBody } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { sideTable } from '../support/side-table.js';
@@ -101,4 +101,29 @@ it("keeps memory bounded while a problem's reference is asked about every new te
   expect(answers).toEqual(reuse(kept));
   expect(saved.has('x', ref, testOf(steps + 1, 0))).toBe(false);
   expect(saved.has('y', ref, testOf(1, 0))).toBe(false);
+});
+
+it('splits a plan on one batched read of the rows, not a point read per pair', () => {
+  const index = new VerdictIndex();
+  const table = sideTable();
+  const ref = h(42);
+  foldRound(index, 1);
+  const oracle = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${t}`, testHash: h(9_000 + t) }));
+  index.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: '1/x/oracle', purpose: 'oracle', ...requestBody(oracle) }));
+  index.observe(event('ProgramExecuted', compactResults('1/x/oracle', ref, oracle.map((_, i) => i), oracle.map((_, t) => figures('accepted', t)), 'ran')));
+  table.save(index.sideRows());
+  let gets = 0;
+  let batches = 0;
+  const reader = table.reader();
+  index.sideSaved({ ...reader, get: (key) => (gets++, reader.get(key)), getMany: (keys) => (batches++, reader.getMany(keys)) });
+  // The reference on 4 tests it ran and 60 new ones, a fresh program on 8, an old program on its 8.
+  const plan = [
+    ...Array.from({ length: 64 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `k${t}`, testHash: h(t < 4 ? 9_000 + t : 8_000 + t) })),
+    ...Array.from({ length: 8 }, (_, t) => ({ programId: 'new', programHash: h(7), testId: `n${t}`, testHash: h(8_000 + t) })),
+    ...Array.from({ length: 8 }, (_, t) => ({ programId: 'p1', programHash: h(101), testId: `o${t}`, testHash: h(1_000_000 + 100 + t) })),
+  ];
+  const { pairs, reused } = splitReused('x', plan, index, new Set());
+  expect(reused.map((p) => p.testId)).toEqual([...['k0', 'k1', 'k2', 'k3'], ...Array.from({ length: 8 }, (_, t) => `o${t}`)]);
+  expect(pairs).toHaveLength(68);
+  expect([batches, gets]).toEqual([1, 0]);
 });

@@ -14,6 +14,7 @@ export function sideTable() {
     reader(): SideReader {
       return {
         get: (key) => rows.get(hex(key)),
+        getMany: (keys) => keys.map((key) => rows.get(hex(key))),
         any: (prefix) => [...rows.keys()].some((k) => k.startsWith(hex(prefix))),
         all: () => sorted()[Symbol.iterator](),
       };
