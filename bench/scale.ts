@@ -144,7 +144,10 @@ export async function runBench(args: string[]): Promise<void> {
     const snapBytes = fileBytes(snapPath) + fileBytes(`${snapPath}-wal`);
 
     const perSec = (s: number) => Math.round(results / s).toLocaleString('en');
-    const toFull = (s: number) => ((s * FULL_RUN_RESULTS) / results / 60).toFixed(1);
+    // Extrapolated to the whole run by steps, not by results: a step records about three results
+    // per nominal pair (the reference's oracle runs, held-out and kill pairs besides the rewards).
+    const toFull = (s: number) => ((s * fullScale) / 60).toFixed(1);
+    const fullSteps = Math.max(1, Math.round(FULL_RUN_RESULTS / (problems * PROGRAMS * SUITES * TESTS)));
     const columns = 'position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data, sum';
     // The stored rows, as the log holds them, read a row at a time (a full-size log does not fit
     // in the heap), and each figure printed once measured (a full-size run's end takes minutes).
@@ -157,6 +160,8 @@ export async function runBench(args: string[]): Promise<void> {
     let resultsHere = 0;
     let reused = 0;
     let dataBytes = 0;
+    /** Problem-rounds evaluated: the steps the log holds, times the problems of a step. */
+    let evaluated = 0;
     // Bytes per event type: the stored row (envelope columns and data) and its data alone.
     const byType = new Map<string, { events: number; row: number; data: number }>();
     for (const r of db.prepare(`SELECT ${columns} FROM events ORDER BY position`).raw().iterate() as Iterable<unknown[]>) {
@@ -174,13 +179,18 @@ export async function runBench(args: string[]): Promise<void> {
       const stored = () => catalog.fromStored(r[4] as string, JSON.parse(dataText(r[10] as string | Buffer)), {});
       const got = r[4] === 'ProgramExecuted' ? (stored() as { pairs: unknown[] }).pairs.length : r[4] === 'ExecutionCompleted' ? 1 : 0;
       results += got;
+      if (r[4] === 'ProblemEvaluated') evaluated++;
       if ((r[0] as number) > head) resultsHere += got;
       else if (r[4] === 'ExecutionRequested') reused += (stored() as { reused: unknown[] }).reused.length / 2;
     }
-    if (results === 0) throw new Error('the run recorded no execution results');
-    console.log(`scale: fraction ${f} of ${FULL_RUN_RESULTS.toLocaleString('en')} results: ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests`);
-    console.log(`  ${events} events, ${results} execution results (and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark)${measureOnly ? '' : `; run ${runSeconds.toFixed(1)} s`}`);
-    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result) -> ${((logBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1`);
+    if (results === 0 || evaluated === 0) throw new Error('the run recorded no execution results or evaluated no problem');
+    const stepsInLog = evaluated / problems;
+    /** The whole run (fullSteps steps) over the run measured. */
+    const fullScale = fullSteps / stepsInLog;
+    const nominalPairs = evaluated * PROGRAMS * SUITES * TESTS;
+    console.log(`scale: fraction ${f} of a ${FULL_RUN_RESULTS.toLocaleString('en')}-pair run (${fullSteps} steps): ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests; the log holds ${stepsInLog.toFixed(2)} steps`);
+    console.log(`  ${events} events, ${results} execution results (${(results / nominalPairs).toFixed(2)} per nominal pair; and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark)${measureOnly ? '' : `; run ${runSeconds.toFixed(1)} s`}`);
+    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result; ${(logBytes / nominalPairs).toFixed(1)} per nominal pair) -> ${((logBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1`);
     console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
     const types = [...byType].sort((a, b) => b[1].row - a[1].row);
     console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
@@ -279,7 +289,7 @@ export async function runBench(args: string[]): Promise<void> {
     const snapPages = snapDb.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
     snapPages.push({ name: 'free pages', bytes: (snapDb.pragma('freelist_count', { simple: true }) as number) * (snapDb.pragma('page_size', { simple: true }) as number) });
     snapDb.close();
-    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes / results) * FULL_RUN_RESULTS / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
     console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     const fromSnapshot = await restart(true);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)`);
