@@ -20,6 +20,19 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
+/** What a counting reader was asked: point reads, batches and the keys in them, probes. */
+const noneAsked = () => ({ gets: 0, batches: 0, batched: 0, probes: 0 });
+
+/** The table's own reader, counting what it is asked into `asked`. */
+function counting(side: SideReader, asked: ReturnType<typeof noneAsked>): SideReader {
+  return {
+    get: (key) => (asked.gets++, side.get(key)),
+    getMany: (keys) => (asked.batches++, (asked.batched += keys.length), side.getMany(keys)),
+    any: (prefix) => (asked.probes++, side.any(prefix)),
+    all: () => side.all(),
+  };
+}
+
 /** Saves the rows' unsaved part as a snapshot of `actor` would, then reads them from the table. */
 function save(table: SqliteSnapshotTable, actor: string, rows: PairRows<ResultFigures>, position: number): void {
   table.save([{ ref: ref(actor, position), body: Buffer.from('{}'), side: rows.sideRows() }]);
@@ -78,26 +91,21 @@ it('a pair saved, then replaced by a later result, answers the later one, before
 it('a program with no rows is probed once per snapshot interval, however many of its pairs are asked about', () => {
   const table = new SqliteSnapshotTable(path.join(root, 'probe.db'), 'run');
   try {
-    let probes = 0;
-    let reads = 0;
-    // The table's own reader, counting what it is asked.
-    const counted = (side: SideReader): SideReader => ({
-      get: (key) => (reads++, side.get(key)),
-      getMany: (keys) => ((reads += keys.length), side.getMany(keys)),
-      any: (prefix) => (probes++, side.any(prefix)),
-      all: () => side.all(),
-    });
+    const asked = noneAsked();
+    const counted = (side: SideReader) => counting(side, asked);
+    // Program probes, and rows read (one by one or in a batch).
+    const seen = () => [asked.probes, asked.gets + asked.batched];
     const rows = new PairRows<ResultFigures>(null, (r) => r);
     rows.record('', h(1), h(10), figures('accepted', 1));
     table.save([{ ref: ref('executor', 1), body: Buffer.from('{}'), side: rows.sideRows() }]);
     rows.sideSaved(counted(table.side('executor')));
     // A fresh program: one probe answers all of its pairs, no point read.
     for (let t = 0; t < 50; t++) expect(rows.get('', h(2), h(100 + t))).toBeUndefined();
-    expect([probes, reads]).toEqual([1, 0]);
+    expect(seen()).toEqual([1, 0]);
     // A program with rows: one probe, then a point read per pair asked about.
     expect(rows.get('', h(1), h(10))).toMatchObject({ verdict: 'accepted' });
     expect(rows.has('', h(1), h(11))).toBe(false);
-    expect([probes, reads]).toEqual([2, 2]);
+    expect(seen()).toEqual([2, 2]);
     expect(rows.heldEntries).toBe(2);
     // Its results recorded since, then saved: the next interval probes again (the rows changed).
     rows.record('', h(2), h(100), figures('wrong_answer', 2));
@@ -106,7 +114,7 @@ it('a program with no rows is probed once per snapshot interval, however many of
     expect(rows.heldEntries).toBe(0);
     expect(rows.get('', h(2), h(100))).toMatchObject({ verdict: 'wrong_answer' });
     expect(rows.get('', h(2), h(101))).toBeUndefined();
-    expect(probes).toBe(3);
+    expect(asked.probes).toBe(3);
   } finally {
     table.close();
   }
@@ -115,14 +123,8 @@ it('a program with no rows is probed once per snapshot interval, however many of
 it('the pairs of a plan, prefetched, are read in one batch and answer as point reads do', () => {
   const table = new SqliteSnapshotTable(path.join(root, 'prefetch.db'), 'run');
   try {
-    let gets = 0;
-    let batches = 0;
-    const counted = (side: SideReader): SideReader => ({
-      get: (key) => (gets++, side.get(key)),
-      getMany: (keys) => (batches++, side.getMany(keys)),
-      any: (prefix) => side.any(prefix),
-      all: () => side.all(),
-    });
+    const asked = noneAsked();
+    const counted = (side: SideReader) => counting(side, asked);
     // A reference (h(1)) and a known-incorrect program (h(2)) with history, a fresh program (h(3)).
     const rows = new PairRows<ResultFigures>(null, (r) => r);
     for (let t = 0; t < 100; t++) rows.record('problem', h(1), h(t), figures('accepted', t));
@@ -134,10 +136,10 @@ it('the pairs of a plan, prefetched, are read in one batch and answer as point r
     const plan = [1, 2, 3].flatMap((p) => Array.from({ length: 200 }, (_, t) => ({ programHash: h(p), testHash: h(t) })));
     const answers = (r: PairRows<ResultFigures>) => plan.map((p) => [r.has('problem', p.programHash, p.testHash), r.get('problem', p.programHash, p.testHash) ?? null]);
     rows.prefetch('problem', plan);
-    expect(batches).toBe(1);
+    expect(asked.batches).toBe(1);
     const batched = answers(rows);
     // Every answer from the batch or memory: no point read.
-    expect(gets).toBe(0);
+    expect(asked.gets).toBe(0);
     const pointRead = new PairRows<ResultFigures>(table.side('judge'), (r) => r);
     pointRead.record('problem', h(2), h(6), figures('runtime_error', 6, { exceptionType: 'KeyError' }));
     expect(batched).toEqual(answers(pointRead));
@@ -145,7 +147,7 @@ it('the pairs of a plan, prefetched, are read in one batch and answer as point r
     // The next prefetch replaces the batch: pairs outside it are read one by one again.
     rows.prefetch('problem', [{ programHash: h(1), testHash: h(0) }]);
     expect(rows.get('problem', h(1), h(1))).toMatchObject({ timeMs: 1 });
-    expect(gets).toBe(1);
+    expect(asked.gets).toBe(1);
     // A save drops the batch: a pair saved since answers from the new rows.
     rows.prefetch('problem', [{ programHash: h(2), testHash: h(7) }]);
     rows.record('problem', h(2), h(7), figures('accepted', 7));
