@@ -99,22 +99,22 @@ export class ExecutionCache {
     }
     if (envelope.type === 'ExecutionCompleted') {
       const r = envelope.data as PairResult;
-      this.#record(r.programHash, compactResults(r.requestId, r.programHash, [0], [r], 'unknown'), [r.testHash]);
+      this.#record(envelope.position, r.programHash, compactResults(r.requestId, r.programHash, [0], [r], 'unknown'), [r.testHash]);
       return;
     }
     if (envelope.type !== 'ProgramExecuted') return;
     const d = envelope.data as EventData<'ProgramExecuted'>;
-    this.#results.recordLoad(ANY, d.programHash, d.load);
+    this.#results.recordLoad(envelope.position, ANY, d.programHash, d.load);
     const wait = this.#awaiting.get(d.requestId);
     // Results of a request this log never announced name no pairs: nothing to remember.
     if (!wait) return;
     const { tests, pairs } = wait.request;
     const testHashes = d.pairs.map((at) => tests[pairs[2 * at + 1]!]!.testHash);
-    this.#record(d.programHash, d, testHashes);
+    this.#record(envelope.position, d.programHash, d, testHashes);
     if ((wait.left -= d.pairs.length) <= 0) this.#awaiting.delete(d.requestId);
   }
 
-  #record(programHash: string, d: EventData<'ProgramExecuted'>, testHashes: readonly string[]): void {
+  #record(position: number, programHash: string, d: EventData<'ProgramExecuted'>, testHashes: readonly string[]): void {
     const at = new Map<string, number>();
     // sandbox_error is the sandbox's failure, not the program's: worth running again.
     testHashes.forEach((h, i) => {
@@ -122,7 +122,7 @@ export class ExecutionCache {
     });
     if (at.size === 0) return;
     const record: Recorded = { d, at, seq: this.#seq++ };
-    for (const h of at.keys()) this.#results.record(ANY, programHash, h, record);
+    for (const h of at.keys()) this.#results.record(position, ANY, programHash, h, record);
   }
 
   /** The newest result of a pair: folded here, else as the snapshot's side rows hold it. */

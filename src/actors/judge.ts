@@ -304,7 +304,7 @@ export class VerdictIndex {
       const d = envelope.data as EventData<'ProgramExecuted'>;
       const wait = this.#awaiting.get(requestId);
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
-      if (problemId !== undefined) this.#recordedPairs.recordLoad(problemId, d.programHash, d.load);
+      if (problemId !== undefined) this.#recordedPairs.recordLoad(envelope.position, problemId, d.programHash, d.load);
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);
@@ -321,7 +321,7 @@ export class VerdictIndex {
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
     const kept = results.some((d) => d.verdict === 'sandbox_error') ? results.filter((d) => d.verdict !== 'sandbox_error') : results;
     if (kept.length === 0) return;
-    for (const d of kept) this.#recordedPairs.record(problemId, d.programHash, d.testHash, d);
+    for (const d of kept) this.#recordedPairs.record(envelope.position, problemId, d.programHash, d.testHash, d);
   }
 
   /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index

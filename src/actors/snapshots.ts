@@ -15,8 +15,9 @@ import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
 
-/** Bump when the body below or the side rows change shape (2: binary side rows). */
-export const SNAPSHOT_FORMAT = 2;
+/** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
+ * a program's number, see pair-rows.ts; 3 numbered programs in each process's own order). */
+export const SNAPSHOT_FORMAT = 4;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
@@ -71,8 +72,6 @@ export interface SideReader {
   get(key: Uint8Array): Uint8Array | undefined;
   /** `get` of each key, in one read where the store can (a plan asks about hundreds of pairs). */
   getMany(keys: readonly Uint8Array[]): (Uint8Array | undefined)[];
-  /** Whether any row's key starts with `prefix`. */
-  any(prefix: Uint8Array): boolean;
   /** Every row, in key order (tests, and comparing states whole). */
   all(): IterableIterator<[Uint8Array, Uint8Array]>;
 }
@@ -153,7 +152,6 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #newActor: Database.Statement;
   readonly #sideGet: Database.Statement;
   readonly #sideGetMany: Database.Statement;
-  readonly #sideFirst: Database.Statement;
   readonly #sideAll: Database.Statement;
   readonly #sidePut: Database.Statement;
   readonly #sideDrop: Database.Statement;
@@ -180,7 +178,6 @@ export class SqliteSnapshotTable implements SnapshotTable {
     this.#newActor = this.#db.prepare('INSERT INTO side_actors (run_id, actor) VALUES (?, ?)');
     this.#sideGet = this.#db.prepare('SELECT value, sum FROM side_rows WHERE actor = ? AND key = ?').raw();
     this.#sideGetMany = this.#db.prepare(`SELECT key, value, sum FROM side_rows WHERE actor = ? AND key IN (${Array(MANY).fill('?').join(', ')})`).raw();
-    this.#sideFirst = this.#db.prepare('SELECT key FROM side_rows WHERE actor = ? AND key >= ? ORDER BY key LIMIT 1').pluck();
     this.#sideAll = this.#db.prepare('SELECT key, value, sum FROM side_rows WHERE actor = ? ORDER BY key').raw();
     this.#sidePut = this.#db.prepare(
       'INSERT INTO side_rows (actor, key, value, sum) VALUES (?, ?, ?, ?) ON CONFLICT (actor, key) DO UPDATE SET value = excluded.value, sum = excluded.sum',
@@ -235,7 +232,6 @@ export class SqliteSnapshotTable implements SnapshotTable {
     const id = () => this.#idOf(actor, false);
     const sideGet = this.#sideGet;
     const sideGetMany = this.#sideGetMany;
-    const sideFirst = this.#sideFirst;
     const sideAll = this.#sideAll;
     return {
       get(key) {
@@ -258,11 +254,6 @@ export class SqliteSnapshotTable implements SnapshotTable {
           out[i] = found.get(Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));
         });
         return out;
-      },
-      any(prefix) {
-        const at = id();
-        const first = at === undefined ? undefined : (sideFirst.get(at, prefix) as Buffer | undefined);
-        return first !== undefined && first.length >= prefix.length && Buffer.compare(first.subarray(0, prefix.length), prefix) === 0;
       },
       *all() {
         const at = id();

@@ -8,7 +8,9 @@ import { sideTable } from '../support/side-table.js';
 import { compactResults, type ResultFigures } from '../../src/projections/recorded-verdicts.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
-const event = (type: string, data: unknown) => ({ type, data }) as unknown as EventEnvelope;
+/** An event as a fold sees it; positions in log order (results number their programs' side rows by them). */
+let lastPosition = 0;
+const event = (type: string, data: unknown) => ({ type, data, position: ++lastPosition }) as unknown as EventEnvelope;
 const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>) => {
   table.save(cache.sideRows());
   cache.sideSaved();
@@ -64,7 +66,8 @@ it('a restored cache answers from the side rows and its own later records, and i
   }
   const newRows = after.sideRows();
   expect(newRows.replace).toBe(false);
-  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['p', 'p', 'l', 'l']);
+  // Two results, two load outcomes, and the new program's number.
+  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['q', 'q', 'm', 'm', 'i']);
   for (const c of [cache, after]) {
     expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
     expect(c.get(h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
@@ -143,7 +146,8 @@ it("keeps memory bounded while a problem's reference runs on every new test of t
   }
   // What the cache holds in a step is that step's work: the same at the last step as at the second.
   expect(Math.max(...held)).toBeLessThanOrEqual(16 + 2);
-  expect(kept.heldEntries).toBe(steps * 16 + 1);
+  // Every result of the reference, its load outcome and its first event.
+  expect(kept.heldEntries).toBe(steps * 16 + 1 + 1);
   expect(cache.recorded()).toEqual(kept.recorded());
   for (const [step, t] of [[1, 0], [7, 3], [steps, 15]] as const) {
     expect(cache.get(ref, testOf(step, t))).toEqual(kept.get(ref, testOf(step, t)));

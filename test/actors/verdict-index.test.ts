@@ -8,7 +8,9 @@ import { sideTable } from '../support/side-table.js';
 import { compactResults, type ResultFigures } from '../../src/projections/recorded-verdicts.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
-const event = (type: string, data: unknown) => ({ type, data }) as unknown as EventEnvelope;
+/** An event as a fold sees it; positions in log order (results number their programs' side rows by them). */
+let lastPosition = 0;
+const event = (type: string, data: unknown) => ({ type, data, position: ++lastPosition }) as unknown as EventEnvelope;
 const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false });
 
 function foldRound(index: VerdictIndex, round: number): void {
@@ -33,8 +35,9 @@ it('holds no verdict of past rounds in memory once a snapshot saved them, and an
     saved.sideSaved(table.reader());
     expect(saved.heldEntries).toBe(0);
   }
-  // An index that never saved holds every verdict and load outcome of the run: 20 x 4 x (8 + 1).
-  expect(kept.heldEntries).toBe(20 * 4 * 9);
+  // An index that never saved holds every verdict and load outcome of the run, and the first event
+  // of each program (its number in the rows it would save): 20 x 4 x (8 + 1 + 1).
+  expect(kept.heldEntries).toBe(20 * 4 * 10);
   expect(saved.recorded()).toEqual(kept.recorded());
   for (const round of [1, 20]) {
     expect(saved.has('x', h(round * 100 + 2), h(1_000_000 + round * 100 + 5))).toBe(true);
@@ -87,7 +90,8 @@ it("keeps memory bounded while a problem's reference is asked about every new te
   }
   // What the index holds in a step is that step's work: the same at the last step as at the second.
   expect(Math.max(...held)).toBeLessThanOrEqual(16 + 4 + 2);
-  expect(kept.heldEntries).toBe(steps * 16 + 1);
+  // Every result of the reference, its load outcome and its first event.
+  expect(kept.heldEntries).toBe(steps * 16 + 1 + 1);
   expect(saved.recorded()).toEqual(kept.recorded());
   // Old pairs answer exactly, from the rows: a request reusing them reads each one's latest verdict.
   const old = [testOf(1, 0), testOf(1, 5), testOf(7, 3), testOf(steps - 1, 15)];
@@ -113,9 +117,11 @@ it('splits a plan on one batched read of the rows, not a point read per pair', (
   index.observe(event('ProgramExecuted', compactResults('1/x/oracle', ref, oracle.map((_, i) => i), oracle.map((_, t) => figures('accepted', t)), 'ran')));
   table.save(index.sideRows());
   let gets = 0;
+  let numbers = 0;
   let batches = 0;
   const reader = table.reader();
-  index.sideSaved({ ...reader, get: (key) => (gets++, reader.get(key)), getMany: (keys) => (batches++, reader.getMany(keys)) });
+  // Point reads of pairs counted apart from lookups of a program's number ('i' rows).
+  index.sideSaved({ ...reader, get: (key) => (key[0] === 0x69 ? numbers++ : gets++, reader.get(key)), getMany: (keys) => (batches++, reader.getMany(keys)) });
   // The reference on 4 tests it ran and 60 new ones, a fresh program on 8, an old program on its 8.
   const plan = [
     ...Array.from({ length: 64 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `k${t}`, testHash: h(t < 4 ? 9_000 + t : 8_000 + t) })),
@@ -125,5 +131,6 @@ it('splits a plan on one batched read of the rows, not a point read per pair', (
   const { pairs, reused } = splitReused('x', plan, index, new Set());
   expect(reused.map((p) => p.testId)).toEqual([...['k0', 'k1', 'k2', 'k3'], ...Array.from({ length: 8 }, (_, t) => `o${t}`)]);
   expect(pairs).toHaveLength(68);
-  expect([batches, gets]).toEqual([1, 0]);
+  // One batch, no point read, each program's number looked up once.
+  expect([batches, gets, numbers]).toEqual([1, 0, 3]);
 });

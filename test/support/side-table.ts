@@ -15,7 +15,6 @@ export function sideTable() {
       return {
         get: (key) => rows.get(hex(key)),
         getMany: (keys) => keys.map((key) => rows.get(hex(key))),
-        any: (prefix) => [...rows.keys()].some((k) => k.startsWith(hex(prefix))),
         all: () => sorted()[Symbol.iterator](),
       };
     },
