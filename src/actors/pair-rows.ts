@@ -340,8 +340,8 @@ export class PairRows<V> {
 
   /** The results and load outcomes changed since the last saved snapshot, as side rows: a row per
    * pair (a later result of a pair replaces its row), all of them before the first save; and the
-   * numbers of programs saved for the first time. Programs in the order of their numbers: the
-   * table appends the rows of new ones. */
+   * numbers of programs saved for the first time. Pairs in key order (after a save that kept no
+   * table, in fold order): the table appends the rows of new programs. */
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
     const pair = (number: number, test: string, v: V) => rows.push([keyOf(number, test), encodeFigures(this.#figuresOf(v, test))]);
@@ -354,7 +354,9 @@ export class PairRows<V> {
       const programs: [number, Map<string, V>][] = [];
       for (const [scope, byProgram] of this.#folded) for (const [program, tests] of byProgram) programs.push([this.#numberFor(scope, program), tests]);
       programs.sort((a, b) => a[0] - b[0]);
-      for (const [number, tests] of programs) for (const [test, v] of tests) pair(number, test, v);
+      // Tests by hash too: a program with history (a problem's reference, run on every new test)
+      // gets rows all over its part of the table, each of its pages then written once.
+      for (const [number, tests] of programs) for (const test of tests.size > 1 ? [...tests.keys()].sort() : tests.keys()) pair(number, test, tests.get(test)!);
       for (const [scope, byProgram] of this.#loads) for (const program of byProgram.keys()) load(scope, program);
     }
     // Numbers given by an earlier call not followed by a save are written again: the same rows.
