@@ -194,11 +194,12 @@ export class PairRows<V> {
   /** Per program touched since the last save: the number of the first event that touched it, its
    * number if it has none saved (then that event is the first ever to touch it). */
   readonly #firstTouch: Nested<number> = new Map();
-  /** The event being folded (its position) and the programs it touched, in order (a few). */
-  #event = 0;
+  /** The event being folded (its position; none yet: -1, so a first position of 0 is checked too)
+   * and the programs it touched, in order (a few). */
+  #event = -1;
   readonly #eventTouched: string[] = [];
   /** The last program touched, to skip the bookkeeping for the rest of its event's results. */
-  #lastTouch: [position: number, scope: string, program: string] = [0, '', ''];
+  #lastTouch: [position: number, scope: string, program: string] = [-1, '', ''];
   /** Numbers of programs saved for the first time by the coming save, whose rows it writes. */
   #numbered: [scope: string, program: string, number: number][] = [];
   /** The saved rows of the pairs of the latest `prefetch` (null: none saved), by scope, program

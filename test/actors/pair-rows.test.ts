@@ -269,3 +269,13 @@ it('a side row takes fewer bytes than the format bounds: binary keys, no run id 
   // Pages: cells (a 2-byte pointer, a payload length) at least half full, interior pages a few percent.
   expect(bytes / rows).toBeLessThanOrEqual(2.2 * (largest + 4));
 });
+
+it('a result from a position that cannot number a program is refused with the position named, and nothing is recorded', () => {
+  const rows = new PairRows<ResultFigures>(null, (r) => r);
+  for (const position of [0, -3, 1.5, 2 ** 40]) {
+    expect(() => rows.record(position, 's', h(1), h(2), figures('accepted', 1))).toThrow(new RegExp(`log position ${String(position).replace('.', '\\.')} cannot number`));
+    expect(() => rows.recordLoad(position, 's', h(1), 'ran')).toThrow(/cannot number/);
+  }
+  expect(rows.heldEntries).toBe(0);
+  expect(rows.sideRows().rows).toEqual([]);
+});
