@@ -163,7 +163,7 @@ export class ExecutionCache {
   }
 
   /** Entries held in memory (results folded since the last save, load outcomes, programs whose
-   * side rows were probed, requests in flight): bounded by what a snapshot interval folds or
+   * numbers were looked up or first events noted (see PairRows), requests in flight): bounded by what a snapshot interval folds or
    * asks about, not by the run (tests count them). */
   get heldEntries(): number {
     return this.#results.heldEntries + this.#awaiting.size;

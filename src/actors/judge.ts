@@ -362,8 +362,8 @@ export class VerdictIndex {
     this.#recordedPairs.sideSaved(saved);
   }
 
-  /** Recorded verdicts and load outcomes held in memory, and programs whose side rows were
-   * probed: what was folded or asked about since the last save, not the run (tests count them). */
+  /** Recorded verdicts and load outcomes held in memory, and programs whose numbers were
+   * looked up or first events noted (see PairRows): what was folded or asked about since the last save, not the run (tests count them). */
   get heldEntries(): number {
     return this.#recordedPairs.heldEntries;
   }
