@@ -256,7 +256,17 @@ export async function runBench(args: string[]): Promise<void> {
     const rawReadSeconds = (performance.now() - tRead) / 1000;
     const rawReadCpu = cpu() - cRead;
     ro.close();
+    // The log's own read (decode, checksums, upcasting) with no read model: what replay costs
+    // before any projection runs, and the read models' size beside the log's.
+    const tDecode = performance.now();
+    const cDecode = cpu();
+    let decoded = 0;
+    for await (const page of log.readPages!()) decoded += page.length;
+    const decodeSeconds = (performance.now() - tDecode) / 1000;
+    const decodeCpu = cpu() - cDecode;
+    const viewBytes = fileBytes(replayed) + fileBytes(`${replayed}-wal`);
     console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
+    console.log(`  the log's own read (decode, checksums), no read model: ${perSec(decodeSeconds)} results/s (CPU: ${perSec(decodeCpu)}; ${decoded} events) -> ${(rawReadSeconds / decodeSeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / decodeCpu).toFixed(2)}x); the read models replayed: ${(viewBytes / results).toFixed(1)} bytes per result (${(viewBytes / 1e6).toFixed(1)} MB; the log ${(logBytes / results).toFixed(1)})`);
 
     // Judge restart at the end: from its snapshot, and from position 0 (baseline, last: at full
     // size it folds the whole log). The baseline is what a restart without a usable snapshot does:
