@@ -3,9 +3,11 @@
  *
  * std: 'sample' (n - 1; torch.std's default, what verl's GRPO uses), 'population' (n; the
  * z-normalization CURE uses), or 'none' (Dr. GRPO style: reward - mean only).
- * A group whose rewards are all equal (a single sample included) gets exactly zero advantages:
- * it carries no signal, and this avoids float residue from (r - mean) when mean is inexact.
- * (verl instead gives a single-sample group mean 0, std 1; we do not.)
+ * A group of one sample gets verl's arithmetic: mean 0 and std 1, so its advantage is
+ * reward / (1 + eps) (reward itself with std 'none'), which is the reward at the bf16 precision
+ * the release trains in. A group of two or more whose rewards are all equal gets exactly zero
+ * advantages: it carries no signal, and this avoids float residue from (r - mean) when the mean
+ * is inexact (verl would divide that residue by eps).
  */
 import { z } from 'zod';
 import { RewardInputError, compareKeys, parseWith, sumInOrder } from './matrix.js';
@@ -31,6 +33,9 @@ export function groupAdvantages(rewards: readonly number[], options: AdvantageOp
   checkRewards(rewards);
   const n = rewards.length;
   if (n === 0) return [];
+  // verl (compute_grpo_outcome_advantage): a lone sample is normalized with mean 0, std 1.
+  // (`+ 0`: a recorded advantage is never negative zero.)
+  if (n === 1) return o.std === 'none' ? [rewards[0]! + 0] : [(rewards[0]! + 0) / (1 + o.eps)];
   const first = rewards[0] as number;
   if (rewards.every((r) => r === first)) return rewards.map(() => 0);
   const mean = sumInOrder(rewards) / n;

@@ -15,11 +15,21 @@ describe('group-normalized advantages', () => {
     expect(zNormalize([2, 4, 6])).toEqual(groupAdvantages([2, 4, 6], { std: 'population', eps: 1e-6 }));
   });
 
-  it('all-equal groups (and singletons) get exact zeros', () => {
+  it('all-equal groups of two or more get exact zeros', () => {
     // mean of three 0.1s is 0.10000000000000002, so r - mean would not be 0 without the rule.
     expect(groupAdvantages([0.1, 0.1, 0.1])).toEqual([0, 0, 0]);
-    expect(groupAdvantages([0.7])).toEqual([0]);
+    expect(groupAdvantages([0.7, 0.7])).toEqual([0, 0]);
     expect(groupAdvantages([])).toEqual([]);
+  });
+
+  it("a group of one sample: verl's mean 0 and std 1, so the advantage is the reward (over 1 + eps)", () => {
+    // verl compute_grpo_outcome_advantage: (0.7 - 0) / (1 + 1e-6); the release casts it to
+    // bf16, where it is 0.7's own bf16 value.
+    expect(groupAdvantages([0.7])).toEqual([0.7 / 1.000001]);
+    expect(groupAdvantages([0.7], { std: 'population' })).toEqual([0.7 / 1.000001]);
+    expect(groupAdvantages([0.7], { std: 'none' })).toEqual([0.7]);
+    expect(groupAdvantages([-0.25], { eps: 0 })).toEqual([-0.25]);
+    expect(Object.is(groupAdvantages([-0])[0], 0)).toBe(true);
   });
 
   it('groups by id and returns input order', () => {
