@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { ACE_ID, aceLabels } from './ace.js';
 import { CODE_A1_ID, codeA1Rewards } from './code-a1.js';
-import { CURE_ID, cureRewards } from './cure.js';
+import { CURE_ID, CURE_POST_STAGE_ID, cureRewards } from './cure.js';
 import { RewardInputError } from './matrix.js';
 import { TCS_ID, tcsStage1Reward, tcsStage2Reward } from './tcs.js';
 
@@ -45,6 +45,7 @@ const tcs = { stage1: tcsStage1Reward, stage2: tcsStage2Reward } as const;
 export const REWARD_FUNCTIONS = {
   [CODE_A1_ID]: codeA1Rewards,
   [CURE_ID]: cureRewards,
+  [CURE_POST_STAGE_ID]: cureRewards,
   [ACE_ID]: aceLabels,
   [TCS_ID]: tcs,
 } as const;
