@@ -42,7 +42,7 @@ const EXECUTED_PURPOSE = 'mistake-book';
 const JUDGEMENT_TYPES = new Set(['RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated']);
 /** What the Judge's machine folds (executions are answered from recorded verdicts instead); it is
  * folded once over the recorded events for every variant (RecordedJudge). */
-const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
+const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ModelSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
 
 const refuseWork = (what: string) => new AblationError(`a variant re-judges recorded executions: ${what} is never called`);
 

@@ -31,4 +31,7 @@ export interface ProblemRound {
   issued: string[];
   completed: string[];
   judgedTests: EventData<'TestsJudged'>['tests'] | null;
+  /** CURE runs: each sample's recorded tokens (ModelSampled.tokensHash, null when the server
+   * returned none), by solution or suite id: length regularization reads response lengths. */
+  responseTokens?: Record<string, string | null>;
 }

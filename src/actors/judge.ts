@@ -42,6 +42,8 @@ export interface JudgeContext {
   tcsBuffers: Record<string, TcsBufferedSuite[]>;
   /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
   tcs: { bufferSize: number; maxStaleness: number | null } | null;
+  /** CURE: the samples' recorded tokens are kept with their problem-round (response lengths). */
+  keepsTokens?: boolean;
   /** Per open request, the program hashes whose results are still to come: executors may
    * record a request's programs in one commit or in one commit each (separate processes).
    * Sharded by request id (see shardOf). */
@@ -106,7 +108,16 @@ export const judgeMachine = setup({
       actions: assign(({ event }) => {
         const config = configOf(event.envelope);
         const tcs = config.method === 'tcs' ? { bufferSize: config.tcs.bufferSize, maxStaleness: config.tcs.maxStaleness } : null;
-        return { suitesPerProgram: config.sampling.suitesPerProgram, tcs };
+        return { suitesPerProgram: config.sampling.suitesPerProgram, tcs, keepsTokens: config.method === 'cure' };
+      }),
+    },
+    ModelSampled: {
+      actions: assign(({ context, event }) => {
+        if (!context.keepsTokens) return {};
+        const d = dataOf(event.envelope, 'ModelSampled');
+        // Sample ids are `<round>/<problemId>/s<i>` (programs) and `<that>/t<j>` (suites).
+        const k = d.sampleId.replace(/\/s\d+(\/t\d+)?$/, '');
+        return update(context, k, (p) => ({ responseTokens: { ...(p.responseTokens ?? {}), [d.sampleId]: d.tokensHash } }));
       }),
     },
     ProblemScheduled: {
@@ -458,8 +469,9 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
   // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded. 8: a side
   // row per record, not per pair. 9: a side row per pair, read by point lookups. 10: binary side
-  // rows (see pair-rows.ts).
-  snapshotVersion: 10,
+  // rows (see pair-rows.ts). 11: CURE's problem-rounds keep their samples' tokens; Mistake Books
+  // stored in the release's order (sorted at every read, new tests in first-failure order).
+  snapshotVersion: 11,
   // Between steps: no problem open, so the body holds the Mistake Books, not a step's suites.
   atRest: (snapshot) => Object.keys(snapshot.context.open).length === 0,
   index: {

@@ -110,6 +110,25 @@ export const RunConfig = z
       })
       .strict()
       .default({ mistakeBookRule: 'release', codeGroupFilter: false }),
+    /** CURE's released switches (optimization_config.py), with the release's defaults. */
+    cure: z
+      .object({
+        /** post_stage: a test's reward scale is all-or-nothing (every incorrect program fails
+         * it, any incorrect program passes it) instead of the share of incorrect programs. The
+         * release also stops showing an example in the test prompt; crucible's prompts show none. */
+        postStage: z.boolean().default(false),
+        /** enable_efficient: a group whose rewards are all 1 is kept as it is, not dropped, and
+         * kept groups are length-regularized (for long chain-of-thought models). */
+        enableEfficient: z.boolean().default(false),
+        /** length_regularize on kept groups, from the samples' response lengths in tokens; null:
+         * exactly when enableEfficient (the release). */
+        lengthRegularize: z.boolean().nullable().default(null),
+        /** length_regularize's clamp of the median length of the positive samples. */
+        maxLenThreshold: z.number().int().nonnegative().default(8000),
+        minLenThreshold: z.number().int().nonnegative().default(1000),
+      })
+      .strict()
+      .default({ postStage: false, enableEfficient: false, lengthRegularize: null, maxLenThreshold: 8000, minLenThreshold: 1000 }),
     /** TCS: two stages of test-generator training (our reading of the abstract). */
     tcs: z
       .object({
@@ -229,6 +248,13 @@ export const RunConfig = z
     // (steps recorded, nothing applied) is honest about what happens to it.
     if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
       ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
+    }
+    // Response lengths in tokens are what model servers return; the catalog policy has none.
+    if (c.method === 'cure' && (c.cure.lengthRegularize ?? c.cure.enableEfficient) && c.policies.code.backend !== 'openai') {
+      ctx.addIssue({ code: 'custom', path: ['cure', c.cure.lengthRegularize === null ? 'enableEfficient' : 'lengthRegularize'], message: `length regularization reads the samples' response lengths in tokens, which only served (openai) policies record; these are ${c.policies.code.backend}` });
+    }
+    if (c.cure.minLenThreshold > c.cure.maxLenThreshold) {
+      ctx.addIssue({ code: 'custom', path: ['cure', 'minLenThreshold'], message: `minLenThreshold (${c.cure.minLenThreshold}) is above maxLenThreshold (${c.cure.maxLenThreshold})` });
     }
     const bridge = c.learner.bridge;
     for (const role of ['code', 'test'] as const) {

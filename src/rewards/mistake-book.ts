@@ -4,9 +4,14 @@
  * Per problem: testKey (normalized GT-corrected test text) -> { testHash, count, blacklisted }.
  * Code-A1 semantics (trainer_a1.py MistakeBook.update): each pass of a stored test by a valid
  * program -1 (applied first, on the book as it was), then each failure of a valid program on a
- * valid test +1; an entry is removed when its count reaches 0. Replay = top 8 by count, ties
- * oldest first. By default only failures on newly generated tests add and only passes of
- * replayed tests subtract (the release's rule, `sources: 'code-a1'`).
+ * valid test +1; an entry is removed when its count reaches 0. By default only failures on
+ * newly generated tests add and only passes of replayed tests subtract (the release's rule,
+ * `sources: 'code-a1'`).
+ * Order, as the release keeps it: a book is a list; every read (get_attack_testcases, once per
+ * step for a scheduled problem, before its update) sorts it stably by count, highest first, and
+ * keeps that order; an update changes counts in place, removes emptied entries and appends newly
+ * failing tests in the order they first failed (program, then suite, then test). Replay = the
+ * first 8 of the sorted list, so ties follow first-failure order and then the previous ranking.
  * crucible adds, all optional and all reported as changes: a size cap (evict lowest count),
  * decay (subtract `amount` in every round that is a positive multiple of `every`), and a working
  * blacklist (a test that made the reference fail, or was judged invalid later, is kept as a
@@ -14,8 +19,9 @@
  * sandbox_error and not-run cells never count. Any other failing verdict (time_limit included)
  * is a failure: only the sandbox itself failing is special.
  *
- * Phases of one round, in order: blacklist, pass, fail, decay, cap. Each phase emits at most one
- * change per key, in key order, so the change list is deterministic.
+ * Phases of one round, in order: (the read's sort), blacklist, pass, fail, decay, cap. Each
+ * phase emits at most one change per key, in key order, except the fail phase, in first-failure
+ * order (it decides where new tests are stored); the change list is deterministic either way.
  */
 import { z } from 'zod';
 import { VERDICTS } from '../core/verdicts.js';
@@ -30,9 +36,10 @@ export interface MistakeEntry {
   blacklisted: boolean;
 }
 
-/** One problem's book. Entries are kept in stored order (oldest first; an entry removed and
- * stored again is new), which replay ranking uses to break ties as the release does. The order
- * follows from the changes alone, so a book folded from its events equals the live one. */
+/** One problem's book. Entries are kept in the release's stored order (see above: sorted by
+ * count at the last read, then tests stored since, in first-failure order), which replay
+ * ranking uses to break ties as the release does. The order follows from the previous book and
+ * the changes alone, so a book folded from its events equals the live one. */
 export interface MistakeBookState {
   readonly entries: readonly MistakeEntry[];
 }
@@ -101,9 +108,15 @@ export interface MistakeBookUpdate {
   changes: MistakeBookChange[];
 }
 
+/** The book as a read leaves it: sorted stably by count, highest first (tombstones, count 0,
+ * last). Every update starts from it, as the release's update follows its read. */
+function readOrder(entries: readonly MistakeEntry[]): MistakeEntry[] {
+  return [...entries].sort((a, b) => b.count - a.count);
+}
+
 function toMap(book: MistakeBookState): Map<string, MistakeEntry> {
   const m = new Map<string, MistakeEntry>();
-  for (const e of book.entries) {
+  for (const e of readOrder(book.entries)) {
     if (m.has(e.testKey)) throw new RewardInputError(`Mistake Book has testKey "${e.testKey}" twice`);
     m.set(e.testKey, { ...e });
   }
@@ -118,8 +131,7 @@ function sortedKeys<T>(m: Map<string, T>): string[] {
   return [...m.keys()].sort(compareKeys);
 }
 
-/** Entries in replay order: count descending, ties in stored order (oldest first; the sort is
- * stable). */
+/** Entries in replay order: count descending, ties in stored order (the sort is stable). */
 function rankEntries(entries: Iterable<MistakeEntry>): MistakeEntry[] {
   return [...entries].filter((e) => !e.blacklisted).sort((a, b) => b.count - a.count);
 }
@@ -188,7 +200,9 @@ export function updateMistakeBook(
   );
   const hashOf = new Map<string, string>();
   for (const ob of r.observations) if (!hashOf.has(ob.testKey)) hashOf.set(ob.testKey, ob.testHash);
-  for (const key of sortedKeys(fails)) {
+  // In first-failure order (`fails` was filled in observation order): new tests are appended
+  // to the book in this order.
+  for (const key of fails.keys()) {
     const e = entries.get(key);
     if (e?.blacklisted) continue;
     const n = fails.get(key) as number;

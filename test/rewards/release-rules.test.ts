@@ -169,6 +169,60 @@ describe('Code-A1 Mistake Book: the release rule by default', () => {
   });
 });
 
+describe("Mistake Book order as the release keeps it (trainer_a1.py MistakeBook)", () => {
+  const ob = (testKey: string, verdict: 'accepted' | 'wrong_answer', origin: 'generated' | 'replay') => ({
+    testKey,
+    testHash: `h-${testKey}`,
+    programValid: true,
+    testValid: true,
+    verdict,
+    origin,
+  });
+  /** Folds rounds of observations, checking that the changes rebuild each book. */
+  function fold(rounds: ReturnType<typeof ob>[][]) {
+    let book = emptyMistakeBook();
+    const tops: string[][] = [];
+    rounds.forEach((observations, i) => {
+      const u = updateMistakeBook(book, { round: i + 1, observations });
+      expect(applyMistakeBookChanges(book, u.changes)).toEqual(u.state);
+      book = u.state;
+      tops.push(topTests(book, 8).map((t) => t.testKey));
+    });
+    return tops;
+  }
+
+  it('new tests are stored in the order they first failed, not in key order', () => {
+    // Round 1: 'k-b' fails before 'k-a' (an earlier program, suite or test), 'k-b' twice.
+    const [top] = fold([[ob('k-b', 'wrong_answer', 'generated'), ob('k-a', 'wrong_answer', 'generated'), ob('k-b', 'wrong_answer', 'generated')]]);
+    expect(top).toEqual(['k-b', 'k-a']);
+    const [one] = fold([[ob('k-b', 'wrong_answer', 'generated'), ob('k-a', 'wrong_answer', 'generated')]]);
+    expect(one).toEqual(['k-b', 'k-a']);
+  });
+
+  it('every read sorts the stored list by count and keeps it: a tie follows the previous ranking', () => {
+    // Stored [k-b 1, k-a 1]; k-a fails again: the next read ranks [k-a 2, k-b 1] and keeps that
+    // order; k-b fails again: a tie at 2, and the stored order from that read puts k-a first
+    // (first-failure order alone would put k-b first).
+    const tops = fold([
+      [ob('k-b', 'wrong_answer', 'generated'), ob('k-a', 'wrong_answer', 'generated')],
+      [ob('k-a', 'wrong_answer', 'generated')],
+      [ob('k-b', 'wrong_answer', 'generated')],
+    ]);
+    expect(tops).toEqual([['k-b', 'k-a'], ['k-a', 'k-b'], ['k-a', 'k-b']]);
+  });
+
+  it('past 8 tests the replayed top 8 are the release\'s', () => {
+    // Round 1: t9 ... t0 fail once each, in that order (stored t9 first; key order would give
+    // t0, t1, t10...). Round 2: t0 fails again, t9's replay passes (removed at 0), t10 is new.
+    // Read after round 2: t0 (2) first, then the stored order t8, t7, ..., t1, then t10.
+    const r1 = Array.from({ length: 10 }, (_, i) => ob(`t${9 - i}`, 'wrong_answer', 'generated'));
+    const r2 = [ob('t0', 'wrong_answer', 'generated'), ob('t9', 'accepted', 'replay'), ob('t10', 'wrong_answer', 'generated')];
+    const tops = fold([r1, r2]);
+    expect(tops[0]).toEqual(['t9', 't8', 't7', 't6', 't5', 't4', 't3', 't2']);
+    expect(tops[1]).toEqual(['t0', 't8', 't7', 't6', 't5', 't4', 't3', 't2']);
+  });
+});
+
 describe('Code-A1 code-group filter (defined in the release, never called)', () => {
   it('is off by default: a uniform group still trains (with zero advantages)', () => {
     expect(codeA1CodeSelection([1, 1, 1], { std: 'sample' })).toEqual({ kept: true, advantages: [0, 0, 0] });
