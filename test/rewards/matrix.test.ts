@@ -61,7 +61,7 @@ describe('execution matrix', () => {
 
 describe('reward registry', () => {
   it('names versioned reward functions for configs', () => {
-    expect(REWARD_IDS).toEqual(['ace/v1', 'code-a1/v1', 'cure/v1', 'tcs/v1']);
+    expect(REWARD_IDS).toEqual(['ace/v1', 'code-a1/v1', 'cure-post-stage/v1', 'cure/v1', 'tcs/v1']);
     expect(getRewardFunction('code-a1/v1')).toBe(codeA1Rewards);
     expect(RewardIdSchema.parse('cure/v1')).toBe('cure/v1');
     expect(() => getRewardFunction('code-a1/v9')).toThrow(/unknown reward function "code-a1\/v9"; known: ace\/v1, code-a1\/v1/);
