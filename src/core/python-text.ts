@@ -281,6 +281,10 @@ export function isExpressionTokens(tokens: readonly Token[], tuple = false): boo
         while (j < tokens.length && !(tokens[j]!.kind === 'op' && tokens[j]!.text === ':')) j++;
         if (j >= tokens.length) return false;
         k = j;
+      } else if (word === 'not') {
+        // `not` binds looser than comparisons and arithmetic: `a == not b` does not parse.
+        const after = prev === null || prev.kind === 'open' || (prev.kind === 'op' && [',', ':', '=', ':='].includes(prev.text)) || (prev.kind === 'name' && ['and', 'or', 'not', 'if', 'else', 'lambda', 'yield', 'await'].includes(prev.text));
+        if (!after) return false;
       } else if ((t.kind === 'op' || word !== null) && UNARY.has(word ?? t.text)) {
         // a unary operator: an operand still follows
       } else if (t.kind === 'op' && t.text === '...') {
@@ -329,6 +333,22 @@ export function isExpressionTokens(tokens: readonly Token[], tuple = false): boo
 export function isExpression(text: string, tuple = false): boolean {
   const tokens = tokenize(text);
   return tokens !== null && isExpressionTokens(tokens, tuple);
+}
+
+/** `text` on one line: its tokens as written, comments and line breaks dropped, one space
+ * where the source had any gap (none after an opening bracket, before a closing one or a comma). */
+export function oneLine(text: string): string {
+  const tokens = tokenize(text);
+  if (tokens === null) return text.trim();
+  let out = '';
+  tokens.forEach((t, k) => {
+    if (t.kind === 'newline') return;
+    const prev = k > 0 ? tokens[k - 1]! : null;
+    const gap = prev !== null && prev.at + prev.text.length < t.at;
+    if (gap && prev.kind !== 'open' && t.kind !== 'close' && t.text !== ',') out += ' ';
+    out += t.text;
+  });
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -422,7 +442,7 @@ export function readAssertComparison(statement: string): AssertComparison | null
   const call = test.slice(0, at).trim();
   const expected = test.slice(at + op.length, cmp.length > 1 ? cmp[1]![0] : test.length).trim();
   if (!isCallExpression(normalizeTestKey(call)) || !isExpression(call) || !isExpression(expected)) return null;
-  return { call, expected, op: op.replace(/\s+/g, ' '), chained: cmp.length > 1 };
+  return { call: oneLine(call), expected: oneLine(expected), op: op.replace(/\s+/g, ' '), chained: cmp.length > 1 };
 }
 
 /**

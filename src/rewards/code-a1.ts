@@ -35,6 +35,7 @@ import {
   sumInOrder,
 } from './matrix.js';
 import { correctedStatement, parseAssertCall } from './test-key.js';
+import { readResponseTests } from '../core/response-tests.js';
 import type { TestCase } from '../core/problem.js';
 import type { Verdict } from '../core/verdicts.js';
 import { groupAdvantages, type AdvantageOptionsInput } from './grpo.js';
@@ -87,7 +88,14 @@ export function nonprintableRatio(text: string): number {
  * of the return value; `matchesStated` is Python's `(result) == (stated expected)`, evaluated
  * in the sandbox (only Python can compare Python values faithfully). */
 export const GtOutcome = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('returned'), repr: z.string(), matchesStated: z.boolean() }),
+  z.object({
+    kind: z.literal('returned'),
+    repr: z.string(),
+    matchesStated: z.boolean(),
+    /** Python's ast.unparse of the call (the release's statement text), when known: duplicates
+     * are found on `assert <call> == <repr>` with it. */
+    call: z.string().optional(),
+  }),
   z.object({ kind: z.literal('raised'), exceptionType: z.string().optional() }),
   z.object({ kind: z.literal('sandbox_error') }),
 ]);
@@ -124,27 +132,35 @@ export interface ValidatedTest {
 
 export interface SuiteValidation {
   tests: ValidatedTest[];
-  /** Statements in the response. */
+  /** Tests of the response (the release's total_testcase_count): malformed ones only where
+   * they count (read outside a code block). */
   total: number;
   /** Usable tests: valid + corrected (|valid_t|). */
   validCount: number;
-  /** invalid_t: GT raised + duplicates + corrected (counted invalid, still used). Malformed
-   * statements are dropped silently, as the release drops asserts it cannot parse inside the
-   * code fence. */
+  /** invalid_t: counted malformed lines + GT raised + duplicates + corrected (counted invalid,
+   * still used). */
   invalidCount: number;
   /** Tests whose GT run hit a sandbox error: counted neither way. */
   unknownCount: number;
 }
 
+/** Where a response's statements were read (src/core/response-tests.ts): in a ```python block,
+ * a statement that is not a test is dropped without counting; outside one, it is a malformed
+ * test, counted in invalid_t and in the total. */
+export type StatementSource = 'fenced' | 'bare';
+
 /**
  * Code-A1 test validation, in the released order: a statement not of the form
- * `assert <call> == <expr>` is dropped without counting in invalid_t; one that makes GT raise is invalid and
- * dropped; one whose GT-corrected statement repeats an earlier one is invalid and dropped
- * (counted once); otherwise it is used with GT's output as the oracle, and also counted invalid
- * when its stated expected value differs from GT's.
+ * `assert <call> == <expr>` is malformed (dropped; counted in invalid_t and the total only when
+ * read outside a code block, `source: 'bare'`); one that makes GT raise is invalid and dropped;
+ * one whose GT-corrected statement repeats an earlier one is invalid and dropped (counted once);
+ * otherwise it is used with GT's output as the oracle, and also counted invalid when its stated
+ * expected value differs from GT's.
  */
-export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidation {
+export function validateSuite(items: readonly GeneratedAssert[], options: { source?: StatementSource } = {}): SuiteValidation {
   const parsed = parseWith(z.array(GeneratedAssert), items, 'generated tests');
+  const counted = options.source === 'bare';
+  let dropped = 0;
   const seen = new Set<string>();
   const tests: ValidatedTest[] = [];
   let validCount = 0;
@@ -153,8 +169,10 @@ export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidatio
   for (const item of parsed) {
     const form = parseAssertCall(item.text);
     if (form === null) {
-      // Dropped silently: not a test, so not in invalid_t (the release's extractor skips it).
+      // Inside a code block the release's extractor skips it; outside, it counts.
       tests.push({ id: item.id, status: 'invalid', reason: 'malformed' });
+      if (counted) invalidCount++;
+      else dropped++;
       continue;
     }
     const gt = item.gt;
@@ -174,7 +192,7 @@ export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidatio
       invalidCount++;
       continue;
     }
-    const key = correctedStatement(form.call, gt.repr);
+    const key = correctedStatement(gt.call ?? form.call, gt.repr);
     if (seen.has(key)) {
       tests.push({ id: item.id, status: 'invalid', reason: 'duplicate', call: form.call, oracleRepr: gt.repr, key });
       invalidCount++;
@@ -189,7 +207,25 @@ export function validateSuite(items: readonly GeneratedAssert[]): SuiteValidatio
       tests.push({ id: item.id, status: 'corrected', reason: 'corrected', call: form.call, oracleRepr: gt.repr, key });
     }
   }
-  return { tests, total: parsed.length, validCount, invalidCount, unknownCount };
+  return { tests, total: parsed.length - dropped, validCount, invalidCount, unknownCount };
+}
+
+/**
+ * validateSuite of a whole test-policy response: its tests read as the release reads them
+ * (src/core/response-tests.ts; ids are their positions), each test's GT outcome given by `gt`
+ * (called with the statement read; undefined: not run). Malformed lines reach it only from
+ * outside a code block, and count.
+ */
+export function validateResponse(
+  response: string,
+  gt: (statement: { text: string; call: string; expected: string }) => GtOutcome | undefined,
+): SuiteValidation & { statements: string[] } {
+  const read = readResponseTests(response);
+  const items = read.statements.map((st, i): GeneratedAssert => {
+    const outcome = st.form ? gt({ text: st.text, call: st.form.call, expected: st.form.expected }) : undefined;
+    return { id: String(i), text: st.text, ...(outcome ? { gt: outcome } : {}) };
+  });
+  return { ...validateSuite(items, { source: read.source }), statements: read.statements.map((st) => st.text) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,14 +341,16 @@ export function codeA1JudgeTests(tests: readonly GeneratedTestRecord[]): JudgedG
 }
 
 /**
- * invalid_t of one suite from its judged tests: tests without an expected value, tests the
- * reference raises or times out on, duplicates, and corrected tests (counted invalid, still
- * used). A line that is not a test at all (`malformed`) is not counted: the release drops asserts
- * it cannot parse inside the code fence silently. Unknown tests (the reference's run was lost
- * to a sandbox error) count neither way.
+ * invalid_t of one suite from its judged tests: malformed lines, tests without an expected
+ * value, tests the reference raises or times out on, duplicates, and corrected tests (counted
+ * invalid, still used). A sampled suite holds a malformed line only where the release counts
+ * one (an `assert` line outside a code block): the reading of the answer
+ * (src/core/response-tests.ts) drops the asserts of a code block that are not tests before they
+ * become tests. Unknown tests (the reference's run was lost to a sandbox error) count neither
+ * way.
  */
 export function codeA1InvalidCount(judged: readonly { status: TestStatus; reason: string }[]): number {
-  return judged.filter((t) => (t.status === 'invalid' || t.status === 'corrected') && t.reason !== 'malformed').length;
+  return judged.filter((t) => t.status === 'invalid' || t.status === 'corrected').length;
 }
 
 // ---------------------------------------------------------------------------------------------

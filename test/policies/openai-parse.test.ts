@@ -62,7 +62,7 @@ describe('python literals', () => {
 });
 
 describe('parseTests', () => {
-  it('call style: assert lines with expected values, bare calls without, junk lines unusable', () => {
+  it('call style: the asserts of the code block, each a call of the entry point with literal values', () => {
     const text = [
       'Here are tests that should break the candidate:',
       '```python',
@@ -72,17 +72,29 @@ describe('parseTests', () => {
       'add([5], 1)',
       'assert add(foo, 1) == 2',
       'assert other(1) == 2',
+      'assert add(1, 2)',
       '```',
     ].join('\n');
-    const r = parseTests(text, 'call', 'add', 8);
-    expect(r.tests.slice(0, 3)).toEqual([
+    const r = parseTests(text, 'call', 'add');
+    expect(r.tests.slice(0, 2)).toEqual([
       { ok: true, test: { style: 'call', args: [[], 0], expected: 0 } },
       { ok: true, test: { style: 'call', args: [[1, 2], 3], expected: [3, 'x'] } },
-      { ok: true, test: { style: 'call', args: [[5], 1] } },
     ]);
-    expect(r.tests[3]).toMatchObject({ ok: false, reason: expect.stringContaining('not a literal') });
-    expect(r.tests[4]).toMatchObject({ ok: false, reason: 'no call of add' });
-    expect(r.outcome).toMatchObject({ status: 'partial', form: 'call-lines', found: 5, usable: 3 });
+    // A test of the release's form that crucible cannot run as a call counts (unusable); a bare
+    // call is not a test, and an assert without a comparison is dropped without counting.
+    expect(r.tests[2]).toMatchObject({ ok: false, reason: expect.stringContaining('not a literal') });
+    expect(r.tests[3]).toMatchObject({ ok: false, reason: 'no call of add' });
+    expect(r.tests).toHaveLength(4);
+    expect(r.outcome).toMatchObject({ status: 'partial', form: 'fenced-asserts', found: 4, usable: 2 });
+    expect(r.outcome.detail).toContain('1 assert in the code block not read as tests');
+  });
+
+  it('inputs only (ACE): bare calls and asserts line by line', () => {
+    const r = parseTests('```python\nadd([5], 1)\nassert add(1, 2) == 3\njunk\n```', 'call', 'add', { inputsOnly: true });
+    expect(r.tests).toEqual([
+      { ok: true, test: { style: 'call', args: [[5], 1] } },
+      { ok: true, test: { style: 'call', args: [1, 2], expected: 3 } },
+    ]);
   });
 
   it('call style: a class method entry point is called by its method name; bad tails are named', () => {
@@ -91,19 +103,21 @@ describe('parseTests', () => {
     expect(readCallLine('assert twoSum([2, 7], 9', 'Solution.twoSum')).toMatchObject({ ok: false, reason: 'unbalanced parentheses' });
   });
 
-  it('keeps at most the suite size and records how many were dropped', () => {
-    const text = Array.from({ length: 5 }, (_, i) => `assert f(${i}) == ${i}`).join('\n');
-    const r = parseTests(text, 'call', 'f', 3);
-    expect(r.tests).toHaveLength(3);
-    expect(r.outcome).toMatchObject({ status: 'ok', found: 5, usable: 3, detail: '2 beyond the suite size 3 dropped' });
+  it('keeps every test of the answer, however many (no cap at the suite size)', () => {
+    const text = Array.from({ length: 12 }, (_, i) => `assert f(${i}) == ${i}`).join('\n');
+    const r = parseTests(text, 'call', 'f');
+    expect(r.tests).toHaveLength(12);
+    expect(r.outcome).toMatchObject({ status: 'ok', form: 'bare-asserts', found: 12, usable: 12, detail: null });
   });
 
-  it('assert style: assert lines that call the entry point', () => {
-    const r = parseTests('```python\nassert is_even(2)\nassert not is_even(3)\nprint(1)\nassert True\n```', 'assert', 'is_even', 8);
-    expect(r.tests).toEqual([
-      { ok: true, test: { style: 'assert', code: 'assert is_even(2)' } },
-      { ok: true, test: { style: 'assert', code: 'assert not is_even(3)' } },
-      { ok: false, reason: 'the assert does not call is_even', text: 'assert True' },
+  it('assert style: the tests of the release\'s form, as statements; other asserts dropped in a block, counted outside', () => {
+    const fenced = parseTests('```python\nassert is_even(2)\nassert not is_even(3)\nprint(1)\nassert True\nassert is_even(4) == True\n```', 'assert', 'is_even');
+    expect(fenced.tests).toEqual([{ ok: true, test: { style: 'assert', code: 'assert is_even(4) == True' } }]);
+    expect(fenced.outcome).toMatchObject({ status: 'ok', found: 1, usable: 1 });
+    const bare = parseTests('assert is_even(2)\nassert is_even(4) == True', 'assert', 'is_even');
+    expect(bare.tests).toEqual([
+      { ok: false, reason: 'the assert does not compare a call with an expected value', text: 'assert is_even(2)' },
+      { ok: true, test: { style: 'assert', code: 'assert is_even(4) == True' } },
     ]);
   });
 
@@ -132,7 +146,7 @@ describe('parseTests', () => {
       '5',
       '```',
     ].join('\n');
-    expect(parseTests(text, 'stdio', undefined, 8)).toEqual({
+    expect(parseTests(text, 'stdio', undefined)).toEqual({
       tests: [
         { ok: true, test: { style: 'stdio', input: '3\n1 2 3\n', output: '6\n' } },
         { ok: true, test: { style: 'stdio', input: '0\n', output: null } },
@@ -143,7 +157,7 @@ describe('parseTests', () => {
   });
 
   it('stdio style: a block cut off and an output with no input are unusable', () => {
-    const r = parseTests('Output:\n```\n4\n```\nInput:\n```\n1 2\n```\nInput:\n```\n9 9', 'stdio', undefined, 8);
+    const r = parseTests('Output:\n```\n4\n```\nInput:\n```\n1 2\n```\nInput:\n```\n9 9', 'stdio', undefined);
     expect(r.tests).toEqual([
       { ok: false, reason: 'an output block with no input block before it', text: '4' },
       { ok: true, test: { style: 'stdio', input: '1 2\n', output: null } },
@@ -153,8 +167,8 @@ describe('parseTests', () => {
   });
 
   it('no test at all, and bytes of noise, are invalid outcomes, not errors', () => {
-    expect(parseTests('I cannot help with that.', 'call', 'f', 8).outcome).toEqual({ status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'no test found' });
-    expect(parseTests('\u0000\u0007}{\u00ff```', 'stdio', undefined, 8).outcome.status).toBe('invalid');
-    expect(parseTests('assert f(1) == 1', 'call', undefined, 8).outcome).toMatchObject({ status: 'invalid', detail: 'the problem names no entry point to call' });
+    expect(parseTests('I cannot help with that.', 'call', 'f').outcome).toEqual({ status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'no test found' });
+    expect(parseTests('\u0000\u0007}{\u00ff```', 'stdio', undefined).outcome.status).toBe('invalid');
+    expect(parseTests('assert f(1) == 1', 'call', undefined).outcome).toMatchObject({ status: 'invalid', detail: 'the problem names no entry point to call' });
   });
 });

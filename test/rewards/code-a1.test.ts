@@ -6,6 +6,7 @@ import {
   codeA1TopVarSuites,
   nonprintableRatio,
   topVar,
+  validateResponse,
   validateSuite,
 } from '../../src/rewards/code-a1.js';
 import { RewardInputError, parseMatrix, verdictsFromCodes } from '../../src/rewards/matrix.js';
@@ -47,8 +48,9 @@ describe('validateSuite (Code-A1 test validation)', () => {
       ['g', 'invalid', 'malformed'],
     ]);
     // |valid| = a, d; invalid = b, d (counted though used), e; unknown = f. The malformed c and g
-    // are dropped without counting in invalid_t (the release skips asserts it cannot parse).
-    expect([v.total, v.validCount, v.invalidCount, v.unknownCount]).toEqual([7, 2, 3, 1]);
+    // are dropped without counting in invalid_t or the total (read in a code block, the
+    // release's extractor skips them).
+    expect([v.total, v.validCount, v.invalidCount, v.unknownCount]).toEqual([5, 2, 3, 1]);
     // The oracle is GT's output: d's key carries 4, not the stated 5.
     expect(v.tests[3]!.key).toBe('assert add(2,2)==4');
     expect(v.tests[3]!.oracleRepr).toBe('4');
@@ -61,6 +63,25 @@ describe('validateSuite (Code-A1 test validation)', () => {
     ]);
     // x: corrected (+1 invalid), y: same corrected statement `assert f(1)==1` -> duplicate (+1).
     expect([v.validCount, v.invalidCount]).toEqual([1, 2]);
+  });
+
+  it('read outside a code block, a malformed line counts in invalid_t and the total', () => {
+    const items = [
+      { id: 'a', text: 'assert f(1) == 1', gt: { kind: 'returned' as const, repr: '1', matchesStated: true } },
+      { id: 'b', text: 'assert f(2)' },
+    ];
+    const v = validateSuite(items, { source: 'bare' });
+    expect([v.total, v.validCount, v.invalidCount]).toEqual([2, 1, 1]);
+    expect(validateSuite(items)).toMatchObject({ total: 1, validCount: 1, invalidCount: 0 });
+  });
+
+  it('duplicates are found on the call as Python writes it, when the outcome gives it', () => {
+    // f("a") and f('a') are one call to the release (ast.unparse writes f('a') for both).
+    const v = validateSuite([
+      { id: 'x', text: 'assert f("a") == 1', gt: { kind: 'returned', repr: '1', matchesStated: true, call: "f('a')" } },
+      { id: 'y', text: "assert f('a') == 1", gt: { kind: 'returned', repr: '1', matchesStated: true, call: "f('a')" } },
+    ]);
+    expect(v.tests.map((t) => t.reason)).toEqual(['ok', 'duplicate']);
   });
 
   it('rejects bad input with the path of the problem', () => {
@@ -283,5 +304,33 @@ describe('TOPVAR', () => {
     expect(codeA1KeepCodeGroup([0, 0])).toBe(false);
     expect(codeA1KeepCodeGroup([0, 1])).toBe(true);
     expect(codeA1KeepCodeGroup([0.5, 0.5])).toBe(true);
+  });
+});
+
+describe('validateResponse: a whole response, read as the release reads it', () => {
+  // GT: f(x) = 2 * x, raising on negative x. Stated values as the model wrote them.
+  const gt = (st: { call: string; expected: string }) => {
+    const x = Number(/f\((-?\d+)\)/.exec(st.call)![1]);
+    if (x < 0) return { kind: 'raised' as const, exceptionType: 'ValueError' };
+    return { kind: 'returned' as const, repr: String(2 * x), matchesStated: Number(st.expected) === 2 * x };
+  };
+
+  it('in a code block: every test kept, asserts that are not tests dropped without counting', () => {
+    const response = ['```python', ...[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((x) => `assert f(${x}) == ${2 * x}`), 'assert f(3) == 7', 'assert f(-1) == 0', 'assert f(11)', 'assert f(12) != 1', '```'].join('\n');
+    const v = validateResponse(response, gt);
+    // 12 tests (10 right, f(3) == 7 corrected to 6 and so a duplicate of f(3) == 6, f(-1) raises);
+    // `assert f(11)` and `assert f(12) != 1` are not read as tests.
+    expect(v.total).toBe(12);
+    expect(v.validCount).toBe(10);
+    // duplicate (+1) and GT raising (+1); the duplicate's stated value is not compared again.
+    expect(v.invalidCount).toBe(2);
+  });
+
+  it('outside a code block: every assert line counts, malformed ones as invalid', () => {
+    const response = ['Tests:', 'assert f(1) == 2', 'assert f(2) == 5', 'assert f(11)', 'assert f(12) != 1', 'assert f(', 'f(3) == 6'].join('\n');
+    const v = validateResponse(response, gt);
+    // 5 assert lines; f(2) == 5 is corrected (invalid, used); three malformed lines (the release
+    // would read `assert f(12) != 1` as `== 1`: a corrected test, valid 3, invalid 3).
+    expect([v.total, v.validCount, v.invalidCount]).toEqual([5, 2, 4]);
   });
 });

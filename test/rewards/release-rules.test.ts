@@ -98,9 +98,10 @@ describe('Code-A1 test judgement', () => {
   });
 });
 
-describe('Code-A1 invalid_t: malformed lines are dropped silently, the rest count', () => {
-  // One suite of 8 lines: 4 malformed (not tests at all), 1 without an expected value, 1 the
-  // reference raises on, 1 corrected (stated value wrong, still used), 1 valid.
+describe('Code-A1 invalid_t: every test a suite holds that is not valid counts', () => {
+  // One suite of 8 tests read outside a code block: 4 malformed assert lines (the release counts
+  // them; asserts of a code block that are not tests never become tests), 1 without an expected
+  // value, 1 the reference raises on, 1 corrected (stated value wrong, still used), 1 valid.
   const judged = codeA1JudgeTests([
     ...[0, 1, 2, 3].map((i) => ({ id: `m${i}`, suite: 's', wellFormed: false, hasExpected: false, reference: null, correctedKey: null })),
     { id: 'n', suite: 's', wellFormed: true, hasExpected: false, reference: null, correctedKey: null },
@@ -109,11 +110,11 @@ describe('Code-A1 invalid_t: malformed lines are dropped silently, the rest coun
     { id: 'v', suite: 's', wellFormed: true, hasExpected: true, reference: 'accepted', correctedKey: 'k-v' },
   ]);
 
-  it('counts no-expected, reference-raises and corrected, not malformed', () => {
-    expect(codeA1InvalidCount(judged.map((t) => ({ status: t.status, reason: t.reason })))).toBe(3);
+  it('counts malformed, no-expected, reference-raises and corrected', () => {
+    expect(codeA1InvalidCount(judged.map((t) => ({ status: t.status, reason: t.reason })))).toBe(7);
   });
 
-  it('valid_ratio on a hand-made matrix: min(2/8, 1 - 3/8), not 1 - 7/8', () => {
+  it('valid_ratio on a hand-made matrix: min(2/8, 1 - 7/8)', () => {
     // p0 passes the valid test and fails the corrected one; the two usable tests are c and v.
     const m = parseMatrix({
       programs: [{ id: 'p0', valid: true }],
@@ -122,11 +123,9 @@ describe('Code-A1 invalid_t: malformed lines are dropped silently, the rest coun
     });
     const r = codeA1Rewards({ matrix: m, suites: [{ id: 's', program: 'p0', invalidCount: codeA1InvalidCount(judged), nonprintableRatio: 0 }] });
     const s = r.programs[0]!.suites[0]!;
-    expect(s.validRatio).toBe(2 / 8);
-    // attack = gen_fail = 1/8; R_test = 0.5 * 2/8 + 0.5 * 1/8.
-    expect(s.rTest).toBeCloseTo(0.5 * (2 / 8) + 0.5 * (1 / 8), 12);
-    // Had the 4 malformed lines counted, valid_ratio would be min(2/8, 1 - 7/8) = 1/8.
-    expect(s.validRatio).not.toBe(1 / 8);
+    expect(s.validRatio).toBe(1 - 7 / 8);
+    // attack = gen_fail = 1/8; R_test = 0.5 * 1/8 + 0.5 * 1/8.
+    expect(s.rTest).toBe(0.5 * (1 - 7 / 8) + 0.5 * (1 / 8));
   });
 });
 

@@ -5,6 +5,7 @@
  * becomes a sample with its (zero) reward like any other.
  */
 import type { TestCase, TestStyle } from '../../core/problem.js';
+import { readResponseTests } from '../../core/response-tests.js';
 import { parsePyArgs, parsePyLiteral } from './py-literal.js';
 
 export type ParseStatus = 'ok' | 'partial' | 'invalid';
@@ -133,40 +134,48 @@ function candidateLines(text: string): string[] {
   return source.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
 }
 
-function outcomeOf(form: string, tests: ReadTest[], limit: number, dropped: number): ParseOutcome {
+function outcomeOf(form: string, tests: ReadTest[], dropped: readonly { reason: string }[]): ParseOutcome {
   const usable = tests.filter((t) => t.ok).length;
   const bad = tests.filter((t): t is Extract<ReadTest, { ok: false }> => !t.ok);
   const notes = [];
   if (bad.length) notes.push(`${bad.length} unusable (first: ${bad[0]!.reason})`);
-  if (dropped) notes.push(`${dropped} beyond the suite size ${limit} dropped`);
+  if (dropped.length) notes.push(`${dropped.length} assert${dropped.length > 1 ? 's' : ''} in the code block not read as tests (first: ${dropped[0]!.reason})`);
   const status: ParseStatus = usable === 0 ? 'invalid' : bad.length ? 'partial' : 'ok';
-  return { status, form: tests.length || dropped ? form : 'none', found: tests.length + dropped, usable, detail: notes.length ? notes.join('; ') : tests.length ? null : 'no test found' };
+  return { status, form: tests.length ? form : 'none', found: tests.length, usable, detail: notes.length ? notes.join('; ') : tests.length ? null : 'no test found' };
 }
 
-/** Tests in a test policy's answer, for a problem of this style; at most `limit` kept. */
-export function parseTests(text: string, style: TestStyle, entryPoint: string | undefined, limit: number): TestReading {
-  let tests: ReadTest[];
-  let form: string;
+/**
+ * Tests in a test policy's answer, for a problem of this style; every test is kept (no cap:
+ * Code-A1's rewards are defined on all the tests of a response). Tests that state an expected
+ * value (every method but ACE) are read as Code-A1's release reads them
+ * (src/core/response-tests.ts): from the ```python blocks when there are any, where an assert
+ * that is not a test is dropped without counting, else from every `assert` line, where one that
+ * is not a test is kept as unusable (a malformed test, counted). Call-style problems turn each
+ * test into a call of the entry point with literal arguments (one that is not becomes unusable).
+ * `inputsOnly` (ACE): calls without expected values, read line by line.
+ */
+export function parseTests(text: string, style: TestStyle, entryPoint: string | undefined, options: { inputsOnly?: boolean } = {}): TestReading {
   if (style === 'stdio') {
-    tests = readIoBlocks(text);
-    form = 'io-blocks';
-  } else if (style === 'call') {
-    if (!entryPoint) return { tests: [], outcome: { status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'the problem names no entry point to call' } };
-    const fn = entryPoint.split('.').pop()!;
-    tests = candidateLines(text).filter((l) => l.startsWith('assert') || callAt(l, fn) === 0).map((l) => readCallLine(l, entryPoint));
-    form = 'call-lines';
-  } else {
-    tests = candidateLines(text)
-      .filter((l) => l.startsWith('assert'))
-      .map((l): ReadTest => {
-        if (entryPoint && callAt(l, entryPoint.split('.').pop()!) < 0) return { ok: false, reason: `the assert does not call ${entryPoint}`, text: l };
-        return { ok: true, test: { style: 'assert', code: l } };
-      });
-    form = 'assert-lines';
+    const tests = readIoBlocks(text);
+    return { tests, outcome: outcomeOf('io-blocks', tests, []) };
   }
-  const dropped = Math.max(0, tests.length - limit);
-  tests = tests.slice(0, limit);
-  return { tests, outcome: outcomeOf(form, tests, limit, dropped) };
+  if (style === 'call' && !entryPoint) return { tests: [], outcome: { status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'the problem names no entry point to call' } };
+  if (options.inputsOnly) {
+    let tests: ReadTest[];
+    if (style === 'call') {
+      const fn = entryPoint!.split('.').pop()!;
+      tests = candidateLines(text).filter((l) => l.startsWith('assert') || callAt(l, fn) === 0).map((l) => readCallLine(l, entryPoint!));
+    } else {
+      tests = candidateLines(text).filter((l) => l.startsWith('assert')).map((l): ReadTest => ({ ok: true, test: { style: 'assert', code: l } }));
+    }
+    return { tests, outcome: outcomeOf(style === 'call' ? 'call-lines' : 'assert-lines', tests, []) };
+  }
+  const read = readResponseTests(text);
+  const tests = read.statements.map((st): ReadTest => {
+    if (st.form === null) return { ok: false, reason: st.reason ?? 'not a test', text: st.text };
+    return style === 'call' ? readCallLine(st.text, entryPoint!) : { ok: true, test: { style: 'assert', code: st.text } };
+  });
+  return { tests, outcome: outcomeOf(`${read.source}-asserts`, tests, read.dropped) };
 }
 
 /** stdio tests: a block labelled input (by its fence tag or the line before it), optionally

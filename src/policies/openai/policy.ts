@@ -24,7 +24,7 @@ export interface OpenAIPolicyInit {
   /** The run's method: picks the test prompt (ACE asks for inputs only). */
   method: string;
   problems: ReadonlyMap<string, Problem>;
-  /** Tests per suite asked for and kept. */
+  /** Tests per suite asked for (every test of an answer is kept). */
   suiteSize: number;
   /** The model name this policy's requests ask for, when not the client's (a version's adapter). */
   model?: string;
@@ -64,7 +64,7 @@ export class OpenAIPolicy implements PolicyPort {
         text = read.program;
         parse = read.outcome;
       } else {
-        const read = parseTests(c.text, problem.style, problem.entryPoint, suiteSize);
+        const read = parseTests(c.text, problem.style, problem.entryPoint, { inputsOnly: method === 'ace' });
         text = read.tests.map((x) => (x.ok ? canonicalJson(x.test) : `unparsed: ${x.reason}`.replace(/\n/g, ' '))).join('\n');
         parse = read.outcome;
       }
