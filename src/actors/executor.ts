@@ -19,6 +19,7 @@ import { compactResults, mergeLoad, resultAt, type ModuleLoad, type PairResult, 
 import { VERDICT_CODES } from '../core/verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
+import { referenceProbeProgram } from './reference-probe.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 import { moduleLoadOfResults } from '../rewards/code-a1.js';
@@ -215,10 +216,11 @@ export async function executePrograms(request: Request, env: RunEnv, cache: Exec
   const problem = await env.problem(request.problemId);
   const pairs = requestPairs(request);
   // Outputs are kept (as blobs named in the event) only for runs of the problem's reference
-  // text, whose outputs become generated tests' expected values; a candidate's output is read
-  // by nothing, and naming it would double the log's size.
+  // text and of its probe (./reference-probe.ts), whose outputs become generated tests' expected
+  // values; a candidate's output is read by nothing, and naming it would double the log's size.
   const reference = problem.solutions[0] === undefined ? null : sha256Hex(problem.solutions[0]);
-  const keepsOutput = (programHash: string) => programHash === reference;
+  const probe = problem.solutions[0] === undefined ? null : sha256Hex(referenceProbeProgram(problem.solutions[0]));
+  const keepsOutput = (programHash: string) => programHash === reference || programHash === probe;
   const results = new Array<ResultFigures | undefined>(pairs.length);
   // Every pair by its program hash, in request order; the cached ones answered now.
   // Each distinct test is read and parsed once per request, not once per program running it.

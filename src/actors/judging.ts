@@ -26,6 +26,8 @@ import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { readAssertComparison } from '../core/python-text.js';
+import { readReferenceProbe, referenceProbeProgram, referenceProbeTest } from './reference-probe.js';
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
 import { planEvents } from './methods/common.js';
 import type { BasisArgs, JudgeArgs, JudgementSteps, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
@@ -42,14 +44,40 @@ export async function needsOracle(env: RunEnv, test: { wellFormed: boolean; test
   return codeA1HasExpected(await env.test(test.testHash));
 }
 
-/** The test with the reference's output as its expected value (an assert test states its own). */
+/** The test with the reference's output as its expected value. */
 function withOracle(test: TestCase, output: string): TestCase | null {
-  return test.style === 'assert' ? test : withExpectedOutput(test, output);
+  return withExpectedOutput(test, output);
 }
 
-/** Code-A1 validity of every sampled test from the reference's verdicts, with the GT-corrected
- * test (as a blob) of each usable one. */
-export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle: Verdicts): Promise<JudgedTest[]> {
+/** An assert test's call and stated value, as written (needsOracle passed it: one `==`). */
+function assertParts(test: TestCase): { call: string; expected: string } | null {
+  if (test.style !== 'assert') return null;
+  const r = readAssertComparison(test.code.replace(/;\s*$/, ''));
+  return r === null ? null : { call: r.call, expected: r.expected };
+}
+
+/** The execution that gives the reference's output for a test: the reference on the test
+ * itself, or, for an assert test, the reference probe on its call (./reference-probe.ts). */
+async function oracleRun(env: RunEnv, reference: string, test: TestCase, testHash: string): Promise<{ programHash: string; testHash: string }> {
+  const parts = assertParts(test);
+  if (parts === null) return { programHash: await env.blobs.put(reference), testHash };
+  const probe = canonicalJson(referenceProbeTest(parts.call, parts.expected));
+  const probeHash = await env.blobs.put(probe);
+  env.rememberCheckedTest(probeHash, probe);
+  return { programHash: await env.blobs.put(referenceProbeProgram(reference)), testHash: probeHash };
+}
+
+/**
+ * Code-A1 validity of every sampled test from the reference's verdicts, with the GT-corrected
+ * test (as a blob) of each usable one. The corrected test states the reference's output: a
+ * stdio or call test takes the output as its expected value; an assert test becomes
+ * `assert <call> == <repr of the reference's value>`, the call as Python writes it, whether or
+ * not the stated value was right (the release's statement, and so its duplicate and Mistake Book
+ * key). A stated value that differs from the reference's output makes the test corrected:
+ * counted invalid, still used with the reference's output.
+ */
+export async function judgeAgainstReference(env: RunEnv, problem: Problem, p: ProblemRound, oracle: Verdicts): Promise<JudgedTest[]> {
+  const reference = problem.solutions[0];
   const byHash = new Map(oracle.map((v) => [v.testHash, v]));
   // Each test with the reference's verdict and, when usable, its GT-corrected form; duplicates
   // are then found on the corrected statement (after the oracle), as the release does.
@@ -58,20 +86,32 @@ export async function judgeAgainstReference(env: RunEnv, p: ProblemRound, oracle
   for (const suite of p.suites) {
     for (const t of suite.tests) {
       const hasExpected = await needsOracle(env, t);
-      const run = hasExpected ? byHash.get(t.testHash) : undefined;
-      let correctedKey: string | null = null;
+      const original = hasExpected ? await env.test(t.testHash) : null;
+      const parts = original ? assertParts(original) : null;
+      const run = original && reference !== undefined ? byHash.get((await oracleRun(env, reference, original, t.testHash)).testHash) : undefined;
+      let verdict = run?.verdict ?? null;
+      let fixed: TestCase | null = null;
       if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
-        const original = await env.test(t.testHash);
-        const fixed = withOracle(original, await env.blobs.getText(run.outputHash));
-        if (fixed !== null) {
-          const text = canonicalJson(fixed);
-          correctedKey = await env.blobs.put(text);
-          // A checked test with the reference's output as its expected value: a test as well.
-          env.rememberCheckedTest(correctedKey, text);
+        const output = await env.blobs.getText(run.outputHash);
+        if (parts === null) fixed = withOracle(original!, output);
+        else {
+          // The probe ran to the end: what it read decides the verdict on the test as stated.
+          const probe = readReferenceProbe(output);
+          if (probe.kind === 'returned') {
+            fixed = { style: 'assert', code: `assert ${probe.call ?? parts.call} == ${probe.repr}` };
+            verdict = probe.matchesStated ? 'accepted' : 'wrong_answer';
+          } else verdict = probe.kind === 'raised' ? 'runtime_error' : 'sandbox_error';
         }
+      } else if (run && parts !== null && run.verdict === 'accepted') verdict = 'sandbox_error'; // a probe without output
+      let correctedKey: string | null = null;
+      if (fixed !== null) {
+        const text = canonicalJson(fixed);
+        correctedKey = await env.blobs.put(text);
+        // A checked test with the reference's output as its expected value: a test as well.
+        env.rememberCheckedTest(correctedKey, text);
+        correctedOf.set(t.testId, correctedKey);
       }
-      if (correctedKey !== null) correctedOf.set(t.testId, correctedKey);
-      records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: run?.verdict ?? null, correctedKey });
+      records.push({ id: t.testId, suite: suite.suiteId, wellFormed: t.wellFormed, hasExpected, reference: verdict, correctedKey });
     }
   }
   const testHashOf = new Map(p.suites.flatMap((s) => s.tests.map((t) => [t.testId, t.testHash] as const)));
@@ -92,7 +132,7 @@ export async function planEvaluation(args: {
   split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, oracle, book } = args;
-  const judged = await judgeAgainstReference(env, p, oracle);
+  const judged = await judgeAgainstReference(env, problem, p, oracle);
 
   const history = env.config.mistakeBook.enabled ? topTests(book, env.config.mistakeBook.replay) : [];
   const reward: { programId: string; programHash: string; testId: string; testHash: string }[] = [];
@@ -362,11 +402,11 @@ export async function judgeProblem(args: JudgeArgs & { shared?: boolean }): Prom
   return judgeWithBasis(await codeA1Basis({ ...args, blobs: args.env.blobs }), args);
 }
 
-/** The reference on each distinct test that states an expected value: oracle outputs and validity. */
+/** The reference on each distinct test that states an expected value (an assert test: the
+ * reference probe on its call): oracle outputs and validity. */
 export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemRound): Promise<Pair[]> {
   const reference = problem.solutions[0];
   if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: ${env.config.method} needs one`);
-  const referenceHash = await env.blobs.put(reference);
   const seen = new Set<string>();
   const pairs: Pair[] = [];
   for (const suite of p.suites) {
@@ -374,7 +414,8 @@ export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemR
       // A test without an expected value is invalid whatever the reference does: not run.
       if (seen.has(t.testHash) || !(await needsOracle(env, t))) continue;
       seen.add(t.testHash);
-      pairs.push({ programId: 'reference', programHash: referenceHash, testId: t.testId, testHash: t.testHash });
+      const run = await oracleRun(env, reference, await env.test(t.testHash), t.testHash);
+      pairs.push({ programId: 'reference', programHash: run.programHash, testId: t.testId, testHash: run.testHash });
     }
   }
   return pairs;

@@ -55,7 +55,7 @@ const usableTests = (buffer: readonly TcsBufferedSuite[]) =>
 export const tcs: MethodJudgement = {
   oracle: referenceOracle,
   async plan({ env, problem, round: p, oracle, split, tcsBuffer }) {
-    const judged = await judgeAgainstReference(env, p, oracle);
+    const judged = await judgeAgainstReference(env, problem, p, oracle);
     const { bufferSize, maxStaleness } = env.config.tcs;
     const buffer = tcsBufferAfter(tcsBuffer ?? [], p, judged, { bufferSize, maxStaleness });
     const usable = judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!);
