@@ -19,6 +19,11 @@ import { requestPairs, reusedPairs, type EventData } from '../../src/events/cata
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { StandInOpenAIServer } from '../support/stand-in-openai-server.js';
 import { recordedBlobs, recordedEvents } from '../support/run-log.js';
+import Database from 'better-sqlite3';
+import { deriveSeed } from '../../src/core/rng.js';
+import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { ablate } from '../../src/ablation/ablate.js';
+import { parseVariantSpec } from '../../src/ablation/variant.js';
 
 // ---------------------------------------------------------------------------------------------
 // The designed problem, programs and answers
@@ -88,12 +93,59 @@ const SUITE_BARE = [
   'assert f(13) == 26',
 ].join('\n');
 
+// ---------------------------------------------------------------------------------------------
+// CURE: black-box, one test per answer (the release's unit), two problems
+
+/** `text` padded with trailing prose to exactly `bytes` bytes: response lengths in tokens are
+ * bytes here (the stand-in server returns one token per byte), chosen round for hand work. */
+const padded = (text: string, bytes: number) => `${text}\n${'x'.repeat(bytes - text.length - 1)}`;
+const codeAnswer = (program: string, i: number) => padded(`Here is my solution:\n\`\`\`python\n${program}\`\`\``, 200 + 100 * i);
+const testAnswer = (line: string, k: number) => padded(`\`\`\`python\n${line}\n\`\`\``, 100 + 10 * k);
+
+const TRIPLE = Problem.parse({
+  id: 'parity/triple',
+  source: 'parity',
+  statement: 'Write g(x) that returns three times the integer x.',
+  style: 'assert',
+  entryPoint: 'g',
+  tests: { public: [{ style: 'assert', code: 'assert g(1) == 3' }, { style: 'assert', code: 'assert g(2) == 6' }], private: [{ style: 'assert', code: 'assert g(5) == 15' }], generated: [] },
+  solutions: ['def g(x):\n    return 3 * x\n'],
+  incorrectSolutions: [],
+  limits: { timeSeconds: 2, memoryMb: 256 },
+});
+
+/** Each problem's code answers (by sample index) and its eight one-test answers: program i's
+ * two black-box samples are tests 2i and 2i + 1, told apart by the seed of its request. */
+const CURE_PROBLEMS = [
+  {
+    problem: PROBLEM,
+    programs: Object.values(PROGRAMS).map(codeAnswer),
+    tests: ['assert f(5) == 10', 'assert f(3) == 6', 'assert f(2) == 5', 'assert f(7) == 15', 'assert f(1) == 2', 'assert f(8) == 16', 'assert f(-1) == 0', 'assert f(3) == 0'],
+  },
+  {
+    problem: TRIPLE,
+    // Four correct programs (every code reward 1).
+    programs: ['def g(x):\n    return 3 * x\n', 'def g(x):\n    return x * 3\n', 'def g(x):\n    return x + x + x\n', 'def g(x):\n    y = 3 * x\n    return y\n'].map(codeAnswer),
+    tests: ['assert g(3) == 9', 'assert g(4) == 12', 'assert g(5) == 14', 'assert g(0) == 0', 'assert g(-2) == -6', 'assert g(10) == 31', 'assert g(7) == 21', 'assert g(1) == 3'],
+  },
+].map((c) => ({
+  ...c,
+  testsFor(seed: number | null): string[] {
+    const i = [0, 1, 2, 3].find((k) => deriveSeed(CURE_SEED, 'adversary', '1', `1/${c.problem.id}/s${k}`) === seed);
+    if (i === undefined) throw new Error(`no program of ${c.problem.id} asks with seed ${seed}`);
+    return [testAnswer(c.tests[2 * i]!, 2 * i), testAnswer(c.tests[2 * i + 1]!, 2 * i + 1)];
+  },
+}));
+const CURE_SEED = 2;
+
 let root: string;
 let server: StandInOpenAIServer;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-parity-'));
-  server = await StandInOpenAIServer.start(({ prompt, n }) => {
+  server = await StandInOpenAIServer.start(({ prompt, n, seed }) => {
+    const cure = CURE_PROBLEMS.find((c) => prompt.includes(c.problem.statement));
+    if (cure) return prompt.startsWith('Solve') ? cure.programs.slice(0, n) : cure.testsFor(seed).slice(0, n);
     if (prompt.startsWith('Solve')) return CODE_ANSWERS.slice(0, n);
     return [SUITE_FENCED, SUITE_BARE].slice(0, n);
   });
@@ -303,5 +355,178 @@ describe('Code-A1: a GRPO group of one sample (one suite per program)', () => {
       expect(item.advantage).toBe(item.reward / (1 + 1e-6));
     }
     expect(tests.items.some((i) => i.reward !== 0)).toBe(true);
+  }, 300_000);
+});
+
+// ---------------------------------------------------------------------------------------------
+// CURE
+
+async function runCure(name: string, cure: Record<string, unknown>) {
+  const problems = CURE_PROBLEMS.map((c) => c.problem);
+  return run(name, {
+    method: 'cure',
+    seed: CURE_SEED,
+    rounds: 1,
+    sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 1, whiteBox: false },
+    mistakeBook: { enabled: false },
+    selection: { testSamples: 'all' },
+    cure,
+  }, problems);
+}
+
+/** The release's normalize_reward (population std, no epsilon; dropped: null). numpy sums
+ * pairwise: for 4 values that is left to right, for 8 ((a+b)+(c+d))+((e+f)+(g+h)). */
+const npSum = (x: number[]) => (x.length === 8 ? ((x[0]! + x[1]!) + (x[2]! + x[3]!)) + ((x[4]! + x[5]!) + (x[6]! + x[7]!)) : x.reduce((a, b) => a + b, 0));
+function normalizeReward(x: number[]): number[] | null {
+  const mean = npSum(x) / x.length;
+  const std = Math.sqrt(npSum(x.map((v) => (v - mean) ** 2)) / x.length);
+  return std === 0 ? null : x.map((v) => (v - mean) / std);
+}
+/** x / its population std (normalize_balance_std's last step, numpy order). */
+const overStd = (x: number[]) => {
+  const mean = npSum(x) / x.length;
+  const std = Math.sqrt(npSum(x.map((v) => (v - mean) ** 2)) / x.length);
+  return x.map((v) => v / std);
+};
+
+// By hand, from the designed programs: on double, only `right` passes the three GT tests
+// (offFromFive fails f(6), wrongOnThree f(3), broken all): code rewards 1, 2/3, 0, 2/3. Each test
+// against the correct program and the three incorrect ones (failing / passing):
+//   f(5)==10: right passes; 2 of 3 incorrect fail: +2/3     f(3)==6: +2/3 (broken, wrongOnThree fail)
+//   f(2)==5: right fails; no incorrect passes: 0           f(7)==15: right fails; offFromFive passes: -1/3
+//   f(1)==2: +1/3 (only broken fails)                      f(8)==16: +2/3
+//   f(-1)==0: right raises; none passes: 0                 f(3)==0: right fails; wrongOnThree passes: -1/3
+// post_stage: +1 only if every incorrect program fails (none here), -1 if any passes.
+// On triple every program is correct (code rewards all 1): a test earns its sign alone.
+const DOUBLE_CODE = [1, 2 / 3, 0, 2 / 3];
+const DOUBLE_TESTS = [2 / 3, 2 / 3, 0, -1 / 3, 1 / 3, 2 / 3, 0, -1 / 3];
+const DOUBLE_TESTS_POST = [0, 0, 0, -1, 0, 0, 0, -1];
+const TRIPLE_TESTS = [1, 1, -1, 1, 1, -1, 1, 1];
+
+/** length_regularize by hand, with min_len_threshold 0 (lengths: code answers 200 + 100 i bytes,
+ * test answers 100 + 10 k):
+ * - double's codes: z-scores of (1, 2/3, 0, 2/3) are +, +, -, +; positive lengths 200, 300, 500:
+ *   median 300; regularized 100, 0, and -200 for 500; the negative one gets min(100, 0, 0, -200)
+ *   = -200; positives (100) scaled by 400 / 100 = 4: (400, 0, -200, -200) over its std.
+ * - triple's codes (all 1, kept by enable_efficient): all positive, median 350: 150, 50, -50,
+ *   -150, already balanced (scale 1).
+ * - double's tests under post_stage: (0 x 3, -1, 0 x 3, -1) z-scores + + + - + + + -; positive
+ *   lengths 100, 110, 120, 140, 150, 160: median 130: 30, 20, 10, -10, -20, -30; the negatives
+ *   get -30; positives (60) scaled by 120 / 60 = 2.
+ * - double's tests without it: + + - - + + - -; positive lengths 100, 110, 140, 150: median 125:
+ *   25, 15, -15, -25; the negatives get -25; positives (40) scaled by 140 / 40 = 3.5.
+ * - triple's tests: + + - + + - + +; positive lengths 100, 110, 130, 140, 160, 170: median 135:
+ *   35, 25, 5, -5, -25, -35; the negatives get -35; positives (65) scaled by 135 / 65.
+ */
+const LENGTH = {
+  doubleCode: overStd([400, 0, -200, -200]),
+  tripleCode: overStd([150, 50, -50, -150]),
+  doubleTestsPost: overStd([60, 40, 20, -30, -10, -20, -30, -30]),
+  doubleTests: overStd([87.5, 52.5, -25, -25, -15, -25, -25, -25]),
+  tripleTests: overStd([35, 25, -35, 5, -5, -35, -25, -35].map((v) => (v > 0 ? (v * 135) / 65 : v))),
+};
+
+interface Expected {
+  code: { reward: number[]; advantage: number[] | null };
+  tests: { reward: number[]; advantage: number[] | null };
+}
+/** Per problem (double, triple): the expected rewards and advantages (null: dropped). */
+function expectedCure(o: { postStage: boolean; efficient: boolean; regularize: boolean }): [Expected, Expected] {
+  const doubleTests = o.postStage ? DOUBLE_TESTS_POST : DOUBLE_TESTS;
+  return [
+    {
+      code: { reward: DOUBLE_CODE, advantage: o.regularize ? LENGTH.doubleCode : normalizeReward(DOUBLE_CODE) },
+      tests: { reward: doubleTests, advantage: o.regularize ? (o.postStage ? LENGTH.doubleTestsPost : LENGTH.doubleTests) : normalizeReward(doubleTests) },
+    },
+    {
+      // All ones: dropped, unless enable_efficient keeps them (then length-regularized).
+      code: { reward: [1, 1, 1, 1], advantage: o.efficient ? LENGTH.tripleCode : null },
+      tests: { reward: TRIPLE_TESTS, advantage: o.regularize ? LENGTH.tripleTests : normalizeReward(TRIPLE_TESTS) },
+    },
+  ];
+}
+
+interface Row {
+  sample_id: string;
+  role: string;
+  problem_id: string;
+  reward_fn: string;
+  reward: number;
+  advantage: number;
+  components: Record<string, number>;
+}
+
+function checkCure(rows: Row[], o: { postStage: boolean; efficient: boolean; regularize: boolean }) {
+  const expected = expectedCure(o);
+  CURE_PROBLEMS.forEach((c, p) => {
+    for (const role of ['code', 'test'] as const) {
+      const items = rows.filter((r) => r.problem_id === c.problem.id && r.role === role).sort((a, b) => (a.sample_id < b.sample_id ? -1 : 1));
+      const e = role === 'code' ? expected[p]!.code : expected[p]!.tests;
+      expect(items).toHaveLength(role === 'code' ? 4 : 8);
+      expect(new Set(items.map((i) => i.reward_fn))).toEqual(new Set([o.postStage ? 'cure-post-stage/v1' : 'cure/v1']));
+      items.forEach((item, k) => {
+        expect(item.reward).toBeCloseTo(e.reward[k]!, 15);
+        if (e.advantage === null) expect(item.advantage).toBe(0);
+        else expect(item.advantage).toBeCloseTo(e.advantage[k]!, 12);
+        expect(item.components.selected).toBe(e.advantage === null ? 0 : 1);
+      });
+    }
+  });
+}
+
+const rowsOf = (events: ReturnType<typeof dataOf<'RewardsAssigned'>>): Row[] =>
+  events.flatMap((r) => r.items.map((i) => ({ sample_id: i.sampleId, role: r.role, problem_id: r.problemId, reward_fn: r.rewardFn, reward: i.reward, advantage: i.advantage, components: i.components })));
+
+describe('CURE through the live pipeline', () => {
+  let plain: Awaited<ReturnType<typeof run>>;
+  beforeAll(async () => {
+    plain = await runCure('cure', {});
+  }, 300_000);
+
+  it("the release's defaults: every reward and advantage as worked by hand; all-equal groups dropped", () => {
+    const rows = rowsOf(plain.of('RewardsAssigned'));
+    // Sample ids sort as s0/t0, s0/t1, s1/t0, ...: the tests in designed order.
+    checkCure(rows, { postStage: false, efficient: false, regularize: false });
+    const double = rows.filter((r) => r.problem_id === 'parity/double' && r.role === 'code').sort((a, b) => (a.sample_id < b.sample_id ? -1 : 1));
+    expect(double.map((r) => [r.components.correct, r.components.gtPassed, r.components.gtObserved])).toEqual([[1, 3, 3], [0, 2, 3], [0, 0, 3], [0, 2, 3]]);
+  });
+
+  it('post_stage and enable_efficient switched on in a run: the release\'s arithmetic, lengths from the recorded tokens', async () => {
+    const on = await runCure('cure-switches', { postStage: true, enableEfficient: true, minLenThreshold: 0 });
+    checkCure(rowsOf(on.of('RewardsAssigned')), { postStage: true, efficient: true, regularize: true });
+    // The samples are the same as the plain run's: the switches change only the Judge's arithmetic.
+    expect(on.of('TestsSampled').map((t) => t.tests.map((x) => x.testHash))).toEqual(plain.of('TestsSampled').map((t) => t.tests.map((x) => x.testHash)));
+  }, 300_000);
+
+  it('each switch is an ablation variant of the recorded run, answered by hand-worked values', async () => {
+    const log = await openSqliteLog(path.join(plain.dir, 'log.db'), { create: false });
+    try {
+      const specs = [
+        'post:cure.postStage=true',
+        'eff:cure.enableEfficient=true,cure.minLenThreshold=0',
+        'len:cure.lengthRegularize=true,cure.minLenThreshold=0',
+        'none:cure.enableEfficient=true,cure.lengthRegularize=false',
+      ];
+      const result = await ablate({ log, dir: path.join(plain.dir, 'ablations'), variants: specs.map(parseVariantSpec) });
+      const rowsOfVariant = (name: string): Row[] => {
+        const v = result.variants.find((x) => x.name === name)!;
+        if (v.status !== 'answered') throw new Error(`${name}: ${v.reason}`);
+        const db = new Database(v.file, { readonly: true });
+        try {
+          return (db.prepare('SELECT sample_id, role, problem_id, reward_fn, reward, advantage, components FROM rewards').all() as (Omit<Row, 'components'> & { components: string })[]).map((r) => ({ ...r, components: JSON.parse(r.components) as Record<string, number> }));
+        } finally {
+          db.close();
+        }
+      };
+      checkCure(rowsOfVariant('post'), { postStage: true, efficient: false, regularize: false });
+      checkCure(rowsOfVariant('eff'), { postStage: false, efficient: true, regularize: true });
+      // length_regularize alone: triple's all-ones code group is still dropped.
+      checkCure(rowsOfVariant('len'), { postStage: false, efficient: false, regularize: true });
+      // enable_efficient without length regularization: all-ones kept as they are (advantage 1).
+      const none = rowsOfVariant('none').filter((r) => r.problem_id === 'parity/triple' && r.role === 'code');
+      expect(none.map((r) => r.advantage)).toEqual([1, 1, 1, 1]);
+    } finally {
+      await log.close();
+    }
   }, 300_000);
 });
