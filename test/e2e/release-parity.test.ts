@@ -118,7 +118,8 @@ const TRIPLE = Problem.parse({
  * two black-box samples are tests 2i and 2i + 1, told apart by the seed of its request. */
 const CURE_PROBLEMS = [
   {
-    problem: PROBLEM,
+    // The double problem under its own id and wording (the stand-in routes by statement).
+    problem: { ...PROBLEM, id: 'parity/double-cure', statement: `${PROBLEM.statement} (CURE)` },
     programs: Object.values(PROGRAMS).map(codeAnswer),
     tests: ['assert f(5) == 10', 'assert f(3) == 6', 'assert f(2) == 5', 'assert f(7) == 15', 'assert f(1) == 2', 'assert f(8) == 16', 'assert f(-1) == 0', 'assert f(3) == 0'],
   },
@@ -487,7 +488,7 @@ describe('CURE through the live pipeline', () => {
     const rows = rowsOf(plain.of('RewardsAssigned'));
     // Sample ids sort as s0/t0, s0/t1, s1/t0, ...: the tests in designed order.
     checkCure(rows, { postStage: false, efficient: false, regularize: false });
-    const double = rows.filter((r) => r.problem_id === 'parity/double' && r.role === 'code').sort((a, b) => (a.sample_id < b.sample_id ? -1 : 1));
+    const double = rows.filter((r) => r.problem_id === 'parity/double-cure' && r.role === 'code').sort((a, b) => (a.sample_id < b.sample_id ? -1 : 1));
     expect(double.map((r) => [r.components.correct, r.components.gtPassed, r.components.gtObserved])).toEqual([[1, 3, 3], [0, 2, 3], [0, 0, 3], [0, 2, 3]]);
   });
 
