@@ -267,7 +267,7 @@ export interface ReplayTest {
 export type MistakeBooks = Readonly<Record<string, MistakeBookState>>;
 
 /**
- * Tests to replay: the `k` highest counts (ties: oldest first), blacklisted never.
+ * Tests to replay: the `k` highest counts (ties in stored order: see the file comment), blacklisted never.
  * Call with one problem's book, or with all books and a problem id.
  */
 export function topTests(book: MistakeBookState, k?: number): ReplayTest[];

@@ -56,3 +56,19 @@ describe('run configs', () => {
     expect(() => loadConfigFile('configs/demo.yaml', { overrides: ['sampling.nope=1'] })).toThrow(/unknown key "sampling\.nope"/);
   });
 });
+
+describe("CURE's released switches as config keys", () => {
+  it("configs/cure.yaml states the release's defaults, recorded in the run's config", () => {
+    const c = loadConfigFile('configs/cure.yaml');
+    expect(c.cure).toEqual({ postStage: false, enableEfficient: false, lengthRegularize: null, maxLenThreshold: 8000, minLenThreshold: 1000 });
+    expect(loadConfigFile('configs/demo.yaml').cure).toEqual(c.cure);
+  });
+
+  it('length regularization needs response lengths in tokens: refused for the catalog policy', () => {
+    expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.enableEfficient=true'] })).toThrow(/cure\.enableEfficient.*response lengths in tokens/s);
+    expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.lengthRegularize=true'] })).toThrow(/cure\.lengthRegularize/);
+    // post_stage changes only the test rewards: any policy.
+    expect(loadConfigFile('configs/cure.yaml', { overrides: ['cure.postStage=true'] }).cure.postStage).toBe(true);
+    expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.nope=1'] })).toThrow(/unknown key "cure\.nope"/);
+  });
+});
