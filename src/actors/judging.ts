@@ -26,6 +26,7 @@ import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
 import type { ProblemRound } from './judge-state.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { sha256Hex } from '../events/blobs.js';
 import { readAssertComparison } from '../core/python-text.js';
 import { readReferenceProbe, referenceProbeProgram, referenceProbeTest } from './reference-probe.js';
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
@@ -56,15 +57,28 @@ function assertParts(test: TestCase): { call: string; expected: string } | null 
   return r === null ? null : { call: r.call, expected: r.expected };
 }
 
-/** The execution that gives the reference's output for a test: the reference on the test
- * itself, or, for an assert test, the reference probe on its call (./reference-probe.ts). */
-async function oracleRun(env: RunEnv, reference: string, test: TestCase, testHash: string): Promise<{ programHash: string; testHash: string }> {
-  const parts = assertParts(test);
-  if (parts === null) return { programHash: await env.blobs.put(reference), testHash };
-  const probe = canonicalJson(referenceProbeTest(parts.call, parts.expected));
-  const probeHash = await env.blobs.put(probe);
-  env.rememberCheckedTest(probeHash, probe);
-  return { programHash: await env.blobs.put(referenceProbeProgram(reference)), testHash: probeHash };
+/** The executions that give the reference's output for a test: the reference on the test
+ * itself, or, for an assert test, the reference probe on its call (./reference-probe.ts). The
+ * programs' blobs are put once per use, and only when needed. */
+function oracleRuns(env: RunEnv, reference: string) {
+  let referenceHash: Promise<string> | null = null;
+  let probeHash: Promise<string> | null = null;
+  return {
+    /** The pair to execute for a test (its blobs put). */
+    async pair(test: TestCase, testHash: string): Promise<{ programHash: string; testHash: string }> {
+      const parts = assertParts(test);
+      if (parts === null) return { programHash: await (referenceHash ??= env.blobs.put(reference)), testHash };
+      const probe = canonicalJson(referenceProbeTest(parts.call, parts.expected));
+      const hash = await env.blobs.put(probe);
+      env.rememberCheckedTest(hash, probe);
+      return { programHash: await (probeHash ??= env.blobs.put(referenceProbeProgram(reference))), testHash: hash };
+    },
+    /** The test hash whose verdict answers a test (nothing put). */
+    testHashOf(test: TestCase, testHash: string): string {
+      const parts = assertParts(test);
+      return parts === null ? testHash : sha256Hex(canonicalJson(referenceProbeTest(parts.call, parts.expected)));
+    },
+  };
 }
 
 /**
@@ -77,7 +91,7 @@ async function oracleRun(env: RunEnv, reference: string, test: TestCase, testHas
  * counted invalid, still used with the reference's output.
  */
 export async function judgeAgainstReference(env: RunEnv, problem: Problem, p: ProblemRound, oracle: Verdicts): Promise<JudgedTest[]> {
-  const reference = problem.solutions[0];
+  const runs = oracleRuns(env, problem.solutions[0] ?? '');
   const byHash = new Map(oracle.map((v) => [v.testHash, v]));
   // Each test with the reference's verdict and, when usable, its GT-corrected form; duplicates
   // are then found on the corrected statement (after the oracle), as the release does.
@@ -88,7 +102,7 @@ export async function judgeAgainstReference(env: RunEnv, problem: Problem, p: Pr
       const hasExpected = await needsOracle(env, t);
       const original = hasExpected ? await env.test(t.testHash) : null;
       const parts = original ? assertParts(original) : null;
-      const run = original && reference !== undefined ? byHash.get((await oracleRun(env, reference, original, t.testHash)).testHash) : undefined;
+      const run = original ? byHash.get(runs.testHashOf(original, t.testHash)) : undefined;
       let verdict = run?.verdict ?? null;
       let fixed: TestCase | null = null;
       if (run && (run.verdict === 'accepted' || run.verdict === 'wrong_answer') && run.outputHash) {
@@ -407,6 +421,7 @@ export async function judgeProblem(args: JudgeArgs & { shared?: boolean }): Prom
 export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemRound): Promise<Pair[]> {
   const reference = problem.solutions[0];
   if (reference === undefined) throw new Error(`problem ${p.problemId} has no reference solution: ${env.config.method} needs one`);
+  const runs = oracleRuns(env, reference);
   const seen = new Set<string>();
   const pairs: Pair[] = [];
   for (const suite of p.suites) {
@@ -414,7 +429,7 @@ export async function referenceOracle(env: RunEnv, problem: Problem, p: ProblemR
       // A test without an expected value is invalid whatever the reference does: not run.
       if (seen.has(t.testHash) || !(await needsOracle(env, t))) continue;
       seen.add(t.testHash);
-      const run = await oracleRun(env, reference, await env.test(t.testHash), t.testHash);
+      const run = await runs.pair(await env.test(t.testHash), t.testHash);
       pairs.push({ programId: 'reference', programHash: run.programHash, testId: t.testId, testHash: run.testHash });
     }
   }
