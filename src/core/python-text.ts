@@ -13,10 +13,11 @@ export function isIdentChar(ch: string | undefined): boolean {
   return IDENT.test(ch) || ch.charCodeAt(0) >= 0x80;
 }
 
-/** Index just past the string literal whose opening quote is at `i` (or text.length if it is
- * unterminated). A backslash always protects the next character from ending the literal, raw
- * strings included, which is what Python's tokenizer does. */
-export function skipString(text: string, i: number): number {
+/** The string literal whose opening quote is at `i`: the index just past it (or where an
+ * unterminated one stops: the line end for a single-quoted literal, the text's end for a
+ * triple-quoted one), and whether it was closed. A backslash always protects the next character
+ * from ending the literal, raw strings included, which is what Python's tokenizer does. */
+export function scanString(text: string, i: number): { end: number; closed: boolean } {
   const q = text[i] as string;
   const triple = text.startsWith(q.repeat(3), i);
   const close = triple ? q.repeat(3) : q;
@@ -27,18 +28,16 @@ export function skipString(text: string, i: number): number {
       j += 2;
       continue;
     }
-    if (!triple && ch === '\n') return j; // unterminated single-quoted literal: stop at line end
-    if (text.startsWith(close, j)) return j + close.length;
+    if (!triple && ch === '\n') return { end: j, closed: false };
+    if (text.startsWith(close, j)) return { end: j + close.length, closed: true };
     j++;
   }
-  return text.length;
+  return { end: text.length, closed: false };
 }
 
-/** Whether the literal at [i, end) (as skipString found it) is closed. */
-function stringClosed(text: string, i: number, end: number): boolean {
-  const q = text[i] as string;
-  const close = text.startsWith(q.repeat(3), i) ? q.repeat(3) : q;
-  return end - i >= 2 * close.length && text.startsWith(close, end - close.length) && text[end - close.length - 1] !== '\\';
+/** Index just past the string literal whose opening quote is at `i` (see scanString). */
+export function skipString(text: string, i: number): number {
+  return scanString(text, i).end;
 }
 
 /**
@@ -94,8 +93,8 @@ export function scanTopLevel(text: string): TopLevelScan {
   while (i < text.length) {
     const ch = text[i] as string;
     if (ch === "'" || ch === '"') {
-      const end = skipString(text, i);
-      if (!stringClosed(text, i, end)) balanced = false;
+      const { end, closed } = scanString(text, i);
+      if (!closed) balanced = false;
       i = end;
       continue;
     }
@@ -196,8 +195,8 @@ export function tokenize(text: string): Token[] | null {
       continue;
     }
     if (ch === "'" || ch === '"') {
-      const end = skipString(text, i);
-      if (!stringClosed(text, i, end)) return null;
+      const { end, closed } = scanString(text, i);
+      if (!closed) return null;
       const prev = out[out.length - 1];
       // A prefix glued to the quote (r'..', b"..", f'..') is part of the literal.
       if (prev && prev.kind === 'name' && prev.at + prev.text.length === i && STRING_PREFIX.test(prev.text)) {

@@ -91,3 +91,11 @@ describe("the release reads any comparison as == (a quirk crucible does not copy
     expect(bare.statements.map((s) => s.form !== null)).toEqual([true, false]);
   });
 });
+
+describe('string literals', () => {
+  it('an escaped backslash before the closing quote ends the literal; an escaped quote does not', () => {
+    expect(parseAssertCall("assert f('a\\\\') == 'b'")).toEqual({ call: "f('a\\\\')", expected: "'b'" });
+    expect(parseAssertCall("assert f('a\\') == 'b'")).toBeNull();
+    expect(forms('```python\nassert f("x#y") == "(" # a comment )\n```')).toEqual(['f("x#y") == "("']);
+  });
+});
