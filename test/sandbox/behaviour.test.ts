@@ -93,9 +93,10 @@ describe('test styles and verdicts', () => {
     // A checker that fails on the reference's output too cannot judge: the checker's fault.
     const bad = 'def check(input, output, expected):\n    return int(output) == 1\n';
     const faulty = await sandbox.run({ program: 'print(1)', tests, comparison: 'checker', checker: bad });
-    const rejects = await sandbox.run({ program: 'print(2)', tests, comparison: 'checker', checker: bad });
-    expect([faulty[0]!.verdict, rejects[0]!.verdict]).toEqual(['accepted', 'sandbox_error']);
-    expect(rejects[0]!.message).toMatch(/checker cannot judge the reference/);
+    const two = await sandbox.run({ program: 'print(2)', tests, comparison: 'checker', checker: bad });
+    const raises = await sandbox.run({ program: 'print("x")', tests, comparison: 'checker', checker: bad });
+    expect([faulty[0]!.verdict, two[0]!.verdict, raises[0]!.verdict]).toEqual(['accepted', 'wrong_answer', 'sandbox_error']);
+    expect(raises[0]!.message).toMatch(/checker cannot judge the reference/);
   });
 
   it('a checker sees the whole output, past 64 KiB', async () => {

@@ -459,18 +459,21 @@ class Coordinator:
         hdr = {'kind': 'check', 'checker': msg['checker'], 'input': msg.get('input'), 'output': msg.get('output'),
                'expected': msg.get('expected')}
         h = self.launcher.spawn('o', self.data(hdr), lim)
-        st = self.launcher.wait(h)
-        r = finish(h, st, lim, 4096)
+        r = finish(h, self.launcher.wait(h), lim, 4096)
         rec = r['rec'] or {}
+        res = {'cpu_ms': round(r['cpu'] * 1000, 3), 'wall_ms': round(r['wall'] * 1000, 3), 'memory_kb': r['maxrss']}
         if r['setup']:
-            return {'ok': True, 'result': {'verdict': 'sandbox_error', 'message': 'checker setup failed: ' + r['setup']}}
-        if r['killed_wall'] or r['cpu'] > lim['cpu_s'] or r['signal'] is not None:
-            return {'ok': True, 'result': {'verdict': 'time_limit' if r['killed_wall'] or r['cpu'] > lim['cpu_s'] else 'runtime_error',
-                                           'message': 'the checker did not finish'}}
-        if rec.get('s') == 'value' and _type(rec.get('value')) is bool:
-            return {'ok': True, 'result': {'verdict': 'ran', 'value': rec['value']}}
-        return {'ok': True, 'result': {'verdict': 'runtime_error', 'exception_type': str(rec.get('type', 'Error'))[:100],
-                                       'message': str(rec.get('message', ''))[:500]}}
+            out = {'verdict': 'sandbox_error', 'message': 'checker setup failed: ' + r['setup']}
+        elif r['killed_wall'] or r['cpu'] > lim['cpu_s']:
+            out = {'verdict': 'time_limit', 'message': 'the checker did not finish in time'}
+        elif r['signal'] is not None:
+            out = {'verdict': 'runtime_error', 'exception_type': 'Signal', 'message': 'the checker was killed by signal %d' % r['signal']}
+        elif rec.get('s') == 'value' and _type(rec.get('value')) is bool:
+            out = {'verdict': 'ran', 'value': rec['value']}
+        else:
+            out = {'verdict': 'runtime_error', 'exception_type': str(rec.get('type', 'Error'))[:100],
+                   'message': str(rec.get('message', ''))[:500]}
+        return {'ok': True, 'result': {**res, **out}}
 
     def emit(self, part, rid, last):
         part['id'] = rid
