@@ -108,6 +108,7 @@ class Peer:
         self.next_rid = 1
         # How the other side failed, once it has: the oracle's record when the test ends.
         self.failure = None
+        ACTIVE[0] = self
 
     # ------------------------------------------------------------ frames
     def send(self, msg):
@@ -203,7 +204,7 @@ class Peer:
         """The other side's handle id when obj is a proxy of one of its objects or classes."""
         t = _type(obj)
         if t is RemoteMeta:
-            return obj.__dict__.get('_crucible_cls_hid') if obj.__dict__.get('_crucible_peer') is self else None
+            return obj.__dict__.get('_crucible_cls_hid') if ACTIVE[0] is self else None
         if _type(t) is RemoteMeta and _find_peer(t, None) is self:
             try:
                 return _object_getattr(obj, '_crucible_hid')
@@ -248,6 +249,9 @@ class Peer:
             if isinstance(b, type) and issubclass(b, BaseException):
                 self.remote_classes[cid] = b  # a builtin exception is the builtin itself
                 return b
+        if module == 'builtins' and not desc.get('x') and name in PREBUILT and _type(hid) is int:
+            cls = self.remote_classes[cid] = PREBUILT[name]  # functions, methods: made once
+            return cls
         if _type(name) is not str or _type(module) is not str or _type(hid) is not int or \
                 _type(desc.get('b')) is not list or not name.isidentifier():
             raise codec.DecodeError('a bad class description')
@@ -264,7 +268,7 @@ class Peer:
             ns = {'__module__': module}
         else:
             bases = [b for b in bases if issubclass(b, RemoteObject)] or [RemoteObject]
-            ns = {'__module__': module, '__slots__': (), '_crucible_peer': self, '_crucible_cls_hid': hid}
+            ns = {'__module__': module, '__slots__': (), '_crucible_cls_hid': hid}
         bases = _mro_safe(bases)
         try:
             cls = (type if desc.get('x') else RemoteMeta)(name, tuple(bases), ns)
@@ -475,22 +479,32 @@ class RemoteMeta(type):
     candidate's process, its attributes are read there, `isinstance` works on its proxies."""
 
     def __call__(cls, *args, **kwargs):
-        return cls.__dict__['_crucible_peer'].request('call', {'$p': cls.__dict__['_crucible_cls_hid']}, args, kwargs)
+        return _find_peer(cls).request('call', {'$p': _cls_hid(cls)}, args, kwargs)
 
     def __getattr__(cls, name):
         if name.startswith('_crucible'):
             raise AttributeError(name)
-        return cls.__dict__['_crucible_peer'].request('getattr', {'$p': cls.__dict__['_crucible_cls_hid']}, name)
+        return _find_peer(cls).request('getattr', {'$p': _cls_hid(cls)}, name)
+
+
+def _cls_hid(cls):
+    hid = cls.__dict__.get('_crucible_cls_hid')
+    if hid is None:
+        raise TypeError('%s cannot be called here' % cls.__name__)
+    return hid
 
 
 def _find_peer(cls, default=_MISSING):
-    for k in cls.__mro__:
-        p = k.__dict__.get('_crucible_peer')
-        if p is not None:
-            return p
+    """A process has one channel (an oracle's, or a candidate's): every proxy belongs to it."""
+    p = ACTIVE[0]
+    if p is not None:
+        return p
     if default is not _MISSING:
         return default
     raise ChannelBroken('a proxy without a channel')
+
+
+ACTIVE = [None]
 
 
 def _target(self):
@@ -509,7 +523,6 @@ class RemoteObject(metaclass=RemoteMeta):
     two proxies are equal when they are the same object, or objects of the same class whose
     attributes are equal, compared here on decoded values (never by the program's `__eq__`)."""
     __slots__ = ('_crucible_hid', '__weakref__')
-    _crucible_peer = None
 
     def __getattr__(self, name):
         if name.startswith('_crucible'):
@@ -581,3 +594,10 @@ def _plain_eq(x, y):
         return bool(x == y)
     except Exception:  # noqa: BLE001
         return False
+
+
+# Proxy classes for the kinds of objects most handles are (a program's functions and methods):
+# made once at import, not per test.
+PREBUILT = {n: RemoteMeta(n, (RemoteObject,), {'__module__': 'builtins', '__slots__': ()})
+            for n in ('function', 'method', 'builtin_function_or_method', 'generator', 'cell', 'code',
+                      'functools._lru_cache_wrapper', '_lru_cache_wrapper', 'partial')}

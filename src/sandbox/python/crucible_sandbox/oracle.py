@@ -50,10 +50,30 @@ def wanted_names(free):
     return sorted(n for n in free if n not in BUILTIN_NAMES and n not in harness.HARNESS_MODULES and n != 'candidate')
 
 
-def test_globals():
+def make_test_globals():
     g = {'__name__': '__test__', '__builtins__': builtins}
     exec(harness.PRELUDE_CODE, g)
     return g
+
+
+TEST_BASE = []
+
+
+def test_globals():
+    """Fresh globals for a test body: the prelude's names, made once in the server, copied."""
+    if not TEST_BASE:
+        TEST_BASE.append(make_test_globals())
+    return dict(TEST_BASE[0])
+
+
+def prepare_test(source):
+    """In the coordinator (trusted, never forks): the test compiled, and the names it may
+    reach in the program. -> (code, free names) or an error record."""
+    try:
+        tree = ast.parse(source, '<test>', 'exec')
+        return compile(tree, '<test>', 'exec'), sorted(free_names(tree)), None
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
+        return None, None, {'s': 'exc', 'type': _type(e).__name__, 'message': 'the test does not compile: ' + _message(e)}
 
 
 def _message(e):
@@ -89,13 +109,7 @@ def run_assert(header):
         peer.raised.append(e)
         return e
     peer._exception = tracked
-    try:
-        tree = ast.parse(header['code'], '<test>', 'exec')
-        code = compile(tree, '<test>', 'exec')
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        _end(peer)
-        return {'s': 'exc', 'type': _type(e).__name__, 'message': 'the test does not compile: ' + _message(e)}
-    free = free_names(tree)
+    code, free = header['test_code'], frozenset(header['free'])
     entry = header.get('entry') or ''
     state = {}
     try:
@@ -168,7 +182,8 @@ def run_check(header):
 
 def main():
     """The oracle child's life after its setup. Never returns."""
-    header, _ = harness.read_data(8)
+    header, test_code = harness.read_data(8)
+    header['test_code'] = test_code
     try:
         rec = run_assert(header) if header['kind'] == 'assert' else run_check(header)
     except MemoryError:
