@@ -98,9 +98,9 @@ class _Missing:
         raise e
 
 
-def run_assert(header):
+def run_assert(header, fd=7):
     """-> the record of one assert test."""
-    peer = channel.Peer(7, header['limit'], frozenset(('call',)))
+    peer = channel.Peer(fd, header['limit'], frozenset(('call',)))
     peer.raised = []
     exc_factory = peer._exception
 

@@ -521,20 +521,16 @@ def warm_up(rounds=12):
             try:
                 a.close()
                 if i % 2 == 0:
-                    os.dup2(b.fileno(), 7)
-                    harness.serve(harness.load({'mode': 'serve', 'prelude': False}, WARM_PROGRAM), {'limit': 1 << 20, 'entry': 'f'})
+                    harness.serve(harness.load({'mode': 'serve', 'prelude': False}, WARM_PROGRAM), {'limit': 1 << 20, 'entry': 'f'}, b.fileno())
                 else:
-                    os.dup2(b.fileno(), 7)
-                    oracle.run_assert({'test_code': tcode, 'free': free, 'entry': 'f', 'limit': 1 << 20})
+                    oracle.run_assert({'test_code': tcode, 'free': free, 'entry': 'f', 'limit': 1 << 20}, b.fileno())
             finally:
                 os._exit(0)
         b.close()
-        os.dup2(a.fileno(), 7)
         if i % 2 == 0:
-            oracle.run_assert({'test_code': tcode, 'free': free, 'entry': 'f', 'limit': 1 << 20})
+            oracle.run_assert({'test_code': tcode, 'free': free, 'entry': 'f', 'limit': 1 << 20}, a.fileno())
         else:
-            harness.serve(harness.load({'mode': 'serve', 'prelude': False}, WARM_PROGRAM), {'limit': 1 << 20, 'entry': 'f'})
-        os.close(7)
+            harness.serve(harness.load({'mode': 'serve', 'prelude': False}, WARM_PROGRAM), {'limit': 1 << 20, 'entry': 'f'}, a.fileno())
         a.close()
         os.waitpid(pid, 0)
         codec.Encoder(limit=1 << 20).dumps([1, 2.5, 3.0, 'x', (1,), {1: [2]}, {3}, 10 ** 30])
