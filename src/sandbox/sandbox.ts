@@ -73,6 +73,17 @@ export class ForkServerSandbox implements Sandbox {
   async run(input: RunRequest): Promise<TestResult[]> {
     const req = parseRunRequest(input);
     if (req.tests.length === 0) return [];
+    try {
+      return await this.#run(req);
+    } catch (err) {
+      // Whatever went wrong is this request's (the sandbox's), never another program's: every
+      // test of it is a sandbox_error, and the caller's batch goes on.
+      const message = `sandbox failed: ${(err as Error)?.message ?? String(err)}`.slice(0, 500);
+      return req.tests.map((_, i) => this.#make(i, 'sandbox_error', { message }));
+    }
+  }
+
+  async #run(req: ReturnType<typeof parseRunRequest>): Promise<TestResult[]> {
     const limits = resolveLimits(this.#o.defaultLimits, req.limits);
     const style = req.tests[0]!.style;
     const job: Job = {

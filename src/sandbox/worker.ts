@@ -130,6 +130,7 @@ export class ForkServer {
       try {
         msg = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
       } catch {
+        // Also a frame too large for a string: the server bounds values before sending them.
         this.#fail(`fork-server wrote a frame that is not JSON: ${body.subarray(0, 200).toString('utf8')}`);
         this.kill();
         return;

@@ -40,6 +40,9 @@ import time
 from . import channel, codec, harness, limits, oracle
 
 OUTPUT_CAP = 64 * 1024  # bytes of a candidate's output sent back when nothing compares it
+# The most bytes of output or of a value one test may send to Node (a frame must fit a string
+# there, base64 included): above it, whatever the output limit, the test is an output_limit.
+NODE_MAX = 256 << 20
 _type = type
 _len = len
 
@@ -261,6 +264,7 @@ def _no_constant(name):
 
 RECORD_FIELDS = {'ok': ('s',), 'value': ('s', 'value'), 'exc': ('s', 'type', 'message'), 'memory': ('s',),
                  'exit': ('s', 'code'), 'oversize': ('s',), 'served': ('s',)}
+# A call's value is encoded under the output limit; Node reads at most NODE_MAX of it.
 MODE_STATUSES = {'stdio': ('ok', 'exc', 'memory', 'exit'), 'call': ('value', 'exc', 'memory', 'oversize'),
                  'serve': ('served', 'exc', 'memory', 'oversize')}
 NAME_OK = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.')
@@ -308,7 +312,7 @@ def classify(r, mode, lim, want_output):
         return {**res, 'verdict': 'time_limit', 'message': 'CPU limit'}
     if r.get('oom'):
         return {**res, 'verdict': 'memory_limit', 'message': 'memory cgroup limit'}
-    if sig == signal.SIGXFSZ or r['out_size'] > lim['out_bytes'] or s == 'oversize':
+    if sig == signal.SIGXFSZ or r['out_size'] > min(lim['out_bytes'], NODE_MAX) or s == 'oversize':
         return {**res, 'verdict': 'output_limit', 'message': 'output over %d bytes' % lim['out_bytes']}
     if s == 'memory':
         return {**res, 'verdict': 'memory_limit'}
@@ -409,7 +413,7 @@ class Coordinator:
                 if mode not in ('stdio', 'call'):
                     raise ValueError('mode %r is not for candidates' % mode)
                 hdr = {'mode': mode, 'prelude': bool(msg.get('prelude')), 'entry': msg.get('entry'),
-                       'limit': lim['out_bytes']}
+                       'limit': min(lim['out_bytes'], NODE_MAX)}
                 if mode == 'call':
                     hdr['entry'] = payload.get('name') or msg.get('entry')
                     hdr['args'] = json.dumps(payload['args'])
