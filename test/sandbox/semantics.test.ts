@@ -95,6 +95,23 @@ const cases: Case[] = [
     limits: { outputBytes: 1 << 20 },
     program: 'def f(n):\n    return "x" * n\n',
     tests: [...asserts('for _ in range(36):\n    assert len(f(2 << 20)) == 2 << 20'), { style: 'call', args: [2 << 20] }, { style: 'call', args: [10], expected: 'xxxxxxxxxx' }] },
+  // Design choices that still change a program's meaning (src/sandbox/README.md says why).
+  { cause: 'choice', name: 'values are copied at each call: a list the program kept does not see later changes', entryPoint: 'keep', verdicts: ['accepted'],
+    program: 'saved = None\ndef keep(a):\n    global saved\n    saved = a\ndef get():\n    return saved\n',
+    tests: asserts('x = [1]\nkeep(x)\nx.append(2)\nassert get() == [1]') },
+  { cause: 'choice', name: "objects are equal by class and attributes, not by the program's __eq__", entryPoint: 'f', verdicts: ['wrong_answer'],
+    program: 'class Item:\n    def __init__(self, id, note):\n        self.id, self.note = id, note\n    def __eq__(self, o):\n        return self.id == o.id\ndef f(note):\n    return Item(1, note)\n',
+    tests: asserts('assert f("a") == Item(1, "b")') },
+  { cause: 'choice', name: 'a subclass of a builtin type crosses as that type', entryPoint: 'f', verdicts: ['wrong_answer'],
+    program: 'class MyList(list):\n    pass\ndef f():\n    return MyList([1])\n',
+    tests: asserts('assert type(f()).__name__ == "MyList"') },
+  { cause: 'choice', name: "a test reaches the program's functions and classes, not its other globals", entryPoint: 'f', verdicts: ['runtime_error'],
+    program: 'MOD = 7\ndef f(x):\n    return x % MOD\n',
+    tests: asserts('assert f(9) == 9 % MOD'), check: (r) => expect(r[0]!.exceptionType).toBe('NameError') },
+  { cause: 'choice', name: 'a function of the test is called from the program\'s main thread only', entryPoint: 'f', verdicts: ['runtime_error', 'accepted'],
+    program: 'import threading\ndef f(cb):\n    out = []\n    def run():\n        try:\n            out.append(cb(1))\n        except RuntimeError as e:\n            out.append(str(e))\n    t = threading.Thread(target=run)\n    t.start()\n    t.join()\n    if isinstance(out[0], str):\n        raise RuntimeError(out[0])\n    return out[0]\ndef g(cb):\n    return cb(2)\n',
+    tests: asserts('assert f(lambda x: x + 1) == 2', 'assert g(lambda x: x + 1) == 3'),
+    check: (r) => expect(r[0]!.message).toMatch(/main thread only/) },
 ];
 
 describe.each([BWRAP ? 'bwrap' : 'auto', 'none'] as const)('Python semantics (isolation %s)', (isolation) => {

@@ -20,6 +20,7 @@ import builtins
 import operator
 import os
 import struct
+from _thread import get_ident as _get_ident
 
 from . import codec
 
@@ -108,6 +109,7 @@ class Peer:
         self.next_rid = 1
         # How the other side failed, once it has: the oracle's record when the test ends.
         self.failure = None
+        self.thread = _get_ident()
         ACTIVE[0] = self
 
     # ------------------------------------------------------------ frames
@@ -294,6 +296,9 @@ class Peer:
         `args`: the values whose mutable containers come back written."""
         if self.failure is not None:
             raise ChannelClosed()
+        if _get_ident() != self.thread:
+            # One channel, one conversation: a call from another thread would interleave with it.
+            raise RuntimeError('objects of the test can be used from the main thread only')
         rid = self.next_rid
         self.next_rid += 1
         enc = self.encoder()
