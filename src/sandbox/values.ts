@@ -39,6 +39,8 @@ export function fromJson(v: unknown): Tagged {
   if (isObj(v) && Object.keys(v).length === 1 && typeof v.$float === 'string' && FLOAT_TEXT.test(v.$float)) return { $float: v.$float };
   if (typeof v === 'bigint') return Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : { $int: v.toString() };
   if (typeof v === 'number') {
+    // A whole number past 2^53 was an integer literal JSON.parse rounded: an int, as Python reads it.
+    if (Number.isInteger(v) && !Number.isSafeInteger(v)) return { $int: BigInt(v).toString() };
     if (Number.isFinite(v)) return v;
     return { $float: Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf' };
   }
