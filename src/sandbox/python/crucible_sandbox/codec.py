@@ -373,7 +373,11 @@ class Decoder:
         if depth > 450:
             raise DecodeError('value nested too deeply')
         t = _type(v)
-        if v is None or t is bool or t is str or t is float:
+        if v is None or t is bool or t is str:
+            return v
+        if t is float:
+            if not _isfinite(v):
+                raise DecodeError('a plain number that is not finite (1e999): non-finite floats are tagged')
             return v
         if t is int:
             if not -SAFE < v < SAFE:

@@ -488,10 +488,20 @@ class Coordinator:
 
     def emit(self, part, rid, last):
         part['id'] = rid
+        try:
+            data = frame(part)
+        except (ValueError, TypeError, RecursionError) as e:
+            # Only a program's data can make a part unwritable (its record was checked, so this
+            # should not happen): it is that program's malformed result, never a sandbox error.
+            res = part.get('result') or {}
+            data = frame({'k': part['k'], 'id': rid, 'result': {
+                'cpu_ms': res.get('cpu_ms', 0), 'wall_ms': res.get('wall_ms', 0), 'memory_kb': res.get('memory_kb', 0),
+                'verdict': 'runtime_error', 'phase': 'test', 'exception_type': 'MalformedResult',
+                'message': 'the result cannot be sent to the judge: %s' % str(e)[:200]}})
         if last:
-            self.held = frame(part)  # goes out with the final reply, in one write
+            self.held = data  # goes out with the final reply, in one write
         else:
-            write_all(frame(part))
+            write_all(data)
 
     def handle(self, msg):
         op = msg.get('op')
