@@ -228,6 +228,8 @@ class Peer:
         p = self.proxies.get(hid)
         if p is None:
             cls = self.local_class(tag.get('c'))
+            if not issubclass(cls, RemoteObject):
+                raise codec.DecodeError('a handle of an exception class')
             p = object.__new__(cls)
             _object_setattr(p, '_crucible_hid', hid)
             self.proxies[hid] = p
@@ -246,6 +248,8 @@ class Peer:
         if 'n' not in desc:
             raise codec.DecodeError('a class id never described')
         name, module, hid = desc.get('n'), desc.get('m'), desc.get('h')
+        if _type(name) is not str or _type(module) is not str or _type(hid) is not int or not name.isidentifier():
+            raise codec.DecodeError('a bad class description')
         if module == 'builtins' and desc.get('x'):
             b = _getattr(builtins, name, None) if _type(name) is str else None
             if isinstance(b, type) and issubclass(b, BaseException):
@@ -318,7 +322,7 @@ class Peer:
                 d = self.decoder(memo=list(enc.keep))
                 try:
                     self._apply_writeback(d, msg[2], enc.keep)
-                    value = d.dec(msg[3], 0)
+                    value = d.value(msg[3])
                 except codec.DecodeError as e:
                     raise self._broken(str(e))
                 if k == 'ret':
@@ -340,7 +344,7 @@ class Peer:
             if _type(entry) is not list or _len(entry) != 2 or _type(entry[0]) is not int or not 0 <= entry[0] < _len(originals):
                 raise codec.DecodeError('a bad writeback entry')
             orig = originals[entry[0]]
-            new = d.dec(entry[1], 0)
+            new = d.value(entry[1])
             if _type(new) is not _type(orig) or _type(orig) not in codec.MUTABLE:
                 raise codec.DecodeError('a writeback of another type')
             codec.write_back(orig, new)
@@ -355,16 +359,23 @@ class Peer:
         try:
             if kind not in self.allow:
                 raise codec.DecodeError('refused')
-            target = d.dec(msg[2], 0)
+            raw_target = msg[2]
+            if _type(raw_target) is not dict or _len(raw_target) != 1 or _type(raw_target.get('$p')) is not int:
+                # Only this side's own handles can be asked for: never a builtin by name (the
+                # other side could make this process exec its code).
+                raise codec.DecodeError('a target that is not a handle of this side')
+            target = d.value(raw_target)
+            if kind == 'call' and not callable(target):
+                raise codec.DecodeError('a call of what is not callable')
             if kind == 'call':
                 if _len(msg) != 5 or _type(msg[3]) is not list or _type(msg[4]) is not list:
                     raise codec.DecodeError('a malformed call')
-                a = d.dec(msg[3], 0)
+                a = d.value(msg[3])
                 kw = {}
                 for p in msg[4]:
                     if _type(p) is not list or _len(p) != 2 or _type(p[0]) is not str:
                         raise codec.DecodeError('a malformed keyword argument')
-                    kw[p[0]] = d.dec(p[1], 0)
+                    kw[p[0]] = d.value(p[1])
                 skip = 1
             elif kind in ('getattr', 'delattr'):
                 if _len(msg) != 4 or _type(msg[3]) is not str:
@@ -373,7 +384,7 @@ class Peer:
             elif kind in ('setattr', 'op'):
                 if _len(msg) != 5 or _type(msg[3]) is not str:
                     raise codec.DecodeError('a malformed %s' % kind)
-                a = d.dec(msg[4], 0)
+                a = d.value(msg[4])
                 skip = 0
             else:
                 skip = 0

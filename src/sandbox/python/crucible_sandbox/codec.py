@@ -26,7 +26,7 @@ value's methods: a subclass of list that overrides `__iter__`, or an int subclas
 always-true `__eq__`, crosses as the plain value it stores. A program's subclass of a builtin
 data type therefore crosses as that base type.
 """
-import base64
+import binascii
 import builtins
 import collections
 import decimal
@@ -48,12 +48,13 @@ _str_str = str.__str__
 _list_iter = list.__iter__
 _tuple_iter = tuple.__iter__
 _dict_items = dict.items
+_odict_items = collections.OrderedDict.items
 _set_iter = set.__iter__
 _fset_iter = frozenset.__iter__
 _deque_iter = collections.deque.__iter__
 _bytes = bytes
-_b64e = base64.b64encode
-_b64d = base64.b64decode
+_b64e = binascii.b2a_base64
+_b64d = binascii.a2b_base64
 _isfinite = math.isfinite
 
 
@@ -87,18 +88,23 @@ class DecodeError(Exception):
     """A frame out of the grammar: from a candidate, that is its own malformed result."""
 
 
-# Builtins that may cross by name: functions and types a test passes as keys and factories.
-BUILTIN_NAMES = frozenset(
-    k for k, v in vars(builtins).items()
-    if not k.startswith('_') and (_type(v) is _type(len) or _isinstance(v, _type)) and not (
-        _isinstance(v, _type) and issubclass(v, BaseException)))
+# Builtins that may cross by name (keys, factories, callbacks): data types and pure functions
+# only. Never exec, eval, compile, open, input, breakpoint, getattr, vars, globals or format: a
+# side that decodes one may end up calling it with the other side's arguments.
+BUILTIN_NAMES = frozenset((
+    'abs', 'all', 'any', 'ascii', 'bin', 'bool', 'bytearray', 'bytes', 'callable', 'chr', 'complex', 'dict',
+    'divmod', 'enumerate', 'filter', 'float', 'frozenset', 'hash', 'hex', 'int', 'iter', 'len', 'list', 'map',
+    'max', 'min', 'next', 'object', 'oct', 'ord', 'pow', 'range', 'repr', 'reversed', 'round', 'set', 'slice',
+    'sorted', 'str', 'sum', 'tuple', 'zip'))
+_METHOD_TYPES = ('str', 'bytes', 'bytearray', 'list', 'dict', 'set', 'frozenset', 'tuple', 'int', 'float', 'complex')
+_NOT_METHODS = frozenset(('format', 'format_map', 'maketrans', 'fromkeys', 'mro'))
 _BUILTIN_BY_ID = {}
 for _k in sorted(BUILTIN_NAMES):
     _v = getattr(builtins, _k)
     _BUILTIN_BY_ID.setdefault(_id(_v), _k)
-    if _isinstance(_v, _type):
+    if _k in _METHOD_TYPES:
         for _m, _f in vars(_v).items():
-            if not _m.startswith('_') and callable(_f):
+            if not _m.startswith('_') and _m not in _NOT_METHODS and callable(_f):
                 _BUILTIN_BY_ID.setdefault(_id(_f), '%s.%s' % (_k, _m))
 _BUILTIN_OBJ = {}
 for _oid, _name in _BUILTIN_BY_ID.items():
@@ -160,17 +166,19 @@ class Encoder:
         if depth > 400:
             raise EncodeError('value nested too deeply')
         t = _type(v)
+        # What is spent is a lower bound of the text each value becomes (the text itself is
+        # measured at the end): the budget stops giant values early, never one that fits.
         if v is None or t is bool:
-            self._spend(5)
+            self._spend(4)
             return v
         if t is int:
-            self._spend(8)
+            self._spend(1)
             return v if -SAFE < v < SAFE else self._bigint(v)
         if t is str:
             self._spend(_len(v) + 2)
             return v
         if t is float:
-            self._spend(8)
+            self._spend(3)
             return self._float(v)
         if t is list:
             r = self._ref(v) if not self.node else None
@@ -243,7 +251,8 @@ class Encoder:
         if r is not None:
             return r
         self._enter(v)
-        items = [[self.enc(k, depth + 1), self.enc(x, depth + 1)] for k, x in _dict_items(v)]
+        it = _odict_items(v) if t is collections.OrderedDict else _dict_items(v)  # its own order (move_to_end)
+        items = [[self.enc(k, depth + 1), self.enc(x, depth + 1)] for k, x in it]
         self._leave(v)
         out = {_DICT_TAGS[t]: items}
         if t is collections.defaultdict:
@@ -262,7 +271,7 @@ class Encoder:
             return out
         if t is bytes:
             self._spend(_len(v) * 4 // 3 + 4)
-            return {'$bytes': _b64e(v).decode()}
+            return {'$bytes': _b64e(v, newline=False).decode('ascii')}
         if t is bytearray:
             r = self._ref(v) if not self.node else None
             if r is not None:
@@ -270,7 +279,7 @@ class Encoder:
             self._enter(v)
             self._leave(v)
             self._spend(_len(v) * 4 // 3 + 4)
-            return {'$bytearray': _b64e(_bytes(v)).decode()}
+            return {'$bytearray': _b64e(memoryview(v), newline=False).decode('ascii')}
         if t is complex:
             return {'$complex': [self._float(v.real), self._float(v.imag)]}
         if t is decimal.Decimal:
@@ -304,7 +313,7 @@ class Encoder:
         if _isinstance(v, (set, frozenset)):
             return self.enc(set(v) if _isinstance(v, set) else frozenset(v), depth)
         if _isinstance(v, bytes):
-            return self.enc(_bytes(v), depth)
+            return self.enc(_bytes(memoryview(v)), depth)  # the stored bytes, not its __bytes__
         if self.peer_id is not None:
             pid = self.peer_id(v)
             if pid is not None:
@@ -361,7 +370,19 @@ class Decoder:
             raw = _loads(text)
         except (ValueError, RecursionError) as e:
             raise DecodeError('not JSON: %s' % str(e)[:100])
-        return self.dec(raw, 0)
+        return self.value(raw)
+
+    def value(self, raw):
+        """Decodes a parsed value; whatever goes wrong is a DecodeError (a huge maxlen, a bad
+        class description), never another exception a caller would not expect."""
+        try:
+            return self.dec(raw, 0)
+        except DecodeError:
+            raise
+        except RecursionError:
+            raise DecodeError('value nested too deeply')
+        except Exception as e:  # noqa: BLE001
+            raise DecodeError('%s: %s' % (_type(e).__name__, str(e)[:100]))
 
     def _new(self, obj):
         self.memo.append(obj)
@@ -490,9 +511,9 @@ def _dec_deque(d, v, x, depth):
 def _b64(x):
     if _type(x) is not str:
         raise DecodeError('bytes are not base64 text')
-    try:
-        return _b64d(x.encode('ascii'), validate=True)
-    except (ValueError, UnicodeEncodeError):
+    try:  # the C function: base64's Python wrapper looks up builtins a program may patch
+        return _b64d(x.encode('ascii'), strict_mode=True)
+    except (ValueError, UnicodeEncodeError, binascii.Error):
         raise DecodeError('bad base64')
 
 
@@ -623,7 +644,7 @@ def decode(text):
 def decode_value(raw, opaque=False):
     """An already-parsed JSON value (data only; `opaque`: objects a program returned that
     have no value, as a candidate's result for Node may hold)."""
-    return Decoder(opaque=opaque).dec(raw, 0)
+    return Decoder(opaque=opaque).value(raw)
 
 
 def write_back(orig, new):
@@ -634,7 +655,11 @@ def write_back(orig, new):
     elif t is collections.deque:
         orig.clear()
         orig.extend(new)
-    elif t in (dict, collections.OrderedDict, collections.Counter, collections.defaultdict):
+    elif t is collections.OrderedDict:
+        collections.OrderedDict.clear(orig)
+        for k, v in _odict_items(new):
+            collections.OrderedDict.__setitem__(orig, k, v)
+    elif t in (dict, collections.Counter, collections.defaultdict):
         dict.clear(orig)
         for k, v in _dict_items(new):
             dict.__setitem__(orig, k, v)

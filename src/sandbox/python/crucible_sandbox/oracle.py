@@ -123,8 +123,8 @@ def run_assert(header, fd=7):
         exports = {}
         for name, tag in ready[1].items():
             if _type(name) is str and name in free:
-                exports[name] = d.dec(tag, 0)
-        cand = d.dec(ready[2], 0) if ready[2] is not None else None
+                exports[name] = d.value(tag)
+        cand = d.value(ready[2]) if ready[2] is not None else None
     except codec.DecodeError as e:
         return {'s': 'cand_broken', 'why': str(e)[:200]}
     except channel.ChannelClosed:

@@ -287,7 +287,7 @@ def check_record(rec, mode):
     elif s == 'value':
         try:
             codec.decode_value(rec.get('value'), opaque=True)
-        except (codec.DecodeError, RecursionError, MemoryError) as e:
+        except (codec.DecodeError, MemoryError) as e:
             return {'s': 'garbled', 'why': 'the result is not a valid value: %s' % str(e)[:100]}
     return rec
 

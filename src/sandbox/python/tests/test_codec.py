@@ -126,9 +126,6 @@ class RoundTrip(unittest.TestCase):
                 self.assertTrue(same(node_trip(v), v), codec.encode(v))
                 self.assertTrue(same(chan_trip(v), v), chan_enc(v))
 
-    # Bug: an OrderedDict is read through dict.items, i.e. its insertion order, not its own
-    # order after move_to_end (OrderedDict equality is order-sensitive).
-    @unittest.expectedFailure
     def test_ordered_dict_order_after_move_to_end(self):
         od = collections.OrderedDict([('b', 1), ('a', 2)])
         od.move_to_end('b')
@@ -287,8 +284,6 @@ class Subclasses(unittest.TestCase):
         # Channel mode: data subclasses are data too, never handles (_no_export would raise).
         self.assertTrue(same(chan_trip([L([1]), D(b=2), T((3,))]), [[1], {'b': 2}, (3,)]))
 
-    # Bug: bytes subclasses are read through bytes(v), which calls the value's own __bytes__.
-    @unittest.expectedFailure
     def test_bytes_subclass_reads_base_value(self):
         class B(bytes):
             def __bytes__(self):
@@ -321,9 +316,6 @@ class Budget(unittest.TestCase):
         with self.assertRaises(codec.Oversize):
             codec.encode(v, limit=10000)
 
-    # Bug: the running budget charges 8 bytes per int (and 2 per container), so a value whose
-    # text fits the limit is refused (e.g. 2.1M small ints under the default 16 MiB limit).
-    @unittest.expectedFailure
     def test_a_value_whose_text_fits_is_not_refused(self):
         v = [0] * 100
         text = codec.encode(v)
@@ -354,6 +346,7 @@ MALFORMED = [
     '{"$builtin": 1}', '{"$builtin": "str.__class__"}',
     '{"$h": 1, "c": {"id": 1}}', '{"$p": 1}', '{"$exc": {"id": 1}, "args": []}', '{"$cls": {"id": 1}}',
     '{"$repr": "<x>", "$type": "X"}', '{"$repr": "<x>"}',
+    'NaN', 'Infinity', '-Infinity', '1e999', '[1, -1e400]',  # non-finite floats are always tagged
     '[' * 100000 + ']' * 100000, '[' * 460 + ']' * 460, '{"$tuple": ' * 460 + '[]' + '}' * 460,
 ]
 
@@ -376,8 +369,6 @@ class StrictDecoding(unittest.TestCase):
         dd = codec.decode('{"$ddict": [[1, 2]], "factory": {"$builtin": "list"}}')
         self.assertIs(dd.default_factory, list)
 
-    # Bug: a huge deque maxlen (plain JSON int) makes deque() raise OverflowError, not DecodeError.
-    @unittest.expectedFailure
     def test_huge_deque_maxlen_is_a_decode_error(self):
         try:
             codec.decode('{"$deque": [], "maxlen": 100000000000000000000000}')
@@ -454,9 +445,6 @@ class WriteBack(unittest.TestCase):
                 self.assertTrue(same(orig, new), (orig, new))
                 self.assertIsNot(orig, new)
 
-    # Bug: write_back clears an OrderedDict with dict.clear and fills it with dict.__setitem__,
-    # bypassing its linked list: iterating it afterwards raises KeyError.
-    @unittest.expectedFailure
     def test_ordered_dict_written_back_stays_usable(self):
         orig = collections.OrderedDict(a=1)
         codec.write_back(orig, collections.OrderedDict([('y', 1), ('x', 2)]))
@@ -563,9 +551,6 @@ class PatchedBuiltins(unittest.TestCase):
         self.assertEqual(r['before'][2], '[1,2]')
         self.assertEqual(r['before'][5], '[[1],{"$ref":1},{"$tuple":[{"$ref":1}]}]')
 
-    # Bug: $bytes are decoded by base64.b64decode, Python code that calls the (patched)
-    # builtins.isinstance: AttributeError instead of the bytes.
-    @unittest.expectedFailure
     def test_decoding_under_patched_isinstance_changes_nothing(self):
         self.assertEqual(self.rc, 0, self.stderr)
         self.assertEqual(self.r['da'], self.r['db'])
