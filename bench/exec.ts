@@ -1,9 +1,12 @@
 /**
- * `crucible bench exec [--seconds S]`: runs/s and p50/p99 latency of the sandbox's fork-server
- * against a spawn-a-fresh-python-per-run baseline measured in the same run, for a trivial and a
- * small real program, with and without bubblewrap; one test per request (latency per test), and
- * for the trivial program also 20 tests per request (the Executor's usual shape; p50/p99 there are
- * per request) and ten assert tests judged in the oracle (runs/s counts tests).
+ * `crucible bench exec [--seconds S] [--workers N]`: runs/s and p50/p99 latency of the sandbox's
+ * fork-server against a spawn-a-fresh-python-per-run baseline measured in the same run, for a
+ * trivial and a small real program, with and without bubblewrap; one test per request (latency
+ * per test), and for the trivial program also 20 tests per request (the Executor's usual shape;
+ * p50/p99 there are per request). Assert tests (ten per program, five calls each, each judged
+ * by an oracle process beside one candidate process per test) are set against the release's way
+ * of running them: one fresh process per program running the program and its asserts together,
+ * spawned the same way (runs/s counts tests in both).
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -22,6 +25,16 @@ const PROGRAMS = {
     input: `2000\n${Array.from({ length: 2000 }, (_, i) => (i * 7919) % 10007).join(' ')}\n200\n${Array.from({ length: 200 }, (_, i) => i * 10).join('\n')}\n`,
     output: null as string | null,
   },
+};
+
+/** Ten assert tests of five calls each. */
+const ASSERTS = {
+  program: 'def add(a, b):\n    return a + b\n',
+  entryPoint: 'add',
+  tests: Array.from({ length: 10 }, (_, k) => ({
+    style: 'assert' as const,
+    code: Array.from({ length: 5 }, (_, j) => `assert add(${k}, ${j}) == ${k + j}`).join('\n'),
+  })),
 };
 
 interface Figures {
@@ -96,27 +109,22 @@ export async function runBench(args: string[]): Promise<void> {
           }, BATCH),
         });
       }
+      const base = mode === 'bwrap' ? [bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const : [PYTHON, []] as const;
       if (name === 'trivial') {
-        // Assert tests as HumanEval/MBPP/EvolveCoder carry them: each body runs in the oracle
-        // against the candidate's serialized answers (a runs here is one assert test).
-        const asserts = {
-          program: 'def add(a, b):\n    return a + b\n',
-          entryPoint: 'add',
-          tests: [
-            ...Array.from({ length: 8 }, (_, k) => ({ style: 'assert' as const, code: `assert add(${k}, 1) == ${k + 1}` })),
-            { style: 'assert' as const, code: 'def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n' },
-            { style: 'assert' as const, code: 'for i in range(3):\n    assert add(i, i) == 2 * i\n' },
-          ],
-        };
+        // Assert tests as HumanEval/MBPP/EvolveCoder carry them, five calls of the program each.
         rows.push({
-          name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} assert x${asserts.tests.length}`,
+          name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} assert x${ASSERTS.tests.length}`,
           f: await measure(seconds, workers, async () => {
-            const r = await sandbox.run(asserts);
+            const r = await sandbox.run(ASSERTS);
             if (r.some((x) => x.verdict !== 'accepted')) throw new Error(`bench assert run failed: ${JSON.stringify(r)}`);
-          }, asserts.tests.length),
+          }, ASSERTS.tests.length),
+        });
+        const inProcess = `${ASSERTS.program}\n${ASSERTS.tests.map((t) => t.code).join('\n')}\nprint("ok")\n`;
+        rows.push({
+          name: `in-process ${mode === 'bwrap' ? 'bwrap' : 'plain'} assert x${ASSERTS.tests.length}`,
+          f: await measure(seconds, workers, () => spawnOnce(base[0], [...base[1], '-I', '-S', '-c', inProcess], ''), ASSERTS.tests.length),
         });
       }
-      const base = mode === 'bwrap' ? [bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const : [PYTHON, []] as const;
       rows.push({
         name: `spawn      ${mode === 'bwrap' ? 'bwrap' : 'plain'}   ${name}`,
         f: await measure(seconds, workers, () => spawnOnce(base[0], [...base[1], '-I', '-S', '-c', p.program], p.input)),
@@ -139,6 +147,12 @@ export async function runBench(args: string[]): Promise<void> {
       if (batched) {
         const xb = batched.f.runs / batched.f.seconds / (sp.f.runs / sp.f.seconds);
         process.stdout.write(`speed-up ${mode === 'bwrap' ? 'bwrap  ' : 'rlimits'} ${name} x${BATCH}: ${xb.toFixed(1)}x\n`);
+      }
+      const ours = rows.find((r) => r.name === `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} assert x${ASSERTS.tests.length}`);
+      const theirs = rows.find((r) => r.name === `in-process ${mode === 'bwrap' ? 'bwrap' : 'plain'} assert x${ASSERTS.tests.length}`);
+      if (name === 'trivial' && ours && theirs) {
+        const xa = ours.f.runs / ours.f.seconds / (theirs.f.runs / theirs.f.seconds);
+        process.stdout.write(`assert tests, judged outside against run in-process (the release's way), ${mode === 'bwrap' ? 'bwrap  ' : 'rlimits'}: ${xa.toFixed(2)}x\n`);
       }
     }
   }

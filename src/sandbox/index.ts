@@ -74,18 +74,16 @@ export async function createSandbox(options: CreateSandboxOptions = {}): Promise
     } else warn(`bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`);
   }
   const cgroup = options.cgroups === false ? undefined : cgroupRoots();
-  const uidBase = options.uidBase ?? 200_000 + (process.pid % 100_000) * 64;
+  // Two uids per server slot (candidates, and oracles and checkers), 128 slots per process.
+  const uidBase = options.uidBase ?? 200_000 + (process.pid % 100_000) * 256;
   const base = { pythonPath, serverPath: SERVER_PATH, bwrap, uidBase, ...(cgroup ? { cgroup } : {}) };
   const pool = new ServerPool(workers, base, 0);
-  // References run on servers no candidate touched; the oracle evaluates assert bodies and
-  // checkers, never in a candidate's process. Servers start on first use.
+  // References run on servers no candidate touched. Servers start on first use.
   const refSize = Math.max(1, Math.ceil(workers / 4));
   const reference = new ServerPool(refSize, base, workers);
-  const oracle = new ServerPool(Math.max(1, Math.ceil(workers / 2)), base, workers + refSize);
   return new ForkServerSandbox({
     pool,
     reference,
-    oracle,
     isolation: bwrap ? 'bwrap' : 'rlimits',
     cgroup: cgroup !== undefined,
     defaultLimits,

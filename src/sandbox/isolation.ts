@@ -6,8 +6,10 @@ import { cgroupRoots } from './cgroup.js';
 
 export type IsolationChoice = 'auto' | 'bwrap' | 'none';
 
-/** Where the fork-server script lives inside the bubblewrap mount namespace. */
-export const SERVER_IN_SANDBOX = '/crucible/forkserver.py';
+/** Where the fork-server's directory (its entry script and package) is mounted inside the
+ * bubblewrap mount namespace. */
+export const SERVER_DIR_IN_SANDBOX = '/crucible';
+export const SERVER_IN_SANDBOX = `${SERVER_DIR_IN_SANDBOX}/forkserver.py`;
 
 export function findBwrap(): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/bin', '/bin'])) {
@@ -47,7 +49,7 @@ export function bwrapArgs(pythonPath: string, serverPath: string, extra: string[
   args.push(
     '--proc', '/proc', '--dev', '/dev',
     '--size', String(256 << 20), '--tmpfs', '/tmp',
-    '--ro-bind', serverPath, SERVER_IN_SANDBOX,
+    '--ro-bind', path.dirname(serverPath), SERVER_DIR_IN_SANDBOX,
     ...extra,
     '--chdir', '/tmp',
   );

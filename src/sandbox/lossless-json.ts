@@ -1,13 +1,16 @@
 /**
- * JSON parsing that keeps integers exact: an integer literal outside the safe range becomes a
- * BigInt instead of a rounded number (JSON.parse would accept a wrong answer of 2^53 + 1 as
- * equal to 2^53). Text without a long digit run is handed to JSON.parse unchanged.
+ * JSON parsing that keeps Python's meaning of numbers: an integer literal outside the safe
+ * range becomes a BigInt instead of a rounded number (JSON.parse would accept a wrong answer of
+ * 2^53 + 1 as equal to 2^53), and a float literal whose value is whole (`3.0`, `1e5`) becomes
+ * `{ $float: "3.0" }`, the codec's float, instead of the number 3 that Python would read as
+ * an int. Text with neither is handed to JSON.parse unchanged.
  */
 
 const LONG_DIGITS = /\d{16}/;
+const WHOLE_FLOAT = /\d[.eE]/;
 
 export function parseJsonLossless(text: string): unknown {
-  if (!LONG_DIGITS.test(text)) return JSON.parse(text);
+  if (!LONG_DIGITS.test(text) && !WHOLE_FLOAT.test(text)) return JSON.parse(text);
   const p = new Parser(text);
   p.ws();
   const v = p.value(0);
@@ -106,7 +109,8 @@ class Parser {
       const n = Number(m[0]);
       return Number.isSafeInteger(n) ? n : BigInt(m[0]);
     }
-    return Number(m[0]);
+    const f = Number(m[0]);
+    return Number.isInteger(f) || !Number.isFinite(f) ? { $float: String(m[0]) } : f;
   }
 
   string(): string {

@@ -11,15 +11,13 @@ import { fromJson, isTagged, toJson, type Tagged } from './values.js';
 import { SandboxFault, type ForkServer } from './worker.js';
 
 const OUTPUT_CAP = 64 * 1024;
-const ORACLE_LIMITS: WireLimits = { cpu_s: 2, wall_s: 5, mem_mb: 512, out_bytes: 16 << 20, nproc: 4 };
-/** Passes of an assert body in the oracle (each learns one call the candidate must answer). */
-export const MAX_ASSERT_ROUNDS = 1000;
+const CHECKER_LIMITS: WireLimits = { cpu_s: 2, wall_s: 5, mem_mb: 512, out_bytes: 16 << 20, nproc: 4 };
 
 /** How one stdio or call test is run and judged. Expected values stay in this object, in Node. */
 type Expected = { kind: 'none' } | { kind: 'text'; text: string } | { kind: 'json'; value: Tagged };
 
 interface Plan {
-  mode: 'stdio' | 'call';
+  mode: 'stdio' | 'call' | 'assert';
   payload: Record<string, unknown>;
   expected: Expected;
   /** For checkers: the test input as the checker sees it. */
@@ -29,7 +27,7 @@ interface Plan {
 /** What a fork-server reports for one child (see classify() in forkserver.py). The harness that
  * writes it is trusted, but values inside are the program's claims and are checked apart. */
 const WireResult = z.object({
-  verdict: z.enum([...VERDICTS, 'ran', 'assert_failed', 'need', 'fatal']),
+  verdict: z.enum([...VERDICTS, 'ran', 'assert_failed']),
   cpu_ms: z.number(),
   wall_ms: z.number(),
   memory_kb: z.number(),
@@ -41,42 +39,17 @@ const WireResult = z.object({
   exception_type: z.string().optional(),
   message: z.string().optional(),
   by: z.literal('candidate').optional(),
-  call: z.object({ name: z.string(), args: z.array(z.unknown()), key: z.string() }).optional(),
-  key: z.string().optional(),
 });
 type WireResult = z.infer<typeof WireResult>;
-
-/** What a candidate's process answered for one proxied call of an assert test. */
-type CallOutcome =
-  | { kind: 'value'; value: Tagged; args?: Tagged[]; w: WireResult }
-  | { kind: 'exc'; type: string; message: string; w: WireResult }
-  | { kind: 'fatal'; result: Partial<TestResult> & { verdict: Verdict }; w?: WireResult };
-
-interface PlannedCall {
-  name: string;
-  args: Tagged[];
-  key: string;
-}
-type AssertPlan = { calls: PlannedCall[] } | { error: { type: string; message: string } };
 
 export interface SandboxCoreOptions {
   pool: ServerPool;
   /** Trusted programs (references): fork-servers no candidate ever used. */
   reference: ServerPool;
-  oracle: ServerPool;
   isolation: 'bwrap' | 'rlimits';
   cgroup: boolean;
   defaultLimits: SandboxLimits;
   text: TextComparer;
-}
-
-/** Functions a program defines at its top level (`def`, or a name bound to a lambda): the
- * names of an assert test that are proxies for the candidate. A line scan, not a parse: a
- * spurious name only makes a proxy that is never called. */
-export function programNames(program: string): string[] {
-  const out = new Set<string>();
-  for (const m of program.matchAll(/^(?:async\s+)?def\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*=\s*lambda\b/gm)) out.add((m[1] ?? m[2])!);
-  return [...out];
 }
 
 const decode = (b64: string | undefined): string | undefined => (b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8'));
@@ -87,8 +60,9 @@ export class ForkServerSandbox implements Sandbox {
   readonly isolation: 'bwrap' | 'rlimits';
   readonly cgroup: boolean;
   readonly #o: SandboxCoreOptions;
-  /** Prefetchable calls of assert tests, by entry point and source. */
-  readonly #planCache = new Map<string, AssertPlan>();
+  /** What a checker says of the reference's own output, by checker, input and output: whether
+   * a checker that fails on a candidate's output can judge at all. */
+  readonly #checkerSane = new Map<string, Promise<{ ok: boolean; fault?: string }>>();
 
   constructor(o: SandboxCoreOptions) {
     this.#o = o;
@@ -99,6 +73,17 @@ export class ForkServerSandbox implements Sandbox {
   async run(input: RunRequest): Promise<TestResult[]> {
     const req = parseRunRequest(input);
     if (req.tests.length === 0) return [];
+    try {
+      return await this.#run(req);
+    } catch (err) {
+      // Whatever went wrong is this request's (the sandbox's), never another program's: every
+      // test of it is a sandbox_error, and the caller's batch goes on.
+      const message = `sandbox failed: ${(err as Error)?.message ?? String(err)}`.slice(0, 500);
+      return req.tests.map((_, i) => this.#make(i, 'sandbox_error', { message }));
+    }
+  }
+
+  async #run(req: ReturnType<typeof parseRunRequest>): Promise<TestResult[]> {
     const limits = resolveLimits(this.#o.defaultLimits, req.limits);
     const style = req.tests[0]!.style;
     const job: Job = {
@@ -110,7 +95,6 @@ export class ForkServerSandbox implements Sandbox {
       checker: req.checker,
       pool: req.role === 'reference' ? this.#o.reference : this.#o.pool,
     };
-    if (style === 'assert') return this.#runAsserts(job, req.tests, req.stopOnFirstFailure ?? false);
     const plans = req.tests.map(planOf);
     const indices = plans.map((_, i) => i);
     if (req.stopOnFirstFailure || job.pool.size === 1 || plans.length < 2) {
@@ -141,7 +125,8 @@ export class ForkServerSandbox implements Sandbox {
       todo = todo.slice(judged.length);
       if (compileError) {
         // One compile error answers every test of this program (the first only, with stop).
-        for (const j of stop ? todo.slice(0, 1) : todo) out.push(this.#make(j, 'compile_error', { ...compileError, phase: 'load' }));
+        const mode = plans[0]?.mode === 'assert' ? { assertMode: 'outside' as const } : {};
+        for (const j of stop ? todo.slice(0, 1) : todo) out.push(this.#make(j, 'compile_error', { ...compileError, phase: 'load', ...mode }));
         return out;
       }
       if (stop && judged.some((r) => r.verdict !== 'accepted')) return out;
@@ -175,17 +160,20 @@ export class ForkServerSandbox implements Sandbox {
       const w = WireResult.safeParse(part.result);
       judged.push(w.success ? settle(onResult(k, w.data)) : Promise.resolve({ fault: `fork-server sent a malformed result: ${w.error.issues[0]?.message}` }));
     };
+    const asserts = items.length > 0 && items[0]!.mode === 'assert';
     const msg: Record<string, unknown> = {
-      op: 'run',
+      op: asserts ? 'assert' : 'run',
       program: job.program,
       entry: job.entry,
       prelude: job.prelude,
-      items: items.map((p) => ({ mode: p.mode, payload: p.payload, want_output: p.expected.kind === 'none' })),
+      items: items.map((p) => (p.mode === 'assert' ? { code: p.payload.code } : { mode: p.mode, payload: p.payload, want_output: p.expected.kind === 'none' })),
       limits: job.wire,
     };
     let fault: string | undefined;
     try {
-      const reply = await server.call(msg, (job.wire.wall_s + 15) * 1000, onPart);
+      // Between two replies a server runs one test: the candidate's wall limit, and for an
+      // assert test the oracle's beside it.
+      const reply = await server.call(msg, (job.wire.wall_s * (asserts ? 2 : 1) + 15) * 1000, onPart);
       if (reply.ok === false) {
         const ce = reply.compile_error as { type: string; message: string };
         return { results: await Promise.all(judged), compileError: { exceptionType: ce.type, message: ce.message } };
@@ -218,13 +206,14 @@ export class ForkServerSandbox implements Sandbox {
   }
 
   async #judge(i: number, plan: Plan, w: WireResult, job: Job): Promise<TestResult> {
+    if (plan.mode === 'assert') return this.#assertVerdict(i, w);
     const base = this.#base(w);
     const text = decode(w.out_b64);
     if (w.value !== undefined && !isTagged(w.value)) return this.#make(i, 'runtime_error', { ...base, ...malformed('the result is not a valid value') });
     const value = w.value as Tagged | undefined;
-    const output = value !== undefined ? capped(JSON.stringify(toJson(value))) : text !== undefined ? capped(text) : undefined;
-    if (output !== undefined) base.output = output;
-    if (w.verdict === 'assert_failed' || w.verdict === 'need' || w.verdict === 'fatal') {
+    const full = value !== undefined ? JSON.stringify(toJson(value)) : text;
+    if (full !== undefined) base.output = capped(full);
+    if (w.verdict === 'assert_failed') {
       return this.#make(i, 'sandbox_error', { ...base, message: `unexpected ${w.verdict} from a candidate run` });
     }
     if (w.verdict !== 'ran') return this.#make(i, w.verdict, base);
@@ -232,7 +221,7 @@ export class ForkServerSandbox implements Sandbox {
     if (e.kind === 'none') return this.#make(i, 'accepted', base);
     let ok: boolean;
     if (job.comparison === 'checker') {
-      const verdict = await this.#check(plan, output ?? '', e, job.checker ?? '');
+      const verdict = await this.#checkCandidate(plan, full ?? '', e, job.checker ?? '');
       if (verdict.fault) return this.#make(i, 'sandbox_error', { ...base, message: verdict.fault });
       ok = verdict.ok;
     } else if (e.kind === 'text') {
@@ -245,12 +234,32 @@ export class ForkServerSandbox implements Sandbox {
     return this.#make(i, ok ? 'accepted' : 'wrong_answer', ok ? base : { ...base, phase: 'test' });
   }
 
-  /** A checker decides between several valid answers; it runs sandboxed in the oracle server. */
+  /** A checker on a candidate's whole output (up to the output limit). A checker that fails
+   * (raises, crashes, runs out of time) on it judges the candidate wrong when it accepts the
+   * reference's own output on the same test; only a checker that cannot judge the reference
+   * either is a sandbox_error, reported as the checker's. */
+  async #checkCandidate(plan: Plan, output: string, e: Expected, checker: string): Promise<{ ok: boolean; fault?: string }> {
+    const r = await this.#check(plan, output, e, checker);
+    if (r.fault === undefined) return r;
+    if (e.kind !== 'text') return { ok: false, fault: `checker failed and there is no reference output to try it on: ${r.fault}` };
+    const key = `${checker}\0${plan.input ?? ''}\0${e.text}`;
+    let sane = this.#checkerSane.get(key);
+    if (!sane) {
+      sane = this.#check(plan, e.text, e, checker);
+      this.#checkerSane.set(key, sane);
+      if (this.#checkerSane.size > 10_000) this.#checkerSane.delete(this.#checkerSane.keys().next().value!);
+    }
+    const ref = await sane;
+    if (ref.fault === undefined && ref.ok) return { ok: false };
+    return { ok: false, fault: `the checker cannot judge the reference's own output either (${ref.fault ?? 'it rejects it'}); on this output: ${r.fault}` };
+  }
+
+  /** A checker decides between several valid answers; it runs sandboxed in a child of its own. */
   async #check(plan: Plan, output: string, e: Expected, checker: string): Promise<{ ok: boolean; fault?: string }> {
     const expected = e.kind === 'text' ? e.text : e.kind === 'none' ? null : toJson(e.value);
-    const server = await this.#o.oracle.acquire();
+    const server = await this.#o.pool.acquire();
     try {
-      const reply = await server.call({ op: 'check', checker, input: plan.input ?? null, output, expected, limits: ORACLE_LIMITS }, 30_000);
+      const reply = await server.call({ op: 'check', checker, input: plan.input ?? null, output, expected, limits: CHECKER_LIMITS }, 30_000);
       const r = WireResult.safeParse(reply.result);
       if (!r.success || r.data.verdict !== 'ran' || typeof r.data.value !== 'boolean') {
         const d = r.success ? r.data : undefined;
@@ -261,175 +270,20 @@ export class ForkServerSandbox implements Sandbox {
       if (err instanceof SandboxFault) return { ok: false, fault: err.message };
       throw err;
     } finally {
-      this.#o.oracle.release(server);
+      this.#o.pool.release(server);
     }
   }
 
-  // ------------------------------------------------------------------ assert tests
-
-  /** Assert tests are judged outside the candidate: each body runs in the oracle, where every
-   * name of the program it calls is a proxy answered from the candidate's serialized results.
-   * Calls with literal arguments are asked first, in one request; a body that needs another
-   * call stops, the call is made, and the body runs again (up to MAX_ASSERT_ROUNDS passes). */
-  async #runAsserts(job: Job, tests: readonly TestCase[], stop: boolean): Promise<TestResult[]> {
-    const codes = tests.map((t) => (t.style === 'assert' ? t.code : ''));
-    const names = [...new Set([...programNames(job.program), ...(job.entry ? [job.entry] : [])])];
-    const nameSet = new Set(names);
-    const plans = await this.#planAsserts(codes, job.entry, names, job.wire);
-    const outcomes = new Map<string, CallOutcome>();
-    const results: Array<TestResult | undefined> = tests.map(() => undefined);
-    const used: Array<Set<string>> = tests.map(() => new Set());
-    for (const [i, p] of plans.entries()) {
-      if (p && 'error' in p) results[i] = this.#make(i, 'runtime_error', { exceptionType: p.error.type, message: `the test does not compile: ${p.error.message}`, phase: 'test', assertMode: 'outside' });
-    }
-    let calls = dedupe(plans.flatMap((p) => (p && 'calls' in p ? p.calls.filter((c) => nameSet.has(c.name)) : [])));
-    for (let round = 0; ; round++) {
-      if (calls.length > 0) {
-        const ce = await this.#candidateCalls(job, calls, outcomes);
-        if (ce) {
-          return tests.map((_, i) => results[i] ?? this.#make(i, 'compile_error', { ...ce, phase: 'load', assertMode: 'outside' }));
-        }
-      }
-      const pending = results.flatMap((r, i) => (r === undefined ? [i] : []));
-      if (pending.length === 0) break;
-      if (round >= MAX_ASSERT_ROUNDS) {
-        for (const i of pending) results[i] = this.#make(i, 'sandbox_error', { message: `the test needs more than ${MAX_ASSERT_ROUNDS} candidate calls in sequence`, assertMode: 'outside' });
-        break;
-      }
-      const memo = [...outcomes].map(([key, o]) => [key, o.kind === 'value' ? { kind: 'value', value: o.value, ...(o.args ? { args: o.args } : {}) } : o.kind === 'exc' ? { kind: 'exc', type: o.type, message: o.message } : { kind: 'fatal' }]);
-      const judged = await this.#oracleJudge(pending.map((i) => ({ code: codes[i]!, entry: job.entry, names })), memo, job.wire);
-      const needed: PlannedCall[] = [];
-      pending.forEach((i, k) => {
-        const r = judged[k]!;
-        if ('fault' in r) {
-          results[i] = this.#make(i, 'sandbox_error', { message: r.fault, assertMode: 'outside' });
-          return;
-        }
-        const w = r.w;
-        if (w.verdict === 'need' && w.call && isTagged(w.call.args)) {
-          used[i]!.add(w.call.key);
-          if (!outcomes.has(w.call.key)) needed.push(w.call as PlannedCall);
-          return;
-        }
-        results[i] = this.#assertVerdict(i, w, outcomes, used[i]!);
-      });
-      calls = dedupe(needed);
-      if (calls.length === 0 && results.every((r) => r !== undefined)) break;
-    }
-    const out = results.map((r, i) => r ?? this.#make(i, 'sandbox_error', { message: 'assert test was not judged', assertMode: 'outside' }));
-    if (!stop) return out;
-    const first = out.findIndex((r) => r.verdict !== 'accepted');
-    return first < 0 ? out : out.slice(0, first + 1);
-  }
-
-  /** The final verdict of an assert test from the oracle's last pass. */
-  #assertVerdict(i: number, w: WireResult, outcomes: Map<string, CallOutcome>, used: Set<string>): TestResult {
-    let time = 0;
-    let mem = 0;
-    for (const k of used) {
-      const o = outcomes.get(k);
-      const cw = o?.w;
-      if (cw) {
-        time += cw.cpu_ms;
-        mem = Math.max(mem, cw.memory_kb);
-      }
-    }
-    const base: Partial<TestResult> = { timeMs: Math.round(time * 1000) / 1000, memoryKb: mem, assertMode: 'outside' };
-    if (w.verdict === 'fatal') {
-      const o = w.key ? outcomes.get(w.key) : undefined;
-      if (o?.kind === 'fatal') return this.#make(i, o.result.verdict, { ...base, ...o.result, assertMode: 'outside' });
-      return this.#make(i, 'sandbox_error', { ...base, message: 'oracle reported an unknown fatal call' });
-    }
+  /** An assert test's verdict: the oracle ran its body against the candidate's process. */
+  #assertVerdict(i: number, w: WireResult): TestResult {
+    const base: Partial<TestResult> = { ...this.#base(w), assertMode: 'outside' };
     if (w.verdict === 'ran') return this.#make(i, 'accepted', base);
     if (w.verdict === 'assert_failed') return this.#make(i, 'wrong_answer', { ...base, phase: 'test', message: w.message ?? 'assertion failed' });
-    if (w.verdict === 'runtime_error') {
-      return this.#make(i, 'runtime_error', { ...base, phase: 'test', exceptionType: w.exception_type ?? 'Exception', ...(w.message ? { message: w.message } : {}) });
-    }
-    if (w.verdict === 'need') return this.#make(i, 'sandbox_error', { ...base, message: 'oracle asked for a malformed call' });
-    // The body itself ran out of time or memory in the oracle (its loops count too).
-    return this.#make(i, w.verdict, { ...base, phase: 'test', ...(w.message ? { message: w.message } : {}) });
-  }
-
-  /** Calls of the candidate's functions, run in its own process (one request per server
-   * chunk). Fills `outcomes`; returns the compile error when the program does not compile. */
-  async #candidateCalls(job: Job, calls: PlannedCall[], outcomes: Map<string, CallOutcome>): Promise<Partial<TestResult> | undefined> {
-    // Up to eight calls go in one request (a request costs a request server); more are spread over the
-    // servers, as the tests of stdio and call programs are.
-    const n = Math.max(1, Math.min(job.pool.size, Math.ceil(calls.length / 8)));
-    const chunks = Array.from({ length: n }, (_, c) => calls.filter((_, i) => i % n === c));
-    const errs = await Promise.all(
-      chunks.map(async (chunk) => {
-        let todo = chunk;
-        while (todo.length > 0) {
-          const items: Plan[] = todo.map((c) => ({ mode: 'call', payload: { name: c.name, args: c.args, ret_args: true }, expected: { kind: 'none' } }));
-          const { results, compileError } = await this.#request(job, items, async (_k, w) => w);
-          if (compileError) return compileError;
-          results.forEach((r, k) => outcomes.set(todo[k]!.key, 'fault' in r ? { kind: 'fatal', result: { verdict: 'sandbox_error', message: r.fault } } : callOutcome(r.result)));
-          todo = todo.slice(results.length);
-        }
-        return undefined;
-      }),
-    );
-    return errs.find((e) => e !== undefined);
-  }
-
-  /** The calls each assert test makes, found in the oracle by running its body with unknown
-   * answers (cached by entry point, program names and source): most tests then need one pass,
-   * loops over computed arguments included. */
-  async #planAsserts(codes: string[], entry: string | null, names: string[], limits: WireLimits): Promise<Array<AssertPlan | undefined>> {
-    const sig = `${entry ?? ''}\0${[...names].sort().join(',')}\0`;
-    const todo = [...new Set(codes.filter((c) => !this.#planCache.has(sig + c)))];
-    if (todo.length > 0) {
-      const server = await this.#o.oracle.acquire();
-      try {
-        const reply = await server.call({ op: 'discover', items: todo.map((code) => ({ code, entry, names })), limits }, (limits.wall_s * todo.length + 20) * 1000);
-        const plans = reply.results as AssertPlan[];
-        todo.forEach((c, k) => {
-          const p = plans[k];
-          if (p && 'calls' in p && Array.isArray(p.calls) && p.calls.every((x) => isTagged(x.args))) this.#planCache.set(sig + c, p);
-          else if (p && 'error' in p) this.#planCache.set(sig + c, p);
-        });
-        if (this.#planCache.size > 50_000) this.#planCache.clear();
-      } catch (err) {
-        // Without a plan every call is learned pass by pass; never guess a verdict.
-        if (!(err instanceof SandboxFault)) throw err;
-      } finally {
-        this.#o.oracle.release(server);
-      }
-    }
-    return codes.map((c) => this.#planCache.get(sig + c));
-  }
-
-  /** One oracle pass per item, spread over the oracle servers. */
-  async #oracleJudge(items: Array<Record<string, unknown>>, memo: unknown[], limits: WireLimits): Promise<Array<{ w: WireResult } | { fault: string }>> {
-    // Bodies of one request run in one oracle child: spread over servers only in large groups.
-    const n = Math.max(1, Math.min(this.#o.oracle.size, Math.ceil(items.length / 16)));
-    const idx = items.map((_, i) => i);
-    const chunks = Array.from({ length: n }, (_, c) => idx.filter((i) => i % n === c));
-    const out: Array<{ w: WireResult } | { fault: string }> = items.map(() => ({ fault: 'not judged' }));
-    await Promise.all(
-      chunks.map(async (chunk) => {
-        const server = await this.#o.oracle.acquire();
-        try {
-          const reply = await server.call({ op: 'judge', items: chunk.map((i) => items[i]), memo, limits }, (limits.wall_s + 5) * 1000 * (chunk.length + 1) + 15_000);
-          const rs = reply.results as unknown[];
-          chunk.forEach((i, k) => {
-            const w = WireResult.safeParse(rs[k]);
-            out[i] = w.success ? { w: w.data } : { fault: 'oracle sent a malformed result' };
-          });
-        } catch (err) {
-          if (!(err instanceof SandboxFault)) throw err;
-          for (const i of chunk) out[i] = { fault: err.message };
-        } finally {
-          this.#o.oracle.release(server);
-        }
-      }),
-    );
-    return out;
+    return this.#make(i, w.verdict, { phase: 'test', ...base });
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.#o.pool.close(), this.#o.reference.close(), this.#o.oracle.close(), this.#o.text.close()]);
+    await Promise.all([this.#o.pool.close(), this.#o.reference.close(), this.#o.text.close()]);
   }
 }
 
@@ -441,35 +295,6 @@ interface Job {
   comparison: ComparisonMode;
   checker: string | undefined;
   pool: ServerPool;
-}
-
-const FATAL_TYPES = new Set(['MalformedResult', 'SystemExit']);
-
-/** A candidate's answer to a proxied call. A failure that ends the test (limits, a signal, a
- * broken record, a failed module load) is fatal; an exception is raised again in the oracle,
- * where the test may expect it. */
-function callOutcome(w: WireResult): CallOutcome {
-  if (w.verdict === 'ran') {
-    if (!isTagged(w.value) || (w.args !== undefined && !isTagged(w.args))) {
-      return { kind: 'fatal', result: { verdict: 'runtime_error', ...malformed('the result is not a valid value') }, w };
-    }
-    return { kind: 'value', value: w.value, ...(w.args ? { args: w.args as Tagged[] } : {}), w };
-  }
-  const r: Partial<TestResult> & { verdict: Verdict } = {
-    verdict: w.verdict === 'assert_failed' || w.verdict === 'need' || w.verdict === 'fatal' ? 'sandbox_error' : w.verdict,
-    phase: w.phase ?? 'test',
-    ...(w.exception_type ? { exceptionType: w.exception_type } : {}),
-    ...(w.message ? { message: w.message } : {}),
-  };
-  if (w.verdict === 'runtime_error' && w.phase !== 'load' && w.exception_type && /^[A-Za-z_]\w*$/.test(w.exception_type) && !FATAL_TYPES.has(w.exception_type)) {
-    return { kind: 'exc', type: w.exception_type, message: w.message ?? '', w };
-  }
-  return { kind: 'fatal', result: r, w };
-}
-
-function dedupe(calls: PlannedCall[]): PlannedCall[] {
-  const seen = new Set<string>();
-  return calls.filter((c) => !seen.has(c.key) && (seen.add(c.key), true));
 }
 
 function planOf(t: TestCase): Plan {
@@ -490,7 +315,7 @@ function planOf(t: TestCase): Plan {
       expected: t.expected === undefined ? { kind: 'none' } : { kind: 'json', value: fromJson(t.expected) },
     };
   }
-  throw new Error('assert tests are run by #runAsserts');
+  return { mode: 'assert', payload: { code: t.code }, expected: { kind: 'none' } };
 }
 
 const capped = (s: string): string => (s.length > OUTPUT_CAP ? s.slice(0, OUTPUT_CAP) : s);

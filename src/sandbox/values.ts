@@ -1,6 +1,8 @@
 /**
- * Values as the fork-server serializes them (see python/forkserver.py `tag`): JSON with tags for
- * what JSON cannot say. Decided by exact Python types, so overriding `__eq__` changes nothing.
+ * Values as the sandbox's codec writes them (python/crucible_sandbox/codec.py): JSON with tags
+ * for what JSON cannot say. Decided by exact Python types, so overriding `__eq__` changes
+ * nothing. Values that reach Node carry no references or handles (those stay between Python
+ * processes); a plain JSON number with a fraction is a float, a whole float is `$float`.
  */
 export type Tagged =
   | null
@@ -12,17 +14,33 @@ export type Tagged =
   | { $int: string }
   | { $float: string }
   | { $dict: Array<[Tagged, Tagged]> }
+  | { $odict: Array<[Tagged, Tagged]> }
+  | { $counter: Array<[Tagged, Tagged]> }
+  | { $ddict: Array<[Tagged, Tagged]>; factory: Tagged }
   | { $set: Tagged[] }
+  | { $frozenset: Tagged[] }
+  | { $deque: Tagged[]; maxlen: number | null }
+  | { $bytes: string }
+  | { $bytearray: string }
+  | { $complex: [Tagged, Tagged] }
+  | { $decimal: string }
+  | { $fraction: [Tagged, Tagged] }
+  | { $range: [Tagged, Tagged, Tagged] }
+  | { $builtin: string }
   | { $repr: string; $type?: string };
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** A JSON value from a test file (expected outputs, arguments) as a tagged value. */
+/** A JSON value from a test file (expected outputs, arguments) as a tagged value. A whole float
+ * written `3.0` reaches here as `{ $float: "3.0" }` (see lossless-json.ts) and stays a float. */
 export function fromJson(v: unknown): Tagged {
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
+  if (isObj(v) && Object.keys(v).length === 1 && typeof v.$float === 'string' && FLOAT_TEXT.test(v.$float)) return { $float: v.$float };
   if (typeof v === 'bigint') return Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : { $int: v.toString() };
   if (typeof v === 'number') {
+    // A whole number past 2^53 was an integer literal JSON.parse rounded: an int, as Python reads it.
+    if (Number.isInteger(v) && !Number.isSafeInteger(v)) return { $int: BigInt(v).toString() };
     if (Number.isFinite(v)) return v;
     return { $float: Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf' };
   }
@@ -32,8 +50,14 @@ export function fromJson(v: unknown): Tagged {
 }
 
 const INT_TEXT = /^-?\d+$/;
-const FLOAT_TAG = new Set(['nan', 'inf', '-inf']);
-const MAX_DEPTH = 210;
+/** Python's repr of a float: digits, or nan / inf / -inf. */
+const FLOAT_TEXT = /^(?:-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|inf)|nan)$/;
+const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const MAX_DEPTH = 410;
+const SEQ_TAGS = new Set(['$tuple', '$set', '$frozenset']);
+const MAP_TAGS = new Set(['$dict', '$odict', '$counter']);
+const pairsOk = (x: unknown, depth: number): boolean =>
+  Array.isArray(x) && x.every((p) => Array.isArray(p) && p.length === 2 && isTagged(p[0], depth + 1) && isTagged(p[1], depth + 1));
 
 /** The tagged-value grammar, checked: anything else a fork-server forwards is malformed (the
  * program's result record was forged or broken) and is answered as the program's
@@ -46,36 +70,65 @@ export function isTagged(v: unknown, depth = 0): v is Tagged {
   if (typeof v === 'number') return Number.isFinite(v);
   if (Array.isArray(v)) return v.every((x) => isTagged(x, depth + 1));
   if (!isObj(v)) return false;
-  const keys = Object.keys(v);
+  const keys = Object.keys(v).sort();
+  const k = keys[0]!;
+  const x = v[k];
   if (keys.length === 1) {
-    const [k] = keys;
-    const x = v[k!];
-    if (k === '$tuple' || k === '$set') return Array.isArray(x) && x.every((y) => isTagged(y, depth + 1));
+    if (SEQ_TAGS.has(k)) return Array.isArray(x) && x.every((y) => isTagged(y, depth + 1));
+    if (MAP_TAGS.has(k)) return pairsOk(x, depth);
     if (k === '$int') return typeof x === 'string' && INT_TEXT.test(x);
-    if (k === '$float') return typeof x === 'string' && FLOAT_TAG.has(x);
-    if (k === '$dict') {
-      return Array.isArray(x) && x.every((p) => Array.isArray(p) && p.length === 2 && isTagged(p[0], depth + 1) && isTagged(p[1], depth + 1));
-    }
-    if (k === '$repr') return typeof x === 'string';
+    if (k === '$float' || k === '$decimal') return typeof x === 'string' && x.length <= 10_000 && (k === '$decimal' || FLOAT_TEXT.test(x));
+    if (k === '$bytes' || k === '$bytearray') return typeof x === 'string' && B64.test(x);
+    if (k === '$complex' || k === '$fraction') return Array.isArray(x) && x.length === 2 && x.every((y) => isTagged(y, depth + 1));
+    if (k === '$range') return Array.isArray(x) && x.length === 3 && x.every((y) => isTagged(y, depth + 1));
+    if (k === '$builtin' || k === '$repr') return typeof x === 'string';
     return false;
   }
-  return keys.length === 2 && typeof v.$repr === 'string' && typeof v.$type === 'string';
+  if (keys.length === 2 && keys[0] === '$ddict' && keys[1] === 'factory') return pairsOk(v.$ddict, depth) && isTagged(v.factory, depth + 1);
+  if (keys.length === 2 && keys[0] === '$deque' && keys[1] === 'maxlen') {
+    return Array.isArray(v.$deque) && v.$deque.every((y) => isTagged(y, depth + 1)) && (v.maxlen === null || Number.isInteger(v.maxlen));
+  }
+  return keys.length === 2 && keys[0] === '$repr' && keys[1] === '$type' && typeof v.$repr === 'string' && typeof v.$type === 'string';
 }
 
-/** Back to plain JSON for reports: tuples and sets become arrays, big ints strings. */
+/** The same value with its containers' tags folded into the plain kinds comparisons use:
+ * frozensets are sets, ordered/counting/default dicts are dicts, deques are lists (Python's
+ * `==` says the same), bytes and bytearrays alike. */
+export function normalize(v: Tagged): Tagged {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(normalize);
+  if ('$tuple' in v) return { $tuple: v.$tuple.map(normalize) };
+  if ('$set' in v) return { $set: v.$set.map(normalize) };
+  if ('$frozenset' in v) return { $set: v.$frozenset.map(normalize) };
+  if ('$deque' in v) return v.$deque.map(normalize);
+  for (const t of ['$dict', '$odict', '$counter', '$ddict'] as const) {
+    if (t in v) return { $dict: ((v as Record<string, unknown>)[t] as Array<[Tagged, Tagged]>).map(([a, b]) => [normalize(a), normalize(b)] as [Tagged, Tagged]) };
+  }
+  if ('$bytearray' in v) return { $bytes: v.$bytearray };
+  return v;
+}
+
+/** Back to plain JSON for reports: tuples and sets become arrays, big ints strings, whole
+ * floats numbers. */
 export function toJson(v: Tagged): unknown {
   if (v === null || typeof v !== 'object') return v;
   if (Array.isArray(v)) return v.map(toJson);
   if ('$tuple' in v) return v.$tuple.map(toJson);
   if ('$set' in v) return v.$set.map(toJson);
+  if ('$frozenset' in v) return v.$frozenset.map(toJson);
+  if ('$deque' in v) return v.$deque.map(toJson);
   if ('$int' in v) return v.$int;
-  if ('$float' in v) return v.$float;
-  if ('$dict' in v) {
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of v.$dict) out[typeof k === 'string' ? k : JSON.stringify(toJson(k))] = toJson(x);
-    return out;
+  if ('$float' in v) return Number.isFinite(Number(v.$float)) ? Number(v.$float) : v.$float;
+  for (const t of ['$dict', '$odict', '$counter', '$ddict'] as const) {
+    if (t in v) {
+      const out: Record<string, unknown> = {};
+      for (const [k, x] of (v as Record<string, unknown>)[t] as Array<[Tagged, Tagged]>) out[typeof k === 'string' ? k : JSON.stringify(toJson(k))] = toJson(x);
+      return out;
+    }
   }
-  return v.$repr;
+  if ('$decimal' in v) return v.$decimal;
+  if ('$repr' in v) return v.$repr;
+  return JSON.stringify(v);
 }
 
 type Num = { kind: 'int'; v: bigint } | { kind: 'float'; v: number };
@@ -87,7 +140,7 @@ export function asNumber(v: Tagged): Num | undefined {
   if (isObj(v) && '$int' in v) return { kind: 'int', v: BigInt(v.$int as string) };
   if (isObj(v) && '$float' in v) {
     const s = v.$float as string;
-    return { kind: 'float', v: s === 'nan' ? NaN : s.startsWith('-') ? -Infinity : Infinity };
+    return { kind: 'float', v: s === 'nan' ? NaN : s === 'inf' ? Infinity : s === '-inf' ? -Infinity : Number(s) };
   }
   return undefined;
 }
@@ -116,7 +169,9 @@ export interface EqualOptions {
 }
 
 /** Deep equality of serialized values, computed here and never by the candidate's objects. */
-export function valuesEqual(a: Tagged, b: Tagged, opt: EqualOptions): boolean {
+export function valuesEqual(a0: Tagged, b0: Tagged, opt: EqualOptions): boolean {
+  const a = normalize(a0);
+  const b = normalize(b0);
   const na = asNumber(a);
   const nb = asNumber(b);
   if (na && nb) {

@@ -28,7 +28,7 @@ export interface WorkerOptions {
 type Reply = Record<string, unknown>;
 
 /** Where a server's memory cgroup is mounted inside bubblewrap (root-owned: children only read). */
-const CGROUP_IN_SANDBOX = '/crucible/cg';
+const CGROUP_IN_SANDBOX = '/crucible-cg';
 let serial = 0;
 interface Pending {
   resolve: (v: Reply) => void;
@@ -75,7 +75,7 @@ export class ForkServer {
       env.CRUCIBLE_BWRAP = '1';
       const binds = this.#cgroup ? ['--bind', this.#cgroup.memory, CGROUP_IN_SANDBOX] : [];
       if (this.#cgroup) env.CRUCIBLE_CG_MEMORY = CGROUP_IN_SANDBOX;
-      args = [...bwrapArgs(opts.pythonPath, opts.serverPath, binds), opts.pythonPath, '-I', SERVER_IN_SANDBOX];
+      args = [...bwrapArgs(opts.pythonPath, opts.serverPath, binds), opts.pythonPath, '-I', '-B', SERVER_IN_SANDBOX];
     } else {
       const work = path.join(os.tmpdir(), `crucible-sandbox-${process.pid}-${opts.slot}`);
       mkdirSync(work, { recursive: true, mode: 0o755 });
@@ -83,7 +83,8 @@ export class ForkServer {
       env.CRUCIBLE_WORKDIR = work;
       if (this.#cgroup) env.CRUCIBLE_CG_MEMORY = this.#cgroup.memory;
       cmd = opts.pythonPath;
-      args = ['-I', opts.serverPath];
+      // -B: the package's bytecode is never written beside its sources.
+      args = ['-I', '-B', opts.serverPath];
     }
     if (this.#cgroup) ({ cmd, args } = cgroupWrapper(this.#cgroup, cmd, args));
     this.#proc = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -129,6 +130,7 @@ export class ForkServer {
       try {
         msg = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
       } catch {
+        // Also a frame too large for a string: the server bounds values before sending them.
         this.#fail(`fork-server wrote a frame that is not JSON: ${body.subarray(0, 200).toString('utf8')}`);
         this.kill();
         return;

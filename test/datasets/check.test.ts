@@ -7,8 +7,9 @@ import { fillExpected } from '../../src/datasets/oracle.js';
 import type { Problem } from '../../src/core/problem.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
 import { createSandbox } from '../../src/sandbox/index.js';
+import { DATASETS, HAVE_DATASETS } from '../support/datasets.js';
 
-const SHARED = resolve(import.meta.dirname, '../../../shared/datasets');
+const SHARED = DATASETS;
 const FIX = join(import.meta.dirname, '../fixtures/datasets');
 
 let sandbox: Sandbox;
@@ -22,7 +23,7 @@ afterAll(async () => {
 const load = async (format: string, path: string) => (await loadDataset(format, path)).problems;
 
 describe('data check on real records', () => {
-  it('HumanEval: references pass, planted wrong programs are caught, a wrong reference is reported', async () => {
+  it.skipIf(!HAVE_DATASETS)('HumanEval: references pass, planted wrong programs are caught, a wrong reference is reported', async () => {
     const problems = (await load('humaneval', join(SHARED, 'humaneval/HumanEval.jsonl.gz'))).slice(0, 8);
     const planted: Problem[] = problems.map((p) => ({ ...p, incorrectSolutions: [`${p.statement}    return None\n`] }));
     // HumanEval/1's program as HumanEval/0's reference: it defines the wrong function.
@@ -35,7 +36,7 @@ describe('data check on real records', () => {
     expect(report.passingIncorrect).toEqual([]);
   });
 
-  it("APPS sample: the references pass and CodeRL's wrong-answer programs are all caught", async () => {
+  it.skipIf(!HAVE_DATASETS)("APPS sample: the references pass and CodeRL's wrong-answer programs are all caught", async () => {
     const problems = await load('apps', join(SHARED, 'apps_sample'));
     const checks = await Promise.all(problems.map((p) => checkProblem(p, sandbox, { solutions: 3, incorrect: 10 })));
     for (const c of checks) {
@@ -46,7 +47,7 @@ describe('data check on real records', () => {
     }
   });
 
-  it('EvolveCoder prototype: nothing to run without reference or incorrect programs', async () => {
+  it.skipIf(!HAVE_DATASETS)('EvolveCoder prototype: nothing to run without reference or incorrect programs', async () => {
     const problems = await load('evolvecoder', join(SHARED, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl'));
     const report = await checkProblems(problems, sandbox);
     expect(report.checked).toBe(0);
@@ -68,7 +69,7 @@ describe('data check on fixtures', () => {
     expect(report.passingIncorrect).toEqual([{ id: 'codecontests/9001_B. Largest', solution: 0 }]);
   });
 
-  it('TACO: a special-judge problem without a checker is skipped, not judged', async () => {
+  it.skipIf(!HAVE_DATASETS)('TACO: a special-judge problem without a checker is skipped, not judged', async () => {
     const { readSpecialJudge } = await import('../../src/datasets/loaders/index.js');
     const { problems } = await loadDataset('taco', join(FIX, 'taco.jsonl'), {
       specialJudge: await readSpecialJudge(join(SHARED, 'extras/taco_test_output_spj.jsonl')),

@@ -6,9 +6,10 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { describeRowError, FORMATS, loadDataset, readSpecialJudge } from '../../src/datasets/loaders/index.js';
 import type { Problem } from '../../src/core/problem.js';
+import { DATASETS, HAVE_DATASETS } from '../support/datasets.js';
 
 const REPO = resolve(import.meta.dirname, '../..');
-const SHARED = resolve(REPO, '../shared/datasets');
+const SHARED = DATASETS;
 const FIX = join(import.meta.dirname, '../fixtures/datasets');
 const SPJ = join(SHARED, 'extras/taco_test_output_spj.jsonl');
 
@@ -19,7 +20,7 @@ const byId = (ps: Problem[], id: string): Problem => {
 };
 
 describe('HumanEval (real records, .jsonl.gz)', () => {
-  it('loads all 164 tasks as assert-style problems with check(candidate) tests', async () => {
+  it.skipIf(!HAVE_DATASETS)('loads all 164 tasks as assert-style problems with check(candidate) tests', async () => {
     const { problems, errors } = await loadDataset('humaneval', join(SHARED, 'humaneval/HumanEval.jsonl.gz'));
     expect(errors).toEqual([]);
     expect(problems).toHaveLength(164);
@@ -36,7 +37,7 @@ describe('HumanEval (real records, .jsonl.gz)', () => {
 });
 
 describe('APPS', () => {
-  it('reads the original one-folder-per-problem layout, stdio and call-based', async () => {
+  it.skipIf(!HAVE_DATASETS)('reads the original one-folder-per-problem layout, stdio and call-based', async () => {
     const { problems, errors } = await loadDataset('apps', join(SHARED, 'apps_sample'));
     expect(errors).toEqual([]);
     expect(problems.map((p) => p.id)).toEqual(['apps/0001', 'apps/2404']);
@@ -57,7 +58,7 @@ describe('APPS', () => {
     expect(call.tests.private).toEqual([{ style: 'call', args: [[2, 3, 4, 7, 11], 5], expected: 9 }]);
   });
 
-  it('reads a single problem folder and Hugging Face rows; a row without tests is reported', async () => {
+  it.skipIf(!HAVE_DATASETS)('reads a single problem folder and Hugging Face rows; a row without tests is reported', async () => {
     const one = await loadDataset('apps', join(SHARED, 'apps_sample/2404'));
     expect(one.problems.map((p) => p.id)).toEqual(['apps/2404']);
     const hf = await loadDataset('apps', join(FIX, 'apps.jsonl'));
@@ -67,7 +68,7 @@ describe('APPS', () => {
 });
 
 describe('EvolveCoder', () => {
-  it('loads the real round-0 prototype rows: 20 model-written asserts each, no reference', async () => {
+  it.skipIf(!HAVE_DATASETS)('loads the real round-0 prototype rows: 20 model-written asserts each, no reference', async () => {
     const file = join(SHARED, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl');
     const { problems, errors } = await loadDataset('evolvecoder', file);
     expect(errors).toEqual([]);
@@ -99,13 +100,13 @@ describe('EvolveCoder', () => {
 });
 
 describe('TACO', () => {
-  it('reads the real output_spj.jsonl: 218 of 1000 test problems need a special judge', async () => {
+  it.skipIf(!HAVE_DATASETS)('reads the real output_spj.jsonl: 218 of 1000 test problems need a special judge', async () => {
     const spj = await readSpecialJudge(SPJ);
     expect(spj.size).toBe(1000);
     expect([...spj.values()].filter((s) => s.specialJudge)).toHaveLength(218);
   });
 
-  it('unwraps one-element output lists only when every output is wrapped; marks spj rows', async () => {
+  it.skipIf(!HAVE_DATASETS)('unwraps one-element output lists only when every output is wrapped; marks spj rows', async () => {
     const { problems, errors } = await loadDataset('taco', join(FIX, 'taco.jsonl'), {
       specialJudge: await readSpecialJudge(SPJ),
     });

@@ -50,6 +50,9 @@ const RUNS = [
   // Forges a setup failure on the result channel, then leaves state behind.
   { id: 'forger', program: 'import os\nopen("left", "w").write("x")\nos.write(9, b\'{"s":"setup","message":"x"}\')\nos._exit(0)\ndef f(x):\n    return x\n', fn: 'f', tests: [{ args: [1], expected: 1 }] },
   { id: 'scanner', programFile: 'scanner.py', tests: [{ input: '', output: 'hits 0' }], limits: { memoryLimit: 512, timeLimit: 5 } },
+  // 36 calls of 16 MiB each, and call tests of 16 MiB: the program's output_limit, never the batch's end.
+  { id: 'huge', style: 'assert', program: 'def f():\n    return "x" * (16 << 20)\n', fn: 'f', tests: [{ assert: 'for _ in range(36):\n    assert len(f()) == 16 << 20' }] },
+  { id: 'hugecall', program: 'def f():\n    return "x" * (16 << 20)\n', fn: 'f', tests: [{ args: [] }, { args: [] }] },
   // A correct program queued behind the attackers: a clean directory and the right verdicts.
   { id: 'correct', program: 'import os\nprint(sorted(os.listdir(".")), int(input()) * 2)', tests: [{ input: '2', output: '[] 4' }, { input: '5', output: '[] 10' }] },
   { id: 'asserts', style: 'assert', program: 'def add(a, b):\n    return a + b\n', fn: 'add', tests: [{ assert: 'assert add(2, 3) == 5' }, { assert: 'def check(candidate):\n    assert candidate(1, 1) == 3\n' }] },
@@ -66,6 +69,9 @@ describe.each(['auto', 'none'] as const)('crucible exec --batch (isolation %s)',
       ['holder', 0, 'accepted'],
       ['forger', 0, 'runtime_error'],
       ['scanner', 0, 'accepted'],
+      ['huge', 0, 'output_limit'],
+      ['hugecall', 0, 'output_limit'],
+      ['hugecall', 1, 'output_limit'],
       ['correct', 0, 'accepted'],
       ['correct', 1, 'accepted'],
       ['asserts', 0, 'accepted'],
@@ -77,7 +83,7 @@ describe.each(['auto', 'none'] as const)('crucible exec --batch (isolation %s)',
 
   it('refuses a bad line with its file, line and field before running anything', async () => {
     const file = path.join(dir, 'bad.jsonl');
-    writeFileSync(file, `${JSON.stringify(RUNS[3])}\n{"id": "x", "program": "print(1)", "tests": [{"input": 1}]}\n`);
+    writeFileSync(file, `${JSON.stringify(RUNS.find((r) => r.id === "correct"))}\n{"id": "x", "program": "print(1)", "tests": [{"input": 1}]}\n`);
     const out = await crucible(['exec', '--batch', file, '--isolation', isolation]);
     expect(out.code).toBe(2);
     expect(out.stdout).toBe('');

@@ -86,8 +86,23 @@ describe('test styles and verdicts', () => {
     const tests = [{ style: 'stdio' as const, input: '10', output: '5 5' }];
     const ok = await sandbox.run({ program: 'n = int(input())\nprint(3, n - 3)', tests, comparison: 'checker', checker });
     const wrong = await sandbox.run({ program: 'n = int(input())\nprint(3, n)', tests, comparison: 'checker', checker });
-    const broken = await sandbox.run({ program: 'print(1)', tests, comparison: 'checker', checker });
-    expect([ok[0]!.verdict, wrong[0]!.verdict, broken[0]!.verdict]).toEqual(['accepted', 'wrong_answer', 'sandbox_error']);
+    // Output the checker cannot parse: the checker accepts the reference's own output, so the
+    // failure is the program's (printing garbage is no free pass).
+    const garbage = await sandbox.run({ program: 'print(1)', tests, comparison: 'checker', checker });
+    expect([ok[0]!.verdict, wrong[0]!.verdict, garbage[0]!.verdict]).toEqual(['accepted', 'wrong_answer', 'wrong_answer']);
+    // A checker that fails on the reference's output too cannot judge: the checker's fault.
+    const bad = 'def check(input, output, expected):\n    return int(output) == 1\n';
+    const faulty = await sandbox.run({ program: 'print(1)', tests, comparison: 'checker', checker: bad });
+    const two = await sandbox.run({ program: 'print(2)', tests, comparison: 'checker', checker: bad });
+    const raises = await sandbox.run({ program: 'print("x")', tests, comparison: 'checker', checker: bad });
+    expect([faulty[0]!.verdict, two[0]!.verdict, raises[0]!.verdict]).toEqual(['accepted', 'wrong_answer', 'sandbox_error']);
+    expect(raises[0]!.message).toMatch(/checker cannot judge the reference/);
+  });
+
+  it('a checker sees the whole output, past 64 KiB', async () => {
+    const checker = 'def check(input, output, expected):\n    return len(output.split()) == 30000\n';
+    const r = await sandbox.run({ program: 'print(" ".join(["1234"] * 30000))', tests: [{ style: 'stdio', input: '', output: '' }], comparison: 'checker', checker });
+    expect(r[0]!.verdict).toBe('accepted');
   });
 
   it('large outputs are compared off the event loop and still correctly', async () => {

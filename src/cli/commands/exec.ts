@@ -82,14 +82,19 @@ async function runBatch(file: string, o: ExecOptions): Promise<void> {
   try {
     const window = Math.max(2, (workers ?? 4) * 4);
     const started: Array<Promise<TestResult[]>> = [];
+    // A run that fails answers for itself (its tests' verdicts say why); the batch goes on.
     const start = (run: BatchRun): Promise<TestResult[]> =>
-      sandbox.run({
-        program: run.program,
-        tests: run.tests,
-        ...(run.fn ? { entryPoint: run.fn } : {}),
-        limits: run.limits,
-        comparison: (o.comparison ?? 'tokens') as ComparisonMode,
-      });
+      sandbox
+        .run({
+          program: run.program,
+          tests: run.tests,
+          ...(run.fn ? { entryPoint: run.fn } : {}),
+          limits: run.limits,
+          comparison: (o.comparison ?? 'tokens') as ComparisonMode,
+        })
+        .catch((e: unknown) =>
+          run.tests.map((_, test) => ({ test, verdict: 'sandbox_error' as const, timeMs: 0, memoryKb: 0, isolated: sandbox.isolation === 'bwrap', message: `refused: ${(e as Error).message}` })),
+        );
     let next = 0;
     for (; next < Math.min(window, runs.length); next++) started.push(start(runs[next]!));
     for (let i = 0; i < runs.length; i++) {
