@@ -445,21 +445,33 @@ class Coordinator:
                     self.emit(part, rid, k + 1 == _len(items))
                     continue
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                chdr = {'mode': 'serve', 'prelude': bool(msg.get('prelude')), 'entry': entry, 'limit': lim['out_bytes']}
-                ohdr = {'kind': 'assert', 'free': free, 'entry': entry, 'limit': lim['out_bytes']}
-                tok = limits.CG.before(lim['mem_mb'] * 2)
-                hc = self.launcher.spawn('c', self.data(chdr, code), lim, b'', a.fileno())
-                ho = self.launcher.spawn('o', self.data(ohdr, tcode), lim, b'', b.fileno())
-                a.close()
-                b.close()
-                stc = self.launcher.wait(hc)
-                sto = self.launcher.wait(ho)
-                rc = finish(hc, stc, lim, lim['out_bytes'] + 1)
-                ro = finish(ho, sto, lim, 0)
-                rc['peak'], rc['oom'] = limits.CG.after(tok)
-                ro['rec'] = ro['rec'] if ro['rec'] and _type(ro['rec'].get('s')) is str else None
-                cand = classify(rc, 'serve', lim, False)
-                part = {'k': k, 'result': combine(cand, ro, lim)}
+                live = []  # children started and not yet finished: a fault must not leak them
+                try:
+                    chdr = {'mode': 'serve', 'prelude': bool(msg.get('prelude')), 'entry': entry, 'limit': lim['out_bytes']}
+                    ohdr = {'kind': 'assert', 'free': free, 'entry': entry, 'limit': lim['out_bytes']}
+                    tok = limits.CG.before(lim['mem_mb'] * 2)
+                    hc = self.launcher.spawn('c', self.data(chdr, code), lim, b'', a.fileno())
+                    live.append(hc)
+                    ho = self.launcher.spawn('o', self.data(ohdr, tcode), lim, b'', b.fileno())
+                    live.append(ho)
+                    a.close()
+                    b.close()
+                    rc = finish(hc, self.launcher.wait(hc), lim, lim['out_bytes'] + 1)
+                    live.remove(hc)
+                    ro = finish(ho, self.launcher.wait(ho), lim, 0)
+                    live.remove(ho)
+                    rc['peak'], rc['oom'] = limits.CG.after(tok)
+                    ro['rec'] = ro['rec'] if ro['rec'] and _type(ro['rec'].get('s')) is str else None
+                    cand = classify(rc, 'serve', lim, False)
+                    part = {'k': k, 'result': combine(cand, ro, lim)}
+                finally:
+                    a.close()
+                    b.close()
+                    for h in live:
+                        try:
+                            finish(h, self.launcher.wait(h), lim, 0)
+                        except Exception:  # noqa: BLE001 - the fault is reported already
+                            pass
             except Exception as e:  # noqa: BLE001
                 part = {'k': k, 'error': '%s: %s' % (_type(e).__name__, e)}
             self.emit(part, rid, k + 1 == _len(items))
