@@ -483,18 +483,13 @@ def _dec_set(d, v, x, depth):
 
 
 def _dec_ddict(d, v, x, depth):
+    # Items first, then the factory: the order the encoder wrote them (memo indices follow it).
+    obj = d._mapping(collections.defaultdict(), x, depth)
     f = v.get('factory')
-    obj = collections.defaultdict()
-    d._new(obj)
     factory = None if f is None else d.dec(f, depth + 1)
     if factory is not None and not callable(factory):
         raise DecodeError('defaultdict factory is not callable')
     obj.default_factory = factory
-    try:
-        for k, val in d._pairs(x, depth):
-            obj[k] = val
-    except TypeError as e:
-        raise DecodeError('unhashable key: %s' % str(e)[:80])
     return obj
 
 
