@@ -15,14 +15,15 @@ import { sha256Hex } from '../events/blobs.js';
 import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { packJson, unpackJson, type Json } from '../events/packed-json.js';
-import { compactResults, mergeLoad, resultAt, type ModuleLoad, type PairResult, type ResultFigures } from '../projections/recorded-verdicts.js';
+import { compactResults, resultAt, type PairResult, type ResultFigures } from '../events/program-executed.js';
+import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
 import { referenceProbeProgram } from './reference-probe.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
-import { moduleLoadOfResults } from '../rewards/code-a1.js';
+import { moduleLoadOfResults } from '../core/module-load.js';
 
 type Request = EventData<'ExecutionRequested'>;
 type Pair = ExecutionPair;

@@ -26,7 +26,8 @@ import type { ProblemRound } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
 import { insertById } from './content-order.js';
-import { pairResultsOf, type ModuleLoad, type PairResult } from '../projections/recorded-verdicts.js';
+import { pairResultsOf, type PairResult } from '../events/program-executed.js';
+import type { ModuleLoad } from '../core/module-load.js';
 
 export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 

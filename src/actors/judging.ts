@@ -8,17 +8,7 @@ import { withExpectedOutput } from '../core/problem.js';
 import type { Verdict } from '../core/verdicts.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
-import {
-  codeA1CodeSelection,
-  codeA1HasExpected,
-  codeA1InvalidCount,
-  codeA1JudgeTests,
-  codeA1ProgramValid,
-  codeA1Rewards,
-  codeA1TopVarSuites,
-  type CodeA1Suite,
-  type GeneratedTestRecord,
-} from '../rewards/code-a1.js';
+import { codeA1CodeSelection, codeA1HasExpected, codeA1InvalidCount, codeA1JudgeTests, codeA1ProgramValid, codeA1Rewards, codeA1TopVarSuites, type CodeA1Suite, type GeneratedTestRecord } from '../rewards/code-a1.js';
 import { type ExecutionMatrix, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
 import { topTests, updateMistakeBook, type MistakeBookOptionsInput, type MistakeBookState, type MistakeBookUpdate, type MistakeObservation } from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
@@ -32,7 +22,7 @@ import { readReferenceProbe, referenceProbeProgram, referenceProbeTest } from '.
 import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
 import { planEvents } from './methods/common.js';
 import type { BasisArgs, JudgeArgs, JudgementSteps, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
-import type { ModuleLoad } from '../projections/recorded-verdicts.js';
+import type { ModuleLoad } from '../core/module-load.js';
 
 type Pair = ExecutionPair;
 type JudgedTest = EventData<'TestsJudged'>['tests'][number];

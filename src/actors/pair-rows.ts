@@ -19,7 +19,8 @@
  * Times and memory are varints when whole numbers (as the sandbox reports them), else 8-byte floats.
  */
 import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
-import { mergeLoad, type ModuleLoad, type ResultFigures } from '../projections/recorded-verdicts.js';
+import type { ResultFigures } from '../events/program-executed.js';
+import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import type { SideReader, SideRows } from './snapshots.js';
 
 const NUMBER = 0x69; // 'i'

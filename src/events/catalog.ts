@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { VERDICTS, VERDICT_CODE_RUN } from '../core/verdicts.js';
 import { Role } from '../core/roles.js';
+import { MODULE_LOADS } from '../core/module-load.js';
 import type { EventEnvelope } from './envelope.js';
 import {
   EventRegistry,
@@ -301,7 +302,7 @@ const definitions = {
         isolated: z.boolean(),
         /** How the program's module body went, as the sandbox's failure phases tell it (Code-A1's
          * valid-program marker): ran, raised, compile_error, or unknown (nothing told). */
-        load: z.enum(['ran', 'raised', 'compile_error', 'unknown']),
+        load: z.enum(MODULE_LOADS),
       })
       .superRefine((d, ctx) => {
         const n = d.pairs.length;

@@ -3,8 +3,7 @@
  * ProgramExecuted events, one per program hash, whose results name the request's pairs by
  * position; or, in older logs, one ExecutionCompleted per pair) and those it reused (pairs
  * answered from an earlier recorded verdict of the same problem, matched by program hash and
- * test hash). This is the one place that knows how verdicts are recorded: `compactResults` and
- * `expandResults` turn per-pair results into the compact event and back.
+ * test hash). The compact event's format is the events' (`events/program-executed.ts`).
  *
  * Pure and immutable: `observeVerdicts` returns a new state and never touches the old one. The
  * by-pair memory is kept per program so a program's results copy that program's verdicts
@@ -12,98 +11,12 @@
  */
 import type { EventEnvelope } from '../events/envelope.js';
 import { requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
-import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
+import type { Verdict } from '../core/verdicts.js';
+import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
+import { expandResults, pairResultsOf, type PairResult } from '../events/program-executed.js';
 
 type Pair = ExecutionPair;
 type Executed = EventData<'ProgramExecuted'>;
-/** One executed pair with everything recorded about it (the shape older logs stored per event). */
-export type PairResult = EventData<'ExecutionCompleted'>;
-/** What the sandbox tells of one pair, before it is named by a request. */
-export type ResultFigures = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' | 'outputHash' | 'exceptionType' | 'isolated' | 'cached'>;
-export type ModuleLoad = Executed['load'];
-
-/** The compact record of one program's results in a request: `positions[i]` is the request's
- * pair of `results[i]`. */
-export function compactResults(requestId: string, programHash: string, positions: readonly number[], results: readonly ResultFigures[], load: ModuleLoad): Executed {
-  if (positions.length !== results.length || positions.length === 0) throw new Error(`compactResults: ${positions.length} positions for ${results.length} results of ${requestId}`);
-  const outputs: Record<string, string> = {};
-  const exceptions: Record<string, string> = {};
-  const cached: number[] = [];
-  let verdicts = '';
-  results.forEach((r, i) => {
-    verdicts += VERDICT_CODES[r.verdict];
-    if (r.outputHash !== null) outputs[i] = r.outputHash;
-    if (r.exceptionType !== null && r.exceptionType !== '') exceptions[i] = r.exceptionType;
-    if (r.cached) cached.push(i);
-  });
-  return {
-    requestId,
-    programHash,
-    pairs: positions.slice(),
-    verdicts,
-    timeMs: results.map((r) => r.timeMs),
-    memoryKb: results.map((r) => r.memoryKb),
-    outputs,
-    exceptions,
-    cached,
-    isolated: results.every((r) => r.isolated),
-    load,
-  };
-}
-
-/** The per-pair results of a compact record, named by its request's pairs. */
-export function expandResults(pairs: readonly Pair[], d: Executed): PairResult[] {
-  return d.pairs.map((at, i) => {
-    const pair = pairs[at];
-    if (!pair) throw new Error(`ProgramExecuted of ${d.requestId} names pair ${at}, but the request has ${pairs.length}`);
-    return {
-      requestId: d.requestId,
-      programId: pair.programId,
-      programHash: pair.programHash,
-      testId: pair.testId,
-      testHash: pair.testHash,
-      ...resultAt(d, i),
-    };
-  });
-}
-
-/** The figures of a ProgramExecuted's `i`-th result, as its columns hold them. */
-export function resultAt(d: Executed, i: number): ResultFigures {
-  return {
-    verdict: verdictOfCode(d.verdicts[i]!),
-    timeMs: d.timeMs[i]!,
-    memoryKb: d.memoryKb[i]!,
-    outputHash: d.outputs[i] ?? null,
-    exceptionType: d.exceptions[i] ?? null,
-    isolated: d.isolated,
-    cached: d.cached.includes(i),
-  };
-}
-
-/**
- * Per-pair results of any execution event: a ProgramExecuted (named by `pairsOf(requestId)`,
- * the pairs of its ExecutionRequested) or an older ExecutionCompleted; [] for other events and
- * for a request this log never announced.
- */
-export function pairResultsOf(event: EventEnvelope, pairsOf: (requestId: string) => readonly Pair[] | undefined): PairResult[] {
-  if (event.type === 'ExecutionCompleted') return [event.data as PairResult];
-  if (event.type !== 'ProgramExecuted') return [];
-  const d = event.data as Executed;
-  const pairs = pairsOf(d.requestId);
-  return pairs ? expandResults(pairs, d) : [];
-}
-
-/** Load outcomes from least to most telling of a failure. */
-const LOAD_RANK: Record<ModuleLoad, number> = { unknown: 0, ran: 1, raised: 2, compile_error: 3 };
-
-/** Folds one more load outcome of a program into what is known: unknown never replaces an
- * outcome the sandbox told; two told outcomes that disagree (a module body that raised once,
- * e.g. out of time under load) keep the failure. Commutative, so what is known does not depend
- * on the order the executions were recorded in. */
-export function mergeLoad(known: ModuleLoad | undefined, next: ModuleLoad): ModuleLoad {
-  if (known === undefined) return next;
-  return LOAD_RANK[next] > LOAD_RANK[known] ? next : known;
-}
 
 /** One verdict as its request names it. */
 export interface RequestVerdict {

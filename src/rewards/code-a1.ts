@@ -38,6 +38,7 @@ import { correctedStatement, parseAssertCall } from './test-key.js';
 import { readResponseTests } from '../core/response-tests.js';
 import type { TestCase } from '../core/problem.js';
 import type { Verdict } from '../core/verdicts.js';
+import type { ModuleLoad } from '../core/module-load.js';
 import { groupAdvantages, type AdvantageOptionsInput } from './grpo.js';
 
 export const CODE_A1_ID = 'code-a1/v1';
@@ -230,34 +231,6 @@ export function validateResponse(
 
 // ---------------------------------------------------------------------------------------------
 // Valid programs: the module body ran to the end
-
-/** How a program's module load went: the release prints a marker after the module body, so a
- * program is valid only when the body ran to the end. `unknown`: no probe verdict (the probe
- * was lost to a sandbox error, or the program is a stdin/stdout script whose body is the test
- * itself). */
-export type ModuleLoad = 'ran' | 'raised' | 'compile_error' | 'unknown';
-
-/** The load of a program from the verdict of a probe test that does nothing after the module
- * body (any failure of the probe is a failure of the body). */
-export function moduleLoadOf(probe: Verdict | null | undefined): ModuleLoad {
-  if (probe === 'accepted') return 'ran';
-  if (probe === 'compile_error') return 'compile_error';
-  if (probe === 'sandbox_error' || probe === null || probe === undefined) return 'unknown';
-  return 'raised';
-}
-
-/** The load of a program from its results on real tests (no probe): a failure the sandbox
- * places in phase 'load' is a failure of the module body; any other result that is not the
- * sandbox's own failure got past the body, so the body ran. */
-export function moduleLoadOfResults(results: readonly { verdict: Verdict; phase?: 'load' | 'test' | undefined }[]): ModuleLoad {
-  let ran = false;
-  for (const r of results) {
-    if (r.verdict === 'sandbox_error') continue;
-    if (r.phase === 'load') return r.verdict === 'compile_error' ? 'compile_error' : 'raised';
-    ran = true;
-  }
-  return ran ? 'ran' : 'unknown';
-}
 
 /** Code-A1's "c is a valid program": its module body ran to the end. Without a probe verdict,
  * what the rows can tell: a compile error anywhere means the module never loaded. */

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { compareIds, insertById, sortById } from '../../src/actors/content-order.js';
-import { mergeLoad, type ModuleLoad } from '../../src/projections/recorded-verdicts.js';
+import { mergeLoad, type ModuleLoad } from '../../src/core/module-load.js';
 import { Rng } from '../../src/core/rng.js';
 
 describe('compareIds', () => {

@@ -5,7 +5,7 @@ import { ExecutionCache } from '../../src/actors/executor.js';
 import { requestBody } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { sideTable } from '../support/side-table.js';
-import { compactResults, type ResultFigures } from '../../src/projections/recorded-verdicts.js';
+import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
 /** An event as a fold sees it; positions in log order (results number their programs' side rows by them). */

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PairRows, decodeFigures, encodeFigures } from '../../src/actors/pair-rows.js';
 import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots.js';
-import type { ResultFigures } from '../../src/projections/recorded-verdicts.js';
+import type { ResultFigures } from '../../src/events/program-executed.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
 const figures = (verdict: ResultFigures['verdict'], timeMs: number, more: Partial<ResultFigures> = {}): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false, ...more });

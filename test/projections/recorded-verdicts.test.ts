@@ -16,15 +16,8 @@ import { dataText } from '../../src/events/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { executionVerdicts } from '../../src/projections/executions.js';
-import {
-  allPairResults,
-  compactResults,
-  emptyRecordedVerdicts,
-  expandResults,
-  observeVerdicts,
-  verdictsOf,
-  type PairResult,
-} from '../../src/projections/recorded-verdicts.js';
+import { allPairResults, emptyRecordedVerdicts, observeVerdicts, verdictsOf } from '../../src/projections/recorded-verdicts.js';
+import { compactResults, expandResults, type PairResult } from '../../src/events/program-executed.js';
 
 const H = (c: string) => c.repeat(64);
 const P0 = H('a');

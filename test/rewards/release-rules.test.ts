@@ -3,16 +3,8 @@
  * hand-made matrix or book.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  codeA1CodeSelection,
-  codeA1HasExpected,
-  codeA1InvalidCount,
-  codeA1JudgeTests,
-  codeA1ProgramValid,
-  codeA1Rewards,
-  moduleLoadOf,
-  moduleLoadOfResults,
-} from '../../src/rewards/code-a1.js';
+import { codeA1CodeSelection, codeA1HasExpected, codeA1InvalidCount, codeA1JudgeTests, codeA1ProgramValid, codeA1Rewards } from '../../src/rewards/code-a1.js';
+import { moduleLoadOf, moduleLoadOfResults } from '../../src/core/module-load.js';
 import { inferProgramValid, parseMatrix, verdictsFromCodes } from '../../src/rewards/matrix.js';
 import { applyMistakeBookChanges, emptyMistakeBook, topTests, updateMistakeBook } from '../../src/rewards/mistake-book.js';
 import { cureAdvantages, cureRewards } from '../../src/rewards/cure.js';
