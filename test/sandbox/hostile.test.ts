@@ -1,14 +1,25 @@
 import { createServer, type Server } from 'node:net';
-import { rmSync } from 'node:fs';
+import { rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SERVER_PATH, type Sandbox, type TestResult } from '../../src/sandbox/index.js';
-import { bwrapWorks, findBwrap } from '../../src/sandbox/isolation.js';
+import { BWRAP } from '../support/bwrap.js';
 import type { TestCase } from '../../src/core/problem.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoFile = path.resolve(here, '../../package.json');
+/** Even without bubblewrap a root server mounts private tmpfs over /tmp and every world-writable
+ * directory near the root: a checkout below one of them is hidden from programs there too. */
+const repoHiddenUnisolated = ((): boolean => {
+  if (process.getuid?.() !== 0) return false;
+  const parts = repoFile.split(path.sep).filter(Boolean);
+  for (let depth = 1; depth <= Math.min(3, parts.length - 1); depth++) {
+    const dir = path.sep + parts.slice(0, depth).join(path.sep);
+    if (dir === '/tmp' || (statSync(dir).mode & 0o002) !== 0) return true;
+  }
+  return false;
+})();
 const WRITE_PATHS = ['/tmp/crucible-hostile-x', '/usr/x', '/dev/shm/crucible-hostile-x'];
 const WRITES_OUT = ['False', ...WRITE_PATHS.map((p) => `${p} no`)].join('\n');
 const stdio = (input: string, output: string | null): TestCase => ({ style: 'stdio', input, output });
@@ -43,7 +54,7 @@ const cases: Case[] = [
   { name: 'huge output', program: 'while True:\n    print("x" * 1000)\n', tests: [stdio('', '')], verdicts: ['output_limit'] },
   { name: 'reads judge files', tests: [stdio('', 'safe safe safe')], verdicts: ['accepted'],
     // Without bubblewrap the judge's world-readable files are readable: that is what isolated=false says.
-    unisolated: { tests: [stdio('', `LEAK ${repoFile} safe safe`)] },
+    unisolated: { tests: [stdio('', `${repoHiddenUnisolated ? 'safe' : `LEAK ${repoFile}`} safe safe`)] },
     program: `import os\nfor p in [${JSON.stringify(repoFile)}, "/etc/shadow", "/proc/1/environ"]:\n    try:\n        open(p).read(); print("LEAK", p)\n    except OSError:\n        print("safe")\n` },
   { name: 'network access', tests: [stdio('', 'blocked')], verdicts: ['accepted'],
     program: `import socket\ntry:\n    socket.create_connection(("127.0.0.1", PORT), timeout=1); print("connected")\nexcept OSError:\n    print("blocked")\n` },
@@ -98,10 +109,6 @@ const cases: Case[] = [
 
 /** Where bubblewrap works here, 'bwrap' is asked for and must be what runs (never a silent
  * fallback); elsewhere the isolated pass runs on rlimits and says so in its name. */
-const BWRAP = (() => {
-  const b = findBwrap();
-  return b !== undefined && bwrapWorks(b, '/usr/bin/python3', SERVER_PATH).ok;
-})();
 
 describe.each([BWRAP ? 'bwrap' : 'auto', 'none'] as const)('hostile programs (isolation %s)', (isolation) => {
   let sandbox: Sandbox;

@@ -14,15 +14,11 @@ import { loadDataset } from '../../src/datasets/loaders/index.js';
 import { fillExpected } from '../../src/datasets/oracle.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
 import { createSandbox } from '../../src/sandbox/index.js';
-import { bwrapWorks, findBwrap } from '../../src/sandbox/isolation.js';
+import { BWRAP } from '../support/bwrap.js';
 import { SERVER_PATH } from '../../src/sandbox/index.js';
 import { DATASETS, HAVE_DATASETS, NO_DATASETS } from '../support/datasets.js';
 
 const FIX = join(import.meta.dirname, '../fixtures/datasets');
-const BWRAP = (() => {
-  const b = findBwrap();
-  return b !== undefined && bwrapWorks(b, '/usr/bin/python3', SERVER_PATH).ok;
-})();
 
 let sandbox: Sandbox;
 beforeAll(async () => {

@@ -8,13 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestCase } from '../../src/core/problem.js';
 import { createSandbox, SERVER_PATH, type Sandbox, type TestResult } from '../../src/sandbox/index.js';
-import { bwrapWorks, findBwrap } from '../../src/sandbox/isolation.js';
+import { BWRAP } from '../support/bwrap.js';
 import { parseTestsFile } from '../../src/sandbox/tests-file.js';
 
-const BWRAP = (() => {
-  const b = findBwrap();
-  return b !== undefined && bwrapWorks(b, '/usr/bin/python3', SERVER_PATH).ok;
-})();
 const asserts = (...codes: string[]): TestCase[] => codes.map((code) => ({ style: 'assert', code }));
 const stdio = (input: string, output: string): TestCase => ({ style: 'stdio', input, output });
 

@@ -4,12 +4,13 @@
  */
 import { spawnSync } from 'node:child_process';
 import { DEFAULT_PYTHON, startServe, type ServeProcess } from '../../src/bridge/index.js';
+import { capability } from './require.js';
 
 /** null when torch imports under the system interpreter, else why not (the reason a skip gives). */
 export function torchMissing(): string | null {
   const r = spawnSync(DEFAULT_PYTHON, ['-c', 'import torch'], { encoding: 'utf8', timeout: 60_000 });
-  if (r.error) return `${DEFAULT_PYTHON} cannot run: ${r.error.message}`;
-  return r.status === 0 ? null : `torch does not import under ${DEFAULT_PYTHON}: ${r.stderr.trim().split('\n').pop()}`;
+  if (r.error) return capability('torch', `${DEFAULT_PYTHON} cannot run: ${r.error.message}`);
+  return capability('torch', r.status === 0 ? null : `torch does not import under ${DEFAULT_PYTHON}: ${r.stderr.trim().split('\n').pop()}`);
 }
 
 export type BridgeServe = ServeProcess;

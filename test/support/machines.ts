@@ -12,6 +12,7 @@ import path from 'node:path';
 import { credentialsFile, type NatsRole } from '../../src/events/nats-auth.js';
 import { natsDown, natsUp, type NatsCluster, type NatsHost } from '../../src/events/nats-server.js';
 import { NetLab } from './netlab.js';
+import { capability } from './require.js';
 
 export const SERVERS = ['n1', 'n2', 'n3'] as const;
 
@@ -37,6 +38,7 @@ export interface Machines {
 
 export function machinesAvailable(): { ok: boolean; where: string } {
   const probe = NetLab.available();
+  capability('netns', probe.ok ? null : (probe.reason ?? 'network namespaces cannot be made here'));
   return { ok: probe.ok, where: probe.ok ? 'network namespaces' : `loopback: namespaces cannot be made here (${probe.reason})` };
 }
 

@@ -5,8 +5,10 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NetLab } from './netlab.js';
+import { capability } from './require.js';
 
 const lab = NetLab.available();
+capability('netns', lab.ok ? null : (lab.reason ?? 'network namespaces cannot be made here'));
 
 /** Connects from `host` to addr:port and returns the server's first line (or the error). */
 function firstLine(l: NetLab, host: string, addr: string, port: number): string {
