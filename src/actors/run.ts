@@ -15,7 +15,7 @@ import type { Sandbox } from '../sandbox/api.js';
 import type { Problem } from '../core/problem.js';
 import { ActorRuntime, type RestartReport } from './runtime.js';
 import type { RetryPolicy } from './effect-failures.js';
-import type { TestOnlyReorderOptions } from './test-only-reorder.js';
+import type { StepScheduler } from './step-scheduler.js';
 import { SqliteSnapshotTable } from './snapshots.js';
 import { RunEnv, type PolicyBackend } from './env.js';
 import { conductor } from './conductor.js';
@@ -93,8 +93,8 @@ export interface RunOptions {
   onRestart?(report: RestartReport): void;
   /** How often a failing effect is tried before the run fails (default DEFAULT_RETRY). */
   retry?: RetryPolicy;
-  /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
-  testOnlyReorder?: TestOnlyReorderOptions;
+  /** Which pending effects each step runs and the order of their appends (see step-scheduler.ts). */
+  scheduler?: StepScheduler;
   /** Fault-injection tests only: wraps the run's policy backend (e.g. a trainer that fails). */
   testOnlyWrapBackend?(backend: PolicyBackend): PolicyBackend;
   /** The problems and policy backend to run with, instead of those the config names (a
@@ -186,7 +186,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
       ...(opts.retry ? { retry: opts.retry } : {}),
-      ...(opts.testOnlyReorder ? { testOnlyReorder: opts.testOnlyReorder } : {}),
+      ...(opts.scheduler ? { scheduler: opts.scheduler } : {}),
     });
     await runtime.start();
     // The live read models: brought up to date at every round's end and at the end of the run.

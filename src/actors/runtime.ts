@@ -10,7 +10,7 @@
  * picks up exactly the work that was not finished. Effects of one step run concurrently but are
  * appended in a fixed actor/effect order, so one process with one seed writes one log; where the
  * log can (SQLite), the outputs of one step are appended in one transaction, one sync for all.
- * No decision may depend on that order (tests perturb it with `testOnlyReorder`). An effect or
+ * No decision may depend on that order (tests perturb it with an injected `scheduler`). An effect or
  * append that throws is retried and each failure recorded (see effect-failures.ts).
  *
  * With a snapshot table (./snapshots.ts) the runtime stores each actor's state every N folded
@@ -23,7 +23,7 @@ import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
 import { DEFAULT_RETRY, RunFailedError, certainToRepeat, backoffAfter, effectFailedEvent, errorText, failureCommitId, runFailedCommitId, sleep, type EffectFailure, type RetryPolicy } from './effect-failures.js';
-import { TestOnlyReorder, type TestOnlyReorderOptions } from './test-only-reorder.js';
+import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -199,8 +199,9 @@ export interface RuntimeOptions {
   onRestart?(report: RestartReport): void;
   /** How often a failing effect (or append) is tried before the run fails (default DEFAULT_RETRY). */
   retry?: RetryPolicy;
-  /** Tests and benchmarks only: perturb the order of the log (see test-only-reorder.ts). */
-  testOnlyReorder?: TestOnlyReorderOptions;
+  /** Which pending effects each step runs and the order of their appends (default IN_ORDER;
+   * tests inject one that perturbs it, see step-scheduler.ts). */
+  scheduler?: StepScheduler;
 }
 
 export interface RuntimeHooks {
@@ -246,7 +247,7 @@ export class ActorRuntime<Env> {
   readonly #snapshots: SnapshotOptions | undefined;
   readonly #onRestart: ((report: RestartReport) => void) | undefined;
   readonly #retry: RetryPolicy;
-  readonly #reorder: TestOnlyReorder | null;
+  readonly #scheduler: StepScheduler;
   readonly #unrecorded: string[] = [];
   #runFailedWritten = false;
 
@@ -256,7 +257,7 @@ export class ActorRuntime<Env> {
     this.#onRestart = options.onRestart;
     this.#retry = options.retry ?? DEFAULT_RETRY;
     if (!(Number.isInteger(this.#retry.attempts) && this.#retry.attempts >= 1)) throw new RangeError(`retry.attempts must be a whole number >= 1, got ${this.#retry.attempts}`);
-    this.#reorder = options.testOnlyReorder ? new TestOnlyReorder(options.testOnlyReorder) : null;
+    this.#scheduler = options.scheduler ?? IN_ORDER;
     this.#log = log;
     this.#runId = runId;
     this.#env = env;
@@ -582,15 +583,15 @@ export class ActorRuntime<Env> {
   }
 
   async #runPendingEffects(): Promise<boolean> {
-    let work: Work<Env>[] = [];
+    const pending: Work<Env>[] = [];
     for (const actor of this.#actors.values()) {
       if (actor.snapshot === null) continue;
       for (const effect of actor.def.pending(actor.snapshot)) {
-        work.push({ actor, effect, snapshot: actor.snapshot });
+        pending.push({ actor, effect, snapshot: actor.snapshot });
       }
     }
-    if (work.length === 0) return false;
-    if (this.#reorder) work = this.#reorder.pick(work);
+    if (pending.length === 0) return false;
+    const work = this.#scheduler.pick(pending);
     // Every effect of the step is settled before the step ends, so none is still writing
     // failure records after the run has stopped.
     const settled = await Promise.allSettled(work.map((w) => this.#runWithRetries(w)));
@@ -599,9 +600,9 @@ export class ActorRuntime<Env> {
       if (o.status === 'rejected') throw o.reason;
       outputs.push(o.value);
     }
-    // Appended in the order the work was listed, whatever order it finished in (unless a test
-    // asks for another order).
-    let commits: StepCommit<Env>[] = [];
+    // Appended in the scheduler's order (by default the order the work was listed), whatever
+    // order it finished in.
+    const commits: StepCommit<Env>[] = [];
     for (let i = 0; i < work.length; i++) {
       const w = work[i]!;
       const output = outputs[i]!;
@@ -609,8 +610,7 @@ export class ActorRuntime<Env> {
       const events = output.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
       commits.push({ work: w, commit: { stream: w.actor.def.name, events, options: { commitId: `${this.#runId}/${w.actor.def.name}/${w.effect.key}` } } });
     }
-    if (this.#reorder) commits = this.#reorder.order(commits);
-    const results = await this.#appendStep(commits);
+    const results = await this.#appendStep(this.#scheduler.order(commits));
     const wroteAny = results.some((r) => !r.duplicate);
     // Every output was already in the log yet the work is still pending: the actor's machine
     // does not recognise its own outputs, and looping would never end.
@@ -633,7 +633,7 @@ export class ActorRuntime<Env> {
    * all-or-nothing and every one is durable before anything acts on it); else, or when that
    * transaction fails, one by one, each retried: a commit appended before a failure is a
    * duplicate the next time, and a duplicate is success. */
-  async #appendStep(commits: StepCommit<Env>[]): Promise<AppendResult[]> {
+  async #appendStep(commits: readonly StepCommit<Env>[]): Promise<AppendResult[]> {
     if (this.#log.appendCommits && commits.length > 1) {
       try {
         return await this.#log.appendCommits(commits.map((c) => c.commit));

@@ -6,7 +6,7 @@
  *       it, never on positions or arrival order;
  *   (c) two runs of one config and seed hold the same commits by commit id, apart from timings.
  * (b) and (c) are tested together: runs whose effects finish, and whose outputs are appended, in
- * seeded random orders (the runtime's test-only reorder option) must write the same commits as
+ * seeded random orders (a scheduler injected into the runtime) must write the same commits as
  * the run in the fixed order; an actor reading arrival order would make them differ.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,7 +18,7 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { decisionOf, recordedEvents, type Decision } from '../support/run-log.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { runCli } from '../support/cli.js';
-import { TestOnlyReorder } from '../../src/actors/test-only-reorder.js';
+import { ShuffledScheduler } from '../support/shuffled-scheduler.js';
 import { catalogCache } from '../support/catalog-cache.js';
 
 let root: string;
@@ -51,19 +51,19 @@ beforeAll(async () => {
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-describe('the test-only reorder option', () => {
+describe('the shuffled step scheduler', () => {
   it('runs a seeded part of the work and shuffles the rest reproducibly, never an empty step', () => {
     const items = Array.from({ length: 20 }, (_, i) => i);
-    const a = new TestOnlyReorder({ seed: 5, deferChance: 0.5 });
-    const b = new TestOnlyReorder({ seed: 5, deferChance: 0.5 });
+    const a = new ShuffledScheduler({ seed: 5, deferChance: 0.5 });
+    const b = new ShuffledScheduler({ seed: 5, deferChance: 0.5 });
     const picked = a.pick(items);
     expect(b.pick(items)).toEqual(picked);
     expect(picked.length).toBeGreaterThan(0);
     expect(picked.length).toBeLessThan(items.length);
     expect(a.order(items)).toEqual(b.order(items));
     expect(a.order(items)).not.toEqual(items);
-    expect(new TestOnlyReorder({ seed: 1, deferChance: 0.99 }).pick([7, 8])).toHaveLength(1);
-    expect(() => new TestOnlyReorder({ seed: 1, deferChance: 1 })).toThrow(/deferChance/);
+    expect(new ShuffledScheduler({ seed: 1, deferChance: 0.99 }).pick([7, 8])).toHaveLength(1);
+    expect(() => new ShuffledScheduler({ seed: 1, deferChance: 1 })).toThrow(/deferChance/);
   });
 });
 
@@ -74,7 +74,7 @@ describe('determinism (b)(c): arrival order changes nothing but the order', () =
   ];
   for (const { name, reorder } of perturbations) {
     it(`${name}: the same commits by commit id, the same round table`, async () => {
-      const run = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), testOnlyReorder: reorder });
+      const run = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), scheduler: new ShuffledScheduler(reorder) });
       expect(run.finished).toBe(true);
       expect(run.runId).toBe(baseline.runId);
       const fixed = await commitsOf(baseline.dir);
@@ -101,7 +101,7 @@ describe('determinism (b)(c) for other settings', () => {
       const config = twoProblemConfig(root, overrides);
       const tag = name.replace(/\W+/g, '-');
       const fixed = await runExperiment({ config, dir: path.join(root, `${tag}-fixed`), cacheDir: cacheDir() });
-      const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), testOnlyReorder: { seed: 3, deferChance: 0.4 } });
+      const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), scheduler: new ShuffledScheduler({ seed: 3, deferChance: 0.4 }) });
       expect(run.finished).toBe(true);
       const a = await commitsOf(fixed.dir);
       const b = await commitsOf(run.dir);

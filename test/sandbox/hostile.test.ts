@@ -99,8 +99,8 @@ const cases: Case[] = [
       for (const x of r) expect(x.output).toMatch(/^False\n.*\/usr\/x no/s);
     },
     program: `import os\nprint(os.path.exists("marker"))\nopen("marker", "w").write("x")\nfor p in ${JSON.stringify(WRITE_PATHS)}:\n    try:\n        open(p, "w").write("x"); print(p, "yes")\n    except OSError:\n        print(p, "no")\n` },
-  { name: 'deep recursion', tests: [stdio('', '200000')], verdicts: ['accepted'],
-    program: 'import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n@lru_cache(None)\ndef f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nprint(f(200000))\n' },
+  { name: 'deep recursion', tests: [stdio('', '100000')], verdicts: ['accepted'],
+    program: 'import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n@lru_cache(None)\ndef f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nprint(f(100000))\n' },
   { name: 'threads', tests: [stdio('', '8')], verdicts: ['accepted'],
     program: 'import threading\nout = []\nts = [threading.Thread(target=lambda i=i: out.append(i)) for i in range(8)]\nfor t in ts: t.start()\nfor t in ts: t.join()\nprint(len(out))\n' },
   { name: 'thread stack idiom', tests: [stdio('', '100000')], verdicts: ['accepted'],

@@ -1,17 +1,18 @@
 /**
- * For tests and benchmarks only: perturbs the order in which one process writes the log, so a
- * test can check that no decision depends on it. In a run of many processes, effects finish in
+ * A step scheduler that perturbs the order in which one process writes the log, so a test can
+ * check that no decision depends on it. In a run of many processes, effects finish in
  * any order and their outputs reach the log in any order; in one process, the dispatcher runs
  * each step's effects together and appends their outputs in a fixed order, which would hide an
- * actor that reads arrival order. With this option each step
+ * actor that reads arrival order. With this scheduler each step
  *   - runs only a seeded random part of the pending work (the rest waits for a later step, as
  *     if it finished later, after other events arrived), and
  *   - appends the outputs of what it ran in a seeded random order.
  * The same seed perturbs the same way, so a failing order can be run again.
  */
-import { Rng } from '../core/rng.js';
+import { Rng } from '../../src/core/rng.js';
+import type { StepScheduler } from '../../src/actors/step-scheduler.js';
 
-export interface TestOnlyReorderOptions {
+export interface ShuffleOptions {
   /** Seed of the perturbation (not the run's seed). */
   seed: number;
   /** Chance that a pending effect waits for a later step (0: every effect runs at once).
@@ -19,11 +20,11 @@ export interface TestOnlyReorderOptions {
   deferChance?: number;
 }
 
-export class TestOnlyReorder {
+export class ShuffledScheduler implements StepScheduler {
   readonly #rng: Rng;
   readonly #defer: number;
 
-  constructor(options: TestOnlyReorderOptions) {
+  constructor(options: ShuffleOptions) {
     const defer = options.deferChance ?? 0;
     if (!(defer >= 0 && defer < 1)) throw new RangeError(`deferChance must be in [0, 1), got ${defer}`);
     this.#rng = new Rng(options.seed);
