@@ -9,6 +9,7 @@
  */
 import type { NewEvent } from '../events/envelope.js';
 import { CommitTooLargeError, DuplicateEventIdError, EmptyCommitError, LogClosedError, MalformedEventError, UnknownEventTypeError } from '../events/errors.js';
+import { backoffMs } from '../core/backoff.js';
 
 export interface RetryPolicy {
   /** Tries of one effect in all (1: no retry). */
@@ -22,7 +23,7 @@ export const DEFAULT_RETRY: RetryPolicy = { attempts: 4, backoffMs: 250, maxBack
 
 /** The wait after the `failed`-th failed try (1-based). Pure, so tests can check the schedule. */
 export function backoffAfter(policy: RetryPolicy, failed: number): number {
-  return Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** Math.max(0, failed - 1));
+  return backoffMs(policy.backoffMs, policy.maxBackoffMs, failed);
 }
 
 /** One failed try of an effect, as an actor may describe it in its own terms. */

@@ -7,7 +7,7 @@
 import type { Problem, TestCase } from '../core/problem.js';
 import type { Sandbox, TestResult, Verdict } from '../sandbox/api.js';
 import { BUCKETS, needsOracle, type Bucket } from './oracle.js';
-import { mapLimit } from './concurrency.js';
+import { mapLimit } from '../core/limiter.js';
 
 export interface CheckOptions {
   /** Reference solutions run per problem (first ones; the first is the GT). Default 3. */

@@ -4,6 +4,7 @@
  */
 import { JetStreamApiError, type JetStreamManager, type JsMsg, type StreamConfig } from '@nats-io/jetstream';
 import { IncompatibleStreamError, LogNotFoundError, MissingLogMessageError } from './errors.js';
+import { backoffMs } from '../core/backoff.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -47,14 +48,13 @@ export function isTooFewServers(err: unknown): boolean {
 /** Runs `fn`, retrying transient failures with exponential backoff until `retryForMs` has passed. */
 export async function withRetry<T>(retryForMs: number, fn: (attempt: number) => Promise<T>): Promise<T> {
   const deadline = Date.now() + retryForMs;
-  let delay = 100;
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn(attempt);
     } catch (err) {
+      const delay = backoffMs(100, 2000, attempt + 1);
       if (!isTransient(err) || Date.now() + delay > deadline) throw err;
       await sleep(delay);
-      delay = Math.min(2000, delay * 2);
     }
   }
 }

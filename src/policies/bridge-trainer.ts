@@ -14,6 +14,7 @@ import type { BlobStore } from '../events/blobs.js';
 import type { Role } from '../core/roles.js';
 import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
 import { syncWeights, type WeightSyncRecord, type WeightSyncTarget } from './weight-sync.js';
+import { backoffMs } from '../core/backoff.js';
 
 /** What a trainer's parameters are: a published checkpoint (or none yet, version 0 fresh): the
  * directory it was written to, its hash (the manifest's sha256) and, when its files went into the
@@ -129,7 +130,7 @@ export class BridgeTrainer {
         const retrying = e.retryable && attempt < attempts;
         failures.push({ error: e.message, retryable: e.retryable });
         if (!retrying) throw e;
-        await sleep(Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)));
+        await sleep(backoffMs(baseDelayMs, maxDelayMs, attempt));
         if (e instanceof BridgeDeadError) {
           // A new bridge (the client factory starts one) holds nothing: load this version's
           // checkpoint again, then the same batch id applies the step exactly once.

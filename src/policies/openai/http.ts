@@ -8,7 +8,8 @@
 import { z } from 'zod';
 import type { OpenAIPolicyOptions } from './config.js';
 import { ModelRequestError } from './errors.js';
-import { Limiter } from './limiter.js';
+import { Limiter } from '../../core/limiter.js';
+import { backoffMs } from '../../core/backoff.js';
 
 export const FAILURE_KINDS = ['network', 'timeout', 'http-status', 'malformed-json', 'bad-shape', 'empty-choices', 'wrong-n'] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -116,7 +117,7 @@ export class OpenAIClient {
       } catch (e) {
         const f = e instanceof TryFailed ? e : new TryFailed('network', e instanceof Error ? e.message : String(e), null);
         const retrying = f.retryable && attempt < attempts;
-        const delayMs = retrying ? Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1)) : 0;
+        const delayMs = retrying ? backoffMs(baseDelayMs, maxDelayMs, attempt) : 0;
         failures.push({ attempt, kind: f.kind, message: f.message, status: f.status, retrying, delayMs });
         if (!retrying) throw new ModelRequestError(this.url, failures);
         await sleep(delayMs);

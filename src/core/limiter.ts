@@ -18,3 +18,9 @@ export class Limiter {
     }
   }
 }
+
+/** Runs `fn` over `items` with at most `limit` in flight; results keep the input order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const limiter = new Limiter(Math.max(1, limit));
+  return Promise.all(items.map((item, i) => limiter.run(() => fn(item, i))));
+}
