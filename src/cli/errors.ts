@@ -1,9 +1,11 @@
 import { ConfigError } from '../config/load.js';
 import { RunMismatchError } from '../actors/run.js';
+import { ActorFailedError } from '../actors/runtime.js';
+import { ReadModelError } from '../projections/readmodel.js';
 import { RunFailedError } from '../actors/effect-failures.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
-import { SandboxSetupError } from '../sandbox/index.js';
+import { SandboxInputError, SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, IncompatibleStreamError, LogAuthenticationError, LogCredentialsError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
@@ -34,13 +36,15 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
   if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof SandboxSetupError || err instanceof SandboxInputError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   // A worker given a run that is not there or a wrong option: bad input; a worker that failed: a failure.
   if (err instanceof RunNotFoundError || err instanceof WorkerUsageError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
-  if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
+  if (err instanceof EventLogError || err instanceof ReadModelError) return { message: err.message, exitCode: EXIT_FAILED };
+  // An actor's effect that failed outside the retried path (a worker's, an ablation's): a failure.
+  if (err instanceof ActorFailedError) return { message: err.message, exitCode: EXIT_FAILED };
   // A model server or trainer that stayed unreachable: what is recorded stays, and running the
   // same command again resumes the run.
   if (err instanceof RunFailedError) {

@@ -1,3 +1,4 @@
+import { SandboxInputError } from './errors.js';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -38,17 +39,17 @@ export function parseBatchFile(text: string, where: string): BatchRun[] {
     try {
       obj = parseJsonLossless(raw);
     } catch (e) {
-      throw new Error(`${at}: not valid JSON (${(e as Error).message})`);
+      throw new SandboxInputError(`${at}: not valid JSON (${(e as Error).message})`);
     }
     const r = BatchLine.safeParse(obj);
     if (!r.success) {
       const issue = r.error.issues[0]!;
-      throw new Error(`${at}: ${issue.path.join('.') || 'line'}: ${issue.message}`);
+      throw new SandboxInputError(`${at}: ${issue.path.join('.') || 'line'}: ${issue.message}`);
     }
     const d = r.data;
-    if ((d.program === undefined) === (d.programFile === undefined)) throw new Error(`${at}: give exactly one of "program" and "programFile"`);
+    if ((d.program === undefined) === (d.programFile === undefined)) throw new SandboxInputError(`${at}: give exactly one of "program" and "programFile"`);
     const key = JSON.stringify(d.id);
-    if (ids.has(key)) throw new Error(`${at}: id: ${key} is used by an earlier line`);
+    if (ids.has(key)) throw new SandboxInputError(`${at}: id: ${key} is used by an earlier line`);
     ids.add(key);
     let program = d.program;
     if (program === undefined) {
@@ -56,19 +57,19 @@ export function parseBatchFile(text: string, where: string): BatchRun[] {
       try {
         program = readFileSync(file, 'utf8');
       } catch (e) {
-        throw new Error(`${at}: programFile: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        throw new SandboxInputError(`${at}: programFile: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
       }
     }
     const first = d.tests[0];
     const style = d.style ?? (typeof first === 'object' && first !== null && !Array.isArray(first) ? inferStyle(first as Record<string, unknown>) : undefined);
-    if (!style) throw new Error(`${at}: tests.0: cannot tell the test style: give "style", or "input", "args" or "assert"`);
+    if (!style) throw new SandboxInputError(`${at}: tests.0: cannot tell the test style: give "style", or "input", "args" or "assert"`);
     const tests = d.tests.map((t, k) => parseTestObject(t, `${at}: tests.${k}`, style));
-    if (style === 'call' && !d.fn) throw new Error(`${at}: fn: call-style tests need a function name`);
+    if (style === 'call' && !d.fn) throw new SandboxInputError(`${at}: fn: call-style tests need a function name`);
     const limits: BatchRun['limits'] = {};
     if (d.limits?.timeLimit !== undefined) limits.timeSeconds = d.limits.timeLimit;
     if (d.limits?.memoryLimit !== undefined) limits.memoryMb = d.limits.memoryLimit;
     runs.push({ id: d.id, program, style, tests, ...(d.fn ? { fn: d.fn } : {}), limits });
   }
-  if (runs.length === 0) throw new Error(`${where}: no runs in the file`);
+  if (runs.length === 0) throw new SandboxInputError(`${where}: no runs in the file`);
   return runs;
 }

@@ -13,6 +13,7 @@ export type { Sandbox, RunRequest, TestResult, Verdict, ComparisonMode, Isolatio
 export { isolationReport, type IsolationReport } from './isolation.js';
 export { VERDICTS } from './api.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
+export { SandboxInputError } from './errors.js';
 
 export interface CreateSandboxOptions {
   /** Interpreter for candidate programs; default /usr/bin/python3 (Debian's). */

@@ -1,3 +1,4 @@
+import { SandboxInputError } from './errors.js';
 import { z } from 'zod';
 import { TestCase } from '../core/problem.js';
 import { Comparison } from '../core/problem.js';
@@ -27,18 +28,18 @@ export function parseRunRequest(input: unknown): z.infer<typeof RunRequestSchema
   const r = RunRequestSchema.safeParse(input);
   if (!r.success) {
     const issue = r.error.issues[0]!;
-    throw new TypeError(`invalid run request at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new SandboxInputError(`invalid run request at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
   const styles = new Set(r.data.tests.map((t) => t.style));
-  if (styles.size > 1) throw new TypeError(`invalid run request at tests: mixed styles ${[...styles].join(', ')}`);
+  if (styles.size > 1) throw new SandboxInputError(`invalid run request at tests: mixed styles ${[...styles].join(', ')}`);
   if (r.data.comparison === 'checker' && !r.data.checker) {
-    throw new TypeError('invalid run request at checker: comparison "checker" needs checker source');
+    throw new SandboxInputError('invalid run request at checker: comparison "checker" needs checker source');
   }
   if (r.data.tests[0]?.style === 'call' && !r.data.entryPoint) {
-    throw new TypeError('invalid run request at entryPoint: call-style tests need a function name');
+    throw new SandboxInputError('invalid run request at entryPoint: call-style tests need a function name');
   }
   if (!r.data.entryPoint && r.data.tests.some((t) => t.style === 'assert' && /\bdef\s+check\s*\(/.test(t.code))) {
-    throw new TypeError('invalid run request at entryPoint: check(candidate) tests need the function to pass as candidate');
+    throw new SandboxInputError('invalid run request at entryPoint: check(candidate) tests need the function to pass as candidate');
   }
   return r.data;
 }

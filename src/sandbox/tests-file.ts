@@ -1,3 +1,4 @@
+import { SandboxInputError } from './errors.js';
 import { z } from 'zod';
 import type { TestCase, TestStyle } from '../core/problem.js';
 import { parseJsonLossless } from './lossless-json.js';
@@ -16,12 +17,12 @@ export function inferStyle(line: Record<string, unknown>): TestStyle | undefined
 
 /** One test object of TESTS.jsonl (or of a batch line's `tests`), checked against its style. */
 export function parseTestObject(obj: unknown, at: string, style: TestStyle): TestCase {
-  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new Error(`${at}: expected a JSON object`);
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new SandboxInputError(`${at}: expected a JSON object`);
   const schema = style === 'stdio' ? StdioLine : style === 'call' ? CallLine : AssertLine;
   const r = schema.safeParse(obj);
   if (!r.success) {
     const issue = r.error.issues[0]!;
-    throw new Error(`${at}: ${style} test: ${issue.path.join('.') || 'line'}: ${issue.message}`);
+    throw new SandboxInputError(`${at}: ${style} test: ${issue.path.join('.') || 'line'}: ${issue.message}`);
   }
   const d = r.data as Record<string, unknown>;
   if (style === 'stdio') return { style: 'stdio', input: d.input as string, output: (d.output as string | null | undefined) ?? null };
@@ -42,13 +43,13 @@ export function parseTestsFile(text: string, where: string, style?: TestStyle): 
     try {
       obj = parseJsonLossless(raw); // big integers stay exact (BigInt)
     } catch (e) {
-      throw new Error(`${at}: not valid JSON (${(e as Error).message})`);
+      throw new SandboxInputError(`${at}: not valid JSON (${(e as Error).message})`);
     }
-    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new Error(`${at}: expected a JSON object`);
+    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) throw new SandboxInputError(`${at}: expected a JSON object`);
     chosen ??= inferStyle(obj as Record<string, unknown>);
-    if (!chosen) throw new Error(`${at}: cannot tell the test style: give "input", "args" or "assert"`);
+    if (!chosen) throw new SandboxInputError(`${at}: cannot tell the test style: give "input", "args" or "assert"`);
     tests.push(parseTestObject(obj, at, chosen));
   }
-  if (!chosen) throw new Error(`${where}: no tests in the file`);
+  if (!chosen) throw new SandboxInputError(`${where}: no tests in the file`);
   return { style: chosen, tests };
 }

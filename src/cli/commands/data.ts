@@ -2,6 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { UserError } from '../errors.js';
+import { DatasetError } from '../../datasets/errors.js';
 import { describeRowError, FORMATS, getLoader, importRows, LOADERS, readSpecialJudge } from '../../datasets/loaders/index.js';
 import type { LoaderOptions, RowError } from '../../datasets/loaders/types.js';
 import { ProblemFileWriter, readProblemFile } from '../../datasets/problemFile.js';
@@ -48,15 +49,11 @@ const warn = (line: string) => process.stderr.write(`${line}\n`);
 async function openSandbox(o: SandboxFlags): Promise<Sandbox> {
   if (!['auto', 'bwrap', 'none'].includes(o.isolation)) throw new UserError('--isolation must be auto, bwrap or none');
   const { createSandbox } = await import('../../sandbox/index.js');
-  try {
-    return await createSandbox({
-      pythonPath: o.python,
-      isolation: o.isolation as 'auto' | 'bwrap' | 'none',
-      workers: positive(o.workers, '--workers', true),
-    });
-  } catch (err) {
-    throw new UserError((err as Error).message);
-  }
+  return createSandbox({
+    pythonPath: o.python,
+    isolation: o.isolation as 'auto' | 'bwrap' | 'none',
+    workers: positive(o.workers, '--workers', true),
+  });
 }
 
 function oracleNotes(r: OracleResult): string[] {
@@ -83,7 +80,8 @@ async function runImport(format: string, path: string, o: ImportFlags): Promise<
     try {
       options.specialJudge = await readSpecialJudge(o.spj);
     } catch (err) {
-      throw new UserError(`--spj: ${(err as Error).message}`);
+      if (err instanceof DatasetError) throw new UserError(`--spj: ${err.message}`);
+      throw err;
     }
   }
   const source = o.source ?? loader.defaultSource;

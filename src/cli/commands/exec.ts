@@ -63,21 +63,11 @@ function exitCode(results: TestResult[]): number {
  * order with a bounded number in flight (the pool queues and pipelines them); lines are
  * printed in file order, one per test, each with its run's id. */
 async function runBatch(file: string, o: ExecOptions): Promise<void> {
-  let runs: BatchRun[];
-  try {
-    runs = parseBatchFile(read(file, 'batch'), file);
-  } catch (e) {
-    throw new UserError((e as Error).message);
-  }
+  const runs: BatchRun[] = parseBatchFile(read(file, 'batch'), file);
   const workers = o.workers === undefined ? undefined : positive(o.workers, '--workers');
   if (workers !== undefined && !Number.isInteger(workers)) throw new UserError(`--workers must be a whole number, got "${o.workers}"`);
   if (!['exact', 'tokens', 'float'].includes(o.comparison ?? 'tokens')) throw new UserError('--batch supports --comparison exact, tokens or float');
-  let sandbox;
-  try {
-    sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none', ...(workers ? { workers } : {}) });
-  } catch (e) {
-    throw new UserError((e as Error).message);
-  }
+  const sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none', ...(workers ? { workers } : {}) });
   const all: TestResult[] = [];
   try {
     const window = Math.max(2, (workers ?? 4) * 4);
@@ -141,12 +131,7 @@ export function registerExec(program: Command): void {
       }
       if (!['auto', 'bwrap', 'none'].includes(o.isolation ?? 'auto')) throw new UserError(`--isolation must be auto, bwrap or none`);
       const source = read(file, 'program');
-      let parsed;
-      try {
-        parsed = parseTestsFile(read(o.tests, 'tests'), o.tests, style?.data);
-      } catch (e) {
-        throw new UserError((e as Error).message);
-      }
+      const parsed = parseTestsFile(read(o.tests, 'tests'), o.tests, style?.data);
       if (parsed.style === 'call' && !o.fn) throw new UserError('call-style tests need --fn NAME');
       const checker = o.checker ? read(o.checker, 'checker') : undefined;
       if (o.comparison === 'checker' && !checker) throw new UserError('--comparison checker needs --checker FILE');
@@ -155,12 +140,7 @@ export function registerExec(program: Command): void {
       const m = positive(o.memoryLimit, '--memory-limit');
       if (t !== undefined) limits.timeSeconds = t;
       if (m !== undefined) limits.memoryMb = m;
-      let sandbox;
-      try {
-        sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none' });
-      } catch (e) {
-        throw new UserError((e as Error).message);
-      }
+      const sandbox = await createSandbox({ pythonPath: o.python, isolation: o.isolation as 'auto' | 'bwrap' | 'none' });
       try {
         const results = await sandbox.run({
           program: source,

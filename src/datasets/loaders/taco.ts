@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import type { ProblemInput } from '../../core/problem.js';
 import { readRecords } from '../jsonl.js';
+import { DatasetError } from '../errors.js';
 import { parseMegabytes, parseRow, parseSeconds, pythonStringList, unique, withLimits } from './common.js';
 import { programList, testsFromInputOutput } from './inputOutput.js';
 import type { ConvertContext, DatasetLoader, SpecialJudgeInfo } from './types.js';
@@ -39,7 +40,7 @@ export async function readSpecialJudge(path: string): Promise<Map<number, Specia
   for await (const rec of readRecords(path)) {
     const parsed = SpjLine.safeParse(rec.value);
     if (rec.error || !parsed.success) {
-      throw new Error(`${path}: record ${rec.index + 1} is not {idx, special_judge, case}`);
+      throw new DatasetError(`${path}: record ${rec.index + 1} is not {idx, special_judge, case}`);
     }
     out.set(parsed.data.idx, { specialJudge: parsed.data.special_judge, case: parsed.data.case });
   }
