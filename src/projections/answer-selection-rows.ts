@@ -20,7 +20,9 @@ import type Database from 'better-sqlite3';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import { VERDICT_CODES, verdictOfCode } from '../core/verdicts.js';
-import { put, del, type ReadView, type RowWrite } from './readmodel.js';
+import { put, del, type ReadView, type RowWrite, type TableSpec } from './readmodel.js';
+import { all, queryBuilder, type DatabaseOf } from './typed-sql.js';
+import { sql } from 'kysely';
 import type { RowProjection } from './runner.js';
 import {
   ANSWER_SELECTION_TYPES,
@@ -355,7 +357,7 @@ export type SelectionBasis = ReadonlyMap<string, string>;
 /** The scores a read model's answer selection keeps (built by answerSelectionProjection or
  * answerSelectionBeside), as answerSelectionBeside takes them. */
 export function readSelectionBasis(db: Database.Database): Map<string, string> {
-  const rows = db.prepare('SELECT round, problem_id, scores FROM answer_selection').all() as { round: number; problem_id: string; scores: string }[];
+  const rows = all(db, query.selectFrom('answer_selection').select(['round', 'problem_id', 'scores']));
   return new Map(rows.map((r) => [`${r.round}/${r.problem_id}`, r.scores]));
 }
 
@@ -375,6 +377,39 @@ export function answerSelectionBeside(basis: SelectionBasis): RowProjection {
   };
 }
 
+/** The read model's tables (internal ones are the projection's working rows). */
+const TABLES = {
+  answer_selection: {
+    columns: {
+      round: 'integer',
+      problem_id: 'text',
+      candidates: 'integer',
+      passing: 'integer',
+      selected_generated: 'text?',
+      generated_pass: 'boolean',
+      selected_with_book: 'text?',
+      with_book_pass: 'boolean',
+      random_pass: 'real',
+      oracle_pass: 'boolean',
+      scores: 'json',
+    },
+    key: ['round', 'problem_id'],
+  },
+  answer_selection_rounds: {
+    columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
+    key: ['round'],
+  },
+  [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
+  [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
+  [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
+  [SUMS]: {
+    columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real', generated_ran: 'boolean', with_book_ran: 'boolean' },
+    key: ['round'],
+    internal: true,
+  },
+} as const satisfies Readonly<Record<string, TableSpec>>;
+const query = queryBuilder<DatabaseOf<typeof TABLES>>();
+
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
@@ -382,46 +417,14 @@ export const answerSelectionProjection: RowProjection = {
   version: 9,
   types: ANSWER_SELECTION_TYPES,
   reads: [EXECUTION_REQUESTS, REQUEST_TESTS],
-  tables: {
-    answer_selection: {
-      columns: {
-        round: 'integer',
-        problem_id: 'text',
-        candidates: 'integer',
-        passing: 'integer',
-        selected_generated: 'text?',
-        generated_pass: 'boolean',
-        selected_with_book: 'text?',
-        with_book_pass: 'boolean',
-        random_pass: 'real',
-        oracle_pass: 'boolean',
-        scores: 'json',
-      },
-      key: ['round', 'problem_id'],
-    },
-    answer_selection_rounds: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real?', with_book: 'real?', random: 'real', oracle: 'real' },
-      key: ['round'],
-    },
-    [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
-    [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
-    [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
-    [SUMS]: {
-      columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real', generated_ran: 'boolean', with_book_ran: 'boolean' },
-      key: ['round'],
-      internal: true,
-    },
-  },
+  tables: TABLES,
   apply: applyAnswerSelection,
 };
 
 /** The problem selections of a read model, in the order they were evaluated (rows are only
  * ever inserted, so rowid order is event order). */
 export function readProblemSelections(db: Database.Database): ProblemSelection[] {
-  const rows = db.prepare('SELECT round, problem_id, candidates, passing, selected_generated, generated_pass, selected_with_book, with_book_pass, random_pass, oracle_pass, scores FROM answer_selection ORDER BY rowid').all() as {
-    round: number; problem_id: string; candidates: number; passing: number; selected_generated: string | null; generated_pass: number;
-    selected_with_book: string | null; with_book_pass: number; random_pass: number; oracle_pass: number; scores: string;
-  }[];
+  const rows = all(db, query.selectFrom('answer_selection').selectAll().orderBy(sql`rowid`));
   return rows.map((r) => ({
     round: r.round,
     problemId: r.problem_id,

@@ -11,26 +11,28 @@
 import type Database from 'better-sqlite3';
 import type { EventData } from '../events/catalog.js';
 import { VERDICT_CODES, verdictOfCode, type Verdict } from '../core/verdicts.js';
-import { put, type ReadView, type RowWrite } from './readmodel.js';
+import { put, type ReadView, type RowWrite, type TableSpec } from './readmodel.js';
 import type { RowProjection } from './runner.js';
 import { EXECUTION_REQUESTS, packRequest, REQUEST_LIST_TABLES, requestListsOf, REQUEST_TESTS, type RequestLists } from './request-lists.js';
+import { all, queryBuilder, TypedStatement, type DatabaseOf, type RowOf } from './typed-sql.js';
 
 const EXECUTIONS = 'executions';
 /** Each request's lists, stored once (request-lists.ts): answer selection reads them too (its `reads`). */
 export { EXECUTION_REQUESTS, REQUEST_TESTS };
 const REQUESTS = EXECUTION_REQUESTS;
 
-/** An executions row as stored. */
-interface ExecutionsRow {
-  request_id: string;
-  program_hash: string;
-  /** The request's pair positions, ascending, comma-separated. */
-  positions: string;
-  /** One verdict letter per position (see VERDICT_CODES). */
-  verdicts: string;
-  /** Indexes (into positions) of results copied from an earlier execution, comma-separated. */
-  cached: string;
-}
+/** The read model's tables. An executions row: `positions`, the request's pair positions,
+ * ascending, comma-separated; `verdicts`, one letter per position (see VERDICT_CODES);
+ * `cached`, indexes (into positions) of results copied from an earlier execution. */
+const TABLES = {
+  [EXECUTIONS]: {
+    columns: { request_id: 'text', program_hash: 'text', positions: 'text', verdicts: 'text', cached: 'text' },
+    key: ['request_id', 'program_hash'],
+  },
+  ...REQUEST_LIST_TABLES,
+} as const satisfies Readonly<Record<string, TableSpec>>;
+type ExecutionsRow = RowOf<(typeof TABLES)[typeof EXECUTIONS]>;
+const query = queryBuilder<DatabaseOf<typeof TABLES>>();
 
 // The event's fields are read here only: a change of the event shapes touches these three.
 type Executed = EventData<'ProgramExecuted'>;
@@ -100,13 +102,7 @@ export const executionsProjection: RowProjection = {
   // 8: a request's lists packed, its test ids stored once per text (see request-lists.ts).
   version: 8,
   types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
-  tables: {
-    [EXECUTIONS]: {
-      columns: { request_id: 'text', program_hash: 'text', positions: 'text', verdicts: 'text', cached: 'text' },
-      key: ['request_id', 'program_hash'],
-    },
-    ...REQUEST_LIST_TABLES,
-  },
+  tables: TABLES,
   apply: (e, view) => {
     if (e.type === 'ProgramExecuted') return [put(EXECUTIONS, executedRow(e.data as Executed) as unknown as Record<string, unknown>)];
     if (e.type === 'ExecutionRequested') return packRequest(e.data as Requested, view);
@@ -139,16 +135,13 @@ export class ExecutionsTableError extends Error {
  * A row naming a position its request does not have is refused with the request and position.
  */
 export function executionVerdicts(db: Database.Database, opts: { requestId?: string } = {}): ExecutionVerdict[] {
-  const where = opts.requestId === undefined ? '' : 'WHERE e.request_id = ?';
-  const rows = db
-    .prepare(
-      `SELECT e.request_id, e.program_hash, e.positions, e.verdicts, e.cached FROM ${EXECUTIONS} e ${where} ORDER BY e.request_id`,
-    )
-    .all(...(opts.requestId === undefined ? [] : [opts.requestId])) as ExecutionsRow[];
-  const getRequest = db.prepare(`SELECT * FROM ${REQUESTS} WHERE request_id = ?`);
-  const getTests = db.prepare(`SELECT * FROM ${REQUEST_TESTS} WHERE test_ids = ?`);
+  let select = query.selectFrom(EXECUTIONS).select(['request_id', 'program_hash', 'positions', 'verdicts', 'cached']).orderBy('request_id');
+  if (opts.requestId !== undefined) select = select.where('request_id', '=', opts.requestId);
+  const rows = all(db, select);
+  const getRequest = new TypedStatement(db, query.selectFrom(REQUESTS).selectAll().where('request_id', '=', ''));
+  const getTests = new TypedStatement(db, query.selectFrom(REQUEST_TESTS).selectAll().where('test_ids', '=', ''));
   const view: ReadView = {
-    get: (table, key) => (table === REQUESTS ? getRequest.get(key.request_id) : getTests.get(key.test_ids)) as Record<string, unknown> | undefined,
+    get: (table, key) => (table === REQUESTS ? getRequest.first(key.request_id) : getTests.first(key.test_ids)),
   };
   let b: RequestLists | undefined;
   const out: (ExecutionVerdict & { at: number })[] = [];

@@ -21,13 +21,13 @@ export const EXECUTION_REQUESTS = 'execution_requests';
 /** Test id lists by a digest of their text: a problem's requests share one. */
 export const REQUEST_TESTS = 'request_test_ids';
 
-export const REQUEST_LIST_TABLES: Readonly<Record<string, TableSpec>> = {
+export const REQUEST_LIST_TABLES = {
   [EXECUTION_REQUESTS]: {
     columns: { request_id: 'text', purpose: 'text', program_ids: 'text', program_hashes: 'blob', test_ids: 'text', test_hashes: 'blob', pairs: 'blob', reused: 'blob' },
     key: ['request_id'],
   },
   [REQUEST_TESTS]: { columns: { test_ids: 'text', ids: 'text' }, key: ['test_ids'] },
-};
+} as const satisfies Readonly<Record<string, TableSpec>>;
 
 /** Requests whose verdicts answer selection reads, reused pairs included. */
 export const collectedPurpose = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
