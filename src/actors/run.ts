@@ -30,6 +30,7 @@ import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { readingDerived } from '../projections/damaged-file.js';
 
 export const CRUCIBLE_VERSION = '0.1.0';
 
@@ -180,7 +181,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     if (!started) await recordRunStart(log, config, problems, catalogHash);
     // The actors read the problems from the log's blobs (RunStarted), not from `problems`.
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend });
-    snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
+    snapshots = await readingDerived(path.join(dir, SNAPSHOTS_FILE), dir, () => new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId));
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
       views: [env.view],
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
@@ -188,10 +189,13 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
       ...(opts.retry ? { retry: opts.retry } : {}),
       ...(opts.testOnlyReorder ? { testOnlyReorder: opts.testOnlyReorder } : {}),
     });
-    await runtime.start();
+    // A damaged snapshot file or views.db is named with its fix, not a stack trace.
+    await readingDerived(path.join(dir, SNAPSHOTS_FILE), dir, () => runtime.start());
     // The live read models: brought up to date at every round's end and at the end of the run.
-    views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
-    await views.catchUp();
+    const viewsFile = path.join(dir, VIEWS_FILE);
+    views = await readingDerived(viewsFile, dir, () => ProjectionRunner.open({ log, readModel: viewsFile, projections: RUN_PROJECTIONS, runId }));
+    const live = views;
+    await readingDerived(viewsFile, dir, () => live.catchUp());
     let round = 0;
     const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded });
     let stopped = false;
