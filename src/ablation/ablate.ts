@@ -18,6 +18,7 @@ import type { EventData } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventLog, Position } from '../events/log.js';
 import { ProjectionRunner } from '../projections/runner.js';
+import { readingDerived } from '../projections/damaged-file.js';
 import { roundTableProjection } from '../projections/run-views.js';
 import { ANSWER_SELECTION_TYPES, MISTAKE_BOOK_PREFIX } from '../projections/answer-selection.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
@@ -28,6 +29,7 @@ import { OverlayBlobStore, variantHead, variantPosition } from './variant-log.js
 import { buildVariant, projectShared, summarize, type Built, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
 import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
+import { removeTemporaries, storedFileOfKey, writeVariantSettings } from './housekeeping.js';
 
 /** Bump when the re-judgement changes what it derives: stored variant files are then rebuilt. */
 export const ABLATION_VERSION = 1;
@@ -96,12 +98,19 @@ async function runStarted(log: EventLog, runId: string | undefined): Promise<Eve
 /** The variant's own log of the executions it ran (--execute), beside its read models. */
 export const executionLogOf = (file: string) => file.replace(/\.db$/, '.log.db');
 
-/** Where a variant's read models are kept: one file per projection versions, settings and stop. */
-export function variantFile(dir: string, runId: string, variant: Variant, to: Position): string {
-  const key = createHash('sha256')
+/** What a variant's read models are keyed by: the projection versions, its settings and the stop (never its name). */
+export function variantKey(runId: string, variant: Variant, to: Position): string {
+  return createHash('sha256')
     .update(canonicalJson({ ablation: ABLATION_VERSION, projections: VARIANT_PROJECTIONS.map((p) => [p.name, p.version]), runId, settings: variant.settingsHash, to }))
-    .digest('hex');
-  return path.join(dir, `${variant.name}-${key.slice(0, 16)}.db`);
+    .digest('hex')
+    .slice(0, 16);
+}
+
+/** Where a variant's read models are kept: the file of its key already there, under whatever
+ * name it was built, else `<name>-<key>.db`. */
+export function variantFile(dir: string, runId: string, variant: Variant, to: Position): string {
+  const key = variantKey(runId, variant, to);
+  return storedFileOfKey(dir, key) ?? path.join(dir, `${variant.name}-${key}.db`);
 }
 
 async function readStored(log: EventLog, runId: string, file: string, hashes: boolean): Promise<Projected> {
@@ -383,13 +392,27 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   const to = req.to !== undefined && req.to < head ? req.to : head;
 
   mkdirSync(req.dir, { recursive: true });
+  // What an interrupted call left (its process is gone) is removed before anything is built.
+  removeTemporaries(req.dir);
   const outcomes = new Map<string, VariantOutcome>();
   const pending: { variant: Variant; file: string }[] = [];
+  // A variant whose settings equal an earlier one's in this call is answered by that one's file.
+  const aliases: { variant: Variant; of: string }[] = [];
+  const firstOfKey = new Map<string, string>();
   for (const variant of variants) {
+    const key = variantKey(runId, variant, to);
+    const first = firstOfKey.get(key);
+    if (first !== undefined) {
+      aliases.push({ variant, of: first });
+      continue;
+    }
+    firstOfKey.set(key, variant.name);
     const file = variantFile(req.dir, runId, variant, to);
     const log = executionLogOf(file);
-    if (existsSync(file)) outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...(await readStored(req.log, runId, file, req.hashes ?? false)), log: existsSync(log) ? log : null, executed: 0 });
-    else pending.push({ variant, file });
+    if (existsSync(file)) {
+      const stored = await readingDerived(file, path.dirname(path.resolve(req.dir)), () => readStored(req.log, runId, file, req.hashes ?? false));
+      outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...stored, log: existsSync(log) ? log : null, executed: 0 });
+    } else pending.push({ variant, file });
   }
 
   let eventsRead = 0;
@@ -431,6 +454,15 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       for (const x of executions.values()) await x?.close();
       await sandbox?.close();
     }
+  }
+  for (const a of aliases) {
+    const of = outcomes.get(a.of)!;
+    outcomes.set(a.variant.name, { ...of, name: a.variant.name, variant: a.variant });
+  }
+  for (const o of outcomes.values()) {
+    if (o.status !== 'answered') continue;
+    const v = o.variant;
+    writeVariantSettings(o.file, { name: path.basename(o.file).replace(/-[0-9a-f]{16}\.db$/, ''), runId, overrides: v.overrides, settingsHash: v.settingsHash, sameAsRecorded: v.sameAsRecorded, position: to });
   }
   if (table === null) {
     // Every variant answered from its file: the recorded round table from a narrow read (a few events per round).

@@ -24,6 +24,8 @@ export interface Variant extends VariantSpec {
   config: RunConfig;
   /** sha256 of the variant's effective config. */
   settingsHash: string;
+  /** Whether the effective config is the recorded run's (the variant re-derives the run itself). */
+  sameAsRecorded: boolean;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -147,5 +149,6 @@ export function resolveVariant(spec: VariantSpec, recorded: RunConfig): Variant 
     throw new VariantRefusedError(spec.name, issue.path.join('.') || null, issue.message);
   }
   const config = parsed.data;
-  return { ...spec, config, settingsHash: createHash('sha256').update(canonicalJson(config)).digest('hex') };
+  const text = canonicalJson(config);
+  return { ...spec, config, settingsHash: createHash('sha256').update(text).digest('hex'), sameAsRecorded: text === canonicalJson(recorded) };
 }

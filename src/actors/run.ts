@@ -10,6 +10,7 @@ import type { RunConfig } from '../config/schema.js';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
 import { ORIGIN, type EventLog } from '../events/log.js';
 import type { EventData } from '../events/catalog.js';
+import type { EventEnvelope } from '../events/envelope.js';
 import { createSandbox, type CreateSandboxOptions } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { Problem } from '../core/problem.js';
@@ -30,6 +31,7 @@ import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { readingDerived } from '../projections/damaged-file.js';
 
 export const CRUCIBLE_VERSION = '0.1.0';
 
@@ -61,9 +63,25 @@ export function runIdOf(config: RunConfig): string {
 }
 
 export interface RunProgress {
+  /** The last round completed. */
   round: number;
   rounds: number;
+  /** Events folded by this process. */
   events: number;
+  /** The log position the run has reached. */
+  position: number;
+  /** Program-test pairs executed in the whole run (earlier processes' included). */
+  executions: number;
+}
+
+/** What a process that resumes a recorded run starts from. */
+export interface RunResume {
+  /** The log's head when this process started. */
+  position: number;
+  /** The round it goes on with (the rounds before it are completed). */
+  round: number;
+  /** Whether the run had already finished (nothing is left to do). */
+  finished: boolean;
 }
 
 export interface RunOptions {
@@ -79,6 +97,8 @@ export interface RunOptions {
   /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
   cacheDir?: string | null;
   onProgress?(p: RunProgress): void;
+  /** Called once, when the run directory already holds this run: where it goes on from. */
+  onResume?(r: RunResume): void;
   /** For crash tests: stop (as if killed) once this returns true. */
   stopWhen?(p: RunProgress): boolean;
   /** For restart tests: called after each dispatcher step, and when idle (return true to go on). */
@@ -157,6 +177,19 @@ export async function recordRunStart(log: EventLog, config: RunConfig, problems:
   );
 }
 
+/** A resumed run: RunResumed records when the log was last written before (so that the round
+ * under way does not count the time stopped), and `onResume` hears where the run goes on from. */
+async function recordResume(log: EventLog, runId: string, runtime: ActorRuntime<RunEnv>, views: ProjectionRunner, rounds: number, onResume: RunOptions['onResume']): Promise<void> {
+  const head = await log.head();
+  const completed = roundRows(views.state<RoundTableState>('round-table')).at(-1)?.round ?? 0;
+  const finished = (await firstEvent(log, runId, 'RunCompleted')) !== undefined;
+  if (!finished) {
+    // Keyed by the head it resumes at: the same resume retried is recorded once.
+    await log.append('run', [{ type: 'RunResumed', runId, data: { stoppedAt: runtime.latestAt } }], { commitId: `${runId}/resumed@${head}` });
+  }
+  onResume?.({ position: Number(head), round: Math.min(completed + 1, rounds), finished });
+}
+
 export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const { config } = opts;
   const runId = runIdOf(config);
@@ -180,20 +213,32 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     if (!started) await recordRunStart(log, config, problems, catalogHash);
     // The actors read the problems from the log's blobs (RunStarted), not from `problems`.
     const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend });
-    snapshots = new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId);
+    snapshots = await readingDerived(path.join(dir, SNAPSHOTS_FILE), dir, () => new SqliteSnapshotTable(path.join(dir, SNAPSHOTS_FILE), runId));
+    // Executions done, over the whole run: the progress shows them.
+    let executions = 0;
+    const executionsView = {
+      types: ['ProgramExecuted'],
+      observe: (e: EventEnvelope) => {
+        executions += (e.data as EventData<'ProgramExecuted'>).pairs.length;
+      },
+    };
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
-      views: [env.view],
+      views: [env.view, executionsView],
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
       ...(opts.retry ? { retry: opts.retry } : {}),
       ...(opts.scheduler ? { scheduler: opts.scheduler } : {}),
     });
-    await runtime.start();
+    // A damaged snapshot file or views.db is named with its fix, not a stack trace.
+    await readingDerived(path.join(dir, SNAPSHOTS_FILE), dir, () => runtime.start());
     // The live read models: brought up to date at every round's end and at the end of the run.
-    views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
-    await views.catchUp();
+    const viewsFile = path.join(dir, VIEWS_FILE);
+    views = await readingDerived(viewsFile, dir, () => ProjectionRunner.open({ log, readModel: viewsFile, projections: RUN_PROJECTIONS, runId }));
+    const live = views;
+    await readingDerived(viewsFile, dir, () => live.catchUp());
     let round = 0;
-    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded });
+    if (started) await recordResume(log, runId, runtime, views, config.rounds, opts.onResume);
+    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded, position: Number(runtime.position), executions });
     let stopped = false;
     const finished = await runtime.run({
       onStep: async () => {

@@ -282,6 +282,18 @@ export class ActorRuntime<Env> {
     return this.#position;
   }
 
+  /** The informational time of the latest event this runtime has read (null before any): at a
+   * restart, about when the log was last written, i.e. when the run stopped. */
+  get latestAt(): string | null {
+    return this.#latest?.at ?? null;
+  }
+
+  #latest: { position: Position; at: string } | null = null;
+
+  #saw(envelope: EventEnvelope): void {
+    if (this.#latest === null || envelope.position > this.#latest.position) this.#latest = { position: envelope.position, at: envelope.at };
+  }
+
   /** How many events the dispatcher has folded. */
   get eventsFolded(): number {
     return this.#folded;
@@ -293,7 +305,10 @@ export class ActorRuntime<Env> {
     const head = await this.#log.head();
     if (head !== ORIGIN) {
       for (const view of this.#views) {
-        for await (const envelope of this.#log.read({ to: head }, { runId: this.#runId, types: [...view.types] })) view.observe(envelope);
+        for await (const envelope of this.#log.read({ to: head }, { runId: this.#runId, types: [...view.types] })) {
+          view.observe(envelope);
+          this.#saw(envelope);
+        }
       }
     }
     const begun = [];
@@ -400,6 +415,7 @@ export class ActorRuntime<Env> {
       for (const b of begun) for (const t of b.actor.types) types.add(t);
       for await (const page of this.#pages({ after, to }, { runId: this.#runId, types: [...types] })) {
         for (const envelope of page) {
+          this.#saw(envelope);
           for (const b of begun) {
             if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
             const s = saving.get(b)!;
@@ -519,6 +535,7 @@ export class ActorRuntime<Env> {
           if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, actor.index, envelope);
         }
         this.#position = envelope.position;
+        this.#saw(envelope);
         this.#folded++;
         any = true;
       }

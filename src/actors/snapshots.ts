@@ -14,6 +14,8 @@ import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
+import path from 'node:path';
+import { DamagedFileError, derivedFailure } from '../projections/damaged-file.js';
 
 /** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
  * a program's number, see pair-rows.ts; 3 numbered programs in each process's own order). */
@@ -143,6 +145,26 @@ export const sha256Hex = (bytes: Uint8Array | string) => createHash('sha256').up
  * and an id of a byte or two in each row's key costs less than the run id and actor name as text
  * (one table per actor would save that byte but need table names made from actor names).
  */
+/** Tables this file has held (format 1 kept side rows in actor_side). */
+const SNAPSHOT_TABLES = new Set(['actor_snapshots', 'side_actors', 'side_rows', 'actor_side']);
+
+/** Opens the snapshot file, refusing one SQLite cannot read or another application's database
+ * (untouched: nothing is created in it) as a DamagedFileError naming the file. */
+function openSnapshotFile(file: string): Database.Database {
+  const runDir = path.dirname(file);
+  let db: Database.Database | null = null;
+  try {
+    db = new Database(file);
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[];
+    const foreign = tables.filter((t) => !SNAPSHOT_TABLES.has(t));
+    if (foreign.length > 0) throw new DamagedFileError(file, runDir, `it is another SQLite database (tables: ${foreign.slice(0, 5).join(', ')})`);
+    return db;
+  } catch (err) {
+    db?.close();
+    throw derivedFailure(err, file, runDir) ?? err;
+  }
+}
+
 export class SqliteSnapshotTable implements SnapshotTable {
   readonly #db: Database.Database;
   readonly #runId: string;
@@ -159,7 +181,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
   readonly #ids = new Map<string, number>();
 
   constructor(file: string, runId: string) {
-    this.#db = new Database(file);
+    this.#db = openSnapshotFile(file);
     this.#db.pragma('journal_mode = WAL');
     this.#db.pragma('synchronous = FULL');
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (

@@ -12,6 +12,7 @@ import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
 import { RunNotFoundError, WorkerError, WorkerUsageError } from '../workers/errors.js';
+import { DamagedFileError } from '../projections/damaged-file.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -25,6 +26,14 @@ export class UserError extends Error {
 export const EXIT_BAD_INPUT = 2;
 /** Exit status 1: the command ran and found something wrong (a failed check, a corrupt log). */
 export const EXIT_FAILED = 1;
+/** Exit status 3: a file derived from the log (views.db, snapshots.db, an ablation variant's
+ * file) is damaged or of another kind; `crucible replay RUN --rebuild` builds it again. */
+export const EXIT_DAMAGED = 3;
+
+/** The one line a damaged derived file gets: the file, what is wrong, and the fix. */
+export function damagedLine(err: DamagedFileError): string {
+  return `${err.file} is damaged or not a crucible file (${err.reason}); it is rebuilt from the log by: crucible replay ${err.runDir} --rebuild`;
+}
 
 /**
  * Each layer throws its own error types; this is the one place that turns them into a line and
@@ -32,6 +41,7 @@ export const EXIT_FAILED = 1;
  */
 export function userFacing(err: unknown): { message: string; exitCode: number } | null {
   if (err instanceof UserError) return { message: err.message, exitCode: err.exitCode };
+  if (err instanceof DamagedFileError) return { message: damagedLine(err), exitCode: EXIT_DAMAGED };
   if (err instanceof ConfigError || err instanceof DatasetError || err instanceof UnsupportedSourceError || err instanceof RunMismatchError) {
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }

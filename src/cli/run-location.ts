@@ -39,11 +39,12 @@ export function resolveRunLocation(where: string, runId?: string): RunLocation {
   throw new UserError(`${where}: no ${LOG_FILE} or ${LOG_POINTER_FILE} here: not a crucible run directory`);
 }
 
-/** Opens the recorded log of a run that must exist; a log that cannot be opened is the user's
- * error (a wrong place, a file that is not a log), printed as one line. */
+/** Opens the recorded log of a run that must exist, read-only (a SQLite file is never written
+ * by a command that reads it); a log that cannot be opened is the user's error (a wrong place,
+ * a file that is not a log), printed as one line. */
 export async function openRecordedLog(where: RunLocation, credsFile?: string): Promise<EventLog> {
   try {
-    return await openRunLog(where.location, where.runId ?? '', { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
+    return await openRunLog(where.location, where.runId ?? '', { create: false, readOnly: true, ...(credsFile !== undefined ? { credsFile } : {}) });
   } catch (err) {
     if (err instanceof EventLogError) throw new UserError(err.message);
     throw err;

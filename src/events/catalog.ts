@@ -118,6 +118,10 @@ const definitions = {
       catalogHash: Hash.nullable().default(null),
     }),
   }),
+  /** The process that resumes a run recorded before (`crucible run` again): when the log was last
+   * written before (null when unknown), so that a round's seconds leave out the time the run
+   * was stopped. Informational, like every event's `at`: no actor reads it. */
+  RunResumed: defineEvent({ version: 1, schema: z.strictObject({ stoppedAt: z.string().nullable() }) }),
   /** Conductor, after the last round. */
   RunCompleted: defineEvent({ version: 1, schema: z.strictObject({ rounds: Count }) }),
   /** The runtime, when the run cannot go on: an effect failed on every try (the reason a person reads). */

@@ -28,6 +28,8 @@ export interface OpenRunLogOptions {
   synchronous?: SqliteLogOptions['synchronous'];
   /** Create the log when absent (default true). */
   create?: boolean;
+  /** SQLite: open the file read-only (nothing written, no -wal or -shm left beside it). */
+  readOnly?: boolean;
   /** JetStream: replicas of streams this call creates. */
   replicas?: number;
   jetstream?: Partial<JetStreamLogOptions>;
@@ -51,5 +53,6 @@ export async function openRunLog(location: string, runId: string, opts: OpenRunL
   return openSqliteLog(location, {
     ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
     ...(opts.create !== undefined ? { create: opts.create } : {}),
+    ...(opts.readOnly !== undefined ? { readOnly: opts.readOnly } : {}),
   });
 }

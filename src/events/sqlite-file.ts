@@ -44,6 +44,8 @@ export interface OpenFileOptions {
   busyTimeoutMs: number;
   /** Create the log when the file does not exist (default true). */
   create: boolean;
+  /** Open it read-only: nothing is written to the file, its format marker included. */
+  readOnly?: boolean;
 }
 
 type Inspection = { state: 'new' } | { state: 'existing'; format: number };
@@ -127,7 +129,8 @@ export function inspectCrucibleFile(path: string, k: CrucibleFileKind): Inspecti
 /** Opens (creating when allowed) a crucible log file in WAL mode with the requested durability. */
 export function openLogFile(path: string, opts: OpenFileOptions): Database.Database {
   const found = inspectCrucibleFile(path, LOG_FILE);
-  if (found.state === 'new' && !opts.create) throw new NotACrucibleLogError(path, 'the file does not exist');
+  if (found.state === 'new' && (!opts.create || opts.readOnly)) throw new NotACrucibleLogError(path, 'the file does not exist');
+  if (opts.readOnly) return openReadOnly(path, opts.busyTimeoutMs);
   const db = new Database(path);
   try {
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs))}`);
@@ -173,4 +176,44 @@ function markFormat(db: Database.Database): void {
   db.transaction(() => {
     if (current() < LOG_FORMAT_VERSION) db.prepare("UPDATE crucible_meta SET value = ? WHERE key = 'format'").run(String(LOG_FORMAT_VERSION));
   }).immediate();
+}
+
+/**
+ * A read-only connection: SQLite refuses any write through it. A log written before rows
+ * carried checksums is read through a temporary view that adds the column (temporary objects
+ * live outside the file and shadow its table).
+ */
+function openReadOnly(path: string, busyTimeoutMs: number): Database.Database {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+    db.pragma('cache_size = -32768');
+    const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('events') as string[];
+    if (!columns.includes('sum')) db.exec('CREATE TEMP VIEW events AS SELECT *, NULL AS sum FROM main.events');
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/**
+ * After a read-only connection to `path` closed: a read-only connection to a file in WAL mode
+ * creates its -wal and -shm files but may not remove them. When they were not there before it
+ * opened (no other connection had the file open), a plain connection that only reads is
+ * opened and closed: SQLite removes them as the last connection closes, and keeps them while
+ * another connection (a run started meanwhile) holds the file. Nothing is written to the log.
+ */
+export function tidyAfterReadOnly(path: string, walExistedBefore: boolean): void {
+  if (walExistedBefore || !existsSync(`${path}-wal`)) return;
+  try {
+    const db = new Database(path, { fileMustExist: true });
+    try {
+      db.prepare('SELECT 1 FROM sqlite_master LIMIT 1').get();
+    } finally {
+      db.close();
+    }
+  } catch {
+    // A directory or file this process may not write: the files stay, as SQLite left them.
+  }
 }

@@ -9,7 +9,7 @@
  * the previous row's; a reader takes them from the row before it (values no event can have:
  * both are non-empty). About 5 bytes per execution result in a run of Code-A1's shape.
  */
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
@@ -37,7 +37,7 @@ import {
 import { WakeSubscription } from './wake-subscription.js';
 import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
 import type { EventCodec } from './registry.js';
-import { openLogFile } from './sqlite-file.js';
+import { openLogFile, tidyAfterReadOnly } from './sqlite-file.js';
 
 export interface SqliteLogOptions {
   /** Event types, versions and upcasters; default: the crucible catalog. */
@@ -53,6 +53,9 @@ export interface SqliteLogOptions {
   busyTimeoutMs?: number;
   /** Create the file when it does not exist. Default true. */
   create?: boolean;
+  /** Read only (what `runs`, `compare`, `report` and `replay` read): the file is never written,
+   * and no -wal or -shm file is left beside it. Appends fail. */
+  readOnly?: boolean;
   /** Largest commit accepted (bytes of encoded events). Default: what fits one JetStream message. */
   maxCommitBytes?: number;
 }
@@ -99,12 +102,16 @@ function fileKey(path: string): string {
 }
 
 export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): Promise<SqliteEventLog> {
+  const walExisted = existsSync(`${path}-wal`);
   const db = openLogFile(path, {
     synchronous: opts.synchronous ?? 'full',
     busyTimeoutMs: opts.busyTimeoutMs ?? 5000,
     create: opts.create ?? true,
+    readOnly: opts.readOnly ?? false,
   });
-  return new SqliteEventLog(db, fileKey(path), opts);
+  const log = new SqliteEventLog(db, fileKey(path), opts);
+  if (opts.readOnly) log.afterClose = () => tidyAfterReadOnly(path, walExisted);
+  return log;
 }
 
 export class SqliteEventLog implements EventLog {
@@ -119,12 +126,14 @@ export class SqliteEventLog implements EventLog {
   readonly #subs = new Set<Subscription>();
   readonly #pageStmts = new Map<string, Database.Statement>();
   #closed = false;
+  /** Run once the file is closed (a read-only log tidies the files SQLite left). */
+  afterClose: (() => void) | null = null;
 
   readonly #head: Database.Statement;
   readonly #streamHead: Database.Statement;
   readonly #findCommit: Database.Statement;
-  readonly #insertEvent: Database.Statement;
-  readonly #insertCommit: Database.Statement;
+  #insertEvent: Database.Statement | null = null;
+  #insertCommit: Database.Statement | null = null;
   readonly #idExists: Database.Statement;
   readonly #commitBefore: Database.Statement;
   readonly #atBefore: Database.Statement;
@@ -150,8 +159,8 @@ export class SqliteEventLog implements EventLog {
     this.#head = db.prepare('SELECT max(position) FROM events').pluck();
     this.#streamHead = db.prepare('SELECT max(position) FROM events WHERE stream = ?').pluck();
     this.#findCommit = db.prepare('SELECT first_position, count FROM commits WHERE commit_id = ?');
-    this.#insertEvent = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-    this.#insertCommit = db.prepare('INSERT INTO commits (commit_id, first_position, count) VALUES (?, ?, ?)');
+    // The insert statements are prepared at the first append: a read-only log may read its
+    // events through a view (see openLogFile), which takes no insert.
     this.#idExists = db.prepare('SELECT position FROM events WHERE id = ?').pluck();
     this.#commitBefore = db.prepare("SELECT commit_id FROM events WHERE position < ? AND commit_id <> '' ORDER BY position DESC LIMIT 1").pluck();
     this.#atBefore = db.prepare("SELECT at FROM events WHERE position < ? AND at <> '' ORDER BY position DESC LIMIT 1").pluck();
@@ -196,6 +205,8 @@ export class SqliteEventLog implements EventLog {
       if (actual !== expectedPosition) throw new ConcurrencyError(stream, expectedPosition, actual);
     }
     const first = ((this.#head.get() as number | null) ?? 0) + 1;
+    this.#insertEvent ??= this.#db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.#insertCommit ??= this.#db.prepare('INSERT INTO commits (commit_id, first_position, count) VALUES (?, ?, ?)');
     const positions: Position[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]!;
@@ -397,8 +408,9 @@ export class SqliteEventLog implements EventLog {
     // Synchronous on purpose: once close() is called the file is released, even if not awaited.
     this.#closed = true;
     for (const s of this.#subs) void s.close();
-    this.#db.transaction(() => this.blobs.writePending())();
+    if (!this.#db.readonly) this.#db.transaction(() => this.blobs.writePending())();
     this.#db.close();
+    this.afterClose?.();
   }
 
   #assertOpen(): void {

@@ -51,6 +51,8 @@ interface Accumulator {
   schedule: string[];
   startedAt: string | null;
   completedAt: string | null;
+  /** Milliseconds the run was stopped while the round was under way (RunResumed). */
+  stoppedMs: number;
   mistakeBook: number | null;
   exact: { correct: number; validTest: number; trainedCorrect: number; trainedValid: number } | null;
 }
@@ -78,6 +80,7 @@ const blank = (): Accumulator => ({
   schedule: [],
   startedAt: null,
   completedAt: null,
+  stoppedMs: 0,
   mistakeBook: null,
   exact: null,
 });
@@ -146,6 +149,14 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
       }
       return { ...state, bookSizes: { ...state.bookSizes, [d.problemId]: Object.fromEntries(book) } };
     }
+    case 'RunResumed': {
+      // The time stopped counts against the round that was under way, if any.
+      const d = event.data as EventData<'RunResumed'>;
+      const open = Object.entries(state.rounds).find(([, a]) => a.startedAt !== null && a.completedAt === null);
+      if (!open || d.stoppedAt === null) return state;
+      const stopped = Math.max(0, Date.parse(event.at) - Math.max(Date.parse(d.stoppedAt), Date.parse(open[1].startedAt!)));
+      return withRound(state, Number(open[0]), (a) => ({ stoppedMs: a.stoppedMs + stopped }));
+    }
     case 'RoundCompleted': {
       const d = event.data as EventData<'RoundCompleted'>;
       const size = bookTotal(state.bookSizes);
@@ -196,6 +207,6 @@ export function roundRows(state: RoundTableState): RoundRow[] {
       mistakeBook: state.keepsBook ? (a.mistakeBook ?? 0) : null,
       codeReward: ratio(sums.code, a.problems),
       testReward: ofJudged(a, sums.test, a.problems),
-      seconds: a.startedAt && a.completedAt ? (Date.parse(a.completedAt) - Date.parse(a.startedAt)) / 1000 : null,
+      seconds: a.startedAt && a.completedAt ? (Date.parse(a.completedAt) - Date.parse(a.startedAt) - a.stoppedMs) / 1000 : null,
     }));
 }

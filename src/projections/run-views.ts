@@ -14,9 +14,10 @@ export { answerSelectionProjection, executionsProjection };
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
-  // 4: rewards kept per problem, summed in schedule order.
-  version: 4,
-  types: ['RunStarted', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
+  // 4: rewards kept per problem, summed in schedule order. 5: a round's seconds leave out the
+  // time the run was stopped (RunResumed).
+  version: 5,
+  types: ['RunStarted', 'RunResumed', 'RoundStarted', 'TestsJudged', 'ProblemEvaluated', 'PolicyEvaluated', 'MistakeBookUpdated', 'RoundCompleted'],
   initial: emptyRoundTable,
   reduce: reduceRoundTable,
   tables: {

@@ -19,6 +19,9 @@ export interface Metric {
 }
 
 export const METRICS: readonly Metric[] = [
+  // The headline figures: exact, from the Learner's PolicyEvaluated (null where a run has none).
+  { key: 'exactCorrect', label: 'P(correct)', kind: 'share', of: (r) => r?.exactCorrect ?? null },
+  { key: 'exactValid', label: 'P(valid test)', kind: 'share', of: (r) => r?.exactValid ?? null },
   { key: 'heldOutPass', label: 'held-out pass', kind: 'share', of: (r) => r?.heldOutPass ?? null },
   { key: 'validity', label: 'test validity', kind: 'share', of: (r) => r?.validity ?? null },
   { key: 'killRate', label: 'kill rate', kind: 'share', of: (r) => r?.killRate ?? null },

@@ -16,6 +16,7 @@ import { roundSelections, type ProblemSelection, type RoundSelection } from '../
 import { readProblemSelections } from '../projections/answer-selection-rows.js';
 import { collectMatrices, type ProblemMatrix, type ReplayedTest } from './matrix.js';
 import { VERDICT_EVENT_TYPES } from '../projections/recorded-verdicts.js';
+import { readingDerived } from '../projections/damaged-file.js';
 
 export const LOG_FILE = 'log.db';
 export const VIEWS_FILE = 'views.db';
@@ -83,7 +84,7 @@ async function firstOf<T extends 'RunStarted' | 'RunCompleted' | 'RunFailed'>(lo
 async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: ProjectionRunner, summary: RunSummary) => Promise<T>): Promise<T> {
   const logPath = path.join(dir, LOG_FILE);
   if (!existsSync(logPath)) throw new NotARunError(dir, `no ${LOG_FILE} here: not a crucible run directory`);
-  const log = await openSqliteLog(logPath, { create: false });
+  const log = await openSqliteLog(logPath, { create: false, readOnly: true });
   let scratch: string | null = null;
   let runner: ProjectionRunner | null = null;
   try {
@@ -98,8 +99,10 @@ async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: Projecti
       scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'));
       views = path.join(scratch, VIEWS_FILE);
     }
-    runner = await ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId });
-    await runner.catchUp();
+    // A damaged views.db is named with its fix (it is rebuilt from the log), not a stack trace.
+    runner = await readingDerived(views, dir, () => ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId }));
+    const open = runner;
+    await readingDerived(views, dir, () => open.catchUp());
     const config = started.data.config as { name?: unknown; rounds?: unknown } | null;
     const problems = readProblemSelections(runner.readModel.db);
     const summary: RunSummary = {

@@ -77,6 +77,7 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
     let completed = false;
     const sub = log.subscribe({ filter: { runId } });
     const follow = (async () => {
+      let executions = 0;
       for await (const item of sub) {
         if (item.kind !== 'event') continue;
         events++;
@@ -85,7 +86,8 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
           round = (e.data as { round: number }).round;
           await views!.catchUp();
         }
-        opts.onProgress?.({ round, rounds: config.rounds, events });
+        if (e.type === 'ProgramExecuted') executions += (e.data as { pairs: readonly unknown[] }).pairs.length;
+        opts.onProgress?.({ round, rounds: config.rounds, events, position: Number(e.position), executions });
         if (e.type === 'RunCompleted') {
           completed = true;
           break;

@@ -4,9 +4,9 @@
  * test rewards as Code-A1's formula says; mistakeBook.enabled=false removes every replay from the
  * rewards; refusals name the setting and why; a second call is answered from the variant's file.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -20,7 +20,7 @@ import { requestPairs, type EventData } from '../../src/events/catalog.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { sandboxOptions } from '../../src/actors/run.js';
 import { createSandbox } from '../../src/sandbox/index.js';
-import { runCli } from '../support/cli.js';
+import { runCli, runMain } from '../support/cli.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
@@ -139,7 +139,10 @@ describe('crucible ablate', () => {
   it('each variant file is whole under its own name when the call returns, in WAL mode, and nothing temporary is left', () => {
     // Files are synced and renamed while the next variant is built, and the shared base is removed.
     const files = first.variants.map((v) => path.basename(answered(v).file)).sort();
-    expect(readdirSync(path.join(root, 'ablations')).sort()).toEqual(files);
+    // Beside each file, the settings it was built from (what `ablate --list` shows).
+    expect(readdirSync(path.join(root, 'ablations')).sort()).toEqual([...files, ...files.map((f) => f.replace(/\.db$/, '.json'))].sort());
+    const settings = JSON.parse(readFileSync(answered(first.variants[1]).file.replace(/\.db$/, '.json'), 'utf8')) as { name: string; overrides: unknown; sameAsRecorded: boolean };
+    expect(settings).toMatchObject({ name: 'a0', overrides: [{ key: 'rewards.alpha', value: 0 }], sameAsRecorded: false });
     for (const v of first.variants) {
       // Built with the journal in memory, then put back in WAL mode: opening it as a read model changes nothing.
       const db = new Database(answered(v).file, { readonly: true });
@@ -442,4 +445,93 @@ describe('crucible ablate', () => {
     expect((refused as { code: number }).code).toBe(2);
     expect((refused as { stderr: string }).stderr).toMatch(/variant w: sampling\.whiteBox: cannot be answered from the log/);
   }, 60_000);
+});
+
+describe('ablation housekeeping', () => {
+  /** A copy of the run's log in a directory of its own, so that its ablations directory starts empty. */
+  const copyRun = (name: string) => {
+    const dir = path.join(root, name);
+    mkdirSync(dir);
+    for (const f of ['log.db', 'log.db-wal']) if (existsSync(path.join(outcome.dir, f))) copyFileSync(path.join(outcome.dir, f), path.join(dir, f));
+    return dir;
+  };
+  const temporaries = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((f) => /\.(tmp|shared)-\d+/.test(f)) : []);
+
+  it("answers a variant from the file of equal settings whatever the variant's name", async () => {
+    const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('zero:rewards.alpha=0'), spec('half:rewards.alpha=0.5'), spec('other:rewards.alpha=0')] });
+    const [zero, half, other] = again.variants.map(answered);
+    expect(again.eventsRead).toBe(0);
+    expect(zero).toMatchObject({ fromStore: true, file: answered(first.variants[1]).file, rows: answered(first.variants[1]).rows });
+    // alpha=0.5 is the recorded setting: the variant is the run itself, and says so.
+    expect(half).toMatchObject({ fromStore: true, file: answered(first.variants[0]).file });
+    expect([half!.variant.sameAsRecorded, zero!.variant.sameAsRecorded]).toEqual([true, false]);
+    expect(other!.file).toBe(zero!.file);
+  });
+
+  it('the command shows only the columns a variant changed, with deltas, and says when the settings equal the run\'s', async () => {
+    const out = await runCli(['ablate', outcome.dir, '--variant', 'same:', '--variant', 'a0:rewards.alpha=0']);
+    expect(out.code).toBe(0);
+    expect(out.out).toMatch(/^ {2}same: the recorded settings \(equal to the run's\) \((answered from|written to) /m);
+    const header = out.out.split('\n').find((l) => /^round\s+variant/.test(l))!;
+    // alpha weighs the test reward only: the one column shown.
+    expect(header.trim().split(/\s{2,}/)).toEqual(['round', 'variant', 'test reward']);
+    const a0 = answered(first.variants[1]).rows;
+    for (const [i, r] of outcome.rows.entries()) {
+      const d = a0[i]!.testReward! - r.testReward!;
+      const line = out.out.split('\n').find((l) => new RegExp(`^\\s+${r.round}\\s+a0\\s`).test(l))!;
+      expect(line).toContain(`${a0[i]!.testReward!.toFixed(3)} (${d < 0 ? '-' : '+'}${Math.abs(d).toFixed(3)})`);
+    }
+    const same = await runCli(['ablate', outcome.dir, '--variant', 'same:']);
+    expect(same.out).toMatch(/every figure of every variant equals the recorded run's/);
+  });
+
+  it('--list names each kept variant file with its settings, and --clean removes them', async () => {
+    const dir = copyRun('housekeeping-list');
+    expect((await runCli(['ablate', dir, '--variant', 'a0:rewards.alpha=0', '--variant', 'nobook:mistakeBook.enabled=false'])).code).toBe(0);
+    const listed = await runCli(['ablate', dir, '--list']);
+    expect(listed.code).toBe(0);
+    expect(listed.out).toMatch(/^\s*a0-[0-9a-f]{16}\.db\s+rewards\.alpha=0\s+\d+\s+\d+\s+-$/m);
+    expect(listed.out).toMatch(/^\s*nobook-[0-9a-f]{16}\.db\s+mistakeBook\.enabled=false\s+\d+/m);
+    const cleaned = await runCli(['ablate', dir, '--clean']);
+    expect(cleaned.out).toMatch(/^removed 4 file\(s\), \d+ KiB, from /);
+    expect(existsSync(path.join(dir, 'ablations'))).toBe(false);
+    expect((await runCli(['ablate', dir, '--list'])).out).toMatch(/^no variant files in /);
+    const both = await runMain(['ablate', dir, '--list', '--variant', 'a0:rewards.alpha=0']);
+    expect([both.code, both.stderr]).toEqual([2, 'crucible: give one of --list, --variant\n']);
+  });
+
+  it('a call removes the temporary files an interrupted one left, and leaves those of a live process', async () => {
+    const dir = copyRun('housekeeping-stale');
+    const ablations = path.join(dir, 'ablations');
+    mkdirSync(ablations);
+    // The id of a process that has exited.
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const left = [`a0-0123456789abcdef.db.tmp-${gone}-a0`, `a0-0123456789abcdef.db.tmp-${gone}-a0-wal`, `same-0123456789abcdef.db.shared-${gone}`];
+    const live = `b-0123456789abcdef.db.tmp-${process.pid}-b`;
+    for (const f of [...left, live]) writeFileSync(path.join(ablations, f), 'x');
+    expect((await runCli(['ablate', dir, '--variant', 'a0:rewards.alpha=0'])).code).toBe(0);
+    expect(temporaries(ablations)).toEqual([live]);
+  });
+
+  it('an ablate stopped by SIGINT while it writes leaves no temporary file', async () => {
+    const dir = copyRun('housekeeping-interrupt');
+    const ablations = path.join(dir, 'ablations');
+    mkdirSync(ablations);
+    const variants = ['same:', 'a0:rewards.alpha=0', 'a1:rewards.alpha=1', 'a2:rewards.alpha=0.2', 'nobook:mistakeBook.enabled=false', 'r1:mistakeBook.replay=1'];
+    const child = spawn(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', dir, ...variants.flatMap((v) => ['--variant', v])], { cwd: repo, stdio: 'ignore' });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // Interrupted as soon as its first temporary file appears.
+    let seen = false;
+    const watcher = watch(ablations, (_event, name) => {
+      if (!seen && name && /\.(tmp|shared)-\d+/.test(name)) {
+        seen = true;
+        child.kill('SIGINT');
+      }
+    });
+    const code = await exited;
+    watcher.close();
+    expect(seen).toBe(true);
+    expect(code).toBe(130);
+    expect(temporaries(ablations)).toEqual([]);
+  }, 120_000);
 });

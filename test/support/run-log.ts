@@ -47,9 +47,10 @@ export function decisionOf(e: EventEnvelope): Decision {
   return { type: e.type, stream: e.stream, id: e.id, data };
 }
 
-/** The log in run directory `dir` as decisions: equal lists mean the same run, apart from timings. */
+/** The log in run directory `dir` as decisions: equal lists mean the same run, apart from timings.
+ * A RunResumed records when a run was stopped and resumed: a timing too, not a decision. */
 export async function recordedDecisions(dir: string): Promise<Decision[]> {
-  return (await recordedEvents(dir)).map(decisionOf);
+  return (await recordedEvents(dir)).filter((e) => e.type !== 'RunResumed').map(decisionOf);
 }
 
 /** The blobs with the given hashes, as text, from the log in run directory `dir`. */

@@ -16,7 +16,7 @@ import { UserError } from '../errors.js';
 export async function exportEvolved(runDir: string, out: string): Promise<{ problems: number; tests: number; dropped: number }> {
   const file = path.join(runDir, LOG_FILE);
   if (!existsSync(file)) throw new UserError(`${runDir}: no ${LOG_FILE}: not a run directory`);
-  const log = await openSqliteLog(file, { create: false });
+  const log = await openSqliteLog(file, { create: false, readOnly: true });
   try {
     let problems: EventData<'RunStarted'>['problems'] = [];
     const evolved = new Map<string, EventData<'DatasetEvolved'>>();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfigFile } from '../../config/load.js';
-import { runExperiment, type RunOutcome, type RunProgress } from '../../actors/run.js';
+import { runExperiment, runIdOf, type RunOutcome } from '../../actors/run.js';
+import { ProgressReporter, resumeLine } from '../progress.js';
 import type { RoundRow } from '../../projections/round-table.js';
 import { UserError } from '../errors.js';
 import { isNatsLocation } from '../../events/open-log.js';
@@ -65,12 +66,6 @@ function seedTrainedLine(rows: readonly SummaryRow[]): string {
   return `after the last step: P(correct) ${spreadPct(last.columns.trainedCorrect)}, P(valid test) ${spreadPct(last.columns.trainedValid)}\n`;
 }
 
-function progressBar(p: RunProgress): string {
-  const width = 30;
-  const done = Math.round((width * p.round) / Math.max(1, p.rounds));
-  return `\r[${'#'.repeat(done)}${'.'.repeat(width - done)}] round ${p.round}/${p.rounds}  ${p.events} events`;
-}
-
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -123,6 +118,8 @@ export function registerRun(program: Command): void {
 
 async function runOne(config: RunConfig, dir: string | undefined, json: boolean, label: string, log?: string, snapshotEvery?: number, credsFile?: string) {
   const tty = process.stderr.isTTY && !json;
+  // Without a terminal, plain lines (a log file or a pipe still sees the run move).
+  const reporter = new ProgressReporter(tty, (text) => process.stderr.write(text), label);
   let outcome;
   try {
     outcome = await runExperiment({
@@ -135,7 +132,8 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
       onRestart: (r) => {
         if (r.refused) process.stderr.write(`crucible: ${r.refused.message}\n`);
       },
-      onProgress: tty ? (p) => process.stderr.write(`${progressBar(p)}${label}`) : undefined,
+      onResume: (r) => process.stderr.write(resumeLine(runIdOf(config), r)),
+      onProgress: (p) => reporter.report(p, Date.now()),
     });
   } finally {
     if (tty) process.stderr.write('\n');
@@ -146,6 +144,7 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
 
 async function runWorkers(config: RunConfig, dir: string | undefined, json: boolean, location: string, counts: Record<WorkerRole, number>, credsFile?: string, label = '') {
   const tty = process.stderr.isTTY && !json;
+  const reporter = new ProgressReporter(tty, (text) => process.stderr.write(text), label);
   let outcome;
   try {
     outcome = await runWithWorkers({
@@ -154,7 +153,7 @@ async function runWorkers(config: RunConfig, dir: string | undefined, json: bool
       location,
       counts,
       ...(credsFile !== undefined ? { credsFile } : {}),
-      onProgress: tty ? (p) => process.stderr.write(`${progressBar(p)}${label}`) : undefined,
+      onProgress: (p) => reporter.report(p, Date.now()),
       say: (line) => process.stderr.write(`${tty ? '\n' : ''}crucible: ${line}\n`),
     });
   } finally {

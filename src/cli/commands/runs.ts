@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { LOG_FILE, loadRunSummary, NotARunError, type RunSummary } from '../../report/run-data.js';
 import { compareRuns, formatValue, runLabel } from '../../report/compare.js';
-import { UserError } from '../errors.js';
+import { configDiff, formatSetting } from '../../report/config-diff.js';
+import { EXIT_FAILED, UserError, userFacing } from '../errors.js';
 import { formatTable } from '../table.js';
 
 const pct = (x: number | null | undefined) => (x === undefined || x === null ? '-' : `${(100 * x).toFixed(1)}%`);
@@ -40,42 +41,52 @@ export function registerRuns(program: Command): void {
         .map((d) => path.join(dir, d))
         .filter((d) => existsSync(path.join(d, LOG_FILE)));
       const runs: ReturnType<typeof headline>[] = [];
+      const unreadable: { dir: string; unreadable: string }[] = [];
       for (const d of dirs) {
         try {
           runs.push(headline(await loadRunSummary(d)));
         } catch (err) {
-          // One unreadable run does not hide the others; it is named, and the exit status says so.
-          if (!(err instanceof NotARunError)) throw err;
-          process.stderr.write(`crucible: skipped ${err.message}\n`);
-          process.exitCode = 1;
+          // One unreadable run does not hide the others: it is listed with the reason (the line
+          // its command would print), and the exit status says that some run was not read.
+          const known = err instanceof NotARunError ? { message: err.message } : userFacing(err);
+          unreadable.push({ dir: d, unreadable: known ? known.message : err instanceof Error ? err.message : String(err) });
+          process.exitCode = EXIT_FAILED;
         }
       }
       if (opts.json) {
         for (const r of runs) process.stdout.write(`${JSON.stringify(r)}\n`);
+        for (const u of unreadable) process.stdout.write(`${JSON.stringify(u)}\n`);
         return;
       }
-      if (runs.length === 0) {
+      if (runs.length === 0 && unreadable.length === 0) {
         process.stdout.write(`no runs in ${dir}\n`);
         return;
       }
-      process.stdout.write(
-        `${formatTable(
-          ['run', 'config', 'method', 'seed', 'status', 'rounds', 'held-out pass', 'validity', 'kill rate', 'mistake book', 'best-of-N'],
-          runs.map((r) => [
-            path.basename(r.dir),
-            r.name,
-            r.method,
-            String(r.seed),
-            r.status,
-            `${r.rounds}/${r.plannedRounds ?? '?'}`,
-            pct(r.last?.heldOutPass),
-            pct(r.last?.validity),
-            pct(r.last?.killRate),
-            r.last && r.last.mistakeBook !== null ? String(r.last.mistakeBook) : '-',
-            pct(r.lastSelection?.generated),
-          ]),
-        )}\n`,
-      );
+      const out: string[] = [];
+      if (runs.length > 0) {
+        out.push(
+          formatTable(
+            ['run', 'config', 'method', 'seed', 'status', 'rounds', 'held-out pass', 'P(correct)', 'P(valid test)', 'validity', 'kill rate', 'mistake book', 'best-of-N'],
+            runs.map((r) => [
+              path.basename(r.dir),
+              r.name,
+              r.method,
+              String(r.seed),
+              r.status,
+              `${r.rounds}/${r.plannedRounds ?? '?'}`,
+              pct(r.last?.heldOutPass),
+              pct(r.last?.exactCorrect),
+              pct(r.last?.exactValid),
+              pct(r.last?.validity),
+              pct(r.last?.killRate),
+              r.last && r.last.mistakeBook !== null ? String(r.last.mistakeBook) : '-',
+              pct(r.lastSelection?.generated),
+            ]),
+          ),
+        );
+      }
+      if (unreadable.length > 0) out.push('', 'unreadable:', ...unreadable.map((u) => `  ${path.basename(u.dir)}: ${u.unreadable}`));
+      process.stdout.write(`${out.join('\n')}\n`);
     });
 
   program
@@ -88,12 +99,19 @@ export function registerRuns(program: Command): void {
       const runs: RunSummary[] = [];
       for (const d of dirs) runs.push(await loadRunSummary(d));
       const tables = compareRuns(runs);
+      const config = configDiff(runs.map((r) => r.config));
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ runs: runs.map((r, i) => ({ label: runLabel(i), ...headline(r) })), tables })}\n`);
+        process.stdout.write(`${JSON.stringify({ runs: runs.map((r, i) => ({ label: runLabel(i), ...headline(r) })), config, tables })}\n`);
         return;
       }
       const out: string[] = [];
       runs.forEach((r, i) => out.push(`${runLabel(i)}  ${r.runId}  (${r.method}, seed ${r.seed}, ${r.status}, ${r.rows.length} rounds)  ${r.dir}`));
+      out.push('', 'config');
+      out.push(
+        config.length === 0
+          ? 'the same in every run'
+          : formatTable(['setting', ...runs.map((_, i) => runLabel(i))], config.map((d) => [d.key, ...d.values.map(formatSetting)])),
+      );
       for (const t of tables) {
         const headers = ['round', ...runs.flatMap((_, i) => (i === 0 ? [runLabel(0)] : [runLabel(i), `${runLabel(i)}-${runLabel(0)}`]))];
         const rows = t.rows.map((row) => [
