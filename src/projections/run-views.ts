@@ -4,7 +4,8 @@
  * state hashes with the live ones.
  */
 import type { EventData } from '../events/catalog.js';
-import { del, put } from './readmodel.js';
+import { del, put, type TableSpec } from './readmodel.js';
+import type { DatabaseOf } from './typed-sql.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
 import { answerSelectionProjection } from './answer-selection-rows.js';
@@ -59,17 +60,32 @@ export const roundTableProjection: ReducerProjection<RoundTableState> = {
   }),
 };
 
+/** Tables of the row projections below, declared once: the projections write them, and readers
+ * query them typed (`RunViewsDb`). */
+const RUN_VIEW_TABLES = {
+  mistake_book: {
+    columns: { problem_id: 'text', test_key: 'text', test_hash: 'text', count: 'integer', blacklisted: 'boolean', round: 'integer' },
+    key: ['problem_id', 'test_key'],
+  },
+  rewards: {
+    columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
+    // A sample can be rewarded again in a later round (TCS's buffer): one row per round.
+    key: ['sample_id', 'role', 'round'],
+    indexes: [['round', 'problem_id']],
+  },
+  policy_versions: {
+    columns: { role: 'text', version: 'integer', name: 'text', round: 'integer', params_hash: 'text?' },
+    key: ['role', 'version'],
+  },
+} as const satisfies Readonly<Record<string, TableSpec>>;
+export type RunViewsDb = DatabaseOf<typeof RUN_VIEW_TABLES>;
+
 /** The Mistake Book of every problem as it stands: one row per stored test. */
 export const mistakeBookProjection: RowProjection = {
   name: 'mistake-book',
   version: 1,
   types: ['MistakeBookUpdated'],
-  tables: {
-    mistake_book: {
-      columns: { problem_id: 'text', test_key: 'text', test_hash: 'text', count: 'integer', blacklisted: 'boolean', round: 'integer' },
-      key: ['problem_id', 'test_key'],
-    },
-  },
+  tables: { mistake_book: RUN_VIEW_TABLES.mistake_book },
   apply: (e) => {
     const d = e.data as EventData<'MistakeBookUpdated'>;
     // Rows as literals, not spreads of a key object: a step changes tens of thousands of them.
@@ -93,14 +109,7 @@ export const rewardsProjection: RowProjection = {
   name: 'rewards',
   version: 2,
   types: ['RewardsAssigned'],
-  tables: {
-    rewards: {
-      columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
-      // A sample can be rewarded again in a later round (TCS's buffer): one row per round.
-      key: ['sample_id', 'role', 'round'],
-      indexes: [['round', 'problem_id']],
-    },
-  },
+  tables: { rewards: RUN_VIEW_TABLES.rewards },
   apply: (e) => {
     const d = e.data as EventData<'RewardsAssigned'>;
     return d.items.map((i) =>
@@ -123,12 +132,7 @@ export const policyVersionsProjection: RowProjection = {
   name: 'policy-versions',
   version: 1,
   types: ['PolicyVersionPublished'],
-  tables: {
-    policy_versions: {
-      columns: { role: 'text', version: 'integer', name: 'text', round: 'integer', params_hash: 'text?' },
-      key: ['role', 'version'],
-    },
-  },
+  tables: { policy_versions: RUN_VIEW_TABLES.policy_versions },
   apply: (e) => {
     const d = e.data as EventData<'PolicyVersionPublished'>;
     return [put('policy_versions', { role: d.policy.role, version: d.policy.version, name: d.policy.name, round: d.round, params_hash: d.paramsHash })];

@@ -10,7 +10,8 @@ import path from 'node:path';
 import type { EventData } from '../events/catalog.js';
 import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
 import { ProjectionRunner } from '../projections/runner.js';
-import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { RUN_PROJECTIONS, type RunViewsDb } from '../projections/run-views.js';
+import { all, queryBuilder } from '../projections/typed-sql.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { roundSelections, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
 import { readProblemSelections } from '../projections/answer-selection-rows.js';
@@ -50,6 +51,9 @@ export interface RunSummary {
   selection: RoundSelection[];
   config: unknown;
 }
+
+/** The run's read models, typed from their table specs (queries are compiled, run by better-sqlite3). */
+const views = queryBuilder<RunViewsDb>();
 
 export interface RewardSample {
   round: number;
@@ -135,14 +139,10 @@ export function loadRunSummary(dir: string): Promise<RunSummary> {
 export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Promise<RunDetail> {
   return withRun(dir, async (log, runner, summary) => {
     const db = runner.readModel.db;
-    const rewards = db.prepare('SELECT round, role, reward FROM rewards ORDER BY round, role, sample_id').all() as RewardSample[];
-    const mistakeBook = (
-      db.prepare('SELECT problem_id, test_key, test_hash, count FROM mistake_book WHERE blacklisted = 0 ORDER BY problem_id, test_key').all() as {
-        problem_id: string;
-        test_key: string;
-        test_hash: string;
-        count: number;
-      }[]
+    const rewards: RewardSample[] = all(db, views.selectFrom('rewards').select(['round', 'role', 'reward']).orderBy(['round', 'role', 'sample_id']));
+    const mistakeBook = all(
+      db,
+      views.selectFrom('mistake_book').select(['problem_id', 'test_key', 'test_hash', 'count']).where('blacklisted', '=', 0).orderBy(['problem_id', 'test_key']),
     ).map((r) => ({ problemId: r.problem_id, testKey: r.test_key, testHash: r.test_hash, count: r.count }));
     const { matrices, replayed } = await collectMatrices(log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] }));
     const top = replayed.slice(0, opts.topTests ?? 10);
