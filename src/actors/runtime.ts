@@ -22,7 +22,10 @@ import { createActor, initialTransition, type AnyActorScope, type AnyStateMachin
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
-import { DEFAULT_RETRY, RunFailedError, certainToRepeat, backoffAfter, effectFailedEvent, errorText, failureCommitId, runFailedCommitId, sleep, type EffectFailure, type RetryPolicy } from './effect-failures.js';
+import { DEFAULT_RETRY, type EffectFailure, type RetryPolicy } from './effect-failures.js';
+import { ActorFailedError, EffectRunner, type EffectTask } from './effect-runner.js';
+
+export { ActorFailedError };
 import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
 export interface Effect {
@@ -213,16 +216,6 @@ export interface RuntimeHooks {
   shouldStop?(): boolean;
 }
 
-export class ActorFailedError extends Error {
-  constructor(
-    readonly actor: string,
-    readonly effectKey: string,
-    cause: unknown,
-  ) {
-    super(`actor ${actor} failed on ${effectKey}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'ActorFailedError';
-  }
-}
 
 interface Begun<Env> {
   actor: LiveActor<Env>;
@@ -246,17 +239,14 @@ export class ActorRuntime<Env> {
   readonly #views: readonly RuntimeView[];
   readonly #snapshots: SnapshotOptions | undefined;
   readonly #onRestart: ((report: RestartReport) => void) | undefined;
-  readonly #retry: RetryPolicy;
+  readonly #runner: EffectRunner;
   readonly #scheduler: StepScheduler;
-  readonly #unrecorded: string[] = [];
-  #runFailedWritten = false;
 
   constructor(log: EventLog, runId: string, env: Env, actors: readonly AnyActor<Env>[], options: RuntimeOptions = {}) {
     this.#views = options.views ?? [];
     this.#snapshots = options.snapshots;
     this.#onRestart = options.onRestart;
-    this.#retry = options.retry ?? DEFAULT_RETRY;
-    if (!(Number.isInteger(this.#retry.attempts) && this.#retry.attempts >= 1)) throw new RangeError(`retry.attempts must be a whole number >= 1, got ${this.#retry.attempts}`);
+    this.#runner = new EffectRunner(log, runId, options.retry ?? DEFAULT_RETRY);
     this.#scheduler = options.scheduler ?? IN_ORDER;
     this.#log = log;
     this.#runId = runId;
@@ -477,25 +467,28 @@ export class ActorRuntime<Env> {
     return this.#require(name).index;
   }
 
-  /** Does one effect of the actor and returns its output as the commit to append (under the
-   * same commit id `run()` uses), without appending it. */
+  /** Does one effect of the actor under the run's retry policy (each failed try recorded; see
+   * effect-runner.ts) and returns its output as the commit to append (under the same commit id
+   * `run()` uses), without appending it. */
   async runEffect(name: string, effect: Effect): Promise<CommitRequest> {
     const actor = this.#require(name);
-    if (actor.snapshot === null) throw new ActorFailedError(name, effect.key, new Error('the actor is not alive'));
-    let output: NewEvent[];
-    try {
-      output = await actor.def.run(effect, this.#env, actor.snapshot, actor.index);
-    } catch (err) {
-      throw new ActorFailedError(name, effect.key, err);
-    }
-    if (output.length === 0) throw new ActorFailedError(name, effect.key, new Error('effect produced no event'));
-    const events = output.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
-    return { stream: name, events, options: { commitId: this.commitIdOf(name, effect.key) } };
+    const snapshot = actor.snapshot;
+    if (snapshot === null) throw new ActorFailedError(name, effect.key, new Error('the actor is not alive'));
+    return this.#runner.run(this.#task({ actor, effect, snapshot }), String(this.#position));
   }
 
   /** The commit id of an actor's output for the work named `key`. */
   commitIdOf(name: string, key: string): string {
-    return `${this.#runId}/${name}/${key}`;
+    return this.#runner.commitIdOf(name, key);
+  }
+
+  /** Runs work of an actor that is a share of one of its effects (a worker's one program of a
+   * request), named `key`, under the same retry policy and failure records as its effects. */
+  async runWorkOf(name: string, key: string, run: () => Promise<NewEvent[]>): Promise<CommitRequest> {
+    const def = this.#require(name).def;
+    const task: EffectTask<Effect, Env> = { actor: name, effect: { key }, env: this.#env, run };
+    if (def.failureEvent) task.failureEvent = (e, f, env) => def.failureEvent!(e, f, env);
+    return this.#runner.run(task, String(this.#position));
   }
 
   snapshotOf(name: string): SnapshotFrom<AnyStateMachine> | null {
@@ -611,22 +604,15 @@ export class ActorRuntime<Env> {
     const work = this.#scheduler.pick(pending);
     // Every effect of the step is settled before the step ends, so none is still writing
     // failure records after the run has stopped.
-    const settled = await Promise.allSettled(work.map((w) => this.#runWithRetries(w)));
-    const outputs: NewEvent[][] = [];
-    for (const o of settled) {
-      if (o.status === 'rejected') throw o.reason;
-      outputs.push(o.value);
-    }
+    const at = String(this.#position);
+    const settled = await Promise.allSettled(work.map((w) => this.#runner.run(this.#task(w), at)));
     // Appended in the scheduler's order (by default the order the work was listed), whatever
     // order it finished in.
     const commits: StepCommit<Env>[] = [];
-    for (let i = 0; i < work.length; i++) {
-      const w = work[i]!;
-      const output = outputs[i]!;
-      if (output.length === 0) throw new ActorFailedError(w.actor.def.name, w.effect.key, new Error('effect produced no event'));
-      const events = output.map((e) => (e.runId === undefined ? { ...e, runId: this.#runId } : e));
-      commits.push({ work: w, commit: { stream: w.actor.def.name, events, options: { commitId: `${this.#runId}/${w.actor.def.name}/${w.effect.key}` } } });
-    }
+    settled.forEach((o, i) => {
+      if (o.status === 'rejected') throw o.reason;
+      commits.push({ work: work[i]!, commit: o.value });
+    });
     const results = await this.#appendStep(this.#scheduler.order(commits));
     const wroteAny = results.some((r) => !r.duplicate);
     // Every output was already in the log yet the work is still pending: the actor's machine
@@ -635,15 +621,16 @@ export class ActorRuntime<Env> {
     return true;
   }
 
-  /** Runs one effect, recording each failed try and waiting before the next (see effect-failures.ts). */
-  async #runWithRetries(w: Work<Env>): Promise<NewEvent[]> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await w.actor.def.run(w.effect, this.#env, w.snapshot, w.actor.index);
-      } catch (error) {
-        await this.#failed(w, attempt, error);
-      }
-    }
+  /** One piece of work as the effect runner takes it. */
+  #task(w: Work<Env>): EffectTask<Effect, Env> {
+    const def = w.actor.def;
+    return {
+      actor: def.name,
+      effect: w.effect,
+      env: this.#env,
+      run: () => def.run(w.effect, this.#env, w.snapshot, w.actor.index),
+      ...(def.failureEvent ? { failureEvent: (e: Effect, f: EffectFailure, env: Env) => def.failureEvent!(e, f, env) } : {}),
+    };
   }
 
   /** One step's commits: in one transaction where the log offers it (each commit stays
@@ -665,57 +652,16 @@ export class ActorRuntime<Env> {
           results.push(await this.#log.append(c.commit.stream, c.commit.events, c.commit.options));
           break;
         } catch (error) {
-          await this.#failed(c.work, attempt, error);
+          await this.#runner.failed(this.#task(c.work), attempt, error, String(this.#position));
         }
       }
     }
     return results;
   }
 
-  /** Records a failed try; waits before the next one, or past the limit records RunFailed and
-   * stops the run. A record that cannot be written (the log itself is failing) is not waited
-   * for: the error that stops the run says what failed. */
-  async #failed(w: Work<Env>, attempt: number, error: unknown): Promise<void> {
-    const name = w.actor.def.name;
-    const willRetry = attempt < this.#retry.attempts && !certainToRepeat(error);
-    const failure: EffectFailure = { actor: name, effectKey: w.effect.key, attempt, willRetry, error };
-    let record: NewEvent;
-    try {
-      record = w.actor.def.failureEvent?.(w.effect, failure, this.#env) ?? effectFailedEvent(this.#runId, failure);
-    } catch {
-      record = effectFailedEvent(this.#runId, failure);
-    }
-    // Tried again after a restart, the same effect fails at attempt 1 again: the position keeps
-    // that record apart from the first process's.
-    const at = String(this.#position);
-    await this.#tryAppend(name, [{ ...record, runId: this.#runId }], failureCommitId(this.#runId, name, `${w.effect.key}@${at}`, attempt));
-    if (willRetry) {
-      await sleep(backoffAfter(this.#retry, attempt));
-      return;
-    }
-    const stopped = new RunFailedError(name, w.effect.key, attempt, error);
-    // One RunFailed per stop, though other effects of the step may reach their limit too.
-    if (this.#runFailedWritten) throw stopped;
-    this.#runFailedWritten = true;
-    const refused = await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${w.effect.key}@${at}`));
-    throw refused === null ? stopped : new RunFailedError(name, w.effect.key, attempt, error, refused);
-  }
-
-  /** Appends a failure record; returns why the log refused it, or null. */
-  async #tryAppend(stream: string, events: NewEvent[], commitId: string): Promise<string | null> {
-    try {
-      await this.#log.append(stream, events, { commitId });
-      return null;
-    } catch (err) {
-      const why = errorText(err);
-      this.#unrecorded.push(`${commitId}: ${why}`);
-      return why;
-    }
-  }
-
   /** Failure records the log refused (it was failing too), most recent last. */
   get unrecordedFailures(): readonly string[] {
-    return this.#unrecorded;
+    return this.#runner.unrecordedFailures;
   }
 }
 

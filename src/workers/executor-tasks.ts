@@ -104,8 +104,8 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
     return {
       label: `program ${programHash.slice(0, 12)} of ${requestId}`,
       run: async () => {
-        const events = await executePrograms(request, ctx.env, cache(), new Set([programHash]));
-        return ctx.log.append('executor', events, { commitId: runtime.commitIdOf('executor', `${requestId}/${programHash}`) });
+        const commit = await runtime.runWorkOf('executor', `${requestId}/${programHash}`, () => executePrograms(request, ctx.env, cache(), new Set([programHash])));
+        return ctx.log.append(commit.stream, commit.events, commit.options);
       },
     };
   };

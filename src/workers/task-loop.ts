@@ -17,6 +17,8 @@ import type { JetStreamTaskQueue, Task } from '../events/jetstream-tasks.js';
 import type { LoopContext } from './context.js';
 import { WorkerError } from './errors.js';
 import { isTransient } from '../events/jetstream-support.js';
+import { RunFailedError } from '../actors/effect-failures.js';
+import { ActorFailedError } from '../actors/effect-runner.js';
 
 /** Deliveries of one task that fail before the worker gives up (and exits with the error). */
 export const MAX_TASK_FAILURES = 5;
@@ -128,6 +130,14 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
     try {
       ran = await step.run();
     } catch (err) {
+      // The effect failed on every try its policy allows (each recorded, RunFailed last): the
+      // run has stopped, and so does this worker. Other errors are the append's (the log):
+      // the task goes back to the queue.
+      if (err instanceof RunFailedError || err instanceof ActorFailedError) {
+        failure ??= err;
+        task.nak();
+        return;
+      }
       const n = (failures.get(task.id) ?? 0) + 1;
       failures.set(task.id, n);
       const why = (err as Error).message;
