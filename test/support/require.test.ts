@@ -4,7 +4,7 @@ import { capability, MissingCapabilityError, requiredCapabilities } from './requ
 describe('CRUCIBLE_REQUIRE', () => {
   it('reads a comma-separated list and refuses an unknown name', () => {
     expect([...requiredCapabilities(' datasets, bwrap ,,torch')]).toEqual(['datasets', 'bwrap', 'torch']);
-    expect(requiredCapabilities(undefined).size).toBe(0);
+    expect(requiredCapabilities('').size).toBe(0);
     expect(() => requiredCapabilities('datasets,gpu')).toThrow(/unknown capability "gpu"/);
   });
 
