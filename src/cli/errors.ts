@@ -6,6 +6,7 @@ import { DatasetError } from '../datasets/errors.js';
 import { SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, IncompatibleStreamError, LogAuthenticationError, LogCredentialsError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
+import { ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
@@ -34,7 +35,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
   if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof SandboxSetupError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof SandboxSetupError || err instanceof ReadModelOfAnotherLogError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   // A worker given a run that is not there or a wrong option: bad input; a worker that failed: a failure.

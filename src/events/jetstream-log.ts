@@ -225,6 +225,7 @@ export class JetStreamEventLog implements EventLog {
   readonly features: ServerFeatures;
   readonly streamName: string;
   readonly prefix: string;
+  #identity: string | null = null;
   #capabilities: LogCapabilities | null = null;
   #blobs: JetStreamBlobStore | null = null;
   readonly #nc: NatsConnection;
@@ -255,6 +256,13 @@ export class JetStreamEventLog implements EventLog {
   get capabilities(): LogCapabilities {
     if (!this.#capabilities) throw new Error('JetStreamEventLog used before init()');
     return this.#capabilities;
+  }
+
+  /** The stream and when it was made: a stream deleted and made again under its name is another
+   * log (a cluster keeps the time it was made in the stream's assignment, the same on every server). */
+  get identity(): string {
+    if (!this.#identity) throw new Error('JetStreamEventLog used before init()');
+    return this.#identity;
   }
 
   get blobs(): JetStreamBlobStore {
@@ -321,6 +329,8 @@ export class JetStreamEventLog implements EventLog {
     // The streams made beside the log (blobs, board, task queues) take the log's replicas, not
     // what this client guessed: one that connected while a server was away sees a smaller cluster.
     this.#replicas = config.num_replicas ?? this.#replicas;
+    const made = await withRetry(this.#retryForMs, () => this.jsm.streams.info(this.streamName));
+    this.#identity = `jetstream:${this.streamName}@${made.created}`;
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
     this.#maxPayload = info.max_payload - 4096;
     const maxCommitBytes = Math.min(this.#opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES, this.#maxPayload);

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { EventData } from '../events/catalog.js';
 import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
-import { ProjectionRunner } from '../projections/runner.js';
+import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { roundSelections, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
@@ -93,12 +93,16 @@ async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: Projecti
     const completed = await firstOf(log, 'RunCompleted', runId);
     const failed = completed ? undefined : await firstOf(log, 'RunFailed', runId);
     const status: RunStatus = completed ? 'finished' : failed ? 'failed' : 'unfinished';
-    let views = path.join(dir, VIEWS_FILE);
-    if (status === 'unfinished') {
-      scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'));
-      views = path.join(scratch, VIEWS_FILE);
+    const inScratch = () => path.join((scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'))), VIEWS_FILE);
+    const views = status === 'unfinished' ? inScratch() : path.join(dir, VIEWS_FILE);
+    try {
+      runner = await ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId });
+    } catch (err) {
+      // Read models the run kept of another log (it ran on JetStream, and its log was exported
+      // here): built again from this log, beside them.
+      if (!(err instanceof ReadModelOfAnotherLogError) || scratch !== null) throw err;
+      runner = await ProjectionRunner.open({ log, readModel: inScratch(), projections: RUN_PROJECTIONS, runId });
     }
-    runner = await ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId });
     await runner.catchUp();
     const config = started.data.config as { name?: unknown; rounds?: unknown } | null;
     const problems = readProblemSelections(runner.readModel.db);
