@@ -45,7 +45,7 @@ import {
 } from './errors.js';
 import { JetStreamBlobStore } from './jetstream-blobs.js';
 import type { NatsCredentials } from './nats-auth.js';
-import { connectFailure, credentialOptions, permissionFailure } from './nats-connect.js';
+import { connectFailure, credentialOptions, inboxRefusal, permissionFailure } from './nats-connect.js';
 import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
 
 export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
@@ -215,7 +215,7 @@ export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetSt
     return log;
   } catch (err) {
     await nc.close().catch(() => undefined);
-    throw err;
+    throw inboxRefusal(err, (typeof opts.servers === 'string' ? [opts.servers] : opts.servers).join(','), opts.credentials) ?? err;
   }
 }
 

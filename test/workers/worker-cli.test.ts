@@ -10,6 +10,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkerSupervisor } from '../../src/workers/supervisor.js';
+import { natsDown, natsUp, type NatsCluster } from '../../src/events/nats-server.js';
+import { credentialsFile, readCredentials, writeCredentials } from '../../src/events/nats-auth.js';
+import { runExperiment } from '../../src/actors/run.js';
+import { twoProblemConfig } from '../support/small-config.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let nats: TestNats;
 beforeAll(async () => {
@@ -100,5 +105,54 @@ describe('the run command\'s supervisor', () => {
       await sup.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  }, 120_000);
+});
+
+describe('a worker given credentials of another role (a cluster with auth)', () => {
+  let dir: string;
+  let cluster: NatsCluster;
+  let runId: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-worker-creds-'));
+    cluster = await natsUp({ nodes: 1, dir: path.join(dir, 'nats'), auth: true });
+    const outcome = await runExperiment({
+      config: twoProblemConfig(path.join(dir, 'runs'), { rounds: 1 }),
+      cacheDir: catalogCache(),
+      log: cluster.urls[0]!,
+      credsFile: credentialsFile(path.join(dir, 'nats'), 'admin'),
+    });
+    expect(outcome.finished).toBe(true);
+    runId = outcome.runId;
+  }, 180_000);
+  afterAll(async () => {
+    await natsDown(path.join(dir, 'nats')).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const worker = (role: string, creds: string) => cli(['worker', '--role', role, '--log', cluster.urls[0]!, '--run', runId, '--creds', creds]);
+
+  it("the judge's file for an executor: one line naming the file and the file it needs, status 2 (it exited 0 on a finished run)", async () => {
+    const judgeFile = credentialsFile(path.join(dir, 'nats'), 'judge');
+    const r = await worker('executor', judgeFile);
+    expect(r.err).toBe(`crucible: --creds ${judgeFile}: credentials of role judge, not executor: a executor worker needs executor.creds.json (or admin.creds.json) from \`crucible nats up\`\n`);
+    expect(r.code).toBe(2);
+  }, 60_000);
+
+  it("a file that says executor and holds the judge's key: the server's refusal, one line, status 2", async () => {
+    const forged = path.join(dir, 'forged.creds.json');
+    writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'executor' });
+    const r = await worker('executor', forged);
+    expect(r.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role executor \\(Permissions Violation for Subscription to "_INBOX_executor\\.\\S+"\\): the key in them is not the executor's\n$`));
+    expect(r.code).toBe(2);
+    // Saying admin, the role that may do everything, gets no further.
+    writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'admin' });
+    const asAdmin = await worker('executor', forged);
+    expect(asAdmin.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role admin \\(Permissions Violation for Subscription to "_INBOX\\.\\S+"\\): the key in them is not the admin's\n$`));
+    expect(asAdmin.code).toBe(2);
+  }, 60_000);
+
+  it("the executor's own file passes the check: the worker finds the run complete and exits 0", async () => {
+    const r = await worker('executor', credentialsFile(path.join(dir, 'nats'), 'executor'));
+    expect(r.err).toMatch(/run complete/);
+    expect(r.code).toBe(0);
   }, 120_000);
 });
