@@ -164,7 +164,7 @@ describe('crucible nats up with auth (one server)', () => {
     const { stream, subjectPrefix } = runStreamNames(runId);
     // The board and task streams as the workers make them beside the log.
     await admin.jsm.streams.add({ name: `${stream}_WORKERS`, subjects: [`${subjectPrefix}-workers.>`] });
-    await admin.jsm.streams.add({ name: `${stream}_TASKS`, subjects: [`${subjectPrefix}-tasks.>`] });
+    await admin.jsm.streams.add({ name: `${stream}_TASKS_programs`, subjects: [`${subjectPrefix}-tasks.programs`] });
     const lease = (role: string) => `${subjectPrefix}-workers.lease.${Buffer.from(`role-${role}`).toString('base64url')}`;
     const judge = await open('judge', runId, false);
     const executor = await open('executor', runId, false);
