@@ -352,7 +352,10 @@ export class JetStreamEventLog implements EventLog {
     const want: Partial<StreamConfig> = {
       name: this.streamName,
       description: `crucible event log, format ${JETSTREAM_LOG_FORMAT}`,
-      subjects: [`${this.prefix}.>`],
+      // Commit subjects only: what a role may publish under the run's name for the streams
+      // beside the log (blobs, board, tasks; NATS grants cannot tell `<run>` from
+      // `<run>-blobs`) finds no stream here, and is never stored in the log.
+      subjects: [this.#commitSubjects()],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
@@ -369,9 +372,15 @@ export class JetStreamEventLog implements EventLog {
       if (format > JETSTREAM_LOG_FORMAT) return `it has log format ${format}, newer than this crucible reads (${JETSTREAM_LOG_FORMAT}); upgrade crucible`;
       if (format < JETSTREAM_LOG_FORMAT) return `it has log format ${format}, older than this crucible writes (${JETSTREAM_LOG_FORMAT}); export it with the crucible that wrote it`;
       const subjects = existing.subjects ?? [];
-      if (subjects.length !== 1 || subjects[0] !== `${this.prefix}.>`) return `its subjects are ${JSON.stringify(subjects)}, expected ["${this.prefix}.>"]`;
+      // A log made before it held commit subjects only took everything under its prefix.
+      const ok = subjects.length === 1 && (subjects[0] === this.#commitSubjects() || subjects[0] === `${this.prefix}.>`);
+      if (!ok) return `its subjects are ${JSON.stringify(subjects)}, expected ["${this.#commitSubjects()}"]`;
       return null;
     });
+  }
+
+  #commitSubjects(): string {
+    return `${this.prefix}.s.*`;
   }
 
   subjectOf(stream: string): string {
@@ -462,10 +471,10 @@ export class JetStreamEventLog implements EventLog {
     after: Position = ORIGIN,
     to: Position = Number.MAX_SAFE_INTEGER as Position,
   ): EventEnvelope[] {
-    // Commits live on `<prefix>.s.<stream>`. The log's stream also takes whatever else is
-    // published under the prefix; a role's grants for blobs, leases, heartbeats and tasks match
-    // such subjects too (`crucible.run.*.m.*` cannot tell a run from its blob store), so anything
-    // else is not an event of this log, and is passed over.
+    // Commits live on `<prefix>.s.<stream>`. A log stream made before it held commit subjects
+    // only also took whatever else was published under the prefix (a role's grants for blobs,
+    // leases, heartbeats and tasks match such subjects: `crucible.run.*.m.*` cannot tell a run
+    // from its blob store): that is not an event of this log, and is passed over.
     if (!subject.startsWith(`${this.prefix}.s.`)) return [];
     const stream = streamOfSubject(this.prefix, subject);
     let body: { format?: unknown; events?: unknown };

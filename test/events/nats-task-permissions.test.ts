@@ -62,7 +62,7 @@ const QUEUES: Queue[] = [
     owner,
     stream: runStreamNames(RUN).stream,
     consumer: workQueueConsumer(owner),
-    filter: `${runStreamNames(RUN).subjectPrefix}.>`,
+    filter: `${runStreamNames(RUN).subjectPrefix}.s.*`,
     open: (log) => log.workQueue({ name: owner, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 }),
   })),
 ];
