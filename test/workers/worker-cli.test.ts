@@ -99,8 +99,11 @@ describe('the run command\'s supervisor', () => {
       await expect(sup.failed()).rejects.toThrow(`the judge worker exited with status 2 2 times; see ${path.join(dir, 'workers.log')}`);
       expect(said).toHaveLength(1);
       expect(said[0]).toMatch(/^judge worker \(pid \d+\) exited with status 2: starting another$/);
-      // The worker's own line, in the workers' log.
-      expect(readFileSync(path.join(dir, 'workers.log'), 'utf8')).toContain('crucible: run demo-s7-00000000 does not exist at');
+      await sup.stop();
+      // The worker's own line, in the workers' log, each line stamped with its time.
+      const lines = readFileSync(path.join(dir, 'workers.log'), 'utf8').trimEnd().split('\n');
+      expect(lines.filter((l) => l.includes('crucible: run demo-s7-00000000 does not exist at'))).toHaveLength(2);
+      for (const l of lines) expect(l).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S/);
     } finally {
       await sup.stop();
       rmSync(dir, { recursive: true, force: true });
