@@ -10,7 +10,7 @@ import { ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
-import { RunNotFoundError, WorkerError, WorkerUsageError } from '../workers/errors.js';
+import { RunNotFoundError, StatusUnavailableError, WorkerError, WorkerUsageError } from '../workers/errors.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -39,7 +39,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   // A worker given a run that is not there or a wrong option: bad input; a worker that failed: a failure.
-  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
   if (err instanceof EventLogError) return { message: err.message, exitCode: EXIT_FAILED };
   // A model server or trainer that stayed unreachable: what is recorded stays, and running the

@@ -103,6 +103,8 @@ export interface JetStreamLogOptions {
   credentials?: NatsCredentials;
   /** Liveness of the connection (see connectNats). */
   ping?: PingOptions;
+  /** How long connecting may take (default 5000 ms). */
+  connectTimeoutMs?: number;
   /** How long a reader waits for its ordered consumer's next message, while the stream holds
    * one, before it replaces the consumer (stall-watch.ts). Default 5000. */
   stallMs?: number;
@@ -208,7 +210,7 @@ export async function connectNats(
 }
 
 export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetStreamEventLog> {
-  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}) });
+  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}), ...(opts.connectTimeoutMs !== undefined ? { timeoutMs: opts.connectTimeoutMs } : {}) });
   try {
     const log = new JetStreamEventLog(nc, opts);
     await log.init();

@@ -50,6 +50,20 @@ describe('worker errors', () => {
     expect(s.err).toMatch(/^crucible: run demo-s7-00000000 does not exist at /);
   });
 
+  it('status with a server that does not answer (frozen): one line saying what it could not reach, status 2', async () => {
+    const frozen = await startTestNats(1);
+    const pid = frozen.cluster.nodes[0]!.pid;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const s = await cli(['status', '--log', frozen.urls[0]!, '--run', 'demo-s7-00000000']);
+      expect(s.err).toBe(`crucible: could not reach the log at ${frozen.urls[0]} (no answer within 1500 ms)\n`);
+      expect(s.code).toBe(2);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      await frozen.stop();
+    }
+  }, 60_000);
+
   it('a wrong role', async () => {
     const r = await cli(['worker', '--role', 'referee', '--log', nats.urls[0]!, '--run', 'x']);
     expect(r.code).toBe(2);
