@@ -517,6 +517,15 @@ describe('the log a read model was built from', () => {
     }
   });
 
+  it('a log file made again in the same place is another log', async () => {
+    const before = log.identity;
+    await log.close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `log.db${suffix}`), { force: true });
+    log = await openSqliteLog(join(dir, 'log.db'));
+    expect(log.identity).not.toBe(before);
+    expect(log.identity).toMatch(/^sqlite:[0-9a-f-]{36}$/);
+  });
+
   it('a read model whose checkpoints are all at the start takes the log it is opened with', async () => {
     const r = await runner();
     await r.close();
