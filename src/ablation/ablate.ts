@@ -114,7 +114,7 @@ export function variantFile(dir: string, runId: string, variant: Variant, to: Po
 }
 
 async function readStored(log: EventLog, runId: string, file: string, hashes: boolean): Promise<Projected> {
-  const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId });
+  const runner = await ProjectionRunner.open({ log, readModel: file, projections: VARIANT_PROJECTIONS, runId, readOnly: true });
   try {
     return await summarize(runner, hashes);
   } finally {

@@ -76,14 +76,18 @@ export class VariantLog implements EventLog {
     refusesReusedEventIds: true,
   };
   readonly location: string;
+  readonly identity: string;
   readonly blobs: BlobStore;
   /** In position order, positions strictly increasing. */
   readonly #events: readonly EventEnvelope[];
   readonly #head: Position;
 
-  /** `head`: where the log ends (default its last event), at or after its last event. */
-  constructor(location: string, events: readonly EventEnvelope[], blobs: BlobStore, head?: Position) {
+  /** `head`: where the log ends (default its last event), at or after its last event.
+   * `identity`: variants of one run share it (default `location`): their positions follow the
+   * recorded order, so read models built from one variant's events serve another's. */
+  constructor(location: string, events: readonly EventEnvelope[], blobs: BlobStore, head?: Position, identity?: string) {
     this.location = location;
+    this.identity = identity ?? location;
     this.#events = events;
     this.blobs = blobs;
     const last = events.at(-1)?.position ?? ORIGIN;

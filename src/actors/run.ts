@@ -29,7 +29,7 @@ import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun, type PreparedRun } from './sources.js';
 import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
-import { ProjectionRunner } from '../projections/runner.js';
+import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { readingDerived } from '../projections/damaged-file.js';
 
@@ -190,19 +190,36 @@ async function recordResume(log: EventLog, runId: string, runtime: ActorRuntime<
   onResume?.({ position: Number(head), round: Math.min(completed + 1, rounds), finished });
 }
 
+/** The run directory's live read models over `log`; read models of another log (the directory
+ * of this run on another backend: the run id names only config and seed) are refused. */
+export async function openRunViews(log: EventLog, dir: string, runId: string): Promise<ProjectionRunner> {
+  try {
+    return await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
+  } catch (err) {
+    if (!(err instanceof ReadModelOfAnotherLogError)) throw err;
+    throw new RunMismatchError(
+      `${dir} holds this run as it ran on another log (${err.builtFrom}: the read models in ${VIEWS_FILE}); ` +
+        `a run on ${log.location} needs a directory of its own: give it another --dir`,
+    );
+  }
+}
+
 export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const { config } = opts;
   const runId = runIdOf(config);
   const dir = opts.dir ?? path.join(config.dir, runId);
   mkdirSync(dir, { recursive: true });
   const location = opts.log ?? path.join(dir, LOG_FILE);
-  if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
   const log = await openRunLog(location, runId, { synchronous: config.log.synchronous, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
   let views: ProjectionRunner | null = null;
   let snapshots: SqliteSnapshotTable | null = null;
   let backendToClose: PolicyBackend | null = null;
-  const sandbox = opts.sandbox ?? await createSandbox(sandboxOptions(config));
+  let sandbox: Sandbox | null = null;
   try {
+    // Before anything is written: a directory another log's run left is refused.
+    views = await readingDerived(path.join(dir, VIEWS_FILE), dir, () => openRunViews(log, dir, runId));
+    if (isNatsLocation(location)) writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location, runId })}\n`);
+    sandbox = opts.sandbox ?? (await createSandbox(sandboxOptions(config)));
     const started = await startedRun(log, config, dir);
     // A run that recorded its catalog uses that one, read by hash from the blob store.
     const { problems, backend: prepared, catalogHash } =
@@ -233,7 +250,6 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     await readingDerived(path.join(dir, SNAPSHOTS_FILE), dir, () => runtime.start());
     // The live read models: brought up to date at every round's end and at the end of the run.
     const viewsFile = path.join(dir, VIEWS_FILE);
-    views = await readingDerived(viewsFile, dir, () => ProjectionRunner.open({ log, readModel: viewsFile, projections: RUN_PROJECTIONS, runId }));
     const live = views;
     await readingDerived(viewsFile, dir, () => live.catchUp());
     let round = 0;
@@ -263,7 +279,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     snapshots?.close();
     await views?.close();
     await backendToClose?.close?.();
-    if (!opts.sandbox) await sandbox.close();
+    if (!opts.sandbox) await sandbox?.close();
     await log.close();
   }
 }

@@ -364,7 +364,6 @@ export class ActorRuntime<Env> {
 
   #restore(actor: LiveActor<Env>, { ref, body: bytes }: StoredSnapshot, upTo: Position) {
     const refuse = (reason: string) => new SnapshotRefusedError(actor.def.name, ref, reason);
-    if (ref.position > upTo) throw refuse(`it is at a position past the log's head (${upTo})`);
     // A flipped byte must not pass as the state of an actor.
     if (sha256Hex(bytes) !== ref.hash) throw refuse('its body is corrupt: it no longer hashes to the sha256 recorded with it');
     const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
@@ -378,6 +377,10 @@ export class ActorRuntime<Env> {
     if (!parsed.success) throw refuse(`its body is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
     const body = parsed.data;
     if (body.runId !== this.#runId) throw refuse(`it belongs to run ${body.runId}`);
+    // The same run on another log (its directory reused with another backend): its position
+    // means nothing here.
+    if (body.log !== this.#log.identity) throw refuse(`it was folded from another log (${body.log}), not from ${this.#log.identity}`);
+    if (ref.position > upTo) throw refuse(`it is at a position past the log's head (${upTo})`);
     if (body.actor !== actor.def.name) throw refuse(`it holds the state of actor ${body.actor}`);
     if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
     try {
@@ -570,7 +573,7 @@ export class ActorRuntime<Env> {
   #save(states: readonly { actor: LiveActor<Env>; snapshot: SnapshotFrom<AnyStateMachine>; index: unknown }[], position: Position): void {
     const taken: { stored: StoredSnapshot; index: unknown }[] = [];
     for (const { actor, snapshot, index } of states) {
-      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, actor: actor.def.name, version: actor.version, position, ...this.#persisted(actor, snapshot, index) };
+      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, log: this.#log.identity, actor: actor.def.name, version: actor.version, position, ...this.#persisted(actor, snapshot, index) };
       let text: string;
       try {
         text = JSON.stringify(body);

@@ -6,7 +6,7 @@
  *
  * A snapshot is a cache of a fold, never a source of truth: the log holds no trace of it (a run
  * writes the same events with or without snapshots, and the log's blob store does not grow with
- * them), and one that is corrupt, of another run or written by another code version is refused
+ * them), and one that is corrupt, of another run or another log, or written by another code version is refused
  * or ignored, the reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
@@ -18,8 +18,9 @@ import path from 'node:path';
 import { DamagedFileError, derivedFailure } from '../projections/damaged-file.js';
 
 /** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
- * a program's number, see pair-rows.ts; 3 numbered programs in each process's own order). */
-export const SNAPSHOT_FORMAT = 4;
+ * a program's number, see pair-rows.ts; 3 numbered programs in each process's own order; 5: the
+ * log folded is named in the body). */
+export const SNAPSHOT_FORMAT = 5;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
@@ -38,6 +39,8 @@ export const SnapshotBody = z
   .object({
     format: z.literal(SNAPSHOT_FORMAT),
     runId: z.string().min(1),
+    /** The identity of the log folded (EventLog.identity): `position` is a position of that log. */
+    log: z.string().min(1),
     actor: z.string().min(1),
     version: z.string().min(1),
     position: z.number().int().nonnegative(),

@@ -8,10 +8,11 @@ import { DatasetError } from '../datasets/errors.js';
 import { SandboxInputError, SandboxSetupError } from '../sandbox/index.js';
 import { EventLogError, IncompatibleStreamError, LogAuthenticationError, LogCredentialsError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
+import { ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
-import { RunNotFoundError, WorkerError, WorkerUsageError } from '../workers/errors.js';
+import { RunNotFoundError, StatusUnavailableError, WorkerError, WorkerUsageError } from '../workers/errors.js';
 import { DamagedFileError } from '../projections/damaged-file.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
@@ -46,11 +47,11 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
   if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof SandboxSetupError || err instanceof SandboxInputError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof SandboxSetupError || err instanceof SandboxInputError || err instanceof ReadModelOfAnotherLogError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   // A worker given a run that is not there or a wrong option: bad input; a worker that failed: a failure.
-  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
   if (err instanceof EventLogError || err instanceof ReadModelError) return { message: err.message, exitCode: EXIT_FAILED };
   // An actor's effect that failed outside the retried path (a worker's, an ablation's): a failure.

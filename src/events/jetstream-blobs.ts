@@ -4,6 +4,7 @@
  * resolves once the server has stored the blob (on a cluster: a quorum of replicas), so the
  * event naming it may be published next. Message ids make a repeated put harmless.
  */
+import { randomUUID } from 'node:crypto';
 import { headers } from '@nats-io/transport-node';
 import { RetentionPolicy, StorageType, type StreamConfig } from '@nats-io/jetstream';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, verifiedBlob, type BlobStore } from './blobs.js';
@@ -38,7 +39,9 @@ export class JetStreamBlobStore implements BlobStore {
     const want: Partial<StreamConfig> = {
       name: this.#stream,
       description: DESCRIPTION,
-      subjects: [`${this.#prefix}.>`],
+      // Blob subjects only (a blob's message, a large blob's chunks): nothing else a role's
+      // grants reach under the run's name is stored here.
+      subjects: [`${this.#prefix}.m.*`, `${this.#prefix}.c.*.*`],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       num_replicas: this.#replicas,
@@ -66,9 +69,14 @@ export class JetStreamBlobStore implements BlobStore {
     const bytes = toBytes(content);
     const hash = sha256Hex(bytes);
     if (this.#stored.has(hash)) return hash;
-    if (!(await this.has(hash))) {
+    const found = await this.#last(this.#manifest(hash));
+    // Any role may publish under a blob's subject: a copy there that is not this content (a
+    // small blob's bytes are its message) is stored over, under a message id of its own (the
+    // other copy may hold the blob's id in the duplicate window). A get reads the last copy.
+    const corrupt = found !== null && bytes.byteLength <= CHUNK && (sha256Hex(found.data) !== hash || (found.header.get('Crucible-Chunks') || '0') !== '0');
+    if (found === null || corrupt) {
       if (bytes.byteLength <= CHUNK) {
-        await this.#publish(this.#manifest(hash), bytes, `m.${hash}`, 0);
+        await this.#publish(this.#manifest(hash), bytes, corrupt ? `m.${hash}.${randomUUID()}` : `m.${hash}`, 0);
       } else {
         const n = Math.ceil(bytes.byteLength / CHUNK);
         for (let i = 0; i < n; i++) {
@@ -130,6 +138,7 @@ export class JetStreamBlobStore implements BlobStore {
     const info = await withRetry(this.#log.retryForMs, () => this.#log.jsm.streams.info(this.#stream, { subjects_filter: `${this.#prefix}.m.>` }));
     const subjects = Object.keys(info.state.subjects ?? {});
     const cut = this.#prefix.length + 3;
-    for (const s of subjects) yield s.slice(cut);
+    // A subject that is not a sha256 names no blob (a get by hash never reads it).
+    for (const s of subjects) if (/^[0-9a-f]{64}$/.test(s.slice(cut))) yield s.slice(cut);
   }
 }

@@ -125,7 +125,8 @@ export class WorkerBoard {
     const want: Partial<StreamConfig> = {
       name: board.#stream,
       description: DESCRIPTION,
-      subjects: [`${board.#prefix}.>`],
+      // Leases and heartbeats only: nothing else a role's grants reach is stored here.
+      subjects: [`${board.#prefix}.lease.*`, `${board.#prefix}.hb.*`],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       num_replicas: log.replicas,
@@ -193,9 +194,18 @@ export class WorkerBoard {
     for (const s of subjects) {
       const last = await this.#last(s);
       if (!last) continue;
-      const r = Heartbeat.safeParse(JSON.parse(last.text));
+      // Any worker may beat under any name: what is not a heartbeat is passed over.
+      const r = Heartbeat.safeParse(parseJson(last.text));
       if (r.success) out.push(r.data);
     }
     return out;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }

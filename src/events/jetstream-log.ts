@@ -45,7 +45,7 @@ import {
 } from './errors.js';
 import { JetStreamBlobStore } from './jetstream-blobs.js';
 import type { NatsCredentials } from './nats-auth.js';
-import { connectFailure, credentialOptions, permissionFailure } from './nats-connect.js';
+import { connectFailure, credentialOptions, inboxRefusal, permissionFailure } from './nats-connect.js';
 import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
 
 export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
@@ -103,6 +103,8 @@ export interface JetStreamLogOptions {
   credentials?: NatsCredentials;
   /** Liveness of the connection (see connectNats). */
   ping?: PingOptions;
+  /** How long connecting may take (default 5000 ms). */
+  connectTimeoutMs?: number;
   /** How long a reader waits for its ordered consumer's next message, while the stream holds
    * one, before it replaces the consumer (stall-watch.ts). Default 5000. */
   stallMs?: number;
@@ -208,14 +210,14 @@ export async function connectNats(
 }
 
 export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetStreamEventLog> {
-  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}) });
+  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}), ...(opts.connectTimeoutMs !== undefined ? { timeoutMs: opts.connectTimeoutMs } : {}) });
   try {
     const log = new JetStreamEventLog(nc, opts);
     await log.init();
     return log;
   } catch (err) {
     await nc.close().catch(() => undefined);
-    throw err;
+    throw inboxRefusal(err, (typeof opts.servers === 'string' ? [opts.servers] : opts.servers).join(','), opts.credentials) ?? err;
   }
 }
 
@@ -225,6 +227,7 @@ export class JetStreamEventLog implements EventLog {
   readonly features: ServerFeatures;
   readonly streamName: string;
   readonly prefix: string;
+  #identity: string | null = null;
   #capabilities: LogCapabilities | null = null;
   #blobs: JetStreamBlobStore | null = null;
   readonly #nc: NatsConnection;
@@ -255,6 +258,13 @@ export class JetStreamEventLog implements EventLog {
   get capabilities(): LogCapabilities {
     if (!this.#capabilities) throw new Error('JetStreamEventLog used before init()');
     return this.#capabilities;
+  }
+
+  /** The stream and when it was made: a stream deleted and made again under its name is another
+   * log (a cluster keeps the time it was made in the stream's assignment, the same on every server). */
+  get identity(): string {
+    if (!this.#identity) throw new Error('JetStreamEventLog used before init()');
+    return this.#identity;
   }
 
   get blobs(): JetStreamBlobStore {
@@ -321,6 +331,8 @@ export class JetStreamEventLog implements EventLog {
     // The streams made beside the log (blobs, board, task queues) take the log's replicas, not
     // what this client guessed: one that connected while a server was away sees a smaller cluster.
     this.#replicas = config.num_replicas ?? this.#replicas;
+    const made = await withRetry(this.#retryForMs, () => this.jsm.streams.info(this.streamName));
+    this.#identity = `jetstream:${this.streamName}@${made.created}`;
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
     this.#maxPayload = info.max_payload - 4096;
     const maxCommitBytes = Math.min(this.#opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES, this.#maxPayload);
@@ -342,7 +354,10 @@ export class JetStreamEventLog implements EventLog {
     const want: Partial<StreamConfig> = {
       name: this.streamName,
       description: `crucible event log, format ${JETSTREAM_LOG_FORMAT}`,
-      subjects: [`${this.prefix}.>`],
+      // Commit subjects only: what a role may publish under the run's name for the streams
+      // beside the log (blobs, board, tasks; NATS grants cannot tell `<run>` from
+      // `<run>-blobs`) finds no stream here, and is never stored in the log.
+      subjects: [this.#commitSubjects()],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
@@ -359,9 +374,15 @@ export class JetStreamEventLog implements EventLog {
       if (format > JETSTREAM_LOG_FORMAT) return `it has log format ${format}, newer than this crucible reads (${JETSTREAM_LOG_FORMAT}); upgrade crucible`;
       if (format < JETSTREAM_LOG_FORMAT) return `it has log format ${format}, older than this crucible writes (${JETSTREAM_LOG_FORMAT}); export it with the crucible that wrote it`;
       const subjects = existing.subjects ?? [];
-      if (subjects.length !== 1 || subjects[0] !== `${this.prefix}.>`) return `its subjects are ${JSON.stringify(subjects)}, expected ["${this.prefix}.>"]`;
+      // A log made before it held commit subjects only took everything under its prefix.
+      const ok = subjects.length === 1 && (subjects[0] === this.#commitSubjects() || subjects[0] === `${this.prefix}.>`);
+      if (!ok) return `its subjects are ${JSON.stringify(subjects)}, expected ["${this.#commitSubjects()}"]`;
       return null;
     });
+  }
+
+  #commitSubjects(): string {
+    return `${this.prefix}.s.*`;
   }
 
   subjectOf(stream: string): string {
@@ -452,10 +473,10 @@ export class JetStreamEventLog implements EventLog {
     after: Position = ORIGIN,
     to: Position = Number.MAX_SAFE_INTEGER as Position,
   ): EventEnvelope[] {
-    // Commits live on `<prefix>.s.<stream>`. The log's stream also takes whatever else is
-    // published under the prefix; a role's grants for blobs, leases, heartbeats and tasks match
-    // such subjects too (`crucible.run.*.m.*` cannot tell a run from its blob store), so anything
-    // else is not an event of this log, and is passed over.
+    // Commits live on `<prefix>.s.<stream>`. A log stream made before it held commit subjects
+    // only also took whatever else was published under the prefix (a role's grants for blobs,
+    // leases, heartbeats and tasks match such subjects: `crucible.run.*.m.*` cannot tell a run
+    // from its blob store): that is not an event of this log, and is passed over.
     if (!subject.startsWith(`${this.prefix}.s.`)) return [];
     const stream = streamOfSubject(this.prefix, subject);
     let body: { format?: unknown; events?: unknown };

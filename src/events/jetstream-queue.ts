@@ -41,7 +41,7 @@ export class JetStreamWorkQueue implements WorkQueue {
       deliver_policy: DeliverPolicy.All,
       max_ack_pending: 10_000,
       // One stream can be filtered by the server; anything else is filtered here (2.9: one filter).
-      filter_subject: streams?.length === 1 ? log.subjectOf(streams[0]!) : `${log.prefix}.>`,
+      filter_subject: streams?.length === 1 ? log.subjectOf(streams[0]!) : `${log.prefix}.s.*`,
     };
     const jsm = log.jsm;
     let exists = true;

@@ -2,9 +2,11 @@
  * Task queues beside a run's JetStream log: small work items that are not events (e.g. one
  * program of an execution request), shared by every process that opens the queue by name.
  *
- * - One work-queue stream per run (`<log stream>_TASKS`); a queue is one subject of it and one
+ * - A work-queue stream per queue (`<log stream>_TASKS_<name>`) holding its one subject, and one
  *   durable pull consumer with explicit acks, so an item is removed when acked and each item is
- *   held by one claimer at a time.
+ *   held by one claimer at a time. Queues share no stream: a queue's consumer cannot be handed
+ *   another queue's tasks (with one stream for all, a 2.9 cluster that reset the stream's state
+ *   delivered program tasks on the solver's consumer).
  * - A task's id is its message id: several processes publishing the same task within the
  *   stream's duplicate window store it once.
  * - A claimed task not acked within `ackWaitMs` (a process that died) is delivered again;
@@ -17,7 +19,18 @@ import type { JetStreamEventLog } from './jetstream-log.js';
 import { ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
 import { InvalidLogArgumentError } from './errors.js';
 
-const DESCRIPTION = 'crucible task queues, format 1';
+/** 2: a stream per queue (format 1 kept every queue of a run in one stream). */
+const DESCRIPTION = 'crucible task queue, format 2';
+
+/** The stream of task queue `name` of a log. */
+export function taskStreamOf(log: JetStreamEventLog, name: string): string {
+  return `${log.streamName}_TASKS_${name}`;
+}
+
+/** The subject of task queue `name` of a log (what nats-auth.ts grants as `crucible.run.*.<name>`). */
+export function taskSubjectOf(log: JetStreamEventLog, name: string): string {
+  return `${log.prefix}-tasks.${name}`;
+}
 
 /** The durable consumer of task queue `name`: the one consumer its items are claimed through
  * (nats-auth.ts lets only the queue's own roles pull or ack through it). */
@@ -71,21 +84,22 @@ export class JetStreamTaskQueue {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.name)) throw new InvalidLogArgumentError('taskQueue', [{ path: 'name', message: `"${options.name}": letters, digits, '-' and '_' only (1-64)` }]);
     const ackWaitMs = options.ackWaitMs ?? 30_000;
     if (!Number.isInteger(ackWaitMs) || ackWaitMs <= 0) throw new InvalidLogArgumentError('taskQueue', [{ path: 'ackWaitMs', message: `${ackWaitMs}: expected a positive integer` }]);
-    const stream = `${log.streamName}_TASKS`;
-    const prefix = `${log.prefix}-tasks`;
+    const stream = taskStreamOf(log, options.name);
+    const subject = taskSubjectOf(log, options.name);
     const want: Partial<StreamConfig> = {
       name: stream,
       description: DESCRIPTION,
-      subjects: [`${prefix}.>`],
+      subjects: [subject],
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       num_replicas: log.replicas,
       duplicate_window: nanos(120_000),
     };
-    await ensureStream(log.jsm, log.retryForMs, want, true, (c) =>
-      c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not crucible task queues'`,
-    );
-    const subject = `${prefix}.${options.name}`;
+    await ensureStream(log.jsm, log.retryForMs, want, true, (c) => {
+      if (c.description !== DESCRIPTION) return `its description is "${c.description ?? ''}", not a crucible task queue's (format 2)`;
+      if ((c.subjects ?? []).length !== 1 || c.subjects![0] !== subject) return `its subjects are ${JSON.stringify(c.subjects ?? [])}, expected ["${subject}"]`;
+      return null;
+    });
     const durable = taskQueueConsumer(options.name);
     const config = {
       durable_name: durable,
@@ -156,10 +170,10 @@ export class JetStreamTaskQueue {
    * reader may ask): empty when the queue was never opened. */
   static async depthOf(log: JetStreamEventLog, name: string): Promise<TaskQueueDepth> {
     try {
-      const info = await withRetry(log.retryForMs, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+      const info = await withRetry(log.retryForMs, () => log.jsm.consumers.info(taskStreamOf(log, name), taskQueueConsumer(name)));
       return { waiting: info.num_pending, claimed: info.num_ack_pending };
     } catch (err) {
-      // 10014: no such consumer; 10059: no such stream (no worker has opened a queue yet).
+      // 10014: no such consumer; 10059: no such stream (no worker has opened the queue yet).
       if (err instanceof JetStreamApiError && (err.code === 10014 || err.code === 10059)) return { waiting: 0, claimed: 0 };
       throw err;
     }

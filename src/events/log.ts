@@ -127,6 +127,11 @@ export interface EventLog {
   readonly capabilities: LogCapabilities;
   /** Where the log lives, for messages and for reopening: a file path or a nats:// URL. */
   readonly location: string;
+  /** Which log this is: equal for every handle on the same log (wherever it is reached from),
+   * different for any other log, a log file made again or a stream deleted and made again among
+   * them. Positions mean something only in the log they came from, so whatever keeps positions
+   * (read models, snapshots) keeps this beside them. */
+  readonly identity: string;
   append(stream: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   /** Optional: several commits, each exactly as `append` would write it, in the order given and
    * durable together (one transaction, one sync on SQLite). A failing commit writes none of them. */

@@ -4,6 +4,7 @@
  * opened on one `MemoryLogStore` share its events, as handles on one file or one server do.
  * Positions number commits, not events (as on JetStream), so callers cannot rely on +1.
  */
+import { randomUUID } from 'node:crypto';
 import { MemoryBlobStore } from './blobs.js';
 import { catalog } from './catalog.js';
 import { decodeStored, encodeCommit, matchesFilter, type StoredEvent } from './commit.js';
@@ -54,6 +55,8 @@ export class MemoryLogStore {
   readonly streamLast = new Map<string, Position>();
   readonly blobs = new MemoryBlobStore();
   readonly listeners = new Set<() => void>();
+  /** Every store is another log. */
+  readonly identity = `memory:${randomUUID()}`;
   readonly options: Required<Omit<MemoryLogOptions, 'now'>> & { now: () => number };
 
   constructor(opts: MemoryLogOptions = {}) {
@@ -76,6 +79,7 @@ export function openMemoryLog(opts: MemoryLogOptions & { registry?: EventCodec }
 export class MemoryEventLog implements EventLog {
   readonly capabilities: LogCapabilities;
   readonly location = 'memory:';
+  readonly identity: string;
   readonly blobs: MemoryBlobStore;
   readonly #store: MemoryLogStore;
   readonly #registry: EventCodec;
@@ -86,6 +90,7 @@ export class MemoryEventLog implements EventLog {
     this.#store = store;
     this.#registry = registry;
     this.blobs = store.blobs;
+    this.identity = store.identity;
     this.capabilities = {
       dedupWindowMs: store.options.dedupWindowMs,
       maxCommitBytes: store.options.maxCommitBytes,

@@ -44,3 +44,18 @@ export function permissionFailure(err: unknown, role: string, operation: string)
   }
   return null;
 }
+
+/** A connection whose credentials say one role and hold another's key: the server refuses it
+ * the inbox of the role they say (replies to a role go to that role's inbox prefix alone). */
+export function inboxRefusal(err: unknown, location: string, creds: NatsCredentials | undefined): LogAuthenticationError | null {
+  if (!creds) return null;
+  // The admin keeps the client's default prefix.
+  const prefix = creds.role === 'admin' ? '_INBOX' : inboxPrefixOf(creds.role);
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
+    const v = e as Error & { subject?: string; operation?: string };
+    if (v.name === 'PermissionViolationError' && v.operation === 'subscription' && v.subject?.startsWith(`${prefix}.`)) {
+      return new LogAuthenticationError(location, `it does not let these credentials read the replies of role ${creds.role} (${v.message}): the key in them is not the ${creds.role}'s`);
+    }
+  }
+  return null;
+}

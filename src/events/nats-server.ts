@@ -157,6 +157,9 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       const config = [
         `server_name: ${name}`,
         `listen: ${host.address}:${ports[i]}`,
+        // Written by the server whoever starts it with this config: `down` finds a node
+        // restarted by hand too.
+        `pid_file: ${JSON.stringify(pidFileOf(nodeDir))}`,
         `jetstream { store_dir: ${JSON.stringify(path.join(nodeDir, 'jetstream'))}, max_memory_store: 268435456, max_file_store: 8589934592 }`,
         ...(tls ? [tlsBlock(tls, false)] : []),
         ...(creds ? [accountsConfig(creds)] : []),
@@ -264,13 +267,42 @@ export async function restartNode(dir: string, name: string, binary = natsServer
   return updated;
 }
 
-/** Stops every server `natsUp` started in `dir`; with `wipe`, deletes their data too. */
+function pidFileOf(nodeDir: string): string {
+  return path.join(nodeDir, 'nats.pid');
+}
+
+/** Whether `pid` is a nats-server started with `configFile` (a pid file may outlive its
+ * process, and its pid be another process's since). */
+function runsConfig(pid: number, configFile: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(configFile);
+  } catch {
+    return false;
+  }
+}
+
+/** The pids of a node: the one `up` (or restartNode) recorded, and the one its server last
+ * wrote to its pid file, which differs when the node was started again by hand. */
+function pidsOf(dir: string, node: NatsNode): number[] {
+  const pids = new Set([node.pid]);
+  try {
+    const written = Number(readFileSync(pidFileOf(path.join(dir, node.name)), 'utf8').trim());
+    if (Number.isInteger(written) && written > 0 && runsConfig(written, node.configFile)) pids.add(written);
+  } catch {
+    // No pid file: a server started before nodes wrote one, or not started yet.
+  }
+  return [...pids];
+}
+
+/** Stops every server `natsUp` started in `dir` (a node started again by hand with its config
+ * among them); with `wipe`, deletes their data too. */
 export async function natsDown(dir: string, opts: { wipe?: boolean } = {}): Promise<number> {
   const cluster = readCluster(dir);
   let stopped = 0;
   for (const n of cluster.nodes) {
-    if (alive(n.pid)) {
-      await stopNode(n);
+    for (const pid of pidsOf(cluster.dir, n)) {
+      if (!alive(pid)) continue;
+      await stopNode({ ...n, pid });
       stopped++;
     }
   }

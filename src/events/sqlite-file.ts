@@ -3,6 +3,7 @@
  * is written, so another application's database, a non-SQLite file or a log of a newer format
  * is refused untouched.
  */
+import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { NewerLogFormatError, NotACrucibleLogError } from './errors.js';
@@ -149,6 +150,7 @@ export function openLogFile(path: string, opts: OpenFileOptions): Database.Datab
     }
     addChecksumColumn(db);
     markFormat(db);
+    addLogId(db);
     return db;
   } catch (err) {
     db.close();
@@ -165,6 +167,21 @@ function addChecksumColumn(db: Database.Database): void {
   db.transaction(() => {
     if (!has()) db.exec('ALTER TABLE events ADD COLUMN sum INTEGER');
   }).immediate();
+}
+
+const LOG_ID_KEY = 'log-id';
+
+/** The log's identity (see EventLog.identity): a random id the file keeps, so that a copy or a
+ * move of the file is the same log and a file made again in the same place is another. A file
+ * made before ids existed gets one the first time it is opened. */
+function addLogId(db: Database.Database): void {
+  if (logIdOf(db) !== undefined) return;
+  // Two processes may add it at once: the first one's stays.
+  db.prepare('INSERT OR IGNORE INTO crucible_meta (key, value) VALUES (?, ?)').run(LOG_ID_KEY, randomUUID());
+}
+
+export function logIdOf(db: Database.Database): string | undefined {
+  return db.prepare('SELECT value FROM crucible_meta WHERE key = ?').pluck().get(LOG_ID_KEY) as string | undefined;
 }
 
 /** A file of an older format opened by this code is of the current one from now on: the blobs

@@ -37,7 +37,7 @@ import {
 import { WakeSubscription } from './wake-subscription.js';
 import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
 import type { EventCodec } from './registry.js';
-import { openLogFile, tidyAfterReadOnly } from './sqlite-file.js';
+import { logIdOf, openLogFile, tidyAfterReadOnly } from './sqlite-file.js';
 
 export interface SqliteLogOptions {
   /** Event types, versions and upcasters; default: the crucible catalog. */
@@ -117,6 +117,7 @@ export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): 
 export class SqliteEventLog implements EventLog {
   readonly capabilities: LogCapabilities;
   readonly location: string;
+  readonly identity: string;
   readonly blobs: SqliteBlobStore;
   readonly registry: EventCodec;
   readonly #db: Database.Database;
@@ -142,6 +143,7 @@ export class SqliteEventLog implements EventLog {
     this.#db = db;
     this.#key = key;
     this.location = key;
+    this.identity = `sqlite:${logIdOf(db)!}`;
     this.capabilities = {
       // Commit ids are a unique key of the file: remembered forever.
       dedupWindowMs: Number.POSITIVE_INFINITY,

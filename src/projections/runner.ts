@@ -69,7 +69,29 @@ export interface RunnerOptions {
   onBatch?: (position: Position) => void;
   /** Called when live mode stops on an error. */
   onError?: (err: unknown) => void;
+  /** Only the read model as it stands is read (states, state hashes), whichever log built it (a
+   * run's read models after the run was copied to another log); catching up is refused. */
+  readOnly?: boolean;
 }
+
+/** A read model built from another log than the one it is opened with: its checkpoints are
+ * positions of that log, which mean nothing in this one. */
+export class ReadModelOfAnotherLogError extends ReadModelError {
+  constructor(
+    readonly path: string,
+    /** The identity of the log that built it (EventLog.identity). */
+    readonly builtFrom: string,
+    readonly log: EventLog,
+  ) {
+    super(
+      `${path} holds read models built from another log (${builtFrom}), not from ${log.location} (${log.identity}): ` +
+        `their checkpoints are positions of that log. Delete ${path} to rebuild them from this log, or keep this log's read models in another file`,
+    );
+  }
+}
+
+/** The crucible_meta row naming the log a read model's checkpoints belong to. */
+const LOG_KEY = 'log';
 
 export class ProjectionError extends Error {
   constructor(
@@ -209,6 +231,7 @@ export class ProjectionRunner {
 
   #load(): void {
     const get = this.#db.prepare('SELECT * FROM crucible_projections WHERE name = ?');
+    const builtFrom = this.#db.prepare('SELECT value FROM crucible_meta WHERE key = ?').pluck().get(LOG_KEY) as string | undefined;
     this.#db
       .transaction(() => {
         for (const slot of this.#slots) {
@@ -231,8 +254,23 @@ export class ProjectionRunner {
             slot.shown = this.#rowsOf(slot, slot.state);
           }
         }
+        if (this.#opts.readOnly) return;
+        const log = this.#opts.log;
+        // Checkpoints at the start hold no position of any log. A read model made before logs
+        // had identities is taken to be of the log it is opened with, as it was then.
+        const fresh = this.#slots.every((s) => s.position === ORIGIN);
+        if (builtFrom !== undefined && builtFrom !== log.identity && !fresh) {
+          throw new ReadModelOfAnotherLogError(this.readModel.path, builtFrom, log);
+        }
+        if (builtFrom !== log.identity) {
+          this.#db.prepare('INSERT INTO crucible_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(LOG_KEY, log.identity);
+        }
       })
       .immediate();
+  }
+
+  #assertWritable(what: string): void {
+    if (this.#opts.readOnly) throw new ReadModelError(`${this.readModel.path} was opened read-only: ${what} is refused`);
   }
 
   /** Drops and recreates a projection's tables and sets its checkpoint to 0 (inside a transaction). */
@@ -296,6 +334,7 @@ export class ProjectionRunner {
   /** Applies every event up to the log's head (or `to`); returns the checkpoint reached. */
   catchUp(opts: { to?: Position } = {}): Promise<Position> {
     return this.#exclusive(async () => {
+      this.#assertWritable('catching up');
       const head = await this.#opts.log.head();
       const to = opts.to !== undefined && opts.to < head ? opts.to : head;
       const after = this.#min();
@@ -321,6 +360,7 @@ export class ProjectionRunner {
 
   /** Drops the named projections (default all) and replays them from position 0. */
   async rebuild(names?: readonly string[]): Promise<Position> {
+    this.#assertWritable('a rebuild');
     const wasLive = this.#live !== null;
     if (wasLive) await this.stop();
     await this.#exclusive(async () => {
@@ -451,6 +491,7 @@ export class ProjectionRunner {
 
   /** Live mode: follows the log, committing at each caught-up signal or full batch. */
   start(): void {
+    this.#assertWritable('live mode');
     if (this.#live) return;
     this.#error = null;
     const sub = this.#opts.log.subscribe({ after: this.#min(), filter: this.#filter() });

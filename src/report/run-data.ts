@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { EventData } from '../events/catalog.js';
 import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
-import { ProjectionRunner } from '../projections/runner.js';
+import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { RUN_PROJECTIONS, type RunViewsDb } from '../projections/run-views.js';
 import { all, queryBuilder } from '../projections/typed-sql.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
@@ -98,13 +98,19 @@ async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: Projecti
     const completed = await firstOf(log, 'RunCompleted', runId);
     const failed = completed ? undefined : await firstOf(log, 'RunFailed', runId);
     const status: RunStatus = completed ? 'finished' : failed ? 'failed' : 'unfinished';
-    let views = path.join(dir, VIEWS_FILE);
-    if (status === 'unfinished') {
-      scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'));
-      views = path.join(scratch, VIEWS_FILE);
-    }
+    const inScratch = () => path.join((scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'))), VIEWS_FILE);
     // A damaged views.db is named with its fix (it is rebuilt from the log), not a stack trace.
-    runner = await readingDerived(views, dir, () => ProjectionRunner.open({ log, readModel: views, projections: RUN_PROJECTIONS, runId }));
+    const openAt = (file: string) => readingDerived(file, dir, () => ProjectionRunner.open({ log, readModel: file, projections: RUN_PROJECTIONS, runId }));
+    let views = status === 'unfinished' ? inScratch() : path.join(dir, VIEWS_FILE);
+    try {
+      runner = await openAt(views);
+    } catch (err) {
+      // Read models the run kept of another log (it ran on JetStream, and its log was exported
+      // here): built again from this log, beside them.
+      if (!(err instanceof ReadModelOfAnotherLogError) || scratch !== null) throw err;
+      views = inScratch();
+      runner = await openAt(views);
+    }
     const open = runner;
     await readingDerived(views, dir, () => open.catchUp());
     const config = started.data.config as { name?: unknown; rounds?: unknown } | null;

@@ -24,3 +24,11 @@ export class WorkerUsageError extends WorkerError {
     this.name = 'WorkerUsageError';
   }
 }
+
+/** `crucible status` found no server that answered within its time. */
+export class StatusUnavailableError extends WorkerError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StatusUnavailableError';
+  }
+}

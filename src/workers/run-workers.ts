@@ -8,11 +8,11 @@ import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openRunLog } from '../events/open-log.js';
 import { roleCredentialsFile } from '../events/nats-auth.js';
-import { LOG_POINTER_FILE, SNAPSHOTS_FILE, VIEWS_FILE, recordRunStart, startedRun, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
+import { LOG_POINTER_FILE, SNAPSHOTS_FILE, openRunViews, recordRunStart, startedRun, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
 import { prepareRun } from '../actors/sources.js';
 import { createSandbox } from '../sandbox/index.js';
-import { ProjectionRunner } from '../projections/runner.js';
-import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import type { Sandbox } from '../sandbox/api.js';
+import type { ProjectionRunner } from '../projections/runner.js';
 import { roundRows, type RoundTableState } from '../projections/round-table.js';
 import { WorkerSupervisor, type WorkerChild, type WorkerLauncher } from './supervisor.js';
 import type { WorkerRole } from './roles.js';
@@ -44,19 +44,21 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
   const runId = runIdOf(config);
   const dir = opts.dir ?? path.join(config.dir, runId);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location: opts.location, runId })}\n`);
   const cacheDir = opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir;
   const log = await openRunLog(opts.location, runId, opts.credsFile !== undefined ? { credsFile: roleCredentialsFile(opts.credsFile, 'admin') } : {});
-  const sandbox = await createSandbox(sandboxOptions(config));
+  let sandbox: Sandbox | null = null;
   let views: ProjectionRunner | null = null;
   let supervisor: WorkerSupervisor | null = null;
   try {
+    // Before anything is written: a directory another log's run left is refused.
+    views = await openRunViews(log, dir, runId);
+    writeFileSync(path.join(dir, LOG_POINTER_FILE), `${JSON.stringify({ location: opts.location, runId })}\n`);
+    sandbox = await createSandbox(sandboxOptions(config));
     // Built here once (and cached), so that every worker reads the catalog instead of building it.
     const started = await startedRun(log, config, dir);
     const prepared = await prepareRun(config, cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null });
     await prepared.backend.close?.();
     if (!started) await recordRunStart(log, config, prepared.problems, prepared.catalogHash);
-    views = await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
     await views.catchUp();
     supervisor = new WorkerSupervisor({
       location: opts.location,
@@ -111,7 +113,7 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
   } finally {
     await supervisor?.stop();
     await views?.close();
-    await sandbox.close();
+    await sandbox?.close();
     await log.close();
   }
 }

@@ -9,8 +9,7 @@ import { JetStreamTaskQueue, type TaskQueueDepth } from '../events/jetstream-tas
 import { JetStreamEventLog } from '../events/jetstream-log.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { openRunLog } from '../events/open-log.js';
-import { RunNotFoundError, WorkerUsageError } from './errors.js';
-import { runStartedOf } from './run-source.js';
+import { RunNotFoundError, StatusUnavailableError, WorkerUsageError } from './errors.js';
 import { leaseNameOf, PROGRAM_QUEUE, TASK_QUEUES } from './names.js';
 import { WORKER_ROLES, SHARED_ROLES, type WorkerRole } from './roles.js';
 
@@ -26,41 +25,95 @@ export interface RunStatus {
   completed: boolean;
   /** Sequence of the log's last message. */
   head: number;
-  programs: TaskQueueDepth;
-  /** Every task queue by name (the program queue and the samplers' queues). */
-  queues: Record<string, TaskQueueDepth>;
+  programs: TaskQueueDepth | null;
+  /** Every task queue by name (the program queue and the samplers' queues); null: not reached. */
+  queues: Record<string, TaskQueueDepth | null>;
+  /** Each singleton role's lease holder (null: free); a role in `unreachable` was not reached. */
   leases: Record<string, string | null>;
   workers: WorkerRow[];
+  /** What did not answer within the status's time, and why: shown as such, never as empty. */
+  unreachable: string[];
 }
 
-export async function runStatus(location: string, runId: string, opts: { credsFile?: string; staleAfterMs?: number } = {}): Promise<RunStatus> {
-  let log;
+/** How long status waits for the log and then for each part (they are asked at once): it
+ * answers within about twice this, saying what did not answer, on a cluster in failover too. */
+export const STATUS_PART_MS = 1500;
+
+/** `fn`'s value, or null with `what` and the reason added to `unreachable` when it fails or
+ * does not answer within `ms` (a call still under way is left to end on its own). */
+async function bounded<T>(what: string, ms: number, unreachable: string[], fn: () => Promise<T>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    log = await openRunLog(location, runId, { create: false, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
+    return await Promise.race([
+      fn(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+      }),
+    ]);
+  } catch (err) {
+    if (err instanceof RunNotFoundError || err instanceof LogNotFoundError) throw err;
+    unreachable.push(`${what} (${(err as Error).message})`);
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function runStatus(location: string, runId: string, opts: { credsFile?: string; staleAfterMs?: number; partMs?: number } = {}): Promise<RunStatus> {
+  const partMs = opts.partMs ?? STATUS_PART_MS;
+  let log;
+  // Calls are retried for the status's time only, not the workers' minute; a connection that
+  // does not come is given up just after the status has said so.
+  const opening = openRunLog(location, runId, { create: false, jetstream: { retryForMs: partMs, connectTimeoutMs: partMs + 500 }, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
+  try {
+    const none: string[] = [];
+    log = await bounded(`the log at ${location}`, partMs, none, () => opening);
+    if (log === null) {
+      // Closed once it opens after all.
+      void opening.then((late) => late.close()).catch(() => undefined);
+      throw new StatusUnavailableError(`could not reach ${none[0]}`);
+    }
   } catch (err) {
     if (err instanceof LogNotFoundError) throw new RunNotFoundError(runId, location);
     throw err;
   }
   try {
     if (!(log instanceof JetStreamEventLog)) throw new WorkerUsageError(`--log ${location}: status reads a JetStream log (nats://host:port)`);
-    if (!(await runStartedOf(log, runId))) throw new RunNotFoundError(runId, location);
-    let completed = false;
-    for await (const _e of log.read({ limit: 1 }, { runId, types: ['RunCompleted'] })) completed = true;
-    const head = seqOf(await log.head());
-    const board = await WorkerBoard.open(log);
-    const queues: Record<string, TaskQueueDepth> = {};
-    for (const name of TASK_QUEUES) queues[name] = await JetStreamTaskQueue.depthOf(log, name);
-    const programs = queues[PROGRAM_QUEUE]!;
+    const jlog = log;
+    const unreachable: string[] = [];
+    const part = <T>(what: string, fn: () => Promise<T>) => bounded(what, partMs, unreachable, fn);
+    const board = part('the worker board', () => WorkerBoard.open(jlog));
+    const [started, completed, head, queueDepths, leaseHolders, beats] = await Promise.all([
+      part('the run\'s start', async () => {
+        for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunStarted'] })) return { found: true };
+        return { found: false };
+      }),
+      part('the run\'s end', async () => {
+        for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunCompleted'] })) return true;
+        return false;
+      }),
+      part('the log\'s head', async () => seqOf(await jlog.head())),
+      Promise.all(TASK_QUEUES.map((name) => part(`queue ${name}`, () => JetStreamTaskQueue.depthOf(jlog, name)))),
+      Promise.all(
+        WORKER_ROLES.filter((role) => !SHARED_ROLES.has(role)).map(async (role) => [role, await part(`the ${role} lease`, async () => ({ holder: await (await board)!.holderOf(leaseNameOf(role)) }))] as const),
+      ),
+      part('the workers\' heartbeats', async () => (await board)!.heartbeats()),
+    ]);
+    if (started !== null && !started.found) throw new RunNotFoundError(runId, location);
+    const queues: Record<string, TaskQueueDepth | null> = {};
+    TASK_QUEUES.forEach((name, i) => (queues[name] = queueDepths[i] ?? null));
     const leases: Record<string, string | null> = {};
-    for (const role of WORKER_ROLES) if (!SHARED_ROLES.has(role)) leases[role] = await board.holderOf(leaseNameOf(role));
+    for (const [role, found] of leaseHolders) if (found !== null) leases[role] = found.holder;
     const now = Date.now();
     const stale = opts.staleAfterMs ?? 10_000;
     const order = (r: string) => WORKER_ROLES.indexOf(r as WorkerRole);
-    const workers = (await board.heartbeats())
-      .map((b) => ({ ...b, lag: Math.max(0, head - b.folded), gone: now - b.at > stale }))
+    const at = head ?? 0;
+    const workers = (beats ?? [])
+      .map((b) => ({ ...b, lag: Math.max(0, at - b.folded), gone: now - b.at > stale }))
       .sort((a, b) => order(a.role) - order(b.role) || a.startedAt - b.startedAt);
-    return { runId, completed, head, programs, queues, leases, workers };
+    return { runId, completed: completed === true, head: at, programs: queues[PROGRAM_QUEUE] ?? null, queues, leases, workers, unreachable };
   } finally {
-    await log.close();
+    // Calls still under way end within their retry time; the connection is not waited on.
+    void log.close().catch(() => undefined);
   }
 }

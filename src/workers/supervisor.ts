@@ -1,15 +1,17 @@
 /**
  * Starts worker processes (`crucible worker ...`) as children and keeps them running until the
  * run is complete: a child that dies before (killed, crashed) is started again, a few times per
- * role at most. Their stderr goes to one file (the progress bar owns the terminal).
+ * role at most. Their stderr goes to one file (the progress bar owns the terminal), each line
+ * stamped with its time.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { roleCredentialsFile } from '../events/nats-auth.js';
-import { closeSync, openSync } from 'node:fs';
+import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WORKER_ROLES, type WorkerRole } from './roles.js';
 import { WorkerError } from './errors.js';
+import { stampLines } from './stamped-lines.js';
 
 /** The `crucible` entry point of this checkout. */
 export const CRUCIBLE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/crucible.js');
@@ -22,7 +24,7 @@ export interface SupervisorOptions {
   args?: readonly string[];
   /** Credentials directory or file: each worker is given its role's file (see roleCredentialsFile). */
   credsFile?: string;
-  /** Where the workers' stderr goes (appended). */
+  /** Where the workers' stderr goes (appended, each line stamped with its time). */
   logFile: string;
   /** Restarts allowed per role before the run is given up. Default 5. */
   maxRestarts?: number;
@@ -45,7 +47,9 @@ export class WorkerSupervisor {
   readonly #opts: SupervisorOptions;
   readonly #children = new Map<string, WorkerChild>();
   readonly #restarts = new Map<WorkerRole, number>();
-  #fd: number | null = null;
+  #out: WriteStream | null = null;
+  /** Children's stderr not yet closed: their last lines are still to come. */
+  readonly #stderrOpen = new Set<Promise<void>>();
   #stopping = false;
   #failure: WorkerError | null = null;
   #onFailure: ((err: WorkerError) => void) | null = null;
@@ -57,7 +61,7 @@ export class WorkerSupervisor {
   }
 
   start(): void {
-    this.#fd = openSync(this.#opts.logFile, 'a');
+    this.#out = createWriteStream(this.#opts.logFile, { flags: 'a' });
     for (const role of WORKER_ROLES) for (let slot = 0; slot < this.#opts.counts[role]; slot++) this.#spawn(role, slot);
   }
 
@@ -76,8 +80,15 @@ export class WorkerSupervisor {
 
   #spawn(role: WorkerRole, slot: number): void {
     const args = [CRUCIBLE_BIN, 'worker', '--role', role, '--log', this.#opts.location, '--run', this.#opts.runId, ...(this.#opts.args ?? []), ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : [])];
-    const options: SpawnOptions = { stdio: ['ignore', 'ignore', this.#fd!] };
+    const options: SpawnOptions = { stdio: ['ignore', 'ignore', 'pipe'] };
     const child = this.#opts.launch ? this.#opts.launch({ role, slot }, process.execPath, args, options) : spawn(process.execPath, args, options);
+    if (child.stderr) {
+      stampLines(child.stderr, this.#out!);
+      const stderr = child.stderr;
+      const ended = new Promise<void>((resolve) => stderr.once('close', () => resolve()));
+      this.#stderrOpen.add(ended);
+      void ended.then(() => this.#stderrOpen.delete(ended));
+    }
     const key = `${role}/${slot}`;
     this.#children.set(key, { role, slot, process: child });
     child.on('exit', (code, signal) => {
@@ -124,7 +135,10 @@ export class WorkerSupervisor {
         }),
     );
     await Promise.all(waits);
-    if (this.#fd !== null) closeSync(this.#fd);
-    this.#fd = null;
+    // The file is closed after the children's last lines (their stderr closes after they exit).
+    await Promise.all(this.#stderrOpen);
+    const out = this.#out;
+    this.#out = null;
+    if (out) await new Promise<void>((resolve) => out.end(resolve));
   }
 }

@@ -1,9 +1,9 @@
 /**
  * What the executor and sampler loops share: `concurrency` slots claim tasks from the role's
  * shared queue one at a time while a folding loop keeps this process's view of the log current
- * and publishes the tasks it finds. A task whose body this code did not write is dropped (tasks
- * are derived from the log, so nothing is lost); a failed run is given back to be delivered
- * again, and after MAX_TASK_FAILURES deliveries the worker stops with the error.
+ * and publishes the tasks it finds. A task whose body this code did not write (another queue's
+ * work, or another version's) is left in the queue, never acked: an ack would delete it; a failed run is given
+ * back to be delivered again, and after MAX_TASK_FAILURES deliveries the worker stops with the error.
  *
  * A task can also go missing from the queue (a server that failed over lost it, or it was acked
  * by a process that then did not write its output): the work is still open in the log, but no
@@ -58,6 +58,7 @@ class LostTasks {
   constructor(
     private readonly loop: TaskLoop<unknown>,
     private readonly say: (line: string) => void,
+    private readonly leftInQueue: () => number,
   ) {}
 
   /** Publishes again the tasks seen open with an empty queue at two checks in a row. */
@@ -70,7 +71,8 @@ class LostTasks {
       return;
     }
     const depth = await this.loop.queue.depth();
-    if (depth.waiting + depth.claimed > 0) {
+    // Tasks left in the queue as not its own stand for no open work.
+    if (depth.waiting + depth.claimed > this.leftInQueue()) {
       this.#suspects.clear();
       return;
     }
@@ -97,7 +99,10 @@ function parseBody<B>(schema: z.ZodType<B>, text: string): B | null {
   return parsed.success ? parsed.data : null;
 }
 
-export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promise<void> {
+/** What of a worker's context the loop uses. */
+export type TaskLoopContext = Pick<LoopContext, 'role' | 'wake' | 'figures' | 'completion' | 'concurrency' | 'fold' | 'stopped' | 'say'>;
+
+export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): Promise<void> {
   const { wake, figures, role } = ctx;
   let failure: unknown = null;
   const failures = new Map<string, number>();
@@ -114,13 +119,18 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
     }
   };
 
+  /** Tasks left in the queue as not its own, said once each. */
+  const left = new Set<string>();
+  const leave = (task: Task, why: string) => {
+    if (!left.has(task.id)) ctx.say(`left task ${task.id} in queue ${loop.queue.name}: ${why}; not acked, so it stays for whoever it is for`);
+    left.add(task.id);
+    // Back after an ack deadline, not at once: it would come straight back to this claimer.
+    task.nak(loop.ackWaitMs);
+  };
+
   const handle = async (task: Task) => {
     const body = parseBody(loop.body, task.body);
-    if (body === null) {
-      ctx.say(`dropped task ${task.id}: its body is not ${loop.bodyShape}`);
-      await ack(task, `task ${task.id}`);
-      return;
-    }
+    if (body === null) return leave(task, `its body is not ${loop.bodyShape}`);
     const step = await loop.step(body);
     if (step === 'recorded') return ack(task, `task ${task.id}`);
     if (step === 'behind') return task.nak(200);
@@ -168,7 +178,7 @@ export async function runTaskLoop<B>(ctx: LoopContext, loop: TaskLoop<B>): Promi
       for (const t of tasks) await handle(t);
     }
   });
-  const lost = new LostTasks(loop as TaskLoop<unknown>, (line) => ctx.say(line));
+  const lost = new LostTasks(loop as TaskLoop<unknown>, (line) => ctx.say(line), () => left.size);
   const folding = (async () => {
     while (!done()) {
       await ctx.fold();

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
 import { JetStreamEventLog, type PingOptions } from '../events/jetstream-log.js';
 import { WorkerBoard } from '../events/jetstream-board.js';
+import { readCredentials } from '../events/nats-auth.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { seqOf } from '../events/positions.js';
 import type { EventLog } from '../events/log.js';
@@ -102,11 +103,23 @@ async function openWorkerLog(location: string, runId: string, credsFile: string 
   return log;
 }
 
+/** Credentials made for another role (not the admin's, which may do every role's work) are
+ * refused before anything is done: the server would refuse the worker's first append, mid-run
+ * (or nothing, on a run already complete). A file that names the role and holds another role's
+ * key is refused by the server at connection (nats-connect.ts, inboxRefusal). */
+function checkDeclaredRole(role: WorkerRole, credsFile: string): void {
+  const held = readCredentials(credsFile).role;
+  if (held !== role && held !== 'admin') {
+    throw new WorkerUsageError(`--creds ${credsFile}: credentials of role ${held}, not ${role}: a ${role} worker needs ${role}.creds.json (or admin.creds.json) from \`crucible nats up\``);
+  }
+}
+
 export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   if (!isNatsLocation(opts.location)) throw new WorkerUsageError(`--log ${opts.location}: workers share a JetStream log: expected nats://host:port`);
   if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1)) throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
   const say = opts.say ?? (() => {});
   const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  if (opts.credsFile !== undefined) checkDeclaredRole(opts.role, opts.credsFile);
   const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile, opts.ping);
   watchConnection(log.connection, say);
   let sandbox: Sandbox | null = null;

@@ -8,7 +8,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { runMain, runProcess } from '../support/cli.js';
+import { natsServerBinary, natsUp, stopNode } from '../../src/events/nats-server.js';
+import { until } from '../support/until.js';
 
 const crucible = runMain;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-js-cli-'));
@@ -93,4 +96,26 @@ describe('the demo on JetStream', () => {
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/already has running nats-servers/);
   });
+});
+
+describe('nats down', () => {
+  it('stops a server that was started again by hand with its node\'s config', async () => {
+    const byHandDir = path.join(dir, 'by-hand');
+    const cluster = await natsUp({ nodes: 1, dir: byHandDir });
+    const node = cluster.nodes[0]!;
+    await stopNode(node, 'SIGKILL');
+    // As a person would: the same config, a process `up` never knew.
+    const byHand = spawn(natsServerBinary(), ['-c', node.configFile], { stdio: 'ignore' });
+    const exited = new Promise<void>((resolve) => byHand.once('exit', () => resolve()));
+    try {
+      await until('the server started by hand to write its pid', 15_000, async () => readFileSync(path.join(byHandDir, node.name, 'nats.pid'), 'utf8').trim() === String(byHand.pid));
+      const down = await crucibleProcess(['nats', 'down', '--dir', byHandDir]);
+      expect(down.code, down.stderr).toBe(0);
+      expect(down.stdout).toMatch(/stopped 1 nats-server/);
+      await exited;
+      expect(byHand.signalCode ?? byHand.exitCode).not.toBeNull();
+    } finally {
+      if (byHand.exitCode === null && byHand.signalCode === null) byHand.kill('SIGKILL');
+    }
+  }, 60_000);
 });

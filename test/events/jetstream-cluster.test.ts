@@ -100,7 +100,7 @@ describe('jetstream cluster: replicas', () => {
     try {
       expect(late.replicas).toBe(3);
       await JetStreamTaskQueue.open(late, { name: 'programs' });
-      for (const stream of [`${late.streamName}_BLOBS`, `${late.streamName}_TASKS`]) {
+      for (const stream of [`${late.streamName}_BLOBS`, `${late.streamName}_TASKS_programs`]) {
         expect((await late.jsm.streams.info(stream)).config.num_replicas).toBe(3);
       }
     } finally {
@@ -118,7 +118,7 @@ describe('jetstream cluster: a cluster too small for R3', () => {
       expect(log.replicas).toBe(1);
       await log.append('s', [makeEvent('RunFailed', 'r', { reason: 'x' })], { commitId: 'c1' });
       await JetStreamTaskQueue.open(log, { name: 'programs' });
-      for (const stream of [log.streamName, `${log.streamName}_BLOBS`, `${log.streamName}_TASKS`]) {
+      for (const stream of [log.streamName, `${log.streamName}_BLOBS`, `${log.streamName}_TASKS_programs`]) {
         expect((await log.jsm.streams.info(stream)).config.num_replicas).toBe(1);
       }
     } finally {

@@ -8,7 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
-import { LogAuthenticationError, LogCredentialsError, LogPermissionError } from '../../src/events/errors.js';
+import { BlobCorruptError, LogAuthenticationError, LogCredentialsError, LogPermissionError } from '../../src/events/errors.js';
+import { WorkerBoard } from '../../src/events/jetstream-board.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
+import { createHash } from 'node:crypto';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
 import { NATS_ROLES, ROLE_STREAMS, credentialsFile, newCredentials, readCredentials, roleCredentialsFile, type ActorRole, type NatsRole } from '../../src/events/nats-auth.js';
 import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/events/nats-server.js';
@@ -164,7 +167,7 @@ describe('crucible nats up with auth (one server)', () => {
     const { stream, subjectPrefix } = runStreamNames(runId);
     // The board and task streams as the workers make them beside the log.
     await admin.jsm.streams.add({ name: `${stream}_WORKERS`, subjects: [`${subjectPrefix}-workers.>`] });
-    await admin.jsm.streams.add({ name: `${stream}_TASKS`, subjects: [`${subjectPrefix}-tasks.>`] });
+    await admin.jsm.streams.add({ name: `${stream}_TASKS_programs`, subjects: [`${subjectPrefix}-tasks.programs`] });
     const lease = (role: string) => `${subjectPrefix}-workers.lease.${Buffer.from(`role-${role}`).toString('base64url')}`;
     const judge = await open('judge', runId, false);
     const executor = await open('executor', runId, false);
@@ -181,20 +184,70 @@ describe('crucible nats up with auth (one server)', () => {
     }
   }, 30_000);
 
-  it('passes over what a role publishes into the log stream outside its commit subjects', async () => {
+  it('stores nothing a role publishes under a run\'s name outside the shapes of its streams: no junk in the log, the board or the task queues', async () => {
     const runId = 'r-junk';
-    const solver = await open('solver', runId);
+    const admin = await open('admin', runId);
+    const { stream, subjectPrefix } = runStreamNames(runId);
+    const tok = (s: string) => Buffer.from(s).toString('base64url');
     try {
-      await solver.append('solver', [note(runId, 'before')], { commitId: 'before' });
-      // The blob grant `crucible.run.*.m.*` also matches the run's own prefix: stored in the log stream.
-      const ack = await solver.js.publish(`crucible.run.${runId}.m.junk`, 'not a commit');
-      expect(ack.stream).toBe(runStreamNames(runId).stream);
-      await solver.append('solver', [note(runId, 'after')], { commitId: 'after' });
-      const seen = [];
-      for await (const e of solver.read({}, { runId })) seen.push(e.commitId);
-      expect(seen).toEqual(['before', 'after']);
+      // The streams beside the log, as the workers make them.
+      await WorkerBoard.open(admin);
+      await JetStreamTaskQueue.open(admin, { name: 'programs' });
+      const streams = [stream, `${stream}_BLOBS`, `${stream}_WORKERS`, `${stream}_TASKS_programs`];
+      const counts = async () => Promise.all(streams.map(async (s) => (await admin.jsm.streams.info(s)).state.messages));
+      const before = await counts();
+      for (const role of ACTORS) {
+        const log = await open(role, runId, false);
+        try {
+          // Each is granted (NATS wildcards cannot tell the run's name from its blob store's or
+          // board's), and each once landed in the log stream.
+          const granted = [
+            `${subjectPrefix}.m.junk`,
+            `${subjectPrefix}.c.junk.0`,
+            `${subjectPrefix}.hb.junk`,
+            `${subjectPrefix}.lease.${tok(`role-${role}`)}`,
+            `${subjectPrefix}-blobs.s.${tok(role)}`,
+            `${subjectPrefix}-workers.m.junk`,
+            `${subjectPrefix}-tasks.m.junk`,
+          ];
+          for (const subject of granted) {
+            // No stream takes it: the server's "no responders", which nats.js words as JetStream not enabled.
+            const err = await caught(log.js.publish(subject, 'junk'));
+            expect(err.message, `${role}: ${subject}`).toMatch(/no responders|jetstream is not enabled/);
+          }
+        } finally {
+          await log.close();
+        }
+      }
+      expect(await counts()).toEqual(before);
     } finally {
-      await solver.close();
+      await admin.close();
+    }
+  }, 60_000);
+
+  it('junk under a blob\'s own subject is no blob: a get refuses it, a put stores the blob over it, a listing passes over other names', async () => {
+    const runId = 'r-junk-blobs';
+    const executor = await open('executor', runId);
+    const { subjectPrefix } = runStreamNames(runId);
+    try {
+      const content = 'def f():\n    return 1\n';
+      const hash = createHash('sha256').update(content).digest('hex');
+      // Published first, under the blob's own message id: the put that follows is not deduplicated away.
+      await executor.js.publish(`${subjectPrefix}-blobs.m.${hash}`, 'junk', { msgID: `m.${hash}` });
+      await executor.js.publish(`${subjectPrefix}-blobs.m.not-a-hash`, 'junk');
+      await expect(executor.blobs.get(hash)).rejects.toBeInstanceOf(BlobCorruptError);
+      expect(await executor.blobs.put(content)).toBe(hash);
+      const reader = await open('reader', runId, false);
+      try {
+        expect(await reader.blobs.getText(hash)).toBe(content);
+        const listed: string[] = [];
+        for await (const h of reader.blobs.list()) listed.push(h);
+        expect(listed).toEqual([hash]);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      await executor.close();
     }
   }, 30_000);
 

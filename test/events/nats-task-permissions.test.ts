@@ -29,7 +29,8 @@ import { WORKER_ROLES, SHARED_ROLES } from '../../src/workers/roles.js';
 let dir: string;
 let cluster: NatsCluster;
 const RUN = 'r-tasks';
-const TASKS_STREAM = `${runStreamNames(RUN).stream}_TASKS`;
+/** Each task queue's stream (jetstream-tasks.ts). */
+const tasksStream = (name: string) => `${runStreamNames(RUN).stream}_TASKS_${name}`;
 const ACTORS = Object.keys(ROLE_STREAMS) as ActorRole[];
 
 /** Every queue a role works: the task queues of the shared roles and each role's work queue over
@@ -49,7 +50,7 @@ const QUEUES: Queue[] = [
       kind: 'task',
       name,
       owner,
-      stream: TASKS_STREAM,
+      stream: tasksStream(name),
       consumer: taskQueueConsumer(name),
       filter: `${runStreamNames(RUN).subjectPrefix}-tasks.${name}`,
       open: (log) => JetStreamTaskQueue.open(log, { name, ackWaitMs: 30_000 }),
@@ -61,7 +62,7 @@ const QUEUES: Queue[] = [
     owner,
     stream: runStreamNames(RUN).stream,
     consumer: workQueueConsumer(owner),
-    filter: `${runStreamNames(RUN).subjectPrefix}.>`,
+    filter: `${runStreamNames(RUN).subjectPrefix}.s.*`,
     open: (log) => log.workQueue({ name: owner, filter: { streams: ['conductor'] }, ackWaitMs: 30_000 }),
   })),
 ];

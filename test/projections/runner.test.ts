@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +10,7 @@ import { asPosition } from '../../src/events/log.js';
 import { openSqliteLog, type SqliteEventLog } from '../../src/events/sqlite-log.js';
 import { eventCounts, type EventCountRow } from '../../src/projections/event-counts.js';
 import { NotAReadModelError, ReadModel, add, del, merge, put } from '../../src/projections/readmodel.js';
-import { ProjectionError, ProjectionRunner, type ReducerProjection, type RowProjection } from '../../src/projections/runner.js';
+import { ProjectionError, ProjectionRunner, ReadModelOfAnotherLogError, type ReducerProjection, type RowProjection } from '../../src/projections/runner.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 
@@ -475,5 +475,69 @@ describe('many deletes', () => {
     const names = r.readModel.db.prepare('SELECT size FROM by_name ORDER BY size').all() as { size: number }[];
     expect(pairs.map((x) => x.round)).toEqual(kept);
     expect(names.map((x) => x.size)).toEqual(kept);
+  });
+});
+
+describe('the log a read model was built from', () => {
+  it('a read model built from one log is refused with another, naming the file and the fix; a copy of the log is the same log', async () => {
+    await seed(30);
+    const r = await runner();
+    await r.catchUp();
+    await r.close();
+    open.splice(0);
+    // Another log holding other events at positions the read model has already passed.
+    const other = await openSqliteLog(join(dir, 'other.db'));
+    try {
+      await other.append('s/0', [makeEvent('RoundStarted', 'run-a', { round: 1, problemIds: [] })], { commitId: 'other-1' });
+      const refused = runner({ log: other });
+      await expect(refused).rejects.toBeInstanceOf(ReadModelOfAnotherLogError);
+      await expect(refused).rejects.toThrow(`${join(dir, 'rm.db')} holds read models built from another log (${log.identity}), not from ${other.location} (${other.identity})`);
+      await expect(refused).rejects.toThrow(`Delete ${join(dir, 'rm.db')} to rebuild them from this log`);
+      // Read-only, it still shows what it holds, and refuses to catch up.
+      const shown = await runner({ log: other, readOnly: true });
+      expect(await counts(shown)).toEqual(await expectedCounts());
+      await expect(shown.catchUp()).rejects.toThrow(/opened read-only: catching up is refused/);
+    } finally {
+      await other.close();
+    }
+    // The log file copied elsewhere (closed, so whole) is the same log: the read model goes on
+    // from its checkpoint.
+    const identity = log.identity;
+    const head = await log.head();
+    await log.close();
+    copyFileSync(join(dir, 'log.db'), join(dir, 'copy.db'));
+    log = await openSqliteLog(join(dir, 'log.db'));
+    const copy = await openSqliteLog(join(dir, 'copy.db'));
+    try {
+      expect(copy.identity).toBe(identity);
+      const again = await runner({ log: copy });
+      expect(again.checkpoint('event-counts')).toBe(head);
+    } finally {
+      await copy.close();
+    }
+  });
+
+  it('a log file made again in the same place is another log', async () => {
+    const before = log.identity;
+    await log.close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(join(dir, `log.db${suffix}`), { force: true });
+    log = await openSqliteLog(join(dir, 'log.db'));
+    expect(log.identity).not.toBe(before);
+    expect(log.identity).toMatch(/^sqlite:[0-9a-f-]{36}$/);
+  });
+
+  it('a read model whose checkpoints are all at the start takes the log it is opened with', async () => {
+    const r = await runner();
+    await r.close();
+    open.splice(0);
+    const other = await openSqliteLog(join(dir, 'other.db'));
+    try {
+      await other.append('s/0', [makeEvent('RoundStarted', 'run-a', { round: 1, problemIds: [] })], { commitId: 'other-1' });
+      const taken = await runner({ log: other });
+      await taken.catchUp();
+      expect(await counts(taken)).toEqual({ 'run-a/RoundStarted': 1 });
+    } finally {
+      await other.close();
+    }
   });
 });

@@ -13,6 +13,11 @@ import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
 import { FencedWriter } from '../../src/workers/fence.js';
 import type { CommitRequest } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
+import { until } from '../support/until.js';
+import { z } from 'zod';
+import { runTaskLoop, type TaskLoopContext } from '../../src/workers/task-loop.js';
+import { CompletionView } from '../../src/workers/context.js';
+import { Wake } from '../../src/workers/wake.js';
 
 let nats: TestNats;
 let log: JetStreamEventLog;
@@ -122,5 +127,71 @@ describe('the program queue', () => {
     expect(again.map((t) => [t.body, t.delivery])).toEqual([[t1!.body, 2]]);
     await again[0]!.ack();
     expect(await q1.depth()).toEqual({ waiting: 0, claimed: 0 });
+  });
+});
+
+describe('task queues kept apart', () => {
+  it('each queue is a stream of its own holding its one subject: no consumer can be handed another queue\'s task', async () => {
+    const programs = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
+    const solutions = await JetStreamTaskQueue.open(log, { name: 'solutions', ackWaitMs: 1000 });
+    const subjectsOf = async (name: string) => {
+      const found: string[][] = [];
+      for await (const s of log.jsm.streams.list()) if ((s.config.subjects ?? []).some((x) => x.startsWith(`${log.prefix}-tasks.`))) found.push(s.config.subjects ?? []);
+      return found.filter((subjects) => subjects.some((x) => x === `${log.prefix}-tasks.${name}` || x.endsWith('>')));
+    };
+    expect(await subjectsOf('programs')).toEqual([[`${log.prefix}-tasks.programs`]]);
+    expect(await subjectsOf('solutions')).toEqual([[`${log.prefix}-tasks.solutions`]]);
+    await programs.publish('req/2/p', '{"requestId":"req/2","program":"p"}');
+    expect(await solutions.claim(1, 1000)).toEqual([]);
+    const [t] = await programs.claim(1, 1000);
+    expect(t!.body).toBe('{"requestId":"req/2","program":"p"}');
+    await t!.ack();
+  });
+
+  it('a task whose body is not its queue\'s is left in the queue, said once, never acked away', async () => {
+    const queue = await JetStreamTaskQueue.open(log, { name: 'suites', ackWaitMs: 1000 });
+    // A program task's body on the suites queue, beside one of its own.
+    await queue.publish('req/3/p', '{"requestId":"req/3","program":"p"}');
+    await queue.publish('run/adversary/s1', '{"key":"s1","at":1}');
+    const said: string[] = [];
+    const handled: string[] = [];
+    let stop = false;
+    const wake = new Wake();
+    const ctx: TaskLoopContext = {
+      role: 'adversary',
+      wake,
+      completion: new CompletionView(),
+      concurrency: 1,
+      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
+      fold: async () => {},
+      stopped: () => stop,
+      say: (line: string) => said.push(line),
+    };
+    const loop = runTaskLoop(ctx, {
+      queue,
+      body: z.strictObject({ key: z.string(), at: z.int() }),
+      bodyShape: '{key, at}',
+      ackWaitMs: 1000,
+      step: async ({ key }) => {
+        handled.push(key);
+        return 'recorded';
+      },
+      afterFold: async () => {},
+      open: () => [],
+    });
+    try {
+      await until('both tasks handled', 30_000, async () => handled.length === 1 && said.length >= 1 && (await queue.depth()).waiting + (await queue.depth()).claimed === 1);
+    } finally {
+      stop = true;
+      await loop;
+      await wake.close();
+    }
+    expect(handled).toEqual(['s1']);
+    expect(said).toEqual(['left task req/3/p in queue suites: its body is not {key, at}; not acked, so it stays for whoever it is for']);
+    // Still there: the next claimer gets it.
+    const again = await queue.claim(1, 5000);
+    expect(again.map((t) => t.id)).toEqual(['req/3/p']);
+    expect(again[0]!.delivery).toBeGreaterThan(1);
+    again[0]!.nak();
   });
 });

@@ -10,6 +10,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkerSupervisor } from '../../src/workers/supervisor.js';
+import { natsDown, natsUp, type NatsCluster } from '../../src/events/nats-server.js';
+import { credentialsFile, readCredentials, writeCredentials } from '../../src/events/nats-auth.js';
+import { runExperiment } from '../../src/actors/run.js';
+import { twoProblemConfig } from '../support/small-config.js';
+import { catalogCache } from '../support/catalog-cache.js';
 
 let nats: TestNats;
 beforeAll(async () => {
@@ -44,6 +49,20 @@ describe('worker errors', () => {
     expect(s.code).toBe(2);
     expect(s.err).toMatch(/^crucible: run demo-s7-00000000 does not exist at /);
   });
+
+  it('status with a server that does not answer (frozen): one line saying what it could not reach, status 2', async () => {
+    const frozen = await startTestNats(1);
+    const pid = frozen.cluster.nodes[0]!.pid;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const s = await cli(['status', '--log', frozen.urls[0]!, '--run', 'demo-s7-00000000']);
+      expect(s.err).toBe(`crucible: could not reach the log at ${frozen.urls[0]} (no answer within 1500 ms)\n`);
+      expect(s.code).toBe(2);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      await frozen.stop();
+    }
+  }, 60_000);
 
   it('a wrong role', async () => {
     const r = await cli(['worker', '--role', 'referee', '--log', nats.urls[0]!, '--run', 'x']);
@@ -94,11 +113,63 @@ describe('the run command\'s supervisor', () => {
       await expect(sup.failed()).rejects.toThrow(`the judge worker exited with status 2 2 times; see ${path.join(dir, 'workers.log')}`);
       expect(said).toHaveLength(1);
       expect(said[0]).toMatch(/^judge worker \(pid \d+\) exited with status 2: starting another$/);
-      // The worker's own line, in the workers' log.
-      expect(readFileSync(path.join(dir, 'workers.log'), 'utf8')).toContain('crucible: run demo-s7-00000000 does not exist at');
+      await sup.stop();
+      // The worker's own line, in the workers' log, each line stamped with its time.
+      const lines = readFileSync(path.join(dir, 'workers.log'), 'utf8').trimEnd().split('\n');
+      expect(lines.filter((l) => l.includes('crucible: run demo-s7-00000000 does not exist at'))).toHaveLength(2);
+      for (const l of lines) expect(l).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S/);
     } finally {
       await sup.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  }, 120_000);
+});
+
+describe('a worker given credentials of another role (a cluster with auth)', () => {
+  let dir: string;
+  let cluster: NatsCluster;
+  let runId: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-worker-creds-'));
+    cluster = await natsUp({ nodes: 1, dir: path.join(dir, 'nats'), auth: true });
+    const outcome = await runExperiment({
+      config: twoProblemConfig(path.join(dir, 'runs'), { rounds: 1 }),
+      cacheDir: catalogCache(),
+      log: cluster.urls[0]!,
+      credsFile: credentialsFile(path.join(dir, 'nats'), 'admin'),
+    });
+    expect(outcome.finished).toBe(true);
+    runId = outcome.runId;
+  }, 180_000);
+  afterAll(async () => {
+    await natsDown(path.join(dir, 'nats')).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const worker = (role: string, creds: string) => cli(['worker', '--role', role, '--log', cluster.urls[0]!, '--run', runId, '--creds', creds]);
+
+  it("the judge's file for an executor: one line naming the file and the file it needs, status 2 (it exited 0 on a finished run)", async () => {
+    const judgeFile = credentialsFile(path.join(dir, 'nats'), 'judge');
+    const r = await worker('executor', judgeFile);
+    expect(r.err).toBe(`crucible: --creds ${judgeFile}: credentials of role judge, not executor: a executor worker needs executor.creds.json (or admin.creds.json) from \`crucible nats up\`\n`);
+    expect(r.code).toBe(2);
+  }, 60_000);
+
+  it("a file that says executor and holds the judge's key: the server's refusal, one line, status 2", async () => {
+    const forged = path.join(dir, 'forged.creds.json');
+    writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'executor' });
+    const r = await worker('executor', forged);
+    expect(r.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role executor \\(Permissions Violation for Subscription to "_INBOX_executor\\.\\S+"\\): the key in them is not the executor's\n$`));
+    expect(r.code).toBe(2);
+    // Saying admin, the role that may do everything, gets no further.
+    writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'admin' });
+    const asAdmin = await worker('executor', forged);
+    expect(asAdmin.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role admin \\(Permissions Violation for Subscription to "_INBOX\\.\\S+"\\): the key in them is not the admin's\n$`));
+    expect(asAdmin.code).toBe(2);
+  }, 60_000);
+
+  it("the executor's own file passes the check: the worker finds the run complete and exits 0", async () => {
+    const r = await worker('executor', credentialsFile(path.join(dir, 'nats'), 'executor'));
+    expect(r.err).toMatch(/run complete/);
+    expect(r.code).toBe(0);
   }, 120_000);
 });

@@ -110,8 +110,10 @@ async function clusterReport(runId: string): Promise<string> {
         const c = info.cluster;
         streams.push(`  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`);
       }
-      for (const ci of await log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS`).next()) {
-        streams.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+      for (const queue of ['programs', 'solutions', 'suites']) {
+        for (const ci of await log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS_${queue}`).next().catch(() => [])) {
+          streams.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+        }
       }
     } finally {
       await log.close();

@@ -14,7 +14,7 @@ import { runWithWorkers } from '../../src/workers/run-workers.js';
 import type { WorkerChild } from '../../src/workers/supervisor.js';
 import { openRunLog } from '../../src/events/open-log.js';
 import type { JetStreamEventLog } from '../../src/events/jetstream-log.js';
-import { JetStreamTaskQueue, taskQueueConsumer } from '../../src/events/jetstream-tasks.js';
+import { JetStreamTaskQueue, taskQueueConsumer, taskStreamOf } from '../../src/events/jetstream-tasks.js';
 import { parseWorkerCounts } from '../../src/workers/roles.js';
 import { runStatus, type RunStatus } from '../../src/workers/status.js';
 import type { RunConfig } from '../../src/config/schema.js';
@@ -132,15 +132,15 @@ describe('a run as worker processes', () => {
     }
   }, 300_000);
 
-  it('with two solvers and two adversaries gives the in-process table and commits; sampling from their shared queues, each sample recorded once; forged tasks dropped', async () => {
+  it('with two solvers and two adversaries gives the in-process table and commits; sampling from their shared queues, each sample recorded once; forged tasks left in their queues', async () => {
     // Tasks this code did not write, put on each shared queue once the workers have opened it:
-    // each is dropped with a line naming it, and the run goes on (tasks come from the log).
+    // each is left in its queue with a line naming it, and the run goes on (tasks come from the log).
     const forged = ['not json', '{"key":1}', '[]'];
     const forge = async (location: string, runId: string) => {
       const log = (await openRunLog(location, runId, { create: false })) as JetStreamEventLog;
       try {
         for (const name of ['programs', 'solutions', 'suites']) {
-          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(taskStreamOf(log, name), taskQueueConsumer(name)));
           const queue = await JetStreamTaskQueue.open(log, { name, ackWaitMs: 4000 });
           for (const [i, body] of forged.entries()) await queue.publish(`forged-${name}-${i}`, body);
         }
@@ -150,7 +150,7 @@ describe('a run as worker processes', () => {
     };
     const run = await workersRun('two-samplers', 'solver=2,adversary=2', forge);
     for (const [name, shape] of [['programs', '{requestId, programHash}'], ['solutions', '{key, at}'], ['suites', '{key, at}']] as const) {
-      for (const i of forged.keys()) expect(run.workersLog).toContain(`dropped task forged-${name}-${i}: its body is not ${shape}`);
+      for (const i of forged.keys()) expect(run.workersLog).toContain(`left task forged-${name}-${i} in queue ${name}: its body is not ${shape}; not acked, so it stays for whoever it is for`);
     }
     natsToStop.push(run.nats);
     expect(figures(run.rows)).toEqual(figures(reference.rows));
@@ -187,7 +187,7 @@ describe('a run as worker processes', () => {
       const log = (await openRunLog(location, runId, { create: false })) as JetStreamEventLog;
       try {
         for (const name of ['programs', 'suites']) {
-          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(`${log.streamName}_TASKS`, taskQueueConsumer(name)));
+          await until(`the ${name} queue`, 60_000, () => log.jsm.consumers.info(taskStreamOf(log, name), taskQueueConsumer(name)));
           const queue = await JetStreamTaskQueue.open(log, { name, ackWaitMs: 4000 });
           const [task] = await until(`a task of the ${name} queue`, 120_000, async () => {
             const got = await queue.claim(1, 1000);

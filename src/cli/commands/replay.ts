@@ -70,7 +70,7 @@ export function registerReplay(program: Command): void {
           if (!where.dir) throw new UserError('--verify compares with a run directory\'s read models: give the run directory');
           const viewsPath = path.join(where.dir, VIEWS_FILE);
           if (!existsSync(viewsPath)) throw new UserError(`${dir}: no ${VIEWS_FILE}: nothing to verify against`);
-          live = await readingDerived(viewsPath, where.dir, () => ProjectionRunner.open({ log, readModel: viewsPath, projections: RUN_PROJECTIONS, runId }));
+          live = await readingDerived(viewsPath, where.dir, () => ProjectionRunner.open({ log, readModel: viewsPath, projections: RUN_PROJECTIONS, runId, readOnly: true }));
           // By content: positions are the log's own, and a run exported to another log has others.
           for (const p of RUN_PROJECTIONS) {
             const open = live;

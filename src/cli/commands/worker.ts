@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { runWorker } from '../../workers/worker.js';
-import { parseRole } from '../../workers/roles.js';
+import { parseRole, SHARED_ROLES, WORKER_ROLES } from '../../workers/roles.js';
 import { runStatus, type RunStatus } from '../../workers/status.js';
 import { UserError } from '../errors.js';
 import { formatTable } from '../table.js';
@@ -82,11 +82,14 @@ export function registerWorker(program: Command): void {
 export function statusText(s: RunStatus, all: boolean): string {
   const now = Date.now();
   const rows = s.workers.filter((w) => all || !w.gone);
-  const leases = Object.entries(s.leases).map(([role, holder]) => `${role} ${holder ?? '-'}`).join(', ');
+  // What did not answer is shown as "?", never as empty, and listed with the reason.
+  const leases = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r)).map((role) => `${role} ${role in s.leases ? (s.leases[role] ?? '-') : '?'}`).join(', ');
   return (
     `run ${s.runId}: ${s.completed ? 'complete' : 'running'}; log head ${s.head}\n` +
-    `queues (waiting/claimed): ${Object.entries(s.queues).map(([name, d]) => `${name} ${d.waiting}/${d.claimed}`).join(', ')}\n` +
-    `leases: ${leases}\n\n` +
+    `queues (waiting/claimed): ${Object.entries(s.queues).map(([name, d]) => `${name} ${d ? `${d.waiting}/${d.claimed}` : '?'}`).join(', ')}\n` +
+    `leases: ${leases}\n` +
+    (s.unreachable.length > 0 ? `could not reach: ${s.unreachable.join('; ')}\n` : '') +
+    '\n' +
     formatTable(
       ['role', 'state', 'pid', 'host', 'lag', 'running', 'pending', 'commits', 'beat'],
       rows.map((w) => [w.role, w.gone ? 'gone' : w.state, String(w.pid), w.host, String(w.lag), String(w.running), String(w.pending), String(w.done), `${((now - w.at) / 1000).toFixed(1)}s ago`]),
