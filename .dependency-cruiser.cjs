@@ -5,6 +5,7 @@
  *   cli -> report -> (projections, events, core)
  *   cli -> ablation -> (actors, projections, rewards, config, events, core)
  *   cli -> workers -> (actors, projections, sandbox, config, events, core)
+ *   cli -> nats-ops -> (events, core)
  *
  * Within the middle layer only the edges listed in `middle-layer-siblings` are allowed. A wrong
  * import fails with the rule's name.
@@ -14,6 +15,34 @@ const outside = (...names) => `^src/(?!(${names.join('|')})/)`;
 
 module.exports = {
   forbidden: [
+    {
+      name: 'nats-operations-for-the-cli',
+      comment: 'NATS operations (server processes, credentials, TLS) are the CLI\'s (and the tests\' and benchmarks\'); actors, projections and workers only connect to a cluster.',
+      severity: 'error',
+      from: { path: outside('cli', 'nats-ops') },
+      to: { path: layer('nats-ops') },
+    },
+    {
+      name: 'nats-operations-below-the-cli',
+      comment: 'NATS operations know the log\'s JetStream backend (its roles and subjects) and the vocabulary, nothing above them.',
+      severity: 'error',
+      from: { path: layer('nats-ops') },
+      to: { path: outside('nats-ops', 'events', 'core') },
+    },
+    {
+      name: 'log-backends-apart',
+      comment: 'Each backend of the event log implements the port; none knows another.',
+      severity: 'error',
+      from: { path: '^src/events/(memory|sqlite|jetstream)/' },
+      to: { path: '^src/events/(memory|sqlite|jetstream)/', pathNot: '^src/events/$1/' },
+    },
+    {
+      name: 'port-knows-no-backend',
+      comment: 'The port and its contract (src/events/*.ts) know no backend; only open-log.ts, which picks one for a location, and transfer.ts, which copies between them, name them.',
+      severity: 'error',
+      from: { path: '^src/events/[^/]+\\.ts$', pathNot: '^src/events/(open-log|transfer)\\.ts$' },
+      to: { path: '^src/events/(memory|sqlite|jetstream)/' },
+    },
     {
       name: 'cli-is-the-top',
       comment: 'Only the CLI imports the CLI; each layer throws its own errors and the CLI maps them.',

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { loadConfigFile } from '../src/config/load.js';
 import { runExperiment, runIdOf } from '../src/actors/run.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { ablate, type AblationResult } from '../src/ablation/ablate.js';
 import { parseVariantSpec } from '../src/ablation/variant.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';

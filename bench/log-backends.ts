@@ -12,10 +12,10 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { catalog } from '../src/events/catalog.js';
 import { encodeCommit } from '../src/events/commit.js';
 import type { NewEvent } from '../src/events/envelope.js';
-import { commitPayload, connectNats, openJetStreamLog } from '../src/events/jetstream-log.js';
+import { commitPayload, connectNats, openJetStreamLog } from '../src/events/jetstream/jetstream-log.js';
 import { DEFAULT_MAX_COMMIT_BYTES, MAX_COMMIT_EVENTS, type EventLog } from '../src/events/log.js';
-import { natsDown, natsUp } from '../src/events/nats-server.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { natsDown, natsUp } from '../src/nats-ops/nats-server.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { issueAll } from './pipeline.js';
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');

@@ -16,7 +16,7 @@ import { makeEvent, requestBody } from '../src/events/catalog.js';
 import { eventIdPrefix, type NewEvent } from '../src/events/envelope.js';
 import { ORIGIN, type Position } from '../src/events/log.js';
 import { runBackendsBench } from './log-backends.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { eventCounts } from '../src/projections/event-counts.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfigFile } from '../src/config/load.js';
 import { runExperiment } from '../src/actors/run.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import type { EventEnvelope } from '../src/events/envelope.js';
 
 const PHASES = {

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/load.js';
 import { runExperiment } from '../src/actors/run.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import type { RunRequest, Sandbox, TestResult } from '../src/sandbox/api.js';
 import type { EventEnvelope, NewEvent } from '../src/events/envelope.js';
 import { allPairResults } from '../src/projections/recorded-verdicts.js';

@@ -20,7 +20,7 @@ import { adversary } from '../src/actors/adversary.js';
 import { executor } from '../src/actors/executor.js';
 import { judge } from '../src/actors/judge.js';
 import { learner } from '../src/actors/learner.js';
-import { openSqliteLog } from '../src/events/sqlite-log.js';
+import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { flag } from './flags.js';
 

@@ -19,7 +19,7 @@ import type { EventLog } from '../events/log.js';
 import type { Sandbox } from '../sandbox/api.js';
 import { OverlayBlobStore } from './variant-log.js';
 import { NO_POLICIES } from './rejudge.js';
-import { openSqliteLog } from '../events/sqlite-log.js';
+import { openSqliteLog } from '../events/sqlite/sqlite-log.js';
 
 /** How to run new executions: the sandbox is started on first need, once per call, from the
  * recorded config (its executor settings), and closed when the call ends. */

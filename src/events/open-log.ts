@@ -2,11 +2,11 @@
  * Opening a log by where it lives: a `nats://` URL (JetStream; one stream per run) or a SQLite
  * file. Callers decide by location, never by asking which backend they got.
  */
-import { openJetStreamLog, type JetStreamLogOptions } from './jetstream-log.js';
+import { openJetStreamLog, type JetStreamLogOptions } from './jetstream/jetstream-log.js';
 import type { EventLog } from './log.js';
-import { readCredentials } from './nats-auth.js';
+import { readCredentials } from './jetstream/nats-roles.js';
 import { LogCredentialsError } from './errors.js';
-import { openSqliteLog, type SqliteLogOptions } from './sqlite-log.js';
+import { openSqliteLog, type SqliteLogOptions } from './sqlite/sqlite-log.js';
 
 export function isNatsLocation(location: string): boolean {
   return /^nats:\/\//.test(location);

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
-import { inspectCrucibleFile } from '../events/sqlite-file.js';
+import { inspectCrucibleFile } from '../events/sqlite/sqlite-file.js';
 import { canonicalJson } from '../core/canonical-json.js';
 
 /** blob: bytes (a Buffer or Uint8Array), read back as a Buffer; state hashes see it as hex. */

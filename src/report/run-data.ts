@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { EventData } from '../events/catalog.js';
-import { openSqliteLog, type SqliteEventLog } from '../events/sqlite-log.js';
+import { openSqliteLog, type SqliteEventLog } from '../events/sqlite/sqlite-log.js';
 import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { RUN_PROJECTIONS, type RunViewsDb } from '../projections/run-views.js';
 import { all, queryBuilder } from '../projections/typed-sql.js';

@@ -4,7 +4,7 @@ import type { EventLog } from '../events/log.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { ActorRuntime, RuntimeView } from '../actors/runtime.js';
 import type { RunEnv } from '../actors/env.js';
-import type { WorkerBoard } from '../events/jetstream-board.js';
+import type { WorkerBoard } from '../events/jetstream/jetstream-board.js';
 import type { WorkerRole } from './roles.js';
 import type { Wake } from './wake.js';
 

@@ -3,7 +3,7 @@
  * its length while held; while not held, taken as soon as it is free or lapsed (the standby
  * takes over from a holder that died).
  */
-import type { Lease, WorkerBoard } from '../events/jetstream-board.js';
+import type { Lease, WorkerBoard } from '../events/jetstream/jetstream-board.js';
 
 export class RoleLease {
   #lease: Lease | null = null;

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openRunLog } from '../events/open-log.js';
-import { roleCredentialsFile } from '../events/nats-auth.js';
+import { roleCredentialsFile } from '../events/jetstream/nats-roles.js';
 import { LOG_POINTER_FILE, SNAPSHOTS_FILE, openRunViews, recordRunStart, startedRun, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
 import { prepareRun } from '../actors/sources.js';
 import { createSandbox } from '../sandbox/index.js';

@@ -15,8 +15,8 @@
 import { z } from 'zod';
 import type { Effect } from '../actors/runtime.js';
 import { seqOf } from '../events/positions.js';
-import { JetStreamTaskQueue } from '../events/jetstream-tasks.js';
-import type { JetStreamEventLog } from '../events/jetstream-log.js';
+import { JetStreamTaskQueue } from '../events/jetstream/jetstream-tasks.js';
+import type { JetStreamEventLog } from '../events/jetstream/jetstream-log.js';
 import type { LoopContext } from './context.js';
 import { sampleQueueOf, type SamplerRole } from './names.js';
 import { runTaskLoop, type TaskStep } from './task-loop.js';

@@ -4,9 +4,9 @@
  * each singleton role and the depth of each task queue (programs, solutions, suites).
  */
 import { seqOf } from '../events/positions.js';
-import { WorkerBoard, type Heartbeat } from '../events/jetstream-board.js';
-import { JetStreamTaskQueue, type TaskQueueDepth } from '../events/jetstream-tasks.js';
-import { JetStreamEventLog } from '../events/jetstream-log.js';
+import { WorkerBoard, type Heartbeat } from '../events/jetstream/jetstream-board.js';
+import { JetStreamTaskQueue, type TaskQueueDepth } from '../events/jetstream/jetstream-tasks.js';
+import { JetStreamEventLog } from '../events/jetstream/jetstream-log.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { openRunLog } from '../events/open-log.js';
 import { RunNotFoundError, StatusUnavailableError, WorkerUsageError } from './errors.js';

@@ -5,7 +5,7 @@
  * stamped with its time.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { roleCredentialsFile } from '../events/nats-auth.js';
+import { roleCredentialsFile } from '../events/jetstream/nats-roles.js';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

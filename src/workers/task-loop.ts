@@ -13,10 +13,10 @@
  * the queue's duplicate window).
  */
 import type { z } from 'zod';
-import type { JetStreamTaskQueue, Task } from '../events/jetstream-tasks.js';
+import type { JetStreamTaskQueue, Task } from '../events/jetstream/jetstream-tasks.js';
 import type { LoopContext } from './context.js';
 import { WorkerError } from './errors.js';
-import { isTransient } from '../events/jetstream-support.js';
+import { isTransient } from '../events/jetstream/jetstream-support.js';
 import { RunFailedError } from '../actors/effect-failures.js';
 import { ActorFailedError } from '../actors/effect-runner.js';
 

@@ -10,9 +10,9 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
-import { JetStreamEventLog, type PingOptions } from '../events/jetstream-log.js';
-import { WorkerBoard } from '../events/jetstream-board.js';
-import { readCredentials } from '../events/nats-auth.js';
+import { JetStreamEventLog, type PingOptions } from '../events/jetstream/jetstream-log.js';
+import { WorkerBoard } from '../events/jetstream/jetstream-board.js';
+import { readCredentials } from '../events/jetstream/nats-roles.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { seqOf } from '../events/positions.js';
 import type { EventLog } from '../events/log.js';

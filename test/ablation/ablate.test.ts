@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
 import { requestPairs, type EventData } from '../../src/events/catalog.js';
 import type { RunConfig } from '../../src/config/schema.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runExperiment } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { ablate } from '../../src/ablation/ablate.js';

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { servedRunConfig } from '../support/small-config.js';
 import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
 import { runExperiment } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { recordedEvents } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';

@@ -15,7 +15,7 @@ import { runExperiment, sandboxOptions, type RunOutcome } from '../../src/actors
 import { ActorRuntime, type ActorDefinition, type LogEvent } from '../../src/actors/runtime.js';
 import { RunFailedError, backoffAfter, DEFAULT_RETRY } from '../../src/actors/effect-failures.js';
 import type { PolicyBackend } from '../../src/actors/env.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { createSandbox } from '../../src/sandbox/index.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ActorFailedError, EffectRunner } from '../../src/actors/effect-runner.js';
 import { ActorRuntime, type ActorDefinition, type LogEvent } from '../../src/actors/runtime.js';
 import { RunFailedError } from '../../src/actors/effect-failures.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventLog } from '../../src/events/log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 

@@ -12,7 +12,7 @@ import { RunEnv, type PolicyBackend } from '../../src/actors/env.js';
 import { Problem } from '../../src/core/problem.js';
 import { asPosition, type EventLog } from '../../src/events/log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { smallConfig } from '../support/small-config.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
 import { createSandbox } from '../../src/sandbox/index.js';

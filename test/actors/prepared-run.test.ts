@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runExperiment } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { InstantVerdictsForBenchmark } from '../../bench/orchestration.js';
 import { standInRun } from '../../bench/scale-policy.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig } from '../support/small-config.js';
 import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { catalogCache } from '../support/catalog-cache.js';

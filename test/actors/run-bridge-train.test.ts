@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { servedRunConfig } from '../support/small-config.js';
 import { startBridgeServe, torchMissing, type BridgeServe } from '../support/bridge-serve.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { ServedBackend } from '../../src/actors/served-backend.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';

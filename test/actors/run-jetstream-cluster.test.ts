@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { runExperiment, runIdOf } from '../../src/actors/run.js';
 import { openRunLog } from '../../src/events/open-log.js';
-import { stopNode } from '../../src/events/nats-server.js';
+import { stopNode } from '../../src/nats-ops/nats-server.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { catalogCache } from '../support/catalog-cache.js';

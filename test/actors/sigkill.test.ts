@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { catalog } from '../../src/events/catalog.js';
-import { dataText } from '../../src/events/stored-data.js';
+import { dataText } from '../../src/events/sqlite/stored-data.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');

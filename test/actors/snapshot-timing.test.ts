@@ -17,7 +17,7 @@ import { ActorRuntime } from '../../src/actors/runtime.js';
 import { SqliteSnapshotTable, type SnapshotTable, type StoredSnapshot } from '../../src/actors/snapshots.js';
 import { judge } from '../../src/actors/judge.js';
 import { executor } from '../../src/actors/executor.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 
 /** Events per snapshot: a few per round of the small run, so most due points fall mid-round. */
 const EVERY = 12;

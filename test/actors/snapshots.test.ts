@@ -22,7 +22,7 @@ import { adversary } from '../../src/actors/adversary.js';
 import { executor, type ExecutionCache } from '../../src/actors/executor.js';
 import { judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import { verdictOfCode } from '../../src/core/verdicts.js';
 import type { RoundRow } from '../../src/projections/round-table.js';

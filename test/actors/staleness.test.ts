@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smallConfig, twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf } from '../../src/actors/run.js';
 import { learnerPending, sampledTokens, tooStale } from '../../src/actors/learner.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { catalog, type EventData, type EventType } from '../../src/events/catalog.js';
 import { runCli } from '../support/cli.js';
 import { recordedEvents } from '../support/run-log.js';

@@ -14,7 +14,7 @@ import { smallConfig } from '../support/small-config.js';
 import { StandInOpenAIServer } from '../support/stand-in-openai-server.js';
 import { torchMissing } from '../support/bridge-serve.js';
 import { runExperiment } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { runMain, runProcess } from '../support/cli.js';
-import { natsServerBinary, natsUp, stopNode } from '../../src/events/nats-server.js';
+import { natsServerBinary, natsUp, stopNode } from '../../src/nats-ops/nats-server.js';
 import { until } from '../support/until.js';
 
 const crucible = runMain;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runProcess } from '../support/cli.js';
 import Database from 'better-sqlite3';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import type { SummaryRow } from '../../src/cli/seed-summary.js';

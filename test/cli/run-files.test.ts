@@ -15,7 +15,7 @@ import { twoProblemConfig } from '../support/small-config.js';
 import { catalogCache } from '../support/catalog-cache.js';
 import { runMain } from '../support/cli.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { compareRuns } from '../../src/report/compare.js';
 import type { ConfigDifference } from '../../src/report/config-diff.js';

@@ -14,7 +14,7 @@ import { twoProblemConfig } from '../support/small-config.js';
 import { catalogCache } from '../support/catalog-cache.js';
 import { runProcess } from '../support/cli.js';
 import { runExperiment, type RunProgress } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { LINE_EVERY_MS, ProgressReporter, duration, progressBar } from '../../src/cli/progress.js';

@@ -14,7 +14,7 @@ import { loadConfigFile } from '../../src/config/load.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import { createSandbox } from '../../src/sandbox/index.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import type { CatalogUniverse } from '../../src/datasets/demo/catalog/index.js';
 import { canonicalJson } from '../../src/core/canonical-json.js';

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { torchMissing } from '../support/bridge-serve.js';
 import { parseConfig } from '../../src/config/load.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { loadDemoProblems } from '../../src/datasets/demo/index.js';
 import { catalogCache } from '../support/catalog-cache.js';

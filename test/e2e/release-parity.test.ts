@@ -21,7 +21,7 @@ import { StandInOpenAIServer } from '../support/stand-in-openai-server.js';
 import { recordedBlobs, recordedEvents } from '../support/run-log.js';
 import Database from 'better-sqlite3';
 import { deriveSeed } from '../../src/core/rng.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { ablate } from '../../src/ablation/ablate.js';
 import { parseVariantSpec } from '../../src/ablation/variant.js';
 

@@ -5,8 +5,8 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
-import { LOG_FORMAT_VERSION } from '../../src/events/sqlite-file.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+import { LOG_FORMAT_VERSION } from '../../src/events/sqlite/sqlite-file.js';
 
 let dir: string;
 beforeEach(() => {

@@ -6,8 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DirectoryBlobStore, MemoryBlobStore, blobHashesIn, copyBlobs, runBlobHashes, sha256Hex, type BlobStore } from '../../src/events/blobs.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import { BlobCorruptError, BlobNotFoundError, BlobNotTextError } from '../../src/events/errors.js';
-import { openMemoryLog } from '../../src/events/memory-log.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openMemoryLog } from '../../src/events/memory/memory-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { copyRun, runIdOfLog } from '../../src/events/transfer.js';
 
 let dir: string;

@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
 import { ConcurrencyError } from '../../src/events/errors.js';
-import { openJetStreamLog } from '../../src/events/jetstream-log.js';
-import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
-import { restartNode, stopNode } from '../../src/events/nats-server.js';
+import { openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream/jetstream-tasks.js';
+import { restartNode, stopNode } from '../../src/nats-ops/nats-server.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 import { describeEventLogConformance } from './conformance.js';
 import { describeWorkQueueContract } from './work-queue-contract.js';

@@ -11,9 +11,9 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
-import { readCredentials } from '../../src/events/nats-auth.js';
-import { freePort, natsServerBinary } from '../../src/events/nats-server.js';
+import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
+import { readCredentials } from '../../src/events/jetstream/nats-roles.js';
+import { freePort, natsServerBinary } from '../../src/nats-ops/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
 import { finished, machinesAvailable, startMachines, type Machines } from '../support/machines.js';
 import { uniqueLogNames } from '../support/nats.js';

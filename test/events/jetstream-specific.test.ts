@@ -4,8 +4,8 @@ import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { makeEvent } from '../../src/events/catalog.js';
 import { CommitTooLargeError, IncompatibleStreamError, LogNotFoundError, LogUnavailableError, MissingLogMessageError } from '../../src/events/errors.js';
-import { featuresOf, openJetStreamLog } from '../../src/events/jetstream-log.js';
-import { freePort } from '../../src/events/nats-server.js';
+import { featuresOf, openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
+import { freePort } from '../../src/nats-ops/nats-server.js';
 import type { Position, ReadRange } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 

@@ -1,6 +1,6 @@
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { isTooFewServers, isTransient, withRetry } from '../../src/events/jetstream-support.js';
+import { isTooFewServers, isTransient, withRetry } from '../../src/events/jetstream/jetstream-support.js';
 
 const apiError = (code: number, err_code: number, description: string) => new JetStreamApiError({ code, err_code, description });
 

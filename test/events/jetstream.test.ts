@@ -1,6 +1,6 @@
 /** The EventLog conformance suite and the work-queue contract on a real nats-server 2.9. */
 import { afterAll, beforeAll } from 'vitest';
-import { openJetStreamLog } from '../../src/events/jetstream-log.js';
+import { openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 import { describeEventLogConformance } from './conformance.js';
 import { describeWorkQueueContract } from './work-queue-contract.js';

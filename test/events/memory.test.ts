@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
-import { MemoryLogStore } from '../../src/events/memory-log.js';
+import { MemoryLogStore } from '../../src/events/memory/memory-log.js';
 import { describeEventLogConformance } from './conformance.js';
 import { describeWorkQueueContract } from './work-queue-contract.js';
 

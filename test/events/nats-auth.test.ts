@@ -9,12 +9,13 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
 import { BlobCorruptError, LogAuthenticationError, LogCredentialsError, LogPermissionError } from '../../src/events/errors.js';
-import { WorkerBoard } from '../../src/events/jetstream-board.js';
-import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
+import { WorkerBoard } from '../../src/events/jetstream/jetstream-board.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream/jetstream-tasks.js';
 import { createHash } from 'node:crypto';
-import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
-import { NATS_ROLES, ROLE_STREAMS, credentialsFile, newCredentials, readCredentials, roleCredentialsFile, type ActorRole, type NatsRole } from '../../src/events/nats-auth.js';
-import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/events/nats-server.js';
+import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
+import { NATS_ROLES, ROLE_STREAMS, credentialsFile, readCredentials, roleCredentialsFile, type ActorRole, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
+import { newCredentials } from '../../src/nats-ops/credentials.js';
+import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/nats-ops/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
 import { runCli } from '../support/cli.js';
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Status } from '@nats-io/transport-node';
 import { makeEvent } from '../../src/events/catalog.js';
 import { InvalidLogArgumentError } from '../../src/events/errors.js';
-import { connectNats, openJetStreamLog } from '../../src/events/jetstream-log.js';
+import { connectNats, openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 
 let nats: TestNats;

@@ -11,7 +11,7 @@ import { makeEvent } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
 import type { SubscriptionItem } from '../../src/events/log.js';
-import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite-log.js';
+import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');

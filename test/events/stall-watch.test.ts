@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { watchForStall } from '../../src/events/stall-watch.js';
+import { watchForStall } from '../../src/events/jetstream/stall-watch.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isEvent, makeEvent } from '../../src/events/catalog.js';
 import { NotACrucibleLogError } from '../../src/events/errors.js';
 import { asPosition } from '../../src/events/log.js';
-import { openSqliteLog, type SqliteEventLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog, type SqliteEventLog } from '../../src/events/sqlite/sqlite-log.js';
 import { eventCounts, type EventCountRow } from '../../src/projections/event-counts.js';
 import { NotAReadModelError, ReadModel, add, del, merge, put } from '../../src/projections/readmodel.js';
 import { ProjectionError, ProjectionRunner, ReadModelOfAnotherLogError, type ReducerProjection, type RowProjection } from '../../src/projections/runner.js';

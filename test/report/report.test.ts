@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import type { EventData } from '../../src/events/catalog.js';
 import { loadRunDetail, loadRunSummary } from '../../src/report/run-data.js';
 import { compareRuns } from '../../src/report/compare.js';

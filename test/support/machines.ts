@@ -9,8 +9,8 @@ import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { credentialsFile, type NatsRole } from '../../src/events/nats-auth.js';
-import { natsDown, natsUp, type NatsCluster, type NatsHost } from '../../src/events/nats-server.js';
+import { credentialsFile, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
+import { natsDown, natsUp, type NatsCluster, type NatsHost } from '../../src/nats-ops/nats-server.js';
 import { NetLab } from './netlab.js';
 import { capability } from './require.js';
 

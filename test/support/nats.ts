@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { natsDown, natsUp, type NatsCluster } from '../../src/events/nats-server.js';
+import { natsDown, natsUp, type NatsCluster } from '../../src/nats-ops/nats-server.js';
 
 export interface TestNats {
   cluster: NatsCluster;

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { openRunLog } from '../../src/events/open-log.js';
-import { openSqliteLog } from '../../src/events/sqlite-log.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 
 /** Every event of the log in the run directory `dir`, in log order. */
 export async function recordedEvents(dir: string): Promise<EventEnvelope[]> {

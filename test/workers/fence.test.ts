@@ -7,9 +7,9 @@
  * claimer.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream-log.js';
-import { WorkerBoard } from '../../src/events/jetstream-board.js';
-import { JetStreamTaskQueue } from '../../src/events/jetstream-tasks.js';
+import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
+import { WorkerBoard } from '../../src/events/jetstream/jetstream-board.js';
+import { JetStreamTaskQueue } from '../../src/events/jetstream/jetstream-tasks.js';
 import { FencedWriter } from '../../src/workers/fence.js';
 import type { CommitRequest } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';

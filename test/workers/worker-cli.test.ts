@@ -4,14 +4,15 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { freePort } from '../../src/events/nats-server.js';
+import { freePort } from '../../src/nats-ops/nats-server.js';
 import { startTestNats, type TestNats } from '../support/nats.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkerSupervisor } from '../../src/workers/supervisor.js';
-import { natsDown, natsUp, type NatsCluster } from '../../src/events/nats-server.js';
-import { credentialsFile, readCredentials, writeCredentials } from '../../src/events/nats-auth.js';
+import { natsDown, natsUp, type NatsCluster } from '../../src/nats-ops/nats-server.js';
+import { credentialsFile, readCredentials } from '../../src/events/jetstream/nats-roles.js';
+import { writeCredentials } from '../../src/nats-ops/credentials.js';
 import { runExperiment } from '../../src/actors/run.js';
 import { twoProblemConfig } from '../support/small-config.js';
 import { catalogCache } from '../support/catalog-cache.js';

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { openSqliteLog } from '../../events/sqlite-log.js';
+import { openSqliteLog } from '../../events/sqlite/sqlite-log.js';
 import type { EventData } from '../../events/catalog.js';
 import { LOG_FILE } from '../../actors/run.js';
 import { Problem, TestCase } from '../../core/problem.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { NATS_ROLES, credentialsFile } from '../../events/nats-auth.js';
-import { NatsServerError, natsDown, natsUp } from '../../events/nats-server.js';
+import { NATS_ROLES, credentialsFile } from '../../events/jetstream/nats-roles.js';
+import { NatsServerError, natsDown, natsUp } from '../../nats-ops/nats-server.js';
 import { UserError } from '../errors.js';
 
 export function registerNats(program: Command): void {

@@ -7,11 +7,11 @@
  * copied to every node (and read by anyone there) without handing out a secret; the client signs
  * the server's nonce, so the seed never crosses the network, even before TLS is on.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { nkeys } from '@nats-io/transport-node';
-import { LogCredentialsError } from './errors.js';
+import { LogCredentialsError } from '../errors.js';
 import { taskQueueConsumer } from './jetstream-tasks.js';
 import { workQueueConsumer } from './jetstream-queue.js';
 
@@ -179,18 +179,6 @@ export function publicKeyOf(creds: NatsCredentials): string {
   return nkeys.fromSeed(new TextEncoder().encode(creds.seed)).getPublicKey();
 }
 
-export function newCredentials(role: NatsRole, ca: string | null): NatsCredentials {
-  const seed = new TextDecoder().decode(nkeys.createUser().getSeed());
-  return { format: 'crucible-nats-credentials/1', role, seed, ca };
-}
-
-export function writeCredentials(file: string, creds: NatsCredentials): void {
-  mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, `${JSON.stringify(creds, null, 2)}\n`, { mode: 0o600 });
-  // writeFileSync's mode applies only to a new file.
-  chmodSync(file, 0o600);
-}
-
 /** Reads and checks a credentials file: it must be readable by its owner only (it holds a secret). */
 export function readCredentials(file: string): NatsCredentials {
   if (!existsSync(file)) throw new LogCredentialsError(file, 'no such file (`crucible nats up --dir DIR` writes one per role into DIR)');
@@ -214,37 +202,4 @@ export function readCredentials(file: string): NatsCredentials {
     throw new LogCredentialsError(file, `seed: not a valid nkey seed (${(err as Error).message})`);
   }
   return parsed.data;
-}
-
-/** Keeps the credentials already in `dir` (so files handed out before a restart stay valid) and
- * makes the missing ones; every role gets one. */
-export function ensureCredentials(dir: string, ca: string | null): Map<NatsRole, NatsCredentials> {
-  const out = new Map<NatsRole, NatsCredentials>();
-  for (const role of NATS_ROLES) {
-    const file = credentialsFile(dir, role);
-    let creds: NatsCredentials | null = null;
-    if (existsSync(file)) {
-      creds = readCredentials(file);
-      if (creds.role !== role) throw new LogCredentialsError(file, `holds role ${creds.role}, expected ${role}`);
-      if (creds.ca !== ca) {
-        creds = { ...creds, ca };
-        writeCredentials(file, creds);
-      }
-    } else {
-      creds = newCredentials(role, ca);
-      writeCredentials(file, creds);
-    }
-    out.set(role, creds);
-  }
-  return out;
-}
-
-/** The `accounts` block of a server config: one account with JetStream, one nkey user per role. */
-export function accountsConfig(creds: ReadonlyMap<NatsRole, NatsCredentials>): string {
-  const users = [...creds.entries()].map(([role, c]) => {
-    const perms = rolePermissions(role);
-    const permissions = perms === null ? '' : `, permissions: ${JSON.stringify(perms)}`;
-    return `    # ${role}\n    { nkey: ${publicKeyOf(c)}${permissions} }`;
-  });
-  return ['accounts {', '  CRUCIBLE {', '    jetstream: enabled', '    users: [', users.join('\n'), '    ]', '  }', '}'].join('\n');
 }

@@ -28,9 +28,9 @@ import {
   type JsMsg,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { catalog } from './catalog.js';
-import { decodeParsed, encodeCommit, matchesFilter, type EncodedCommit } from './commit.js';
-import type { EventEnvelope, NewEvent } from './envelope.js';
+import { catalog } from '../catalog.js';
+import { decodeParsed, encodeCommit, matchesFilter, type EncodedCommit } from '../commit.js';
+import type { EventEnvelope, NewEvent } from '../envelope.js';
 import {
   CommitTooLargeError,
   ConcurrencyError,
@@ -42,14 +42,14 @@ import {
   LogUnavailableError,
   MalformedEventError,
   UnsupportedServerError,
-} from './errors.js';
+} from '../errors.js';
 import { JetStreamBlobStore } from './jetstream-blobs.js';
-import type { NatsCredentials } from './nats-auth.js';
+import type { NatsCredentials } from './nats-roles.js';
 import { connectFailure, credentialOptions, inboxRefusal, permissionFailure } from './nats-connect.js';
 import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
 
 export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
-import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
+import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
   MAX_COMMIT_EVENTS,
@@ -64,12 +64,12 @@ import {
   type SubscribeOptions,
   type Subscription,
   type SubscriptionItem,
-} from './log.js';
-import { eventPosition, firstSeqAfter, headPosition, seqOf } from './positions.js';
+} from '../log.js';
+import { eventPosition, firstSeqAfter, headPosition, seqOf } from '../positions.js';
 import { watchForStall, type StallWatch } from './stall-watch.js';
-import type { EventCodec } from './registry.js';
+import type { EventCodec } from '../registry.js';
 import { JetStreamWorkQueue } from './jetstream-queue.js';
-import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
+import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from '../work-queue.js';
 
 /** Bump when the message layout changes in a way older code cannot read. */
 export const JETSTREAM_LOG_FORMAT = 1;

@@ -3,8 +3,8 @@
  * transient failures (leader elections, reconnects) and idempotent stream creation.
  */
 import { JetStreamApiError, type JetStreamManager, type JsMsg, type StreamConfig } from '@nats-io/jetstream';
-import { IncompatibleStreamError, LogNotFoundError, MissingLogMessageError } from './errors.js';
-import { backoffMs } from '../core/backoff.js';
+import { IncompatibleStreamError, LogNotFoundError, MissingLogMessageError } from '../errors.js';
+import { backoffMs } from '../../core/backoff.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

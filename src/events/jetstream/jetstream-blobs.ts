@@ -7,11 +7,11 @@
 import { randomUUID } from 'node:crypto';
 import { headers } from '@nats-io/transport-node';
 import { RetentionPolicy, StorageType, type StreamConfig } from '@nats-io/jetstream';
-import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, verifiedBlob, type BlobStore } from './blobs.js';
-import { BlobNotFoundError } from './errors.js';
+import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, verifiedBlob, type BlobStore } from '../blobs.js';
+import { BlobNotFoundError } from '../errors.js';
 import type { JetStreamEventLog } from './jetstream-log.js';
 import { ensureStream, withRetry } from './jetstream-support.js';
-import { FifoCache } from '../core/fifo-cache.js';
+import { FifoCache } from '../../core/fifo-cache.js';
 
 const CHUNK = 256 * 1024;
 const DESCRIPTION = 'crucible blob store, format 1';

@@ -8,7 +8,7 @@ import { AckPolicy, DeliverPolicy, JetStreamApiError, type Consumer, type Consum
 import { nanos } from '@nats-io/transport-node';
 import type { JetStreamEventLog } from './jetstream-log.js';
 import { commitIdOf, withRetry } from './jetstream-support.js';
-import { backoffFor, recordAbandoned, type ClaimOptions, type ResolvedQueueOptions, type WorkItem, type WorkQueue } from './work-queue.js';
+import { backoffFor, recordAbandoned, type ClaimOptions, type ResolvedQueueOptions, type WorkItem, type WorkQueue } from '../work-queue.js';
 
 /** The durable consumer of work queue `name` (nats-auth.ts closes a role's own queue, the one
  * named after the role, to every other role). */

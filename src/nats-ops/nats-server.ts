@@ -12,8 +12,9 @@ import { z } from 'zod';
 import { connect } from '@nats-io/transport-node';
 import { StorageType, jetstreamManager } from '@nats-io/jetstream';
 import { NatsServerError } from './nats-server-error.js';
-import { accountsConfig, ensureCredentials, type NatsCredentials } from './nats-auth.js';
-import { credentialOptions } from './nats-connect.js';
+import { type NatsCredentials } from '../events/jetstream/nats-roles.js';
+import { accountsConfig, ensureCredentials } from './credentials.js';
+import { credentialOptions } from '../events/jetstream/nats-connect.js';
 import { ensureTls, tlsBlock } from './nats-tls.js';
 
 const NodeRecord = z.strictObject({

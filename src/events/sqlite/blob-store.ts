@@ -3,10 +3,10 @@
  * so every hash in the log resolves.
  */
 import type Database from 'better-sqlite3';
-import { BlobCorruptError, BlobNotFoundError } from './errors.js';
-import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from './blobs.js';
+import { BlobCorruptError, BlobNotFoundError } from '../errors.js';
+import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from '../blobs.js';
 import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
-import { FifoCache } from '../core/fifo-cache.js';
+import { FifoCache } from '../../core/fifo-cache.js';
 
 /** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
  * bytes (its key and the map's own). */

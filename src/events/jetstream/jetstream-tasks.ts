@@ -17,7 +17,7 @@ import { AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageTy
 import { nanos } from '@nats-io/transport-node';
 import type { JetStreamEventLog } from './jetstream-log.js';
 import { ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
-import { InvalidLogArgumentError } from './errors.js';
+import { InvalidLogArgumentError } from '../errors.js';
 
 /** 2: a stream per queue (format 1 kept every queue of a run in one stream). */
 const DESCRIPTION = 'crucible task queue, format 2';

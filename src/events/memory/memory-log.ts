@@ -5,12 +5,12 @@
  * Positions number commits, not events (as on JetStream), so callers cannot rely on +1.
  */
 import { randomUUID } from 'node:crypto';
-import { MemoryBlobStore } from './blobs.js';
-import { catalog } from './catalog.js';
-import { decodeStored, encodeCommit, matchesFilter, type StoredEvent } from './commit.js';
-import type { EventEnvelope, NewEvent } from './envelope.js';
-import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from './errors.js';
-import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
+import { MemoryBlobStore } from '../blobs.js';
+import { catalog } from '../catalog.js';
+import { decodeStored, encodeCommit, matchesFilter, type StoredEvent } from '../commit.js';
+import type { EventEnvelope, NewEvent } from '../envelope.js';
+import { ConcurrencyError, DuplicateEventIdError, LogClosedError } from '../errors.js';
+import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
   MAX_COMMIT_EVENTS,
@@ -24,11 +24,11 @@ import {
   type ReadRange,
   type SubscribeOptions,
   type Subscription,
-} from './log.js';
-import { eventPosition, headPosition, seqOf } from './positions.js';
-import type { EventCodec } from './registry.js';
-import { WakeSubscription } from './wake-subscription.js';
-import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
+} from '../log.js';
+import { eventPosition, headPosition, seqOf } from '../positions.js';
+import type { EventCodec } from '../registry.js';
+import { WakeSubscription } from '../wake-subscription.js';
+import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from '../work-queue.js';
 
 interface StoredCommit {
   seq: number;

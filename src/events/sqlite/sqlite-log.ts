@@ -13,12 +13,12 @@ import { existsSync, realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
-import { catalog } from './catalog.js';
-import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from './commit.js';
-import type { EventEnvelope, NewEvent } from './envelope.js';
-import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from './errors.js';
+import { catalog } from '../catalog.js';
+import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from '../commit.js';
+import type { EventEnvelope, NewEvent } from '../envelope.js';
+import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from '../errors.js';
 import { dataBytes, storedData } from './stored-data.js';
-import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from './log-args.js';
+import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
   MAX_COMMIT_EVENTS,
@@ -33,10 +33,10 @@ import {
   type ReadRange,
   type SubscribeOptions,
   type Subscription,
-} from './log.js';
-import { WakeSubscription } from './wake-subscription.js';
-import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from './work-queue.js';
-import type { EventCodec } from './registry.js';
+} from '../log.js';
+import { WakeSubscription } from '../wake-subscription.js';
+import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from '../work-queue.js';
+import type { EventCodec } from '../registry.js';
 import { logIdOf, openLogFile, tidyAfterReadOnly } from './sqlite-file.js';
 
 export interface SqliteLogOptions {

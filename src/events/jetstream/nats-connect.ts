@@ -4,8 +4,8 @@
  * role's own inbox prefix (the only inboxes its permissions let it read).
  */
 import { nkeyAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
-import { inboxPrefixOf, type NatsCredentials } from './nats-auth.js';
-import { LogAuthenticationError, LogPermissionError, LogUnavailableError } from './errors.js';
+import { inboxPrefixOf, type NatsCredentials } from './nats-roles.js';
+import { LogAuthenticationError, LogPermissionError, LogUnavailableError } from '../errors.js';
 
 export function credentialOptions(creds: NatsCredentials | undefined): Partial<ConnectionOptions> {
   if (!creds) return {};

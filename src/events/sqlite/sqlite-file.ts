@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { NewerLogFormatError, NotACrucibleLogError } from './errors.js';
+import { NewerLogFormatError, NotACrucibleLogError } from '../errors.js';
 
 /** Bump when the tables change in a way older code cannot read; add a migration from the old one.
  * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read).
