@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/load.js';
-import { CRUCIBLE_VERSION, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { conductor } from '../src/actors/conductor.js';
@@ -60,7 +60,7 @@ export async function runBench(args: string[]): Promise<void> {
         const got: RestartReport[] = [];
         // Starting runs no effect: no environment is needed.
         const runtime = new ActorRuntime(log, outcome.runId, null as never, actors as never, {
-          ...(withSnapshots ? { snapshots: { table, every: 0, codeVersion: CRUCIBLE_VERSION } } : {}),
+          ...(withSnapshots ? { snapshots: { table, every: 0 } } : {}),
           onRestart: (r) => got.push(r),
         });
         const t = performance.now();

@@ -113,7 +113,7 @@ describe('actor snapshots', () => {
     try {
       // What JSON.stringify throws past V8's longest string (an index of millions of verdicts).
       const tooLarge = { ...judge, index: { ...judge.index!, serialize: () => ({ toJSON: () => { throw new RangeError('Invalid string length'); } }) } };
-      const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1, codeVersion: '0.1.0' } });
+      const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1 } });
       await runtime.start();
       // One more event after the start: the next step folds it and takes snapshots.
       await log.append('test', [makeEvent('RunFailed', runId, { reason: 'a test event after the run' })], { commitId: 'too-large/after' });
@@ -137,7 +137,7 @@ describe('actor snapshots', () => {
     try {
       const reports: RestartReport[] = [];
       // Starting runs no effect, so no environment is needed.
-      const fromSnapshot = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const fromSnapshot = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
       await fromSnapshot.start();
       const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await fromZero.start();
@@ -174,7 +174,7 @@ describe('actor snapshots', () => {
     const every = 40;
     try {
       const reports: RestartReport[] = [];
-      const refolded = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const refolded = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every }, onRestart: (r) => reports.push(r) });
       await refolded.start();
       const unsnapshotted = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await unsnapshotted.start();
@@ -202,7 +202,7 @@ describe('actor snapshots', () => {
       expect((refolded.indexOf('executor') as ExecutionCache).recorded()).toEqual((unsnapshotted.indexOf('executor') as ExecutionCache).recorded());
       // And those snapshots restart every actor to the same state again.
       const again: RestartReport[] = [];
-      const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => again.push(r) });
+      const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => again.push(r) });
       await restarted.start();
       expect(again.find((r) => r.actor === 'judge')!.snapshot).toBe('used');
       for (const a of ACTORS) expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))));
@@ -242,7 +242,7 @@ describe('actor snapshots', () => {
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(file, runId);
     const restart = async () => {
-      const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' } });
+      const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0 } });
       await runtime.start();
       return runtime.indexOf('judge') as VerdictIndex;
     };
@@ -286,7 +286,7 @@ describe('actor snapshots', () => {
     const table = new SqliteSnapshotTable(file, runId);
     try {
       const reports: RestartReport[] = [];
-      const fromOld = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const fromOld = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
       await fromOld.start();
       const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await fromZero.start();
