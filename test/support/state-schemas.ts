@@ -1,0 +1,31 @@
+/**
+ * Every live actor's state, as a snapshot would store it, checked against its schemas: a schema
+ * stricter than what a method's run folds would refuse that method's snapshots and refold.
+ */
+import { expect } from 'vitest';
+import type { ActorRuntime } from '../../src/actors/runtime.js';
+import { checkState } from '../../src/actors/snapshot-schema.js';
+import { unpackJson, type Json } from '../../src/events/packed-json.js';
+import { conductor } from '../../src/actors/conductor.js';
+import { solver } from '../../src/actors/solver.js';
+import { adversary } from '../../src/actors/adversary.js';
+import { executor } from '../../src/actors/executor.js';
+import { judge } from '../../src/actors/judge.js';
+import { learner } from '../../src/actors/learner.js';
+
+const ACTORS = [conductor, solver, adversary, executor, judge, learner];
+
+export function expectStatesMatchSchemas(runtime: ActorRuntime<unknown>): void {
+  for (const actor of ACTORS) {
+    const state = runtime.persistedStateOf(actor.name);
+    if (state === null) continue;
+    // As stored: through JSON, as a snapshot body is.
+    const { machine, index } = JSON.parse(JSON.stringify(state)) as { machine: { context: unknown }; index: Json };
+    const context = checkState(`${actor.name}.context`, actor.context, machine.context);
+    expect(context.ok ? null : context.reason, actor.name).toBeNull();
+    const schema = actor.index?.schema;
+    if (!schema) continue;
+    const data = checkState(`${actor.name}.index`, schema, unpackJson(index));
+    expect(data.ok ? null : data.reason, actor.name).toBeNull();
+  }
+}
