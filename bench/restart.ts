@@ -14,8 +14,7 @@ import { parseConfig } from '../src/config/load.js';
 import { SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
-import { checkState } from '../src/actors/snapshot-schema.js';
-import { unpackJson, type Json } from '../src/events/packed-json.js';
+import { checkStoredState } from '../src/actors/snapshot-schema.js';
 import { conductor } from '../src/actors/conductor.js';
 import { solver } from '../src/actors/solver.js';
 import { adversary } from '../src/actors/adversary.js';
@@ -98,12 +97,11 @@ function checkingCost(table: SqliteSnapshotTable, repeat: number) {
   let open = 0;
   for (let k = 0; k < repeat; k++) {
     const t0 = performance.now();
-    const body = JSON.parse(text) as { machine: { context: { open: object } }; index: Json };
+    const body = JSON.parse(text) as { machine: { context: { open: object } }; index: unknown };
     const t1 = performance.now();
-    const context = checkState('judge.context', judge.context, body.machine.context);
-    const index = checkState('judge.index', judge.index!.schema!, unpackJson(body.index));
+    const checked = checkStoredState('judge', { context: judge.context, index: judge.index!.schema! }, body);
     const t2 = performance.now();
-    if (!context.ok || !index.ok) throw new Error(`the judge's snapshot does not match its schemas: ${context.ok ? '' : context.reason} ${index.ok ? '' : index.reason}`);
+    if (!checked.ok) throw new Error(`the judge's snapshot does not match its schemas: ${checked.reason}`);
     parseMs = Math.min(parseMs, t1 - t0);
     checkMs = Math.min(checkMs, t2 - t1);
     open = Object.keys(body.machine.context.open).length;

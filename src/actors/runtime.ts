@@ -23,8 +23,8 @@ import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
-import { PersistedMachine, checkState, snapshotVersion } from './snapshot-schema.js';
-import { packJson, unpackJson, type Json } from '../events/packed-json.js';
+import { checkStoredState, snapshotVersion, type StateSchemas } from './snapshot-schema.js';
+import { packJson, type Json } from '../events/packed-json.js';
 import { DEFAULT_RETRY, RunFailedError, certainToRepeat, backoffAfter, effectFailedEvent, errorText, failureCommitId, runFailedCommitId, sleep, type EffectFailure, type RetryPolicy } from './effect-failures.js';
 import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
@@ -80,7 +80,9 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
   readonly index?: SideIndex<I>;
   /** The schema of its machine's context: its snapshots' version is derived from it (with the
    * machine's shape and the index's schema, see snapshot-schema.ts), and a context read from a
-   * snapshot is checked against it before it is restored. */
+   * snapshot is checked against it before it is restored. A change of what a field means that
+   * leaves its shape as it was is told apart by saying so in the field's description
+   * (`.describe(...)`), which is part of the version. */
   readonly context: z.ZodType<ContextFrom<M>>;
   /** Event types whose transition depends only on their commit, not on which event of it (all
    * verdicts of one request are one commit and complete it together): the machine folds the
@@ -112,6 +114,8 @@ interface LiveActor<Env> {
    * builds a new actor for each call, which cost more than the transitions themselves. The
    * machines are pure (assign only), so nothing is ever executed through it. */
   scope: AnyActorScope;
+  /** What its snapshots are versioned by and checked against (see snapshot-schema.ts). */
+  schemas: StateSchemas;
   /** Version of its snapshots (see snapshot-schema.ts). */
   version: string;
   /** Whether it can be snapshotted (its index, if any, serializes and has a schema). */
@@ -269,13 +273,15 @@ export class ActorRuntime<Env> {
     this.#runId = runId;
     this.#env = env;
     for (const def of actors) {
+      const schemas: StateSchemas = { context: def.context, ...(def.index?.schema ? { index: def.index.schema } : {}) };
       this.#actors.set(def.name, {
         def,
+        schemas,
         snapshot: null,
         index: undefined,
         types: eventTypesOf(def as never),
         scope: inertScope(def.machine),
-        version: snapshotVersion(shapeOf(def as never), { context: def.context, ...(def.index?.schema ? { index: def.index.schema } : {}) }),
+        version: snapshotVersion(shapeOf(def as never), schemas),
         snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined && def.index.schema !== undefined),
         machineTypes: machineTypesOf(def as never),
         once: new Set(def.foldOncePerCommit ?? []),
@@ -383,7 +389,9 @@ export class ActorRuntime<Env> {
     if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
     // Of this version, yet of another shape (written by code whose schema said the same but whose
     // state did not, or edited): refused before any of it becomes the actor's state.
-    const { machine, index: indexData } = this.#checked(actor, body, refuse);
+    const checked = checkStoredState(actor.def.name, actor.schemas, body);
+    if (!checked.ok) throw refuse(`its state does not match the schema: ${checked.reason}`);
+    const { machine, index: indexData } = checked;
     try {
       const snapshot = actor.def.machine.restoreSnapshot(machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
       const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name)) : undefined;
@@ -391,28 +399,6 @@ export class ActorRuntime<Env> {
     } catch (err) {
       throw refuse(`its state does not restore (${(err as Error).message})`);
     }
-  }
-
-  /** A snapshot body's machine state and index data as the actor's schemas parse them; throws
-   * the refusal naming the first path that does not match. */
-  #checked(actor: LiveActor<Env>, body: SnapshotBody, refuse: (reason: string) => SnapshotRefusedError): { machine: Record<string, unknown>; index: unknown } {
-    const name = actor.def.name;
-    const persisted = checkState(`${name}.machine`, PersistedMachine, body.machine);
-    if (!persisted.ok) throw refuse(`its state does not match the schema: ${persisted.reason}`);
-    const context = checkState(`${name}.context`, actor.def.context, body.machine.context);
-    if (!context.ok) throw refuse(`its state does not match the schema: ${context.reason}`);
-    const machine = { ...(persisted.data as Record<string, unknown>), context: context.data };
-    const schema = actor.def.index?.schema;
-    if (!schema) return { machine, index: body.index };
-    let unpacked: unknown;
-    try {
-      unpacked = unpackJson(body.index as Json);
-    } catch (err) {
-      throw refuse(`its index does not unpack (${(err as Error).message})`);
-    }
-    const index = checkState(`${name}.index`, schema, unpacked);
-    if (!index.ok) throw refuse(`its state does not match the schema: ${index.reason}`);
-    return { machine, index: index.data };
   }
 
   /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live.

@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { unpackJson, type Json } from '../events/packed-json.js';
 import { SNAPSHOT_FORMAT } from './snapshots.js';
 
 /** The schemas that describe an actor's stored state. */
@@ -58,4 +59,27 @@ export function checkState(what: string, schema: z.ZodType, data: unknown): Chec
   const at = [what, ...first.path.map(String)].join('.');
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
   return { ok: false, reason: `${at}: ${first.message}${more}` };
+}
+
+/** A stored state whose parts match the schemas, as they parsed it (the index unpacked, see
+ * packed-json.ts), or why not. */
+export type CheckedState = { ok: true; machine: Record<string, unknown>; index: unknown } | { ok: false; reason: string };
+
+/** Checks a snapshot body's machine state (xstate's fields and the context) and index data
+ * against an actor's schemas, in that order; the reason names the first path that fails. */
+export function checkStoredState(actor: string, schemas: StateSchemas, body: { machine: Record<string, unknown>; index: unknown }): CheckedState {
+  const persisted = checkState(`${actor}.machine`, PersistedMachine, body.machine);
+  if (!persisted.ok) return persisted;
+  const context = checkState(`${actor}.context`, schemas.context, body.machine.context);
+  if (!context.ok) return context;
+  const machine = { ...(persisted.data as Record<string, unknown>), context: context.data };
+  if (!schemas.index) return { ok: true, machine, index: body.index };
+  let unpacked: unknown;
+  try {
+    unpacked = unpackJson(body.index as Json);
+  } catch (err) {
+    return { ok: false, reason: `${actor}.index does not unpack (${(err as Error).message})` };
+  }
+  const index = checkState(`${actor}.index`, schemas.index, unpacked);
+  return index.ok ? { ok: true, machine, index: index.data } : index;
 }
