@@ -11,9 +11,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/load.js';
-import { CRUCIBLE_VERSION, SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
+import { SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
+import { checkStoredState } from '../src/actors/snapshot-schema.js';
 import { conductor } from '../src/actors/conductor.js';
 import { solver } from '../src/actors/solver.js';
 import { adversary } from '../src/actors/adversary.js';
@@ -60,7 +61,7 @@ export async function runBench(args: string[]): Promise<void> {
         const got: RestartReport[] = [];
         // Starting runs no effect: no environment is needed.
         const runtime = new ActorRuntime(log, outcome.runId, null as never, actors as never, {
-          ...(withSnapshots ? { snapshots: { table, every: 0, codeVersion: CRUCIBLE_VERSION } } : {}),
+          ...(withSnapshots ? { snapshots: { table, every: 0 } } : {}),
           onRestart: (r) => got.push(r),
         });
         const t = performance.now();
@@ -70,6 +71,8 @@ export async function runBench(args: string[]): Promise<void> {
       }
       return { ms: best, folded: reports.reduce((n, r) => n + r.eventsFolded, 0), from: reports.map((r) => r.from) };
     };
+    const checked = checkingCost(table, repeat);
+    console.log(`  judge snapshot: ${(checked.bytes / 1024).toFixed(0)} KiB body (${checked.open} problems open); JSON.parse ${checked.parseMs.toFixed(1)} ms, checking it against its schemas ${checked.checkMs.toFixed(1)} ms`);
     for (const [label, actors] of [['judge', [judge]], ['all six actors', ACTORS]] as const) {
       const snap = await time(actors as never, true);
       const zero = await time(actors as never, false);
@@ -81,4 +84,27 @@ export async function runBench(args: string[]): Promise<void> {
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
+}
+
+/** What a restore of the Judge's latest snapshot spends reading its body and checking it against
+ * the Judge's schemas (context and index), best of `repeat`. */
+function checkingCost(table: SqliteSnapshotTable, repeat: number) {
+  const stored = table.latest('judge');
+  if (!stored) throw new Error('the run left no snapshot of the judge');
+  const text = Buffer.from(stored.body).toString('utf8');
+  let parseMs = Number.POSITIVE_INFINITY;
+  let checkMs = Number.POSITIVE_INFINITY;
+  let open = 0;
+  for (let k = 0; k < repeat; k++) {
+    const t0 = performance.now();
+    const body = JSON.parse(text) as { machine: { context: { open: object } }; index: unknown };
+    const t1 = performance.now();
+    const checked = checkStoredState('judge', { context: judge.context, index: judge.index!.schema! }, body);
+    const t2 = performance.now();
+    if (!checked.ok) throw new Error(`the judge's snapshot does not match its schemas: ${checked.reason}`);
+    parseMs = Math.min(parseMs, t1 - t0);
+    checkMs = Math.min(checkMs, t2 - t1);
+    open = Object.keys(body.machine.context.open).length;
+  }
+  return { bytes: stored.body.byteLength, open, parseMs, checkMs };
 }

@@ -32,7 +32,7 @@ import vm from 'node:vm';
 import Database from 'better-sqlite3';
 import { parseConfig } from '../src/config/load.js';
 import type { RunConfig } from '../src/config/schema.js';
-import { CRUCIBLE_VERSION, DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment, runIdOf } from '../src/actors/run.js';
+import { DEFAULT_SNAPSHOT_EVERY, LOG_FILE, SNAPSHOTS_FILE, runExperiment, runIdOf } from '../src/actors/run.js';
 import { flag } from './flags.js';
 import { bytesWritten } from './storage.js';
 import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
@@ -278,7 +278,7 @@ export async function runBench(args: string[]): Promise<void> {
       rmSync(refoldFile, { force: true });
       const refoldTable = withSnapshots ? null : new SqliteSnapshotTable(refoldFile, outcome.runId);
       const runtime = new ActorRuntime(log, outcome.runId, null as never, [judge] as never, {
-        snapshots: refoldTable ? { table: refoldTable, every: snapshotEvery, codeVersion: CRUCIBLE_VERSION } : { table, every: 0, codeVersion: CRUCIBLE_VERSION },
+        snapshots: refoldTable ? { table: refoldTable, every: snapshotEvery } : { table, every: 0 },
         onRestart: (r) => got.push(r),
       });
       const t = performance.now();

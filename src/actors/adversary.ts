@@ -5,6 +5,7 @@
  * malformed test so that the reward can count it.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
@@ -13,22 +14,25 @@ import { modelSampleEvents } from './model-samples.js';
 import { parseTestLines } from './test-text.js';
 import { nonprintableRatio } from '../rewards/code-a1.js';
 
-interface Job {
-  key: string;
-  round: number;
-  problemId: string;
-  solutionId: string;
-  programHash: string;
-  candidateId: string | null;
-  whiteBox: boolean;
-  version: number;
-}
+const Job = z.strictObject({
+  key: z.string(),
+  round: z.int().nonnegative(),
+  problemId: z.string(),
+  solutionId: z.string(),
+  programHash: z.string(),
+  candidateId: z.string().nullable(),
+  whiteBox: z.boolean(),
+  version: z.int(),
+});
+type Job = z.infer<typeof Job>;
 
-export interface AdversaryContext {
+/** Its machine context, which a snapshot stores (see snapshot-schema.ts). */
+export const AdversaryContext = z.strictObject({
   /** problem-round -> what the Conductor asked for. */
-  scheduled: Record<string, { whiteBox: boolean; version: number }>;
-  jobs: Job[];
-}
+  scheduled: z.record(z.string(), z.strictObject({ whiteBox: z.boolean(), version: z.int() })),
+  jobs: z.array(Job),
+});
+export type AdversaryContext = z.infer<typeof AdversaryContext>;
 
 export const adversaryMachine = setup({
   types: { context: {} as AdversaryContext, events: {} as LogEvent },
@@ -74,6 +78,7 @@ export type AdversaryEffect = Job;
 export const adversary: ActorDefinition<typeof adversaryMachine, AdversaryEffect, RunEnv> = {
   name: 'adversary',
   machine: adversaryMachine,
+  context: AdversaryContext,
   pending: (snapshot: SnapshotFrom<typeof adversaryMachine>) => snapshot.context.jobs,
   async run(job, env) {
     const problem = await env.problem(job.problemId);

@@ -4,30 +4,40 @@
  * content of the log, never on timing, so a replayed or resumed run schedules the same work.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
-import { initialTcsStage, nextTcsStage, type TcsStageState } from '../rewards/tcs.js';
+import { initialTcsStage, nextTcsStage, type TcsStageState as RewardsTcsStage } from '../rewards/tcs.js';
+import { agree, type Agree } from './type-agreement.js';
 
-export interface ConductorContext {
-  rounds: number;
-  problemsPerRound: number;
-  groupSize: number;
-  whiteBox: boolean;
-  problems: { problemId: string; problemHash: string }[];
-  round: number;
+// The rewards layer's type, described here (the rewards know no snapshot).
+const TcsStageState = z.strictObject({ stage: z.union([z.literal(1), z.literal(2)]), roundsInStage: z.int().nonnegative() });
+agree<Agree<z.infer<typeof TcsStageState>, RewardsTcsStage>>();
+
+const ByRole = z.strictObject({ code: z.int(), test: z.int() });
+
+/** Its machine context, which a snapshot stores (see snapshot-schema.ts). */
+export const ConductorContext = z.strictObject({
+  rounds: z.int().nonnegative(),
+  problemsPerRound: z.int().nonnegative(),
+  groupSize: z.int().nonnegative(),
+  whiteBox: z.boolean(),
+  problems: z.array(z.strictObject({ problemId: z.string(), problemHash: z.string() })),
+  round: z.int().nonnegative(),
   /** Problems of the current round that the Judge has finished. */
-  judged: string[];
-  /** Latest published version per role, and the round it was trained on. */
-  versions: { code: number; test: number };
-  trainedRound: { code: number; test: number };
-  completedRound: number;
-  method: string;
+  judged: z.array(z.string()),
+  /** Latest published version per role (-1: none yet), and the round it was trained on. */
+  versions: ByRole,
+  trainedRound: ByRole,
+  completedRound: z.int().nonnegative(),
+  method: z.string(),
   /** TCS: the stage state after the last decision, and the current round's test tallies. */
-  tcs: TcsStageState;
-  tallies: { sampled: number; valid: number };
-}
+  tcs: TcsStageState,
+  tallies: z.strictObject({ sampled: z.int().nonnegative(), valid: z.int().nonnegative() }),
+});
+export type ConductorContext = z.infer<typeof ConductorContext>;
 
 const initial: ConductorContext = {
   rounds: 0,
@@ -151,6 +161,7 @@ function stageDecision(env: RunEnv, c: ConductorContext, round: number) {
 export const conductor: ActorDefinition<typeof conductorMachine, ConductorEffect, RunEnv> = {
   name: 'conductor',
   machine: conductorMachine,
+  context: ConductorContext,
   pending: conductorPending,
   async run(effect, env, snapshot) {
     const c = snapshot.context;

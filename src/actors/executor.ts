@@ -6,15 +6,15 @@
  * from the failure phases the sandbox reports, so no separate probe runs.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import type { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
-import { requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
+import { catalog, requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import { packJson, unpackJson, type Json } from '../events/packed-json.js';
 import { compactResults, resultAt, type PairResult, type ResultFigures } from '../events/program-executed.js';
 import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
@@ -28,9 +28,12 @@ import { moduleLoadOfResults } from '../core/module-load.js';
 type Request = EventData<'ExecutionRequested'>;
 type Pair = ExecutionPair;
 
-export interface ExecutorContext {
-  requests: (Request & { key: string })[];
-}
+/** Its machine context, which a snapshot stores (see snapshot-schema.ts): the requests in
+ * flight, as their events hold them, each keyed by its request id. */
+export const ExecutorContext = z.strictObject({
+  requests: z.array(catalog.specs.ExecutionRequested.schema.safeExtend({ key: z.string() })),
+});
+export type ExecutorContext = z.infer<typeof ExecutorContext>;
 
 export const executorMachine = setup({
   types: { context: {} as ExecutorContext, events: {} as LogEvent },
@@ -56,6 +59,14 @@ export const executorMachine = setup({
 });
 
 export type ExecutorEffect = ExecutorContext['requests'][number];
+
+/** The Executor's side index (ExecutionCache) as its snapshot body holds it: the number of its
+ * next record and the requests whose results are still to come. */
+export const ExecutionCacheData = z.strictObject({
+  seq: z.int().nonnegative(),
+  awaiting: z.array(z.strictObject({ request: catalog.specs.ExecutionRequested.schema, left: z.int() })),
+});
+export type ExecutionCacheData = z.infer<typeof ExecutionCacheData>;
 
 /** One recorded ProgramExecuted (or an older per-pair ExecutionCompleted, as a record of one
  * result) with the test hash of each of its results: a result is read from it only when asked
@@ -140,16 +151,15 @@ export class ExecutionCache {
   load(programHash: string): ModuleLoad {
     return this.#results.load(ANY, programHash) ?? 'unknown';
   }
-  /** For actor snapshots: the requests in flight and the number of the next record (packed,
-   * see packed-json.ts); the results and load outcomes go to side rows (sideRows). */
-  serialize(): unknown {
-    return packJson({
+  /** For actor snapshots: the requests in flight and the number of the next record (see
+   * ExecutionCacheData); the results and load outcomes go to side rows (sideRows). */
+  serialize(): ExecutionCacheData {
+    return {
       seq: this.#seq,
       awaiting: [...this.#awaiting].map(([, v]) => ({ request: v.request, left: v.left })),
-    } as unknown as Json);
+    };
   }
-  static restore(data: unknown, side: SideReader): ExecutionCache {
-    const d = unpackJson(data as Json) as unknown as { seq: number; awaiting: { request: Request; left: number }[] };
+  static restore(d: ExecutionCacheData, side: SideReader): ExecutionCache {
     const cache = new ExecutionCache(side, d.seq);
     for (const { request, left } of d.awaiting) cache.#awaiting.set(request.requestId, { request, left });
     return cache;
@@ -186,14 +196,10 @@ async function loadTest(env: RunEnv, hash: string): Promise<TestCase> {
 export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, RunEnv, ExecutionCache> = {
   name: 'executor',
   machine: executorMachine,
+  context: ExecutorContext,
   pending: (snapshot: SnapshotFrom<typeof executorMachine>) => snapshot.context.requests,
   // All verdicts of a request are one commit; the machine reads only the request id.
   foldOncePerCommit: ['ProgramExecuted', 'ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes. 3: load outcomes merged by rank. 4: packed.
-  // 5: results kept as their recorded events. 6: records and load outcomes in side rows, the
-  // body holds the requests in flight. 7: a side row per pair, read by point lookups. 8: binary
-  // side rows (see pair-rows.ts).
-  snapshotVersion: 8,
   // No request in flight: the body holds no tests to run.
   atRest: (snapshot) => snapshot.context.requests.length === 0,
   index: {
@@ -201,7 +207,8 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
     observe: (cache, envelope) => cache.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
     serialize: (cache) => cache.serialize(),
-    restore: (data, side) => ExecutionCache.restore(data, side),
+    schema: ExecutionCacheData,
+    restore: (data: ExecutionCacheData, side) => ExecutionCache.restore(data, side),
     sideRows: (cache) => cache.sideRows(),
     sideSaved: (cache, saved) => cache.sideSaved(saved),
   },

@@ -1,37 +1,105 @@
-/** The Judge's view of one problem in one round, shared by its machine and its effects. */
-import type { EventData } from '../events/catalog.js';
+/**
+ * The Judge's state as zod schemas, from which its types are derived: its view of one problem in
+ * one round (shared by its machine and its effects) and its whole machine context, which a
+ * snapshot stores and is checked against when restored (see snapshot-schema.ts).
+ */
+import { z } from 'zod';
+import { ExecutionPair, catalog } from '../events/catalog.js';
+import type { MistakeBookState as RewardsMistakeBook } from '../rewards/mistake-book.js';
+import type { TcsBufferedSuite as RewardsTcsSuite } from '../rewards/tcs.js';
+import { agree, type Agree } from './type-agreement.js';
 
-export interface SolutionRef {
-  solutionId: string;
-  programHash: string;
-  candidateId: string | null;
-}
+const events = catalog.specs;
 
-export interface SuiteRef {
-  suiteId: string;
-  targetSolutionId: string | null;
-  nonprintableRatio: number;
-  candidateId: string | null;
-  tests: EventData<'TestsSampled'>['tests'];
-}
+export const SolutionRef = z.strictObject({
+  solutionId: z.string(),
+  programHash: z.string(),
+  candidateId: z.string().nullable(),
+});
+export type SolutionRef = z.infer<typeof SolutionRef>;
 
-export type JudgePhase = 'sampling' | 'oracle' | 'executing' | 'judged';
+export const SuiteRef = z.strictObject({
+  suiteId: z.string(),
+  targetSolutionId: z.string().nullable(),
+  nonprintableRatio: z.number(),
+  candidateId: z.string().nullable(),
+  tests: events.TestsSampled.schema.shape.tests,
+});
+export type SuiteRef = z.infer<typeof SuiteRef>;
 
-export interface ProblemRound {
-  key: string;
-  round: number;
-  problemId: string;
-  groupSize: number;
+export const JudgePhase = z.enum(['sampling', 'oracle', 'executing', 'judged']);
+export type JudgePhase = z.infer<typeof JudgePhase>;
+
+export const ProblemRound = z.strictObject({
+  key: z.string(),
+  round: z.int().nonnegative(),
+  problemId: z.string(),
+  groupSize: z.int().nonnegative(),
   /** The test-policy version the round's suites were sampled from (ProblemScheduled). */
-  testVersion: number;
-  solutions: SolutionRef[];
-  suites: SuiteRef[];
-  phase: JudgePhase;
+  testVersion: z.int(),
+  solutions: z.array(SolutionRef),
+  suites: z.array(SuiteRef),
+  phase: JudgePhase,
   /** Requests this Judge issued for the problem-round, and those whose verdicts are all in. */
-  issued: string[];
-  completed: string[];
-  judgedTests: EventData<'TestsJudged'>['tests'] | null;
+  issued: z.array(z.string()),
+  completed: z.array(z.string()),
+  judgedTests: events.TestsJudged.schema.shape.tests.nullable(),
   /** CURE runs: each sample's recorded tokens (ModelSampled.tokensHash, null when the server
    * returned none), by solution or suite id: length regularization reads response lengths. */
-  responseTokens?: Record<string, string | null>;
-}
+  responseTokens: z.record(z.string(), z.string().nullable()).optional(),
+});
+export type ProblemRound = z.infer<typeof ProblemRound>;
+
+/** EvolveCoder's state of one problem: the fixed candidates and the evolving test set. */
+export const EvolvedState = z.strictObject({
+  programs: z.array(z.strictObject({ programId: z.string(), programHash: z.string() })),
+  tests: z.array(z.string()),
+});
+export type EvolvedState = z.infer<typeof EvolvedState>;
+
+// The rewards layer's types, described here (the rewards know no snapshot).
+const MistakeBookState = z.strictObject({
+  entries: z.array(z.strictObject({ testKey: z.string(), testHash: z.string(), count: z.int().nonnegative(), blacklisted: z.boolean() })).readonly(),
+});
+agree<Agree<z.infer<typeof MistakeBookState>, RewardsMistakeBook>>();
+
+const TcsBufferedSuite = z.strictObject({
+  suiteId: z.string(),
+  round: z.int().nonnegative(),
+  policyVersion: z.int(),
+  tests: z.array(z.strictObject({ testId: z.string(), testHash: z.string().nullable(), consistent: z.union([z.literal(0), z.literal(1)]).nullable() })),
+});
+agree<Agree<z.infer<typeof TcsBufferedSuite>, RewardsTcsSuite>>();
+
+export const JudgeContext = z.strictObject({
+  suitesPerProgram: z.int().positive(),
+  open: z.record(z.string(), ProblemRound),
+  mistakeBooks: z.record(z.string(), MistakeBookState),
+  /** EvolveCoder: each problem's fixed candidates and evolving tests. */
+  evolved: z.record(z.string(), EvolvedState),
+  /** TCS: the stage of each round, as the Conductor decided it. */
+  stages: z.record(z.number(), z.union([z.literal(1), z.literal(2)])),
+  /** TCS: each problem's rolling buffer of test-policy samples, folded from TestsJudged. */
+  tcsBuffers: z.record(z.string(), z.array(TcsBufferedSuite)),
+  /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
+  tcs: z.strictObject({ bufferSize: z.int().positive(), maxStaleness: z.int().nonnegative().nullable() }).nullable(),
+  /** CURE: the samples' recorded tokens are kept with their problem-round (response lengths). */
+  keepsTokens: z.boolean().optional(),
+  /** Per open request, the program hashes whose results are still to come: executors may
+   * record a request's programs in one commit or in one commit each (separate processes).
+   * Sharded by request id (see shardOf in judge.ts). */
+  awaiting: z.record(z.string(), z.record(z.string(), z.array(z.string()))),
+});
+export type JudgeContext = z.infer<typeof JudgeContext>;
+
+/** The Judge's side index (VerdictIndex in judge.ts) as its snapshot body holds it: the open
+ * work's results by problem-round and request (null: still to come), the reused pairs and the
+ * requests still awaited; recorded verdicts are side rows, not in it. */
+export const VerdictIndexData = z.strictObject({
+  byProblem: z.array(z.tuple([z.string(), z.array(z.tuple([z.string(), z.array(events.ExecutionCompleted.schema.nullable())]))])),
+  reused: z.array(z.strictObject({ requestId: z.string(), problemId: z.string(), pairs: z.array(ExecutionPair) })),
+  problemOf: z.array(z.tuple([z.string(), z.string()])),
+  requestsOf: z.array(z.tuple([z.string(), z.array(z.string())])),
+  awaiting: z.array(z.strictObject({ requestId: z.string(), left: z.int(), pairs: z.array(ExecutionPair) })),
+});
+export type VerdictIndexData = z.infer<typeof VerdictIndexData>;

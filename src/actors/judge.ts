@@ -16,40 +16,19 @@ import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import { requestBody, requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import { packJson, unpackJson, type Json } from '../events/packed-json.js';
-import { emptyMistakeBook, applyMistakeBookChanges, type MistakeBookState } from '../rewards/mistake-book.js';
+import { emptyMistakeBook, applyMistakeBookChanges } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
-import type { EvolvedState } from './methods/contract.js';
 import { tcsBufferAfter } from './methods/tcs.js';
-import type { TcsBufferedSuite } from '../rewards/tcs.js';
-import type { ProblemRound } from './judge-state.js';
+import { JudgeContext, VerdictIndexData, type ProblemRound } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
 import { insertById } from './content-order.js';
 import { pairResultsOf, type PairResult } from '../events/program-executed.js';
 import type { ModuleLoad } from '../core/module-load.js';
 
-export type { JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
+export type { EvolvedState, JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
-export interface JudgeContext {
-  suitesPerProgram: number;
-  open: Record<string, ProblemRound>;
-  mistakeBooks: Record<string, MistakeBookState>;
-  /** EvolveCoder: each problem's fixed candidates and evolving tests. */
-  evolved: Record<string, EvolvedState>;
-  /** TCS: the stage of each round, as the Conductor decided it. */
-  stages: Record<number, 1 | 2>;
-  /** TCS: each problem's rolling buffer of test-policy samples, folded from TestsJudged. */
-  tcsBuffers: Record<string, TcsBufferedSuite[]>;
-  /** The TCS buffer options (null: the run is not TCS and keeps no buffer). */
-  tcs: { bufferSize: number; maxStaleness: number | null } | null;
-  /** CURE: the samples' recorded tokens are kept with their problem-round (response lengths). */
-  keepsTokens?: boolean;
-  /** Per open request, the program hashes whose results are still to come: executors may
-   * record a request's programs in one commit or in one commit each (separate processes).
-   * Sharded by request id (see shardOf). */
-  awaiting: Record<string, Record<string, string[]>>;
-}
+export { JudgeContext };
 
 /** The shard of a request in `awaiting`: a program's results copy one shard (a few requests)
  * and the list of shards, not the entry of every request in flight (a thousand in a step of
@@ -336,25 +315,18 @@ export class VerdictIndex {
     for (const d of kept) this.#recordedPairs.record(envelope.position, problemId, d.programHash, d.testHash, d);
   }
 
-  /** For actor snapshots: the open work as JSON data (packed, see packed-json.ts), and an index
-   * from that data and the snapshot's side rows. */
-  serialize(): unknown {
-    return packJson({
+  /** For actor snapshots: the open work as JSON data (see VerdictIndexData), and an index from
+   * that data and the snapshot's side rows. */
+  serialize(): VerdictIndexData {
+    return {
       byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, (r) => r ?? null)])]),
       reused: [...this.#reused].map(([requestId, v]) => ({ requestId, problemId: v.problemId, pairs: v.pairs })),
       problemOf: [...this.#problemOf],
       requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
-    } as unknown as Json);
-  }
-  static restore(data: unknown, side: SideReader | null): VerdictIndex {
-    const d = unpackJson(data as Json) as unknown as {
-      byProblem: [string, [string, (PairResult | null)[]][]][];
-      reused: { requestId: string; problemId: string; pairs: Pair[] }[];
-      problemOf: [string, string][];
-      requestsOf: [string, string[]][];
-      awaiting: { requestId: string; left: number; pairs: Pair[] }[];
     };
+  }
+  static restore(d: VerdictIndexData, side: SideReader | null): VerdictIndex {
     const index = new VerdictIndex(side);
     for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
@@ -466,13 +438,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // An old log's per-pair verdicts of a request are one commit; the machine reads only the
   // request id. ProgramExecuted is folded one by one: each names the program it completes.
   foldOncePerCommit: ['ExecutionCompleted'],
-  // 2: the index holds compact results and load outcomes. 3: solutions and suites by id, load
-  // outcomes merged by rank. 4: requests await each program. 5: packed. 6: recorded verdicts
-  // and load outcomes in side rows, the body holds the open work. 7: awaiting sharded. 8: a side
-  // row per record, not per pair. 9: a side row per pair, read by point lookups. 10: binary side
-  // rows (see pair-rows.ts). 11: CURE's problem-rounds keep their samples' tokens; Mistake Books
-  // stored in the release's order (sorted at every read, new tests in first-failure order).
-  snapshotVersion: 11,
+  context: JudgeContext,
   // Between steps: no problem open, so the body holds the Mistake Books, not a step's suites.
   atRest: (snapshot) => Object.keys(snapshot.context.open).length === 0,
   index: {
@@ -480,7 +446,8 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
     serialize: (verdicts) => verdicts.serialize(),
-    restore: (data, side) => VerdictIndex.restore(data, side),
+    schema: VerdictIndexData,
+    restore: (data: VerdictIndexData, side) => VerdictIndex.restore(data, side),
     sideRows: (verdicts) => verdicts.sideRows(),
     sideSaved: (verdicts, saved) => verdicts.sideSaved(saved),
   },

@@ -10,30 +10,31 @@ import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
 import type { LearnerTrainer, RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
-import type { EventData } from '../events/catalog.js';
+import { catalog } from '../events/catalog.js';
 import type { TrainSample } from '../policies/port.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { algorithmOf } from './methods/index.js';
 import { Rng } from '../core/rng.js';
 import { sftRows, type SftRow } from '../policies/openai/sft.js';
 
-import type { Role } from '../core/roles.js';
+import { Role } from '../core/roles.js';
 
-interface SampleRef {
-  sampleId: string;
-  problemId: string;
+const SampleRef = z.strictObject({
+  sampleId: z.string(),
+  problemId: z.string(),
   /** Program or suite blob; the response text trained on. */
-  responseHash: string;
+  responseHash: z.string(),
   /** Model samples: the exact prompt sent (else the problem statement is the prompt). */
-  promptHash?: string;
-  contextKey: string;
-  choiceKey: string | null;
+  promptHash: z.string().optional(),
+  contextKey: z.string(),
+  choiceKey: z.string().nullable(),
   /** The round that drew it and the policy version it was drawn from (the off-policy bound). */
-  round: number;
-  version: number;
+  round: z.int().nonnegative(),
+  version: z.int(),
   /** Model samples: the blob of the sampled token ids and their log-probs, when recorded. */
-  tokensHash?: string | null;
-}
+  tokensHash: z.string().nullable().optional(),
+});
+type SampleRef = z.infer<typeof SampleRef>;
 
 /** A ModelSampled tokens blob, as written from the server's answer. */
 const SampledTokens = z.object({ tokenIds: z.array(z.int().nonnegative()).nullable(), tokenLogprobs: z.array(z.number()).nullable() });
@@ -49,28 +50,31 @@ export function sampledTokens(blob: string): TrainSample['sampled'] {
   return { tokenIds, logprobs: tokenLogprobs };
 }
 
-interface RoundWork {
-  round: number;
-  problemIds: string[];
-  rewards: Record<Role, EventData<'RewardsAssigned'>[]>;
-}
+const RoundWork = z.strictObject({
+  round: z.int().nonnegative(),
+  problemIds: z.array(z.string()),
+  /** The round's RewardsAssigned per role, as their events hold them. */
+  rewards: z.record(Role, z.array(catalog.specs.RewardsAssigned.schema)),
+});
 
-export interface LearnerContext {
-  started: boolean;
-  whiteBox: boolean;
+/** Its machine context, which a snapshot stores (see snapshot-schema.ts). */
+export const LearnerContext = z.strictObject({
+  started: z.boolean(),
+  whiteBox: z.boolean(),
   /** TCS trains test-policy samples of earlier rounds again (its rolling buffer): their
    * references are kept after their round is trained. */
-  keepTestSamples: boolean;
+  keepTestSamples: z.boolean(),
   /** One policy for both roles (config policies.shared): one trainer, one version stream. */
-  shared: boolean;
+  shared: z.boolean(),
   /** Latest published version per role (-1: none yet). */
-  versions: Record<Role, number>;
-  trainedRounds: number[];
+  versions: z.record(Role, z.int()),
+  trainedRounds: z.array(z.int().nonnegative()),
   /** Samples by problem, then by sample id: an event copies one problem's few samples, not
    * every sample of the round. */
-  samples: Record<string, Record<string, SampleRef>>;
-  rounds: Record<string, RoundWork>;
-}
+  samples: z.record(z.string(), z.record(z.string(), SampleRef)),
+  rounds: z.record(z.string(), RoundWork),
+});
+export type LearnerContext = z.infer<typeof LearnerContext>;
 
 const withSample = (samples: LearnerContext['samples'], ref: SampleRef): LearnerContext['samples'] => ({
   ...samples,
@@ -268,9 +272,8 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
     const cause = e.cause instanceof Error ? e.cause.message : String(e.cause);
     return env.event('TrainingStepFailed', { batchId: e.batchId, role: e.role, error: cause.trim() === '' ? e.message : cause, retryable: failure.willRetry });
   },
-  // 2: sample references carry their round and policy version.
-  snapshotVersion: 2,
   machine: learnerMachine,
+  context: LearnerContext,
   pending: learnerPending,
   async run(effect, env, snapshot) {
     if (effect.kind === 'init') {

@@ -241,7 +241,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     };
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
       views: [env.view, executionsView],
-      snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY, codeVersion: CRUCIBLE_VERSION },
+      snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
       ...(opts.retry ? { retry: opts.retry } : {}),
       ...(opts.scheduler ? { scheduler: opts.scheduler } : {}),

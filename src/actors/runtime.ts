@@ -18,10 +18,13 @@
  * begins from its latest usable snapshot and folds only what came after it, snapshotting as it
  * folds.
  */
-import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type ContextFrom, type SnapshotFrom } from 'xstate';
+import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
-import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, snapshotVersion, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import { checkStoredState, snapshotVersion, type StateSchemas } from './snapshot-schema.js';
+import { packJson, type Json } from '../events/packed-json.js';
 import { DEFAULT_RETRY, type EffectFailure, type RetryPolicy } from './effect-failures.js';
 import { ActorFailedError, EffectRunner, type EffectTask } from './effect-runner.js';
 
@@ -53,9 +56,13 @@ export interface SideIndex<I> {
   observe(index: I, envelope: EventEnvelope): void;
   /** Event types it needs besides those the machine handles. */
   readonly types: readonly string[];
-  /** For snapshots: the index as JSON data, and an index from that data. An actor whose index
-   * lacks them is never snapshotted (it refolds from the start). */
+  /** For snapshots: the index as JSON data (stored packed, see packed-json.ts), and an index
+   * from that data. An actor whose index lacks them is never snapshotted (it refolds from the
+   * start). */
   serialize?(index: I): unknown;
+  /** The data `serialize` returns: part of the snapshot version, and checked before `restore`
+   * is handed stored data (which then is what this schema parsed). */
+  readonly schema?: z.ZodType;
   /** `side`: the rows its snapshot kept beside the body (see sideRows). */
   restore?(data: unknown, side: SideReader): I;
   /** Rows kept beside the snapshot body rather than in it (see SideRows in snapshots.ts): those
@@ -74,9 +81,12 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
   /** Does the work and returns the events to append (all in one commit). */
   run(effect: E, env: Env, snapshot: SnapshotFrom<M>, index: I): Promise<NewEvent[]>;
   readonly index?: SideIndex<I>;
-  /** Bump when the meaning of its machine context or its index's serialized form changes, so
-   * that snapshots written before are ignored (default 1). */
-  readonly snapshotVersion?: number;
+  /** The schema of its machine's context: its snapshots' version is derived from it (with the
+   * machine's shape and the index's schema, see snapshot-schema.ts), and a context read from a
+   * snapshot is checked against it before it is restored. A change of what a field means that
+   * leaves its shape as it was is told apart by saying so in the field's description
+   * (`.describe(...)`), which is part of the version. */
+  readonly context: z.ZodType<ContextFrom<M>>;
   /** Event types whose transition depends only on their commit, not on which event of it (all
    * verdicts of one request are one commit and complete it together): the machine folds the
    * first of each commit and skips the rest, which would change nothing; the side index still
@@ -107,9 +117,11 @@ interface LiveActor<Env> {
    * builds a new actor for each call, which cost more than the transitions themselves. The
    * machines are pure (assign only), so nothing is ever executed through it. */
   scope: AnyActorScope;
-  /** Version of its snapshots (see snapshotVersion). */
+  /** What its snapshots are versioned by and checked against (see snapshot-schema.ts). */
+  schemas: StateSchemas;
+  /** Version of its snapshots (see snapshot-schema.ts). */
   version: string;
-  /** Whether it can be snapshotted (its index, if any, serializes). */
+  /** Whether it can be snapshotted (its index, if any, serializes and has a schema). */
   snapshottable: boolean;
   /** Event types its machine handles (the others only feed its index). */
   machineTypes: ReadonlySet<string>;
@@ -177,15 +189,14 @@ export interface SnapshotOptions {
    * the first moment after that when its actors are at rest (see ActorDefinition.atRest), or
    * once twice as many are folded if none comes; 0: take none (existing ones are still used). */
   every: number;
-  /** The code's version, part of every snapshot's version. */
-  codeVersion: string;
 }
 
 /** How an actor was (re)built: from a snapshot or from the start, and how much it folded. */
 export interface RestartReport {
   actor: string;
-  /** 'used': from `from`; 'none': no snapshot; 'ignored': another code version's;
-   * 'refused': unusable (see `refused`). In the last three it folds from the start. */
+  /** 'used': from `from`; 'none': no snapshot; 'ignored': of another version (another schema
+   * or machine shape); 'refused': unusable (see `refused`). In the last three it folds from the
+   * start. */
   snapshot: 'used' | 'none' | 'ignored' | 'refused';
   refused?: SnapshotRefusedError;
   /** Folding began after this position (ORIGIN: the start) and ended at `to`. */
@@ -251,16 +262,17 @@ export class ActorRuntime<Env> {
     this.#log = log;
     this.#runId = runId;
     this.#env = env;
-    const codeVersion = options.snapshots?.codeVersion ?? '';
     for (const def of actors) {
+      const schemas: StateSchemas = { context: def.context, ...(def.index?.schema ? { index: def.index.schema } : {}) };
       this.#actors.set(def.name, {
         def,
+        schemas,
         snapshot: null,
         index: undefined,
         types: eventTypesOf(def as never),
         scope: inertScope(def.machine),
-        version: snapshotVersion(codeVersion, def.snapshotVersion ?? 1, shapeOf(def as never)),
-        snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined),
+        version: snapshotVersion(shapeOf(def as never), schemas),
+        snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined && def.index.schema !== undefined),
         machineTypes: machineTypesOf(def as never),
         once: new Set(def.foldOncePerCommit ?? []),
         lastOnce: '',
@@ -335,7 +347,7 @@ export class ActorRuntime<Env> {
 
   /** An actor's state as a snapshot body stores it (its side rows apart). */
   #persisted(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown): { machine: Record<string, unknown>; index: unknown } {
-    const serialized = actor.def.index?.serialize ? actor.def.index.serialize(index) : null;
+    const serialized = actor.def.index?.serialize ? packJson(actor.def.index.serialize(index) as Json) : null;
     return { machine: actor.def.machine.getPersistedSnapshot(snapshot) as Record<string, unknown>, index: serialized };
   }
 
@@ -383,9 +395,14 @@ export class ActorRuntime<Env> {
     if (ref.position > upTo) throw refuse(`it is at a position past the log's head (${upTo})`);
     if (body.actor !== actor.def.name) throw refuse(`it holds the state of actor ${body.actor}`);
     if (body.position !== ref.position || body.version !== ref.version) throw refuse('its body disagrees with the checkpoint table');
+    // Of this version, yet of another shape (written by code whose schema said the same but whose
+    // state did not, or edited): refused before any of it becomes the actor's state.
+    const checked = checkStoredState(actor.def.name, actor.schemas, body);
+    if (!checked.ok) throw refuse(`its state does not match the schema: ${checked.reason}`);
+    const { machine, index: indexData } = checked;
     try {
-      const snapshot = actor.def.machine.restoreSnapshot(body.machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
-      const index = actor.def.index ? actor.def.index.restore!(body.index, this.#snapshots!.table.side(actor.def.name)) : undefined;
+      const snapshot = actor.def.machine.restoreSnapshot(machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
+      const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name)) : undefined;
       return { snapshot, index };
     } catch (err) {
       throw refuse(`its state does not restore (${(err as Error).message})`);

@@ -6,8 +6,9 @@
  *
  * A snapshot is a cache of a fold, never a source of truth: the log holds no trace of it (a run
  * writes the same events with or without snapshots, and the log's blob store does not grow with
- * them), and one that is corrupt, of another run or another log, or written by another code version is refused
- * or ignored, the reason reported, and the actor refolded from the start of the log.
+ * them), and one that is corrupt, of another run or another log, or of another version (its
+ * actor's schemas or machine changed since, see snapshot-schema.ts) is refused or ignored, the
+ * reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
@@ -29,7 +30,8 @@ export interface SnapshotRef {
   position: Position;
   /** sha256 of the body, checked before the body is trusted. */
   hash: string;
-  /** The code version that wrote it (see `ActorRuntime`): another version's snapshot is ignored. */
+  /** Its actor's snapshot version when written (see snapshot-schema.ts): another version's
+   * snapshot is ignored. */
   version: string;
 }
 
@@ -124,13 +126,6 @@ const sideSum = (key: Uint8Array, value: Uint8Array): number => crc32(value, crc
 
 /** Keys per statement of SideReader.getMany: a call costs about as much as several index seeks. */
 const MANY = 64;
-
-/** A version string for an actor's snapshots: the snapshot format, the code's version, the
- * actor's own snapshot version, and the shape of its machine (state ids, event types). */
-export function snapshotVersion(codeVersion: string, actorVersion: number, shape: readonly string[]): string {
-  const digest = createHash('sha256').update(shape.join('\n')).digest('hex').slice(0, 12);
-  return `${SNAPSHOT_FORMAT}/${codeVersion}/${actorVersion}/${digest}`;
-}
 
 const Row = z.object({
   actor: z.string(),

@@ -3,23 +3,25 @@
  * policy version the Conductor named, with a seed derived from the run seed and the problem.
  */
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import { withoutKey, type ActorDefinition, type LogEvent } from './runtime.js';
 import type { RunEnv } from './env.js';
 import { dataOf } from './events.js';
 import { modelSampleEvents } from './model-samples.js';
 
-interface Job {
-  key: string;
-  round: number;
-  problemId: string;
-  groupSize: number;
-  version: number;
-}
+const Job = z.strictObject({
+  key: z.string(),
+  round: z.int().nonnegative(),
+  problemId: z.string(),
+  groupSize: z.int().nonnegative(),
+  version: z.int(),
+});
+type Job = z.infer<typeof Job>;
 
-export interface SolverContext {
-  jobs: Job[];
-}
+/** Its machine context, which a snapshot stores (see snapshot-schema.ts). */
+export const SolverContext = z.strictObject({ jobs: z.array(Job) });
+export type SolverContext = z.infer<typeof SolverContext>;
 
 const jobKey = (round: number, problemId: string) => `${round}/${problemId}`;
 
@@ -52,6 +54,7 @@ export type SolverEffect = Job;
 export const solver: ActorDefinition<typeof solverMachine, SolverEffect, RunEnv> = {
   name: 'solver',
   machine: solverMachine,
+  context: SolverContext,
   pending: (snapshot: SnapshotFrom<typeof solverMachine>) => snapshot.context.jobs,
   async run(job, env) {
     const problem = await env.problem(job.problemId);

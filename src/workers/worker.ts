@@ -24,7 +24,7 @@ import { adversary } from '../actors/adversary.js';
 import { executor } from '../actors/executor.js';
 import { judge } from '../actors/judge.js';
 import { learner } from '../actors/learner.js';
-import { CRUCIBLE_VERSION, sandboxOptions } from '../actors/run.js';
+import { sandboxOptions } from '../actors/run.js';
 import { SqliteSnapshotTable } from '../actors/snapshots.js';
 import { createSandbox, defaultWorkers } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -139,7 +139,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     if (opts.snapshots) table = new SqliteSnapshotTable(opts.snapshots.file, opts.runId);
     const runtime = new ActorRuntime(log, opts.runId, run.env, [ACTORS[opts.role]], {
       views: [run.env.view, completion, ...(work ? [work] : [])],
-      ...(table ? { snapshots: { table, every: opts.snapshots!.every, codeVersion: CRUCIBLE_VERSION } } : {}),
+      ...(table ? { snapshots: { table, every: opts.snapshots!.every } } : {}),
       onRestart: (r) => {
         if (r.refused) say(r.refused.message);
         say(`${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`);

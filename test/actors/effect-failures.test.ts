@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, sandboxOptions, type RunOutcome } from '../../src/actors/run.js';
@@ -166,6 +167,7 @@ describe('a failure after some outputs were appended', () => {
   const scheduler: ActorDefinition<typeof machine, { key: string }, null> = {
     name: 'scheduler',
     machine,
+    context: z.strictObject({ todo: z.array(z.string()) }),
     pending: (s) => s.context.todo.map((p) => ({ key: p })),
     run: async (effect) => [
       { type: 'ProblemScheduled', runId: 'r', data: { round: 1, problemId: effect.key, problemHash: 'a'.repeat(64), groupSize: 1, whiteBox: false, codeVersion: 0, testVersion: 0 } },

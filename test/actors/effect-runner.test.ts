@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { assign, setup } from 'xstate';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ActorFailedError, EffectRunner } from '../../src/actors/effect-runner.js';
 import { ActorRuntime, type ActorDefinition, type LogEvent } from '../../src/actors/runtime.js';
@@ -93,6 +94,7 @@ describe('a worker\'s effect (ActorRuntime.runEffect) follows the same policy', 
     const def: ActorDefinition<typeof machine, { key: string }, null> = {
       name: 'finisher',
       machine,
+      context: z.object({ started: z.boolean(), done: z.boolean() }),
       pending: (s) => (s.context.started && !s.context.done ? [{ key: 'finish' }] : []),
       run: async () => {
         if (++tries === 1) throw new Error('a lost connection');

@@ -1,6 +1,7 @@
 /**
  * One short run per method on the embedded default (real SQLite log, real sandbox, the catalog
- * policies), each checking the method's defining behaviour in its log.
+ * policies), each checking the method's defining behaviour in its log, and at every step that
+ * each actor's state matches the schemas its snapshots are checked against.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -15,6 +16,7 @@ import { exportEvolved } from '../../src/cli/commands/evolved.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
 import { recordedBlobs, recordedEvents } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
+import { expectStatesMatchSchemas } from '../support/state-schemas.js';
 
 let root: string;
 
@@ -35,7 +37,8 @@ function config(method: string, overrides: Record<string, unknown> = {}) {
 
 async function run(method: string, overrides: Record<string, unknown> = {}) {
   const cfg = config(method, overrides);
-  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: catalogCache() });
+  // At every step, every actor's state matches the schemas its snapshots are checked against.
+  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: catalogCache(), onStep: (runtime) => expectStatesMatchSchemas(runtime as never) });
   expect(out.finished).toBe(true);
   const events = await recordedEvents(out.dir);
   // Every blob the tests need: the tests executed.

@@ -99,7 +99,7 @@ describe('snapshot timing', () => {
       close: () => inner.close(),
     };
     try {
-      const runtime = new ActorRuntime(log, runId, null as never, [judge, executor] as never, { snapshots: { table, every: EVERY, codeVersion: '0.1.0' } });
+      const runtime = new ActorRuntime(log, runId, null as never, [judge, executor] as never, { snapshots: { table, every: EVERY } });
       await runtime.start();
       const ofJudge = saved.filter((s) => s.ref.actor === 'judge');
       expect(ofJudge.length).toBeGreaterThanOrEqual(2);

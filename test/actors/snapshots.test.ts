@@ -3,14 +3,16 @@
  * and resumed starts every actor from its latest snapshot and folds only the events after it,
  * ending with the same tables and the same log as an uninterrupted run; a restart from a
  * snapshot and one from position 0 give identical actor state; a corrupt snapshot is refused
- * with an error naming it and the actor refolds from the start; another code version's
- * snapshot is ignored.
+ * with an error naming it and the actor refolds from the start, as is one whose stored state
+ * does not match its actor's schemas; a snapshot of another version (another code's schemas) is
+ * ignored.
  */
 import { createHash } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
@@ -20,7 +22,7 @@ import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
 import { executor, type ExecutionCache } from '../../src/actors/executor.js';
-import { judge, type VerdictIndex } from '../../src/actors/judge.js';
+import { JudgeContext, judge, type VerdictIndex } from '../../src/actors/judge.js';
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
@@ -113,7 +115,7 @@ describe('actor snapshots', () => {
     try {
       // What JSON.stringify throws past V8's longest string (an index of millions of verdicts).
       const tooLarge = { ...judge, index: { ...judge.index!, serialize: () => ({ toJSON: () => { throw new RangeError('Invalid string length'); } }) } };
-      const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1, codeVersion: '0.1.0' } });
+      const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1 } });
       await runtime.start();
       // One more event after the start: the next step folds it and takes snapshots.
       await log.append('test', [makeEvent('RunFailed', runId, { reason: 'a test event after the run' })], { commitId: 'too-large/after' });
@@ -137,7 +139,7 @@ describe('actor snapshots', () => {
     try {
       const reports: RestartReport[] = [];
       // Starting runs no effect, so no environment is needed.
-      const fromSnapshot = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const fromSnapshot = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
       await fromSnapshot.start();
       const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await fromZero.start();
@@ -174,7 +176,7 @@ describe('actor snapshots', () => {
     const every = 40;
     try {
       const reports: RestartReport[] = [];
-      const refolded = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const refolded = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every }, onRestart: (r) => reports.push(r) });
       await refolded.start();
       const unsnapshotted = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await unsnapshotted.start();
@@ -202,7 +204,7 @@ describe('actor snapshots', () => {
       expect((refolded.indexOf('executor') as ExecutionCache).recorded()).toEqual((unsnapshotted.indexOf('executor') as ExecutionCache).recorded());
       // And those snapshots restart every actor to the same state again.
       const again: RestartReport[] = [];
-      const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => again.push(r) });
+      const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => again.push(r) });
       await restarted.start();
       expect(again.find((r) => r.actor === 'judge')!.snapshot).toBe('used');
       for (const a of ACTORS) expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))));
@@ -242,7 +244,7 @@ describe('actor snapshots', () => {
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(file, runId);
     const restart = async () => {
-      const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' } });
+      const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0 } });
       await runtime.start();
       return runtime.indexOf('judge') as VerdictIndex;
     };
@@ -286,7 +288,7 @@ describe('actor snapshots', () => {
     const table = new SqliteSnapshotTable(file, runId);
     try {
       const reports: RestartReport[] = [];
-      const fromOld = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0, codeVersion: '0.1.0' }, onRestart: (r) => reports.push(r) });
+      const fromOld = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
       await fromOld.start();
       const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await fromZero.start();
@@ -343,6 +345,76 @@ describe('actor snapshots', () => {
       other.close();
     }
   });
+
+  it('a snapshot whose stored context is of another shape is refused, naming the actor and the path, and the actor refolds to the state of a fresh fold', async () => {
+    const dir = copyOfStopped('other-shape');
+    const runId = runIdOf(config());
+    const file = path.join(dir, 'snapshots.db');
+    // Bodies rewritten as an older code's would be, each still hashing to its recorded sha256
+    // and carrying this code's version: only their content tells.
+    const db = new Database(file);
+    const reshape = (actor: string, change: (context: Record<string, unknown>) => void) => {
+      const body = JSON.parse((db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer).toString('utf8')) as { machine: { context: Record<string, unknown> } };
+      change(body.machine.context);
+      const bytes = Buffer.from(JSON.stringify(body));
+      db.prepare('UPDATE actor_snapshots SET body = ?, hash = ? WHERE actor = ?').run(bytes, createHash('sha256').update(bytes).digest('hex'), actor);
+    };
+    // A renamed field,
+    reshape('judge', (c) => {
+      c.mistakeBook = c.mistakeBooks;
+      delete c.mistakeBooks;
+    });
+    // and a field of another type.
+    reshape('conductor', (c) => {
+      c.round = String(c.round);
+    });
+    db.close();
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(file, runId);
+    try {
+      const reports: RestartReport[] = [];
+      const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
+      await restarted.start();
+      const fresh = new ActorRuntime(log, runId, null as never, ACTORS as never);
+      await fresh.start();
+      const byActor = new Map(reports.map((r) => [r.actor, r]));
+      const judged = byActor.get('judge')!;
+      expect(judged.snapshot).toBe('refused');
+      expect(judged.from).toBe(0);
+      expect(judged.refused?.message).toMatch(/^snapshot of actor judge at position \d+ \(sha256 [0-9a-f]{12}\) refused: its state does not match the schema: judge\.context\.mistakeBooks: /);
+      expect(judged.refused?.message).toMatch(/judge refolds the log from the start$/);
+      const conducted = byActor.get('conductor')!;
+      expect(conducted.snapshot).toBe('refused');
+      expect(conducted.refused?.message).toMatch(/its state does not match the schema: conductor\.context\.round: /);
+      for (const name of ['solver', 'adversary', 'executor', 'learner']) expect(byActor.get(name)!.snapshot, name).toBe('used');
+      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fresh.persistedStateOf(a.name))));
+      expect((restarted.indexOf('judge') as VerdictIndex).recorded()).toEqual((fresh.indexOf('judge') as VerdictIndex).recorded());
+    } finally {
+      table.close();
+      await log.close();
+    }
+  }, 120_000);
+
+  it("a change to an actor's context schema sets another snapshot version: its snapshot is ignored and it refolds from the start", async () => {
+    const dir = copyOfStopped('schema-change');
+    const runId = runIdOf(config());
+    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    const table = new SqliteSnapshotTable(path.join(dir, 'snapshots.db'), runId);
+    try {
+      // The same Judge, its context schema with one more (optional) field.
+      const changed = { ...judge, context: JudgeContext.extend({ note: z.string().optional() }) };
+      const reports: RestartReport[] = [];
+      const restarted = new ActorRuntime(log, runId, null as never, [changed, solver] as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
+      await restarted.start();
+      expect(reports.map((r) => [r.actor, r.snapshot, r.from === 0]).sort()).toEqual([['judge', 'ignored', true], ['solver', 'used', false]]);
+      const fresh = new ActorRuntime(log, runId, null as never, [judge] as never);
+      await fresh.start();
+      expect(JSON.parse(JSON.stringify(restarted.persistedStateOf('judge')))).toEqual(JSON.parse(JSON.stringify(fresh.persistedStateOf('judge'))));
+    } finally {
+      table.close();
+      await log.close();
+    }
+  }, 120_000);
 
   it('a corrupt snapshot is refused with an error naming it, and another version\'s is ignored: both refold from the start', async () => {
     const dir = copyOfStopped('corrupt');

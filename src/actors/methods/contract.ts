@@ -13,7 +13,7 @@ import type { ModuleLoad } from '../../core/module-load.js';
 import type { TcsBufferedSuite } from '../../rewards/tcs.js';
 import type { RunEnv } from '../env.js';
 import type { BlobStore } from '../../events/blobs.js';
-import type { ProblemRound } from '../judge-state.js';
+import type { EvolvedState, ProblemRound } from '../judge-state.js';
 
 export type Pair = ExecutionPair;
 /** Per-pair results of a request, executed and reused (see recorded-verdicts.ts). */
@@ -21,11 +21,7 @@ export type Verdicts = PairResult[];
 export type JudgedTest = EventData<'TestsJudged'>['tests'][number];
 export type RewardItem = EventData<'RewardsAssigned'>['items'][number];
 
-/** EvolveCoder's state of one problem: the fixed candidates and the evolving test set. */
-export interface EvolvedState {
-  programs: { programId: string; programHash: string }[];
-  tests: string[];
-}
+export type { EvolvedState } from '../judge-state.js';
 
 export interface PlanArgs {
   env: RunEnv;
