@@ -122,13 +122,26 @@ export async function runBench(args: string[]): Promise<void> {
     const line = (label: string, ms: number, extra = '') => process.stdout.write(`${label.padEnd(44)} ${ms.toFixed(0).padStart(7)} ms  ${extra}\n`);
     process.stdout.write(`ablate on ${dir}: ${events} events, best of ${repeat}\n`);
     line('baseline: read and decode the log once', best(readMs), `${Math.round(events / (best(readMs) / 1000))} events/s`);
-    line('one variant (alpha=0)', one!.ms, `${Math.round(events / (one!.ms / 1000))} events/s  (re-judge ${one!.result.timings.judgeMs.toFixed(0)} ms, project ${one!.result.timings.projectMs.toFixed(0)} ms)`);
-    line('four variants together', four!.ms, `${Math.round((4 * events) / (four!.ms / 1000))} variant-events/s  (re-judge ${four!.result.timings.judgeMs.toFixed(0)} ms, project ${four!.result.timings.projectMs.toFixed(0)} ms)`);
+    line(
+      'one variant (alpha=0)',
+      one!.ms,
+      `${Math.round(events / (one!.ms / 1000))} events/s  (re-judge ${one!.result.timings.judgeMs.toFixed(0)} ms, project ${one!.result.timings.projectMs.toFixed(0)} ms)`,
+    );
+    line(
+      'four variants together',
+      four!.ms,
+      `${Math.round((4 * events) / (four!.ms / 1000))} variant-events/s  (re-judge ${four!.result.timings.judgeMs.toFixed(0)} ms, project ${four!.result.timings.projectMs.toFixed(0)} ms)`,
+    );
     const f = four!.result;
     process.stdout.write(
       `  built once and copied: ${f.shared.map((names) => names.join(', ')).join('; ') || 'none'}; answer selection counting only its Mistake Book tallies again: ${f.derivedSelection.map((d) => `${d.name} (beside ${d.from})`).join(', ') || 'none'}\n`,
     );
-    if (threaded) line('four variants together, projected on 2 threads', threaded.ms, `(re-judge ${threaded.result.timings.judgeMs.toFixed(0)} ms, project ${threaded.result.timings.projectMs.toFixed(0)} ms)`);
+    if (threaded)
+      line(
+        'four variants together, projected on 2 threads',
+        threaded.ms,
+        `(re-judge ${threaded.result.timings.judgeMs.toFixed(0)} ms, project ${threaded.result.timings.projectMs.toFixed(0)} ms)`,
+      );
     if (separate < Infinity) line('four variants as four calls (four reads)', separate, `${Math.round((4 * events) / (separate / 1000))} variant-events/s`);
     line('four variants again (answered from files)', storedMs, `${stored.eventsRead} events read`);
     line('one variant, CPU time', oneCpu);
@@ -138,7 +151,9 @@ export async function runBench(args: string[]): Promise<void> {
       return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
     };
     const [mo, mf] = [turns.one, turns.four].map((t) => ({ ms: median(t.map((x) => x.ms)), cpuMs: median(t.map((x) => x.cpuMs)) }));
-    process.stdout.write(`medians of ${repeat}: one ${mo!.ms.toFixed(0)} ms wall, ${mo!.cpuMs.toFixed(0)} ms CPU; four ${mf!.ms.toFixed(0)} ms wall, ${mf!.cpuMs.toFixed(0)} ms CPU: ${(mf!.ms / mo!.ms).toFixed(2)}x wall, ${(mf!.cpuMs / mo!.cpuMs).toFixed(2)}x CPU\n`);
+    process.stdout.write(
+      `medians of ${repeat}: one ${mo!.ms.toFixed(0)} ms wall, ${mo!.cpuMs.toFixed(0)} ms CPU; four ${mf!.ms.toFixed(0)} ms wall, ${mf!.cpuMs.toFixed(0)} ms CPU: ${(mf!.ms / mo!.ms).toFixed(2)}x wall, ${(mf!.cpuMs / mo!.cpuMs).toFixed(2)}x CPU\n`,
+    );
     process.stdout.write(
       `four together / one: ${(four!.ms / one!.ms).toFixed(2)}x wall, ${(fourCpu / oneCpu).toFixed(2)}x CPU (goal <= 1.5x)${separate < Infinity ? `; four calls / one: ${(separate / one!.ms).toFixed(2)}x` : ''}\n`,
     );

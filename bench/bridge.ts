@@ -99,7 +99,11 @@ export async function runBench(args: string[]): Promise<void> {
     let seq = 0;
     const tEnd = performance.now() + seconds * 1000;
     for (let step = 0; step < 2 || performance.now() < tEnd; step++) {
-      const batch = await writeBatch(path.join(dir, `b${seq}.jsonl`), 'grpo', rows.map((r) => ({ ...r, advantage: r.advantage + seq * 1e-3 })));
+      const batch = await writeBatch(
+        path.join(dir, `b${seq}.jsonl`),
+        'grpo',
+        rows.map((r) => ({ ...r, advantage: r.advantage + seq * 1e-3 })),
+      );
       const r = await client.trainStep({ batch_id: `b${seq}`, expected_version: seq, algorithm: 'grpo', batch, micro_batch_size: micro, hyper: { lr: 1e-5 } });
       seq++;
       if (step > 0) train.push(r.tokens_per_s ?? NaN); // step 0 warms up
@@ -111,12 +115,22 @@ export async function runBench(args: string[]): Promise<void> {
     const rtEcho = await roundTrips(echo, seconds);
     echo.kill();
     const line = (s: string) => process.stdout.write(s + '\n');
-    line(`bridge bench: toy backend (${pol.params} params, d_model ${cfg.d_model}, ${cfg.n_layers} layers) on ${hello.device.type} ${hello.device.name}, ${threads} torch threads, ${os.cpus().length} cores`);
-    line(`generation  ${prompts} prompts x n=${n}, prompt ${promptLen} tokens, max_tokens ${maxTokens}: ${g.tokens} tokens in ${g.seconds.toFixed(2)} s = ${(g.tokens_per_s ?? 0).toFixed(0)} tokens/s`);
-    line(`training    grpo, ${rows.length} samples x ${promptLen + maxTokens} tokens, micro-batch ${micro}, ${train.length} steps: ${trainTps.toFixed(0)} tokens/s`);
-    line(`  baseline  bare torch loop, same model and shapes, no bridge:            ${bare.toFixed(0)} tokens/s (bridge at ${((trainTps / bare) * 100).toFixed(0)}%)`);
+    line(
+      `bridge bench: toy backend (${pol.params} params, d_model ${cfg.d_model}, ${cfg.n_layers} layers) on ${hello.device.type} ${hello.device.name}, ${threads} torch threads, ${os.cpus().length} cores`,
+    );
+    line(
+      `generation  ${prompts} prompts x n=${n}, prompt ${promptLen} tokens, max_tokens ${maxTokens}: ${g.tokens} tokens in ${g.seconds.toFixed(2)} s = ${(g.tokens_per_s ?? 0).toFixed(0)} tokens/s`,
+    );
+    line(
+      `training    grpo, ${rows.length} samples x ${promptLen + maxTokens} tokens, micro-batch ${micro}, ${train.length} steps: ${trainTps.toFixed(0)} tokens/s`,
+    );
+    line(
+      `  baseline  bare torch loop, same model and shapes, no bridge:            ${bare.toFixed(0)} tokens/s (bridge at ${((trainTps / bare) * 100).toFixed(0)}%)`,
+    );
     line(`round trip  bridge status: ${rt.perS.toFixed(0)} calls/s, p50 ${rt.p50.toFixed(3)} ms, p99 ${rt.p99.toFixed(3)} ms`);
-    line(`  baseline  bare python echo, same pipe and client: ${rtEcho.perS.toFixed(0)} calls/s, p50 ${rtEcho.p50.toFixed(3)} ms, p99 ${rtEcho.p99.toFixed(3)} ms`);
+    line(
+      `  baseline  bare python echo, same pipe and client: ${rtEcho.perS.toFixed(0)} calls/s, p50 ${rtEcho.p50.toFixed(3)} ms, p99 ${rtEcho.p99.toFixed(3)} ms`,
+    );
     line(`  protocol overhead per call over the echo: ${(rt.p50 - rtEcho.p50).toFixed(3)} ms (p50)`);
   } finally {
     await client.shutdown();

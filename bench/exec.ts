@@ -79,7 +79,7 @@ export async function runBench(args: string[]): Promise<void> {
   const i = args.indexOf('--seconds');
   const seconds = i >= 0 ? Number(args[i + 1]) : 2;
   if (!Number.isFinite(seconds) || seconds <= 0) throw new Error('--seconds must be a positive number');
-  const wi = args.indexOf("--workers");
+  const wi = args.indexOf('--workers');
   const workers = wi >= 0 ? Math.max(1, Number(args[wi + 1])) : defaultWorkers();
   const bwrap = findBwrap();
   const bwrapOk = bwrap !== undefined && bwrapWorks(bwrap, PYTHON, SERVER_PATH).ok;
@@ -103,21 +103,31 @@ export async function runBench(args: string[]): Promise<void> {
         const many = { ...req, tests: Array.from({ length: BATCH }, () => req.tests[0]!) };
         rows.push({
           name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} ${name} x${BATCH}`,
-          f: await measure(seconds, workers, async () => {
-            const r = await sandbox.run(many);
-            if (r.some((x) => x.verdict !== 'accepted')) throw new Error('bench run failed');
-          }, BATCH),
+          f: await measure(
+            seconds,
+            workers,
+            async () => {
+              const r = await sandbox.run(many);
+              if (r.some((x) => x.verdict !== 'accepted')) throw new Error('bench run failed');
+            },
+            BATCH,
+          ),
         });
       }
-      const base = mode === 'bwrap' ? [bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const : [PYTHON, []] as const;
+      const base = mode === 'bwrap' ? ([bwrap!, [...bwrapArgs(PYTHON, SERVER_PATH), PYTHON]] as const) : ([PYTHON, []] as const);
       if (name === 'trivial') {
         // Assert tests as HumanEval/MBPP/EvolveCoder carry them, five calls of the program each.
         rows.push({
           name: `fork-server ${mode === 'bwrap' ? 'bwrap' : 'rlimits'} assert x${ASSERTS.tests.length}`,
-          f: await measure(seconds, workers, async () => {
-            const r = await sandbox.run(ASSERTS);
-            if (r.some((x) => x.verdict !== 'accepted')) throw new Error(`bench assert run failed: ${JSON.stringify(r)}`);
-          }, ASSERTS.tests.length),
+          f: await measure(
+            seconds,
+            workers,
+            async () => {
+              const r = await sandbox.run(ASSERTS);
+              if (r.some((x) => x.verdict !== 'accepted')) throw new Error(`bench assert run failed: ${JSON.stringify(r)}`);
+            },
+            ASSERTS.tests.length,
+          ),
         });
         const inProcess = `${ASSERTS.program}\n${ASSERTS.tests.map((t) => t.code).join('\n')}\nprint("ok")\n`;
         rows.push({
@@ -152,7 +162,9 @@ export async function runBench(args: string[]): Promise<void> {
       const theirs = rows.find((r) => r.name === `in-process ${mode === 'bwrap' ? 'bwrap' : 'plain'} assert x${ASSERTS.tests.length}`);
       if (name === 'trivial' && ours && theirs) {
         const xa = ours.f.runs / ours.f.seconds / (theirs.f.runs / theirs.f.seconds);
-        process.stdout.write(`assert tests, judged outside against run in-process (the release's way), ${mode === 'bwrap' ? 'bwrap  ' : 'rlimits'}: ${xa.toFixed(2)}x\n`);
+        process.stdout.write(
+          `assert tests, judged outside against run in-process (the release's way), ${mode === 'bwrap' ? 'bwrap  ' : 'rlimits'}: ${xa.toFixed(2)}x\n`,
+        );
       }
     }
   }

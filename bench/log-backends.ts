@@ -123,7 +123,10 @@ class RawClient {
 
 const best = (a: Figures | null, b: Figures): Figures => (a === null || b.ms < a.ms ? b : a);
 
-export async function runBackendsBench(events: readonly NewEvent[], opts: { singles: number; batch: number; nodes: readonly (1 | 3)[]; repeat?: number }): Promise<void> {
+export async function runBackendsBench(
+  events: readonly NewEvent[],
+  opts: { singles: number; batch: number; nodes: readonly (1 | 3)[]; repeat?: number },
+): Promise<void> {
   const repeat = opts.repeat ?? 3;
   const singles = events.slice(0, opts.singles).map((e) => [e]);
   const batched = chunk(events, opts.batch);

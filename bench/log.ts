@@ -77,7 +77,12 @@ function eventAt(i: number): NewEvent {
   }
   const requestId = `${unit % 7}/p${unit % 50}/q${unit}`;
   if (k === 1) {
-    const pairs = Array.from({ length: 64 }, (_, j) => ({ programId: `s${j >> 3}`, programHash: hex(`prog${(unit * 8 + (j >> 3)) % 1000}`), testId: `t${j & 7}`, testHash: hex(`test${j & 7}`) }));
+    const pairs = Array.from({ length: 64 }, (_, j) => ({
+      programId: `s${j >> 3}`,
+      programHash: hex(`prog${(unit * 8 + (j >> 3)) % 1000}`),
+      testId: `t${j & 7}`,
+      testHash: hex(`test${j & 7}`),
+    }));
     return makeEvent('ExecutionRequested', 'bench', { round: unit % 7, problemId: `p${unit % 50}`, requestId, purpose: 'reward', ...requestBody(pairs) });
   }
   const program = k - 2;
@@ -102,8 +107,7 @@ let lastCpuMs = 0;
 // The CPU-time rate is printed too: on a shared 2-core machine wall time also measures the neighbours.
 const line = (label: string, n: number, ms: number) =>
   console.log(
-    `${label.padEnd(52)} ${fmt(rate(n, ms)).padStart(10)} events/s  (${fmt(n)} in ${ms.toFixed(0)} ms; ` +
-      `${fmt(rate(n, lastCpuMs))} events per CPU-second)`,
+    `${label.padEnd(52)} ${fmt(rate(n, ms)).padStart(10)} events/s  (${fmt(n)} in ${ms.toFixed(0)} ms; ` + `${fmt(rate(n, lastCpuMs))} events per CPU-second)`,
   );
 
 async function time(fn: () => Promise<void> | void): Promise<number> {
@@ -200,9 +204,11 @@ export async function runBench(argv: string[]): Promise<void> {
     raw.close();
     line(`baseline: raw prepared inserts, ${batch} per transaction (same fsyncs as the log)`, n, tRawBatched);
     console.log(`  batched append / raw inserts with the same commits: ${(tBatched / tRawBatched).toFixed(2)}x the time at FULL`);
-    console.log(`  batched append / raw inserts: ${(tBatched / tRaw).toFixed(2)}x the time at FULL, ` +
-      `${(normal.ms / tRaw).toFixed(2)}x at NORMAL (goal <= 2x; at FULL each of the ` +
-      `${Math.ceil(n / batch)} commits waits for an fsync, the baseline's one transaction for one)`);
+    console.log(
+      `  batched append / raw inserts: ${(tBatched / tRaw).toFixed(2)}x the time at FULL, ` +
+        `${(normal.ms / tRaw).toFixed(2)}x at NORMAL (goal <= 2x; at FULL each of the ` +
+        `${Math.ceil(n / batch)} commits waits for an fsync, the baseline's one transaction for one)`,
+    );
 
     // 4. Replay: raw read baseline, then the log into a projection.
     const rawRead = new Database(join(dir, 'batched.db'), { readonly: true });
@@ -232,7 +238,9 @@ export async function runBench(argv: string[]): Promise<void> {
       for await (const page of batched.readPages()) pageCount += page.length;
     });
     line('log.readPages (pages, as replays read)', pageCount, tPages);
-    console.log(`  readPages / raw SELECT + JSON.parse: ${(tRawRead / tPages).toFixed(2)}x the rate; / every column: ${(tRawAll / tPages).toFixed(2)}x (goal >= 0.8x)`);
+    console.log(
+      `  readPages / raw SELECT + JSON.parse: ${(tRawRead / tPages).toFixed(2)}x the rate; / every column: ${(tRawAll / tPages).toFixed(2)}x (goal >= 0.8x)`,
+    );
     let runner: ProjectionRunner | undefined;
     const tReplay = await time(async () => {
       runner = await ProjectionRunner.replayInto(join(dir, 'rm.db'), { log: batched, projections: [eventCounts] });

@@ -47,7 +47,9 @@ async function open(s: Setup, runId: string, role: 'conductor' | 'executor' | 'r
 
 async function appendMs(log: EventLog, runId: string, commits: number, pipelined: boolean): Promise<number> {
   const t0 = performance.now();
-  await issueAll(commits, pipelined, WINDOW, (i) => log.append('executor', [makeEvent('RunFailed', runId, { reason: `bench ${i}` })], { commitId: `${runId}-${i}` }));
+  await issueAll(commits, pipelined, WINDOW, (i) =>
+    log.append('executor', [makeEvent('RunFailed', runId, { reason: `bench ${i}` })], { commitId: `${runId}-${i}` }),
+  );
   return performance.now() - t0;
 }
 
@@ -75,7 +77,9 @@ export async function runBench(args: string[]): Promise<void> {
       setups.push({ label, dir, cluster: await natsUp({ nodes: 1, dir, auth, tls }) });
     }
     const version = setups[0]!.cluster.version;
-    console.log(`\nnats auth: nats-server ${version}, one server each; ${fmt(commits)} one-event commits per line; pipelined = ${WINDOW} in flight; best of ${repeat}`);
+    console.log(
+      `\nnats auth: nats-server ${version}, one server each; ${fmt(commits)} one-event commits per line; pipelined = ${WINDOW} in flight; best of ${repeat}`,
+    );
     const best = new Map<string, number>();
     const keep = (key: string, ms: number) => best.set(key, Math.min(best.get(key) ?? Infinity, ms));
     /** One repeat on one cluster: appends awaited, appends pipelined, the replay of the latter. */
@@ -120,7 +124,9 @@ export async function runBench(args: string[]): Promise<void> {
         const base = best.get(`${setups[i < 3 ? 0 : 3]!.label}|${what}`)!;
         const ms = best.get(`${s.label}|${what}`)!;
         const label = `${what === 'replay' ? 'replay (log.read)' : `append ${what}`}: ${s.label}`;
-        console.log(`${label.padEnd(58)} ${fmt((commits / ms) * 1000).padStart(8)} events/s  ${(ms / commits * 1000).toFixed(0).padStart(5)} us/event  ${(base / ms).toFixed(2)}x baseline`);
+        console.log(
+          `${label.padEnd(58)} ${fmt((commits / ms) * 1000).padStart(8)} events/s  ${((ms / commits) * 1000).toFixed(0).padStart(5)} us/event  ${(base / ms).toFixed(2)}x baseline`,
+        );
       }
     }
   } finally {

@@ -34,7 +34,10 @@ export interface RoundSplit {
 
 /** The split of each round (critical path: each phase runs from the previous phase's last event
  * to its own last event), and the warm start before round 1. */
-export function splitRounds(events: readonly EventEnvelope[]): { warmStart: { seconds: number; bridgeStepSeconds: number; steps: number }; rounds: RoundSplit[] } {
+export function splitRounds(events: readonly EventEnvelope[]): {
+  warmStart: { seconds: number; bridgeStepSeconds: number; steps: number };
+  rounds: RoundSplit[];
+} {
   const t = (e: EventEnvelope) => Date.parse(e.at) / 1000;
   const roundOf = (e: EventEnvelope) => (e.data as { round?: number }).round;
   const started = events.find((e) => e.type === 'RunStarted');
@@ -52,7 +55,8 @@ export function splitRounds(events: readonly EventEnvelope[]): { warmStart: { se
       continue;
     }
     if (!open) continue;
-    for (const phase of Object.keys(PHASES) as Phase[]) if ((PHASES[phase] as readonly string[]).includes(e.type)) open.last[phase] = Math.max(open.last[phase], t(e));
+    for (const phase of Object.keys(PHASES) as Phase[])
+      if ((PHASES[phase] as readonly string[]).includes(e.type)) open.last[phase] = Math.max(open.last[phase], t(e));
     if (e.type === 'TrainingStepCompleted') steps.push(e);
     if (e.type === 'RoundCompleted') {
       const seconds = {} as Record<Phase, number>;
@@ -91,12 +95,22 @@ export async function runBench(args: string[]): Promise<void> {
     const { warmStart, rounds } = splitRounds(events);
     const f = (x: number) => x.toFixed(1).padStart(10);
     console.log(`neural run ${path.basename(dir)}: wall seconds per round, from the log's event times`);
-    console.log(`warm start (SFT, ${warmStart.steps} steps): ${warmStart.seconds.toFixed(1)} s, of which the bridge's steps ${warmStart.bridgeStepSeconds.toFixed(1)} s`);
-    console.log(`${'round'.padStart(5)} ${'generation'.padStart(10)} ${'execution'.padStart(10)} ${'judging'.padStart(10)} ${'training'.padStart(10)} ${'total'.padStart(10)}   ${'bridge steps (baseline)'}`);
-    for (const r of rounds) console.log(`${String(r.round).padStart(5)} ${f(r.seconds.generation)} ${f(r.seconds.execution)} ${f(r.seconds.judging)} ${f(r.seconds.training)} ${f(r.total)}   ${f(r.bridgeStepSeconds)}`);
+    console.log(
+      `warm start (SFT, ${warmStart.steps} steps): ${warmStart.seconds.toFixed(1)} s, of which the bridge's steps ${warmStart.bridgeStepSeconds.toFixed(1)} s`,
+    );
+    console.log(
+      `${'round'.padStart(5)} ${'generation'.padStart(10)} ${'execution'.padStart(10)} ${'judging'.padStart(10)} ${'training'.padStart(10)} ${'total'.padStart(10)}   ${'bridge steps (baseline)'}`,
+    );
+    for (const r of rounds)
+      console.log(
+        `${String(r.round).padStart(5)} ${f(r.seconds.generation)} ${f(r.seconds.execution)} ${f(r.seconds.judging)} ${f(r.seconds.training)} ${f(r.total)}   ${f(r.bridgeStepSeconds)}`,
+      );
     const sum = (k: Phase) => rounds.reduce((s, r) => s + r.seconds[k], 0);
     const all = rounds.reduce((s, r) => s + r.total, 0);
-    if (all > 0) console.log(`share of round time: generation ${(100 * sum('generation') / all).toFixed(0)}%, execution ${(100 * sum('execution') / all).toFixed(0)}%, judging ${(100 * sum('judging') / all).toFixed(0)}%, training ${(100 * sum('training') / all).toFixed(0)}%`);
+    if (all > 0)
+      console.log(
+        `share of round time: generation ${((100 * sum('generation')) / all).toFixed(0)}%, execution ${((100 * sum('execution')) / all).toFixed(0)}%, judging ${((100 * sum('judging')) / all).toFixed(0)}%, training ${((100 * sum('training')) / all).toFixed(0)}%`,
+      );
   } finally {
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   }

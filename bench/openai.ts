@@ -53,12 +53,27 @@ export async function runBench(args: string[]): Promise<void> {
     const policy = new OpenAIPolicy({ client, role: 'code', method: 'code-a1', problems: new Map([[problem.id, problem]]), suiteSize: 8 });
     let seed = 0;
     const viaBackend = async () => {
-      const gens = await policy.generate({ role: 'code', version: 0, seed: seed++, n, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+      const gens = await policy.generate({
+        role: 'code',
+        version: 0,
+        seed: seed++,
+        n,
+        prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }],
+      });
       return { samples: gens.length, tokens: gens.reduce((s, g) => s + (g.record?.tokenIds?.length ?? 0), 0) };
     };
-    const prompt = renderPrompt(templateFor('code-a1', 'code', false), { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, suiteSize: 8 }).text;
+    const prompt = renderPrompt(templateFor('code-a1', 'code', false), {
+      statement: problem.statement,
+      style: problem.style,
+      entryPoint: problem.entryPoint,
+      suiteSize: 8,
+    }).text;
     const direct = async () => {
-      const res = await fetch(client.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(client.body({ prompt, n, seed: seed++ })) });
+      const res = await fetch(client.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(client.body({ prompt, n, seed: seed++ })),
+      });
       const body = (await res.json()) as { choices: { token_ids: number[] }[] };
       return { samples: body.choices.length, tokens: body.choices.reduce((s, c) => s + c.token_ids.length, 0) };
     };
@@ -72,12 +87,13 @@ export async function runBench(args: string[]): Promise<void> {
       await slice((seconds * 1000) / (2 * slices), concurrency, viaBackend, a);
       await slice((seconds * 1000) / (2 * slices), concurrency, direct, b);
     }
-    const row = (name: string, t: Tally) => `${name.padEnd(26)} ${String(t.samples).padStart(8)} ${(t.samples / t.seconds).toFixed(2).padStart(10)} ${(t.tokens / t.seconds).toFixed(1).padStart(10)}`;
+    const row = (name: string, t: Tally) =>
+      `${name.padEnd(26)} ${String(t.samples).padStart(8)} ${(t.samples / t.seconds).toFixed(2).padStart(10)} ${(t.tokens / t.seconds).toFixed(1).padStart(10)}`;
     console.log(`openai backend vs direct HTTP, gpu-bridge serve (toy, CPU), n=${n}, max_tokens=${maxTokens}, concurrency=${concurrency}, ${seconds}s in all`);
     console.log(`${'path'.padEnd(26)} ${'samples'.padStart(8)} ${'samples/s'.padStart(10)} ${'tokens/s'.padStart(10)}`);
     console.log(row('openai backend', a));
     console.log(row('direct HTTP (baseline)', b));
-    console.log(`backend / direct samples/s: ${((a.samples / a.seconds) / (b.samples / b.seconds)).toFixed(3)}`);
+    console.log(`backend / direct samples/s: ${(a.samples / a.seconds / (b.samples / b.seconds)).toFixed(3)}`);
   } finally {
     await serve.close();
   }

@@ -41,7 +41,6 @@ export class InstantVerdictsForBenchmark implements Sandbox {
 
 const cpuSeconds = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
 
-
 type Synchronous = 'full' | 'normal';
 
 function synchronousFlag(args: string[]): Synchronous {
@@ -108,10 +107,16 @@ export async function runBench(args: string[]): Promise<void> {
     const baseline = await rawAppendBaseline(root, records, synchronous);
     const baselineCpu = cpuSeconds(process.cpuUsage(baselineCpuBefore));
     const us = (s: number) => ((s * 1e6) / pairs).toFixed(1);
-    console.log(`orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache); synchronous ${synchronous.toUpperCase()} on both sides`);
+    console.log(
+      `orchestration: ${rounds} rounds x ${problems} problems, ${events} events, ${pairs} (program, test) pairs (${cached} answered from the execution cache); synchronous ${synchronous.toUpperCase()} on both sides`,
+    );
     // CPU time beside wall time: on a shared machine the wall clock also counts waiting for a core.
-    console.log(`  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s); CPU ${us(cpu)} us per pair`);
-    console.log(`  baseline, batched append of the run's ${records.length} execution records (${pairs} results): ${baseline.toFixed(2)} s = ${us(baseline)} us per pair; CPU ${us(baselineCpu)} us per pair`);
+    console.log(
+      `  full actor loop, instant verdicts: ${seconds.toFixed(2)} s  = ${us(seconds)} us per pair  (${Math.round(pairs / seconds)} pairs/s); CPU ${us(cpu)} us per pair`,
+    );
+    console.log(
+      `  baseline, batched append of the run's ${records.length} execution records (${pairs} results): ${baseline.toFixed(2)} s = ${us(baseline)} us per pair; CPU ${us(baselineCpu)} us per pair`,
+    );
     console.log(`  overhead over recording alone: ${(seconds / baseline).toFixed(1)}x; sandbox calls: ${sandbox.calls}`);
   } finally {
     rmSync(root, { recursive: true, force: true });

@@ -25,7 +25,6 @@ import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { flag } from './flags.js';
 
-
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
 
 export async function runBench(args: string[]): Promise<void> {
@@ -52,7 +51,9 @@ export async function runBench(args: string[]): Promise<void> {
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     const table = new SqliteSnapshotTable(path.join(outcome.dir, SNAPSHOTS_FILE), outcome.runId);
     const head = await log.head();
-    console.log(`restart: ${rounds} rounds x ${problems} problems, ${head} events in the log (run took ${runSeconds.toFixed(1)} s, snapshots every ${every} events)`);
+    console.log(
+      `restart: ${rounds} rounds x ${problems} problems, ${head} events in the log (run took ${runSeconds.toFixed(1)} s, snapshots every ${every} events)`,
+    );
     /** Best of `repeat` starts of a runtime holding `actors`, with or without the snapshot table. */
     const time = async (actors: typeof ACTORS, withSnapshots: boolean) => {
       let best = Number.POSITIVE_INFINITY;
@@ -72,8 +73,13 @@ export async function runBench(args: string[]): Promise<void> {
       return { ms: best, folded: reports.reduce((n, r) => n + r.eventsFolded, 0), from: reports.map((r) => r.from) };
     };
     const checked = checkingCost(table, repeat);
-    console.log(`  judge snapshot: ${(checked.bytes / 1024).toFixed(0)} KiB body (${checked.open} problems open); JSON.parse ${checked.parseMs.toFixed(1)} ms, checking it against its schemas ${checked.checkMs.toFixed(1)} ms`);
-    for (const [label, actors] of [['judge', [judge]], ['all six actors', ACTORS]] as const) {
+    console.log(
+      `  judge snapshot: ${(checked.bytes / 1024).toFixed(0)} KiB body (${checked.open} problems open); JSON.parse ${checked.parseMs.toFixed(1)} ms, checking it against its schemas ${checked.checkMs.toFixed(1)} ms`,
+    );
+    for (const [label, actors] of [
+      ['judge', [judge]],
+      ['all six actors', ACTORS],
+    ] as const) {
       const snap = await time(actors as never, true);
       const zero = await time(actors as never, false);
       console.log(`  ${label}: from its snapshot ${snap.ms.toFixed(0)} ms (${snap.folded} events folded after position ${Math.min(...snap.from)})`);

@@ -102,7 +102,10 @@ export async function runBench(args: string[]): Promise<void> {
   mkdirSync(root, { recursive: true });
   try {
     const { config, steps } = scaleConfig(f, problems, root);
-    const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+    const cpu = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1e6;
+    };
     // A run resumed in --dir: the loop's figures count only what this process records.
     const head = (() => {
       const file = path.join(root, runIdOf(config), LOG_FILE);
@@ -130,10 +133,21 @@ export async function runBench(args: string[]): Promise<void> {
       heapPerStep.push(m.heapUsed);
       // Entries the Judge's verdict index and the Executor's cache hold in memory (see heldEntries).
       const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
-      console.log(`  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+      console.log(
+        `  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      );
     };
     const snapshotEvery = flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY);
-    const outcome = measureOnly ? { runId: runIdOf(config), dir: path.join(root, runIdOf(config)) } : await runExperiment({ config, cacheDir: null, snapshotEvery, sandbox: new InstantVerdictsForBenchmark(), prepared: standInRun(problems, config.seed), onStep });
+    const outcome = measureOnly
+      ? { runId: runIdOf(config), dir: path.join(root, runIdOf(config)) }
+      : await runExperiment({
+          config,
+          cacheDir: null,
+          snapshotEvery,
+          sandbox: new InstantVerdictsForBenchmark(),
+          prepared: standInRun(problems, config.seed),
+          onStep,
+        });
     const runSeconds = (performance.now() - t0) / 1000;
     const runCpu = cpu() - c0;
     const w1 = bytesWritten();
@@ -188,19 +202,35 @@ export async function runBench(args: string[]): Promise<void> {
     /** The whole run (fullSteps steps) over the run measured. */
     const fullScale = fullSteps / stepsInLog;
     const nominalPairs = evaluated * PROGRAMS * SUITES * TESTS;
-    console.log(`scale: fraction ${f} of a ${FULL_RUN_RESULTS.toLocaleString('en')}-pair run (${fullSteps} steps): ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests; the log holds ${stepsInLog.toFixed(2)} steps`);
-    console.log(`  ${events} events, ${results} execution results (${(results / nominalPairs).toFixed(2)} per nominal pair; and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark)${measureOnly ? '' : `; run ${runSeconds.toFixed(1)} s`}`);
-    console.log(`  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result; ${(logBytes / nominalPairs).toFixed(1)} per nominal pair) -> ${((logBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1`);
-    console.log(`  bytes per result by table or index: ${pages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    console.log(
+      `scale: fraction ${f} of a ${FULL_RUN_RESULTS.toLocaleString('en')}-pair run (${fullSteps} steps): ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests; the log holds ${stepsInLog.toFixed(2)} steps`,
+    );
+    console.log(
+      `  ${events} events, ${results} execution results (${(results / nominalPairs).toFixed(2)} per nominal pair; and ${reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark)${measureOnly ? '' : `; run ${runSeconds.toFixed(1)} s`}`,
+    );
+    console.log(
+      `  log size: ${(logBytes / results).toFixed(1)} bytes per result (${(logBytes / 1e6).toFixed(1)} MB; event data alone ${(dataBytes / results).toFixed(1)} bytes per result; ${(logBytes / nominalPairs).toFixed(1)} per nominal pair) -> ${((logBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1`,
+    );
+    console.log(
+      `  bytes per result by table or index: ${pages
+        .filter((p) => p.bytes / results >= 0.5)
+        .map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`)
+        .join(', ')}`,
+    );
     const types = [...byType].sort((a, b) => b[1].row - a[1].row);
     console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
     for (const [type, t] of types.slice(0, 8)) {
-      console.log(`    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`);
+      console.log(
+        `    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`,
+      );
     }
     const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
     if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
     // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
-    if (heapPerStep.length >= 3) console.log(`  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`);
+    if (heapPerStep.length >= 3)
+      console.log(
+        `  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`,
+      );
 
     // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL),
     // read from the log in pages of 64 beforehand so that only the inserts are timed.
@@ -208,7 +238,9 @@ export async function runBench(args: string[]): Promise<void> {
     const raw = new Database(rawPath);
     raw.pragma('journal_mode = WAL');
     raw.pragma('synchronous = FULL');
-    raw.exec('CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT, commit_id TEXT, stream TEXT, type TEXT, v INTEGER, run_id TEXT, causation_id TEXT, correlation_id TEXT, at TEXT, data TEXT, sum TEXT)');
+    raw.exec(
+      'CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT, commit_id TEXT, stream TEXT, type TEXT, v INTEGER, run_id TEXT, causation_id TEXT, correlation_id TEXT, at TEXT, data TEXT, sum TEXT)',
+    );
     const ins = raw.prepare('INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
     const insertMany = raw.transaction((batch: unknown[][]) => {
       for (const r of batch) ins.run(...r);
@@ -216,7 +248,7 @@ export async function runBench(args: string[]): Promise<void> {
     const page = db.prepare(`SELECT ${columns} FROM events WHERE position > ? ORDER BY position LIMIT 64`).raw();
     let rawAppendSeconds = 0;
     let rawAppendCpu = 0;
-    for (let after = -1; ; ) {
+    for (let after = -1; ;) {
       const batch = page.all(after) as unknown[][];
       if (batch.length === 0) break;
       after = batch.at(-1)![0] as number;
@@ -232,7 +264,10 @@ export async function runBench(args: string[]): Promise<void> {
     const here = (s: number) => Math.round(resultsHere / s).toLocaleString('en');
     // A run already complete in --dir records nothing when run again: no loop figures then.
     if (measureOnly || resultsHere === 0) console.log(`  raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
-    else console.log(`  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result${w0 === null || w1 === null ? '' : `; ${((w1 - w0) / resultsHere).toFixed(0)} bytes written to storage per result`})   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`);
+    else
+      console.log(
+        `  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result${w0 === null || w1 === null ? '' : `; ${((w1 - w0) / resultsHere).toFixed(0)} bytes written to storage per result`})   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`,
+      );
 
     // Replay into every run read model, from position 0 into a fresh file.
     const log = await openSqliteLog(logPath, { create: false });
@@ -265,8 +300,12 @@ export async function runBench(args: string[]): Promise<void> {
     const decodeSeconds = (performance.now() - tDecode) / 1000;
     const decodeCpu = cpu() - cDecode;
     const viewBytes = fileBytes(replayed) + fileBytes(`${replayed}-wal`);
-    console.log(`  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`);
-    console.log(`  the log's own read (decode, checksums), no read model: ${perSec(decodeSeconds)} results/s (CPU: ${perSec(decodeCpu)}; ${decoded} events) -> ${(rawReadSeconds / decodeSeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / decodeCpu).toFixed(2)}x); the read models replayed: ${(viewBytes / results).toFixed(1)} bytes per result (${(viewBytes / 1e6).toFixed(1)} MB; the log ${(logBytes / results).toFixed(1)})`);
+    console.log(
+      `  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`,
+    );
+    console.log(
+      `  the log's own read (decode, checksums), no read model: ${perSec(decodeSeconds)} results/s (CPU: ${perSec(decodeCpu)}; ${decoded} events) -> ${(rawReadSeconds / decodeSeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / decodeCpu).toFixed(2)}x); the read models replayed: ${(viewBytes / results).toFixed(1)} bytes per result (${(viewBytes / 1e6).toFixed(1)} MB; the log ${(logBytes / results).toFixed(1)})`,
+    );
 
     // Judge restart at the end: from its snapshot, and from position 0 (baseline, last: at full
     // size it folds the whole log). The baseline is what a restart without a usable snapshot does:
@@ -294,17 +333,34 @@ export async function runBench(args: string[]): Promise<void> {
       return { ms: performance.now() - t, folded: got.reduce((n, r) => n + r.eventsFolded, 0), held, written: w === null || after === null ? null : after - w };
     };
     const snapDb = new Database(snapPath, { readonly: true });
-    const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as { actor: string; bytes: number; position: number }[];
+    const snapshotSizes = snapDb.prepare('SELECT actor, length(body) AS bytes, position FROM actor_snapshots ORDER BY bytes DESC').all() as {
+      actor: string;
+      bytes: number;
+      position: number;
+    }[];
     // Its pages by table (side rows, bodies) and those free (left by bodies replaced since).
-    const snapPages = snapDb.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as { name: string; bytes: number }[];
-    snapPages.push({ name: 'free pages', bytes: (snapDb.pragma('freelist_count', { simple: true }) as number) * (snapDb.pragma('page_size', { simple: true }) as number) });
+    const snapPages = snapDb.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as {
+      name: string;
+      bytes: number;
+    }[];
+    snapPages.push({
+      name: 'free pages',
+      bytes: (snapDb.pragma('freelist_count', { simple: true }) as number) * (snapDb.pragma('page_size', { simple: true }) as number),
+    });
     snapDb.close();
-    console.log(`  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages.filter((p) => p.bytes / results >= 0.5).map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`).join(', ')}`);
+    console.log(
+      `  snapshots.db: ${(snapBytes / results).toFixed(1)} bytes per result (${(snapBytes / 1e6).toFixed(1)} MB, file and WAL) -> ${((snapBytes * fullScale) / 1e9).toFixed(2)} GB at fraction 1; by table: ${snapPages
+        .filter((p) => p.bytes / results >= 0.5)
+        .map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`)
+        .join(', ')}`,
+    );
     console.log(`  snapshots: ${snapshotSizes.map((x) => `${x.actor} ${(x.bytes / 1e6).toFixed(1)} MB at ${x.position}`).join(', ')}`);
     const fromSnapshot = await restart(true);
     console.log(`  Judge restart at the end: from its snapshot ${fromSnapshot.ms.toFixed(0)} ms (${fromSnapshot.folded} events folded)`);
     const fromZero = await restart(false);
-    console.log(`  baseline, Judge restart from position 0 (a snapshot every ${snapshotEvery} positions as it folds): ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events; ${fromZero.held} entries held at its end; ${fromZero.written === null ? 'storage writes not known here' : `${(fromZero.written / 1e6).toFixed(0)} MB written to storage`})`);
+    console.log(
+      `  baseline, Judge restart from position 0 (a snapshot every ${snapshotEvery} positions as it folds): ${fromZero.ms.toFixed(0)} ms (${fromZero.folded} events; ${fromZero.held} entries held at its end; ${fromZero.written === null ? 'storage writes not known here' : `${(fromZero.written / 1e6).toFixed(0)} MB written to storage`})`,
+    );
     table.close();
     await log.close();
   } finally {

@@ -33,7 +33,6 @@ import type { WorkerLauncher } from '../src/workers/supervisor.js';
 import { NetLab } from '../test/support/netlab.js';
 import { flag } from './flags.js';
 
-
 interface Figures {
   label: string;
   pairs: number;
@@ -53,7 +52,13 @@ async function figuresOf(label: string, location: string, outcome: RunOutcome): 
   const first = Math.min(...events.filter((e) => e.type === 'ExecutionRequested').map((e) => Date.parse(e.at)));
   const last = Math.max(...events.filter((e) => e.type === 'ProgramExecuted').map((e) => Date.parse(e.at)));
   const pairs = allPairResults(events).filter((r) => !r.cached).length;
-  return { label, pairs, programs: events.filter((e) => e.type === 'ProgramExecuted').length, phaseSeconds: (last - first) / 1000, roundSeconds: outcome.rows[0]?.seconds ?? Number.NaN };
+  return {
+    label,
+    pairs,
+    programs: events.filter((e) => e.type === 'ProgramExecuted').length,
+    phaseSeconds: (last - first) / 1000,
+    roundSeconds: outcome.rows[0]?.seconds ?? Number.NaN,
+  };
 }
 
 /** Where a run's server and worker processes live: here on loopback, or on hosts of a lab of
@@ -163,10 +168,28 @@ export async function runBench(args: string[]): Promise<void> {
     const base = rows[0]!;
     const rate = (f: Figures) => f.pairs / f.phaseSeconds;
     console.log('');
-    console.log(['run'.padEnd(34), 'pairs run'.padStart(10), 'programs'.padStart(9), 'exec phase s'.padStart(13), 'round s'.padStart(8), 'pairs/s'.padStart(8), 'vs baseline'.padStart(12)].join(''));
+    console.log(
+      [
+        'run'.padEnd(34),
+        'pairs run'.padStart(10),
+        'programs'.padStart(9),
+        'exec phase s'.padStart(13),
+        'round s'.padStart(8),
+        'pairs/s'.padStart(8),
+        'vs baseline'.padStart(12),
+      ].join(''),
+    );
     for (const f of rows) {
       console.log(
-        [f.label.padEnd(34), String(f.pairs).padStart(10), String(f.programs).padStart(9), f.phaseSeconds.toFixed(1).padStart(13), f.roundSeconds.toFixed(1).padStart(8), rate(f).toFixed(1).padStart(8), `${(rate(f) / rate(base)).toFixed(2)}x`.padStart(12)].join(''),
+        [
+          f.label.padEnd(34),
+          String(f.pairs).padStart(10),
+          String(f.programs).padStart(9),
+          f.phaseSeconds.toFixed(1).padStart(13),
+          f.roundSeconds.toFixed(1).padStart(8),
+          rate(f).toFixed(1).padStart(8),
+          `${(rate(f) / rate(base)).toFixed(2)}x`.padStart(12),
+        ].join(''),
       );
     }
     const pairsPerProgram = rows[1]!.pairs / Math.max(1, rows[1]!.programs);
@@ -174,13 +197,17 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(`log round trip per program (publish task, claim, append ProgramExecuted, ack; ${trips} in a row), from this process:`);
     const trip = async (where: Placement, nodes: 1 | 3) => {
       const ms = await onFreshServers(root, `rt-${where.name}-${nodes}`, where, nodes, (url) => roundTrip(url, trips));
-      console.log(`  ${`${where.name}, ${nodes === 1 ? 'one server (R1)' : 'three servers (R3)'}`.padEnd(36)}${ms.toFixed(2).padStart(7)} ms = ${(ms / pairsPerProgram).toFixed(3)} ms per (program, test)`);
+      console.log(
+        `  ${`${where.name}, ${nodes === 1 ? 'one server (R1)' : 'three servers (R3)'}`.padEnd(36)}${ms.toFixed(2).padStart(7)} ms = ${(ms / pairsPerProgram).toFixed(3)} ms per (program, test)`,
+      );
     };
     for (const where of placements) {
       await trip(where, 1);
       await trip(where, 3);
     }
-    console.log(`  at the round's ${pairsPerProgram.toFixed(1)} pairs per program; the sandbox spends ${((1000 * base.phaseSeconds) / base.pairs).toFixed(2)} ms of wall time per pair in-process`);
+    console.log(
+      `  at the round's ${pairsPerProgram.toFixed(1)} pairs per program; the sandbox spends ${((1000 * base.phaseSeconds) / base.pairs).toFixed(2)} ms of wall time per pair in-process`,
+    );
   } finally {
     lab?.destroy();
     rmSync(root, { recursive: true, force: true });

@@ -26,7 +26,17 @@ import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, VERDICT_EVENT_T
 import { AblationError, VariantRefusedError } from './errors.js';
 import { SharedSandbox, VariantExecutions, type ExecuteOptions } from './execute.js';
 import { OverlayBlobStore, variantHead, variantPosition } from './variant-log.js';
-import { buildVariant, projectShared, summarize, type Built, SHARED_PROJECTIONS, VARIANT_PROJECTIONS, type Projected, type ProjectionJob, type SharedJob } from './project.js';
+import {
+  buildVariant,
+  projectShared,
+  summarize,
+  type Built,
+  SHARED_PROJECTIONS,
+  VARIANT_PROJECTIONS,
+  type Projected,
+  type ProjectionJob,
+  type SharedJob,
+} from './project.js';
 import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 import { removeTemporaries, storedFileOfKey, writeVariantSettings } from './housekeeping.js';
@@ -101,7 +111,15 @@ export const executionLogOf = (file: string) => file.replace(/\.db$/, '.log.db')
 /** What a variant's read models are keyed by: the projection versions, its settings and the stop (never its name). */
 export function variantKey(runId: string, variant: Variant, to: Position): string {
   return createHash('sha256')
-    .update(canonicalJson({ ablation: ABLATION_VERSION, projections: VARIANT_PROJECTIONS.map((p) => [p.name, p.version]), runId, settings: variant.settingsHash, to }))
+    .update(
+      canonicalJson({
+        ablation: ABLATION_VERSION,
+        projections: VARIANT_PROJECTIONS.map((p) => [p.name, p.version]),
+        runId,
+        settings: variant.settingsHash,
+        to,
+      }),
+    )
     .digest('hex')
     .slice(0, 16);
 }
@@ -136,7 +154,9 @@ async function readStored(log: EventLog, runId: string, file: string, hashes: bo
  */
 function sharingGroup(variant: Variant): string {
   const c = variant.config;
-  return c.method === 'code-a1' || c.method === 'self-play' ? canonicalJson({ mistakeBook: c.mistakeBook, rule: c.codeA1.mistakeBookRule }) : 'plans no request';
+  return c.method === 'code-a1' || c.method === 'self-play'
+    ? canonicalJson({ mistakeBook: c.mistakeBook, rule: c.codeA1.mistakeBookRule })
+    : 'plans no request';
 }
 
 const SHARED_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) => p.types) ? new Set(SHARED_PROJECTIONS.flatMap((p) => p.types!)) : null;
@@ -234,7 +254,17 @@ function planProjection(
   hashes: boolean,
 ): { shared: SharedJob[]; jobs: ProjectionJob[]; derived: { name: string; from: string }[] } {
   const shared: SharedJob[] = [];
-  const jobs: ProjectionJob[] = judges.map((judge) => ({ kind: 'variant', name: judge.variant.name, runId, file: fileOf(judge), events: judge.events, head, hashes, base: null, answerBasis: null }));
+  const jobs: ProjectionJob[] = judges.map((judge) => ({
+    kind: 'variant',
+    name: judge.variant.name,
+    runId,
+    file: fileOf(judge),
+    events: judge.events,
+    head,
+    hashes,
+    base: null,
+    answerBasis: null,
+  }));
   const groups = new Map<string, ProjectionJob[]>();
   for (const job of jobs) {
     const key = sharingGroup(judges[jobs.indexOf(job)]!.variant);
@@ -317,7 +347,9 @@ async function rejudgeAll(
   // A variant keeps only the events its read models read (the largest, TestsSampled, none of them does).
   const kept = VARIANT_PROJECTIONS.every((p) => p.types) ? [...new Set(VARIANT_PROJECTIONS.flatMap((p) => p.types!))] : null;
   const keep = kept && new Set(kept);
-  let judges = pending.map(({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep: kept }));
+  let judges = pending.map(
+    ({ variant }) => new VariantJudge(variant, runId, problems, blobs, recordedJudge, { executions: executions.get(variant) ?? null, keep: kept }),
+  );
   let verdicts: RecordedVerdicts = emptyRecordedVerdicts();
   // The recorded verdicts as the variants read them, built again only after a verdict event.
   let answers: RecordedAnswers | null = null;
@@ -411,7 +443,16 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     const log = executionLogOf(file);
     if (existsSync(file)) {
       const stored = await readingDerived(file, path.dirname(path.resolve(req.dir)), () => readStored(req.log, runId, file, req.hashes ?? false));
-      outcomes.set(variant.name, { name: variant.name, status: 'answered', variant, file, fromStore: true, ...stored, log: existsSync(log) ? log : null, executed: 0 });
+      outcomes.set(variant.name, {
+        name: variant.name,
+        status: 'answered',
+        variant,
+        file,
+        fromStore: true,
+        ...stored,
+        log: existsSync(log) ? log : null,
+        executed: 0,
+      });
     } else pending.push({ variant, file });
   }
 
@@ -428,7 +469,16 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
     const executions = new Map(
       pending.map(({ variant, file }) => [
         variant,
-        sandbox ? new VariantExecutions({ file: executionLogOf(file), blobs: req.log.blobs, sandbox, runId, config: variant.config, problems: [...problems.values()] }) : null,
+        sandbox
+          ? new VariantExecutions({
+              file: executionLogOf(file),
+              blobs: req.log.blobs,
+              sandbox,
+              runId,
+              config: variant.config,
+              problems: [...problems.values()],
+            })
+          : null,
       ]),
     );
     try {
@@ -447,7 +497,16 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
       judges.forEach((judge, i) => {
         const ran = executions.get(judge.variant);
         const log = ran && existsSync(ran.file) ? ran.file : null;
-        outcomes.set(judge.variant.name, { name: judge.variant.name, status: 'answered', variant: judge.variant, file: jobs[i]!.file, fromStore: false, ...projected[i]!, log, executed: ran?.executed ?? 0 });
+        outcomes.set(judge.variant.name, {
+          name: judge.variant.name,
+          status: 'answered',
+          variant: judge.variant,
+          file: jobs[i]!.file,
+          fromStore: false,
+          ...projected[i]!,
+          log,
+          executed: ran?.executed ?? 0,
+        });
       });
       timings.projectMs = performance.now() - projectStart;
     } finally {
@@ -462,7 +521,14 @@ export async function ablate(req: AblationRequest): Promise<AblationResult> {
   for (const o of outcomes.values()) {
     if (o.status !== 'answered') continue;
     const v = o.variant;
-    writeVariantSettings(o.file, { name: path.basename(o.file).replace(/-[0-9a-f]{16}\.db$/, ''), runId, overrides: v.overrides, settingsHash: v.settingsHash, sameAsRecorded: v.sameAsRecorded, position: to });
+    writeVariantSettings(o.file, {
+      name: path.basename(o.file).replace(/-[0-9a-f]{16}\.db$/, ''),
+      runId,
+      overrides: v.overrides,
+      settingsHash: v.settingsHash,
+      sameAsRecorded: v.sameAsRecorded,
+      position: to,
+    });
   }
   if (table === null) {
     // Every variant answered from its file: the recorded round table from a narrow read (a few events per round).

@@ -48,7 +48,11 @@ export class SharedSandbox {
 
   async close(): Promise<void> {
     // A sandbox that failed to start has nothing to close (its error went to the variant).
-    if (this.#sandbox) await this.#sandbox.then((s) => s.close(), () => undefined);
+    if (this.#sandbox)
+      await this.#sandbox.then(
+        (s) => s.close(),
+        () => undefined,
+      );
   }
 }
 
@@ -97,8 +101,18 @@ export class VariantExecutions {
     if (asked && known.some((e) => e.type === 'ProgramExecuted')) return known;
     const data: EventData<'ExecutionRequested'> = { round, problemId, requestId, purpose: 'mistake-book', ...requestBody(pairs, []) };
     const before = await log.head();
-    if (!asked) await log.append(REQUEST_STREAM, [{ type: 'ExecutionRequested', runId: this.#runId, data: catalog.encode('ExecutionRequested', data, {}).data }], { commitId: requestId });
-    const env = new RunEnv({ runId: this.#runId, config: this.#config, blobs: new OverlayBlobStore(this.#base, log.blobs), sandbox: await this.#sandbox.get(), backend: NO_POLICIES, problems: this.#problems });
+    if (!asked)
+      await log.append(REQUEST_STREAM, [{ type: 'ExecutionRequested', runId: this.#runId, data: catalog.encode('ExecutionRequested', data, {}).data }], {
+        commitId: requestId,
+      });
+    const env = new RunEnv({
+      runId: this.#runId,
+      config: this.#config,
+      blobs: new OverlayBlobStore(this.#base, log.blobs),
+      sandbox: await this.#sandbox.get(),
+      backend: NO_POLICIES,
+      problems: this.#problems,
+    });
     // Run as the runtime runs an effect (retries, each failed try recorded in the variant's log);
     // the results keep the variant log's own commit id.
     const runner = new EffectRunner(log, this.#runId);

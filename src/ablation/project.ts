@@ -78,7 +78,8 @@ const removeDb = (file: string) => {
 };
 
 // Projections fold events only; they read no blob.
-const logOf = (job: ProjectionJob | SharedJob) => new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore(), job.head, `variants of run ${job.runId}`);
+const logOf = (job: ProjectionJob | SharedJob) =>
+  new VariantLog(`variant:${job.name}`, job.events, new MemoryBlobStore(), job.head, `variants of run ${job.runId}`);
 
 /**
  * Opens a runner on a file being built and catches it up. The file is renamed (or copied) only

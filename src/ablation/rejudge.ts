@@ -42,7 +42,19 @@ const EXECUTED_PURPOSE = 'mistake-book';
 const JUDGEMENT_TYPES = new Set(['RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated']);
 /** What the Judge's machine folds (executions are answered from recorded verdicts instead); it is
  * folded once over the recorded events for every variant (RecordedJudge). */
-const MACHINE_TYPES = new Set(['RunStarted', 'ProblemScheduled', 'SolutionSampled', 'TestsSampled', 'ModelSampled', 'ExecutionRequested', 'TestsJudged', 'MistakeBookUpdated', 'StageDecided', 'TestsEvolved', 'ProblemEvaluated']);
+const MACHINE_TYPES = new Set([
+  'RunStarted',
+  'ProblemScheduled',
+  'SolutionSampled',
+  'TestsSampled',
+  'ModelSampled',
+  'ExecutionRequested',
+  'TestsJudged',
+  'MistakeBookUpdated',
+  'StageDecided',
+  'TestsEvolved',
+  'ProblemEvaluated',
+]);
 
 const refuseWork = (what: string) => new AblationError(`a variant re-judges recorded executions: ${what} is never called`);
 
@@ -348,16 +360,28 @@ export class VariantJudge {
       const referenceHash = sha256Hex(reference);
       for (const h of history) want.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}${h.testKey}`, testHash: h.testHash });
     }
-    const same = want.length === recorded.length && (() => {
-      const keys = new Set(recorded.map(pairKey));
-      return want.every((x) => keys.has(pairKey(x)));
-    })();
+    const same =
+      want.length === recorded.length &&
+      (() => {
+        const keys = new Set(recorded.map(pairKey));
+        return want.every((x) => keys.has(pairKey(x)));
+      })();
     if (same) return { event: e, want: null };
     // Pairs this request executed in the run stay its own, in their recorded order (the recorded
     // results name them by position); the others are answered from earlier records. What the
     // variant's judgement reads is `want` (see #verdicts).
     const executedKeys = new Set(executed.map(pairKey));
-    const data = catalog.encode('ExecutionRequested', { ...d, ...requestBody(executed, want.filter((x) => !executedKeys.has(pairKey(x)))) }, {}).data;
+    const data = catalog.encode(
+      'ExecutionRequested',
+      {
+        ...d,
+        ...requestBody(
+          executed,
+          want.filter((x) => !executedKeys.has(pairKey(x))),
+        ),
+      },
+      {},
+    ).data;
     // At its variant position already: variants planning alike share the object.
     return { event: { ...e, id: `${e.id}/replanned`, data, position: variantPosition(this.#ordinal, 0) }, want };
   }
@@ -384,7 +408,11 @@ export class VariantJudge {
         at: new Date(0).toISOString(),
         data: { round: p.round, problemId: p.problemId, requestId: probe, purpose: 'reward', ...requestBody([], lacking) },
       };
-      for (const v of verdictsOf(observeVerdicts(state, asked, () => true), probe)) byKey.set(pairKey(v), v);
+      for (const v of verdictsOf(
+        observeVerdicts(state, asked, () => true),
+        probe,
+      ))
+        byKey.set(pairKey(v), v);
     }
     return { byKey, missing: want.filter((x) => !byKey.has(pairKey(x))) };
   }

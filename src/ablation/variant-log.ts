@@ -53,8 +53,10 @@ const SLOTS = 65_536;
  * events share the read models built from them (./project.ts).
  */
 export function variantPosition(ordinal: number, k: number): Position {
-  if (!Number.isInteger(ordinal) || ordinal < 1 || !Number.isInteger(k) || k < 0) throw new AblationError(`no variant position for recorded event ${ordinal}, event ${k}`);
-  if (k >= SLOTS) throw new AblationError(`a variant wrote more than ${SLOTS} events for recorded event ${ordinal}: more than one problem-round's judgement and executions`);
+  if (!Number.isInteger(ordinal) || ordinal < 1 || !Number.isInteger(k) || k < 0)
+    throw new AblationError(`no variant position for recorded event ${ordinal}, event ${k}`);
+  if (k >= SLOTS)
+    throw new AblationError(`a variant wrote more than ${SLOTS} events for recorded event ${ordinal}: more than one problem-round's judgement and executions`);
   const at = ordinal * SLOTS + k;
   if (!Number.isSafeInteger(at)) throw new AblationError(`recorded event ${ordinal} is past the variant positions a number can hold`);
   return asPosition(at);

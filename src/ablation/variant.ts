@@ -60,7 +60,14 @@ const ANSWERABLE: Record<string, { methods: readonly Method[] | 'all' }> = {
 };
 
 /** Settings that shape which Mistake Book tests are replayed, i.e. which executions a variant needs. */
-export const BOOK_SETTINGS = ['mistakeBook.enabled', 'mistakeBook.replay', 'mistakeBook.cap', 'mistakeBook.decay', 'mistakeBook.blacklist', 'codeA1.mistakeBookRule'];
+export const BOOK_SETTINGS = [
+  'mistakeBook.enabled',
+  'mistakeBook.replay',
+  'mistakeBook.cap',
+  'mistakeBook.decay',
+  'mistakeBook.blacklist',
+  'codeA1.mistakeBookRule',
+];
 
 const SAMPLES_FIXED = 'a variant re-judges the samples the log holds, not the samples another setting would have drawn';
 
@@ -92,7 +99,8 @@ function parseValue(text: string): unknown {
 export function parseVariantSpec(spec: string): VariantSpec {
   const colon = spec.indexOf(':');
   const name = colon < 0 ? spec : spec.slice(0, colon);
-  if (!NAME.test(name)) throw new VariantRefusedError(name || '(unnamed)', null, `"${spec}": expected NAME:key=value,... with a name of letters, digits, '.', '_' or '-'`);
+  if (!NAME.test(name))
+    throw new VariantRefusedError(name || '(unnamed)', null, `"${spec}": expected NAME:key=value,... with a name of letters, digits, '.', '_' or '-'`);
   const body = colon < 0 ? '' : spec.slice(colon + 1).trim();
   const overrides: Override[] = [];
   for (const part of body === '' ? [] : body.split(',')) {
@@ -133,7 +141,8 @@ function checkKey(variant: string, key: string, value: unknown, method: Method):
     return;
   }
   for (const [prefix, reason] of UPSTREAM) {
-    if (key === prefix || (prefix.endsWith('.') && key.startsWith(prefix))) throw new VariantRefusedError(variant, key, `cannot be answered from the log: ${reason}`);
+    if (key === prefix || (prefix.endsWith('.') && key.startsWith(prefix)))
+      throw new VariantRefusedError(variant, key, `cannot be answered from the log: ${reason}`);
   }
   throw new VariantRefusedError(variant, key, 'unknown setting, or not one a variant can change');
 }

@@ -122,9 +122,7 @@ export const conductorMachine = setup({
 
 type Snapshot = SnapshotFrom<typeof conductorMachine>;
 
-export type ConductorEffect =
-  | { key: string; kind: 'start-round'; round: number }
-  | { key: string; kind: 'complete-round'; round: number; last: boolean };
+export type ConductorEffect = { key: string; kind: 'start-round'; round: number } | { key: string; kind: 'complete-round'; round: number; last: boolean };
 
 /** Round r (1-based) takes the next `problemsPerRound` problems, wrapping around the dataset. */
 export function problemsForRound(ctx: ConductorContext, round: number): ConductorContext['problems'] {

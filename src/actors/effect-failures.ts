@@ -40,7 +40,9 @@ export interface EffectFailure {
 /** Errors that the same try would meet again (an output the catalog refuses, a closed log):
  * recorded once, not retried. */
 export function certainToRepeat(error: unknown): boolean {
-  return [MalformedEventError, UnknownEventTypeError, DuplicateEventIdError, EmptyCommitError, CommitTooLargeError, LogClosedError].some((c) => error instanceof c);
+  return [MalformedEventError, UnknownEventTypeError, DuplicateEventIdError, EmptyCommitError, CommitTooLargeError, LogClosedError].some(
+    (c) => error instanceof c,
+  );
 }
 
 export function errorText(error: unknown): string {

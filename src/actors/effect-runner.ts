@@ -104,7 +104,11 @@ export class EffectRunner {
     // One RunFailed per stop, though other effects of a step may reach their limit too.
     if (this.#runFailedWritten) throw stopped;
     this.#runFailedWritten = true;
-    const refused = await this.#tryAppend(name, [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }], runFailedCommitId(this.#runId, name, `${key}@${at}`));
+    const refused = await this.#tryAppend(
+      name,
+      [{ type: 'RunFailed', runId: this.#runId, data: { reason: stopped.message } }],
+      runFailedCommitId(this.#runId, name, `${key}@${at}`),
+    );
     throw refused === null ? stopped : new RunFailedError(name, key, attempt, error, refused);
   }
 

@@ -3,9 +3,8 @@
  * trainers, and a seed source. Machines never see this; only effect runners do.
  */
 import type { BlobStore } from '../events/log.js';
-import type { NewEvent } from '../events/envelope.js';
+import type { NewEvent, EventEnvelope } from '../events/envelope.js';
 import type { EventData, EventDataInput, EventType } from '../events/catalog.js';
-import type { EventEnvelope } from '../events/envelope.js';
 import { Problem, TestCase } from '../core/problem.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -16,7 +15,6 @@ import { deriveSeed } from '../core/rng.js';
 import { FifoCache } from '../core/fifo-cache.js';
 import type { WeightSyncRecord } from '../policies/weight-sync.js';
 import type { RuntimeView } from './runtime.js';
-
 
 export interface SamplingPolicy {
   readonly name: string;
@@ -133,7 +131,10 @@ export class RunEnv {
       throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} is not JSON`);
     }
     const parsed = Problem.safeParse(raw);
-    if (!parsed.success) throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} is not a problem record (${parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ')})`);
+    if (!parsed.success)
+      throw new Error(
+        `problem ${id}: its recorded blob ${hash.slice(0, 12)} is not a problem record (${parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ')})`,
+      );
     if (parsed.data.id !== id) throw new Error(`problem ${id}: its recorded blob ${hash.slice(0, 12)} holds problem ${parsed.data.id}`);
     this.#problems.set(id, parsed.data);
     return parsed.data;

@@ -21,9 +21,9 @@ import { VERDICT_CODES } from '../core/verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
 import { referenceProbeProgram } from './reference-probe.js';
+import { moduleLoadOfResults } from '../core/module-load.js';
 
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
-import { moduleLoadOfResults } from '../core/module-load.js';
 
 type Request = EventData<'ExecutionRequested'>;
 type Pair = ExecutionPair;

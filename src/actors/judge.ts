@@ -125,7 +125,11 @@ export const judgeMachine = setup({
         const d = dataOf(event.envelope, 'SolutionSampled');
         return update(context, key(d.round, d.problemId), (p) => ({
           // By id, not arrival: the order of solutions and suites sets reward groups and ties.
-          solutions: insertById(p.solutions, { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId }, (x) => x.solutionId),
+          solutions: insertById(
+            p.solutions,
+            { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId },
+            (x) => x.solutionId,
+          ),
         }));
       }),
     },
@@ -135,7 +139,13 @@ export const judgeMachine = setup({
         return update(context, key(d.round, d.problemId), (p) => {
           const suites = insertById(
             p.suites,
-            { suiteId: d.suiteId, targetSolutionId: d.targetSolutionId, nonprintableRatio: d.nonprintableRatio, candidateId: d.sampling.candidateId, tests: d.tests },
+            {
+              suiteId: d.suiteId,
+              targetSolutionId: d.targetSolutionId,
+              nonprintableRatio: d.nonprintableRatio,
+              candidateId: d.sampling.candidateId,
+              tests: d.tests,
+            },
             (x) => x.suiteId,
           );
           const all = p.solutions.length === p.groupSize && suites.length === p.groupSize * context.suitesPerProgram;
@@ -459,17 +469,44 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
       const pairs = await method.oracle(env, problem, p);
       // With nothing to execute the request counts as complete at once.
       const split = splitReused(p.problemId, pairs, verdicts, new Set());
-      return [env.event('ExecutionRequested', { round: p.round, problemId: p.problemId, requestId: `${p.key}/oracle`, purpose: 'oracle', ...requestBody(split.pairs, split.reused) })];
+      return [
+        env.event('ExecutionRequested', {
+          round: p.round,
+          problemId: p.problemId,
+          requestId: `${p.key}/oracle`,
+          purpose: 'oracle',
+          ...requestBody(split.pairs, split.reused),
+        }),
+      ];
     }
     const book = snapshot.context.mistakeBooks[p.problemId] ?? emptyMistakeBook();
     if (effect.kind === 'plan') {
       const evolved = snapshot.context.evolved[p.problemId] ?? null;
       const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
-      return method.plan({ env, problem, round: p, oracle: verdicts.of(`${p.key}/oracle`), book, evolved, tcsBuffer, split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned) });
+      return method.plan({
+        env,
+        problem,
+        round: p,
+        oracle: verdicts.of(`${p.key}/oracle`),
+        book,
+        evolved,
+        tcsBuffer,
+        split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned),
+      });
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
     const evolved = snapshot.context.evolved[p.problemId] ?? null;
     const tcsBuffer = snapshot.context.tcsBuffers[p.problemId] ?? [];
-    return method.judge({ env, problem, round: p, book, verdicts: (id) => verdicts.of(id), load: (programHash) => verdicts.load(p.problemId, programHash), stage, evolved, tcsBuffer });
+    return method.judge({
+      env,
+      problem,
+      round: p,
+      book,
+      verdicts: (id) => verdicts.of(id),
+      load: (programHash) => verdicts.load(p.problemId, programHash),
+      stage,
+      evolved,
+      tcsBuffer,
+    });
   },
 };

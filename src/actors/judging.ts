@@ -8,9 +8,26 @@ import { withExpectedOutput } from '../core/problem.js';
 import type { Verdict } from '../core/verdicts.js';
 import type { EventData, ExecutionPair } from '../events/catalog.js';
 import type { NewEvent } from '../events/envelope.js';
-import { codeA1CodeSelection, codeA1HasExpected, codeA1InvalidCount, codeA1JudgeTests, codeA1ProgramValid, codeA1Rewards, codeA1TopVarSuites, type CodeA1Suite, type GeneratedTestRecord } from '../rewards/code-a1.js';
+import {
+  codeA1CodeSelection,
+  codeA1HasExpected,
+  codeA1InvalidCount,
+  codeA1JudgeTests,
+  codeA1ProgramValid,
+  codeA1Rewards,
+  codeA1TopVarSuites,
+  type CodeA1Suite,
+  type GeneratedTestRecord,
+} from '../rewards/code-a1.js';
 import { type ExecutionMatrix, type ExecutionMatrixInput, parseMatrix, type TestStatus } from '../rewards/matrix.js';
-import { topTests, updateMistakeBook, type MistakeBookOptionsInput, type MistakeBookState, type MistakeBookUpdate, type MistakeObservation } from '../rewards/mistake-book.js';
+import {
+  topTests,
+  updateMistakeBook,
+  type MistakeBookOptionsInput,
+  type MistakeBookState,
+  type MistakeBookUpdate,
+  type MistakeObservation,
+} from '../rewards/mistake-book.js';
 import { normalizeTestKey } from '../rewards/test-key.js';
 import { groupAdvantages } from '../rewards/grpo.js';
 import type { RunEnv } from './env.js';
@@ -121,7 +138,14 @@ export async function judgeAgainstReference(env: RunEnv, problem: Problem, p: Pr
   const testHashOf = new Map(p.suites.flatMap((s) => s.tests.map((t) => [t.testId, t.testHash] as const)));
   const judged: JudgedTest[] = codeA1JudgeTests(records).map((j) => {
     const usable = j.status === 'valid' || j.status === 'corrected';
-    return { testId: j.id, testHash: testHashOf.get(j.id)!, valid: usable, reason: j.reason, status: j.status, oracleHash: usable ? correctedOf.get(j.id)! : null };
+    return {
+      testId: j.id,
+      testHash: testHashOf.get(j.id)!,
+      valid: usable,
+      reason: j.reason,
+      status: j.status,
+      oracleHash: usable ? correctedOf.get(j.id)! : null,
+    };
   });
   return judged;
 }
@@ -162,8 +186,23 @@ export async function planEvaluation(args: {
     const referenceHash = await env.blobs.put(problem.solutions[0]!);
     for (const h of history) reward.push({ programId: 'reference', programHash: referenceHash, testId: `${HIST_SUITE}/${h.testKey}`, testHash: h.testHash });
   }
-  const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
-  return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill]], args.split);
+  const { heldout, kill } = await evaluationPairs(
+    env,
+    problem,
+    p,
+    judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!),
+  );
+  return planEvents(
+    env,
+    p,
+    judged,
+    [
+      ['reward', reward],
+      ['heldout', heldout],
+      ['kill', kill],
+    ],
+    args.split,
+  );
 }
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
@@ -243,9 +282,15 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
   };
 
   // Evaluation figures for the table.
-  const usableBySuite = new Map(p.suites.map((suite) => [suite.suiteId, (judgedBySuite.get(suite.suiteId) ?? []).filter((t) => t.oracleHash).map((t) => t.oracleHash!)]));
+  const usableBySuite = new Map(
+    p.suites.map((suite) => [suite.suiteId, (judgedBySuite.get(suite.suiteId) ?? []).filter((t) => t.oracleHash).map((t) => t.oracleHash!)]),
+  );
   const figures = (args.evaluation ?? ((f) => f()))(() => evaluationFigures(problem, p, args.verdicts, usableBySuite));
-  const testCounts = { sampled: p.suites.reduce((n, s) => n + s.tests.length, 0), wellFormed: judged.filter((t) => t.reason !== 'malformed').length, valid: genTests.length };
+  const testCounts = {
+    sampled: p.suites.reduce((n, s) => n + s.tests.length, 0),
+    wellFormed: judged.filter((t) => t.reason !== 'malformed').length,
+    valid: genTests.length,
+  };
 
   const basisOf = (matrix: ExecutionMatrix, histIds: readonly string[], referenceRuns: Verdicts): CodeA1Basis => {
     let observed: Promise<MistakeObservation[]> | null = null;
@@ -258,12 +303,20 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
           const v = matrix.verdicts[pi]![ti];
           if (v === null || v === undefined) return;
           const k = keyOf.get(t.id)!;
-          observations.push({ testKey: k.key, testHash: k.hash, programValid: prog.valid, testValid: true, verdict: v, origin: t.suite === HIST_SUITE ? 'replay' : 'generated' });
+          observations.push({
+            testKey: k.key,
+            testHash: k.hash,
+            programValid: prog.valid,
+            testValid: true,
+            verdict: v,
+            origin: t.suite === HIST_SUITE ? 'replay' : 'generated',
+          });
         });
       });
       for (const v of referenceRuns) {
         const k = keyOf.get(v.testId);
-        if (k) observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
+        if (k)
+          observations.push({ testKey: k.key, testHash: k.hash, programValid: true, testValid: true, verdict: v.verdict, isReference: true, origin: 'replay' });
       }
       return observations;
     };
@@ -286,18 +339,34 @@ export async function codeA1Basis(args: BasisArgs): Promise<CodeA1Basis> {
       bookUpdate,
       figures,
       tests: testCounts,
-      withoutReplays: () => (bare ??= histIds.length === 0 ? basis : basisOf(withoutReplayColumns(matrix, genTests.length, programValid), [], referenceRuns.filter((v) => !v.testId.startsWith(`${HIST_SUITE}/`)))),
+      withoutReplays: () =>
+        (bare ??=
+          histIds.length === 0
+            ? basis
+            : basisOf(
+                withoutReplayColumns(matrix, genTests.length, programValid),
+                [],
+                referenceRuns.filter((v) => !v.testId.startsWith(`${HIST_SUITE}/`)),
+              )),
     };
     return basis;
   };
   // The reference runs only the replayed tests (for the blacklist).
-  return basisOf(matrix, histIds, rewardRuns.filter((v) => v.programId === 'reference'));
+  return basisOf(
+    matrix,
+    histIds,
+    rewardRuns.filter((v) => v.programId === 'reference'),
+  );
 }
 
 /** `matrix` with only its first `kept` tests (the replayed ones come last), each program's
  * validity judged again on its shorter row. Not validated again: fewer columns of a valid matrix
  * are a valid matrix. */
-function withoutReplayColumns(matrix: ExecutionMatrix, kept: number, valid: (program: number, row: ExecutionMatrix['verdicts'][number]) => boolean): ExecutionMatrix {
+function withoutReplayColumns(
+  matrix: ExecutionMatrix,
+  kept: number,
+  valid: (program: number, row: ExecutionMatrix['verdicts'][number]) => boolean,
+): ExecutionMatrix {
   const verdicts = matrix.verdicts.map((row) => row.slice(0, kept));
   return {
     programs: matrix.programs.map((prog, i) => ({ ...prog, valid: valid(i, verdicts[i]!) })),
@@ -321,7 +390,10 @@ export async function judgeWithBasis(
   const { env, round: p, book } = args;
   const cfg = env.config;
   const { matrix, suites } = basis;
-  const result = codeA1Rewards({ matrix, suites }, { alpha: cfg.rewards.alpha, suiteCap: cfg.sampling.suiteSize, histCap: cfg.mistakeBook.replay || 8, histSuite: HIST_SUITE });
+  const result = codeA1Rewards(
+    { matrix, suites },
+    { alpha: cfg.rewards.alpha, suiteCap: cfg.sampling.suiteSize, histCap: cfg.mistakeBook.replay || 8, histSuite: HIST_SUITE },
+  );
 
   // Code policy: one group per problem.
   const rCodes = result.programs.map((r) => r.rCode);
@@ -343,7 +415,9 @@ export async function judgeWithBasis(
 
   // Test policy: white-box suites of one program share a prompt and form a group; black-box
   // suites all share the problem's prompt, so the problem's suites are one group.
-  const selected = new Set(cfg.selection.testSamples === 'topvar' ? codeA1TopVarSuites(result, 1) : result.programs.flatMap((r) => r.suites.map((s) => s.suite)));
+  const selected = new Set(
+    cfg.selection.testSamples === 'topvar' ? codeA1TopVarSuites(result, 1) : result.programs.flatMap((r) => r.suites.map((s) => s.suite)),
+  );
   const groups = cfg.sampling.whiteBox ? result.programs.map((r) => r.suites) : [result.programs.flatMap((r) => r.suites)];
   const testItems: { sampleId: string; reward: number; advantage: number; components: Record<string, number> }[] = [];
   const rCodeOf = new Map(result.programs.map((r) => [r.program, r.rCode]));

@@ -85,7 +85,16 @@ export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
 }).createMachine({
   id: 'learner',
-  context: { started: false, whiteBox: true, keepTestSamples: false, shared: false, versions: { code: -1, test: -1 }, trainedRounds: [], samples: {}, rounds: {} },
+  context: {
+    started: false,
+    whiteBox: true,
+    keepTestSamples: false,
+    shared: false,
+    versions: { code: -1, test: -1 },
+    trainedRounds: [],
+    samples: {},
+    rounds: {},
+  },
   on: {
     RunStarted: {
       actions: assign(({ event }) => {
@@ -103,8 +112,13 @@ export const learnerMachine = setup({
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'SolutionSampled');
         const ref: SampleRef = {
-          sampleId: d.solutionId, problemId: d.problemId, responseHash: d.programHash, contextKey: d.sampling.contextKey ?? d.problemId, choiceKey: d.sampling.candidateId,
-          round: d.round, version: d.policy.version,
+          sampleId: d.solutionId,
+          problemId: d.problemId,
+          responseHash: d.programHash,
+          contextKey: d.sampling.contextKey ?? d.problemId,
+          choiceKey: d.sampling.candidateId,
+          round: d.round,
+          version: d.policy.version,
         };
         return { samples: withSample(context.samples, ref) };
       }),
@@ -114,8 +128,13 @@ export const learnerMachine = setup({
         const d = dataOf(event.envelope, 'TestsSampled');
         const contextKey = d.sampling.contextKey ?? d.problemId;
         const ref: SampleRef = {
-          sampleId: d.suiteId, problemId: d.problemId, responseHash: d.responseHash ?? '', contextKey, choiceKey: d.sampling.candidateId,
-          round: d.round, version: d.policy.version,
+          sampleId: d.suiteId,
+          problemId: d.problemId,
+          responseHash: d.responseHash ?? '',
+          contextKey,
+          choiceKey: d.sampling.candidateId,
+          round: d.round,
+          version: d.policy.version,
         };
         return { samples: withSample(context.samples, ref) };
       }),
@@ -233,7 +252,12 @@ async function warmStart(env: RunEnv) {
   const events = [];
   for (const role of sft.roles) {
     const trainer = await env.trainer(role);
-    const opts = { method: env.config.method, whiteBox: env.config.sampling.whiteBox, suiteSize: env.config.sampling.suiteSize, prompts: env.config.policies[role].openai?.prompts ?? 'full' };
+    const opts = {
+      method: env.config.method,
+      whiteBox: env.config.sampling.whiteBox,
+      suiteSize: env.config.sampling.suiteSize,
+      prompts: env.config.policies[role].openai?.prompts ?? 'full',
+    };
     const rows = (await env.allProblems()).flatMap((p) => sftRows(p, role, opts));
     if (rows.length === 0) throw new Error(`learner.sft: the ${role} role has no row to train on (no known program or public test with an expected value)`);
     const rng = Rng.derive(env.seed('sft', role), 'order');
@@ -250,10 +274,20 @@ async function warmStart(env: RunEnv) {
       const samples: TrainSample[] = batch.map((r) => ({ prompt: r.prompt, response: r.completion, advantage: 0, contextKey: r.problemId, choiceKey: null }));
       const batchId = `${env.runId}/sft/${step}/${role}`;
       const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
-      events.push(env.event('TrainingBatchFormed', {
-        round: 0, batchId, role, policy: { role, name: trainer.name, version }, batchHash, size: samples.length,
-        sampleIds: batch.map((r) => r.id), control: 'none', advantageFrom: null, staleness: { maxStaleness: null, dropped: [] },
-      }));
+      events.push(
+        env.event('TrainingBatchFormed', {
+          round: 0,
+          batchId,
+          role,
+          policy: { role, name: trainer.name, version },
+          batchHash,
+          size: samples.length,
+          sampleIds: batch.map((r) => r.id),
+          control: 'none',
+          advantageFrom: null,
+          staleness: { maxStaleness: null, dropped: [] },
+        }),
+      );
       const result = await trainer.trainStep({ batchId, role, expectedVersion: version, algorithm: 'sft', samples, hyper: { lr: sft.lr } });
       for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
       events.push(env.event('TrainingStepCompleted', { round: 0, batchId, role, fromVersion: version, toVersion: result.version, metrics: result.metrics }));
@@ -369,9 +403,7 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
         throw new TrainingStepError(batchId, role, err);
       }
       for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
-      events.push(
-        env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }),
-      );
+      events.push(env.event('TrainingStepCompleted', { round: effect.round, batchId, role, fromVersion, toVersion: result.version, metrics: result.metrics }));
       paramsAfter[role] = (await trainer.snapshot()).params;
       versionsAfter[role] = result.version;
       if (c.shared) {
@@ -394,12 +426,14 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
         const mean = (f: (p: (typeof problems)[number]) => number) => (problems.length ? problems.reduce((s, p) => s + f(p), 0) / problems.length : 0);
         return { codeVersion: versions.code, testVersion: versions.test, correct: mean((p) => p.correct), validTest: mean((p) => p.validTest), problems };
       };
-      evaluated.push(env.event('PolicyEvaluated', {
-        round: effect.round,
-        basis: env.backend.exactBasis,
-        sampled: figures(paramsBefore, c.versions),
-        trained: figures(paramsAfter, versionsAfter),
-      }));
+      evaluated.push(
+        env.event('PolicyEvaluated', {
+          round: effect.round,
+          basis: env.backend.exactBasis,
+          sampled: figures(paramsBefore, c.versions),
+          trained: figures(paramsAfter, versionsAfter),
+        }),
+      );
     }
     return [...events, ...published, ...evaluated];
   },

@@ -227,7 +227,8 @@ export class PairRows<V> {
     const last = this.#lastTouch;
     if (position === last[0] && program === last[2] && scope === last[1]) return;
     if (position !== this.#event) {
-      if (!Number.isSafeInteger(position) || position < 1 || position > MAX_POSITION) throw new Error(`log position ${position} cannot number a program's side rows (1 to ${MAX_POSITION})`);
+      if (!Number.isSafeInteger(position) || position < 1 || position > MAX_POSITION)
+        throw new Error(`log position ${position} cannot number a program's side rows (1 to ${MAX_POSITION})`);
       this.#event = position;
       this.#eventTouched.length = 0;
     }
@@ -347,7 +348,8 @@ export class PairRows<V> {
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
     const pair = (number: number, test: string, v: V) => rows.push([keyOf(number, test), encodeFigures(this.#figuresOf(v, test))]);
-    const load = (scope: string, program: string) => rows.push([keyOf(this.#numberFor(scope, program), null), loadValue(nestedGet(this.#loads, scope, program)!)]);
+    const load = (scope: string, program: string) =>
+      rows.push([keyOf(this.#numberFor(scope, program), null), loadValue(nestedGet(this.#loads, scope, program)!)]);
     if (this.#unsaved !== null) {
       // In fold order: a pair recorded twice since the save ends with its later result.
       for (const [scope, program, test, v] of this.#unsaved) pair(this.#numberFor(scope, program), test, v);
@@ -401,7 +403,8 @@ export class PairRows<V> {
    * outcome (tests compare indexes whole with it; programs' numbers are not part of it). */
   recorded(): [string, string][] {
     const rows = new Map<string, string>();
-    const pairText = (scope: string, program: string, test: string, figures: ResultFigures) => rows.set(`p${scope}\u0000${program}\u0000${test}`, JSON.stringify(figures));
+    const pairText = (scope: string, program: string, test: string, figures: ResultFigures) =>
+      rows.set(`p${scope}\u0000${program}\u0000${test}`, JSON.stringify(figures));
     const loadText = (scope: string, program: string, load: ModuleLoad) => rows.set(`l${scope}\u0000${program}`, load);
     // Key order puts the numbers ('i') before the loads ('m') and pairs ('q') that name them.
     const programs = new Map<number, [scope: string, program: string]>();
@@ -418,7 +421,9 @@ export class PairRows<V> {
       else pairText(named[0], named[1], b.toString('hex', 1 + NUMBER_BYTES, 1 + NUMBER_BYTES + HASH_BYTES), decodeFigures(value));
     }
     // As a save writes them: the figures a row keeps, nothing else of a folded value.
-    for (const [scope, byProgram] of this.#folded) for (const [program, tests] of byProgram) for (const [test, v] of tests) pairText(scope, program, test, decodeFigures(encodeFigures(this.#figuresOf(v, test))));
+    for (const [scope, byProgram] of this.#folded)
+      for (const [program, tests] of byProgram)
+        for (const [test, v] of tests) pairText(scope, program, test, decodeFigures(encodeFigures(this.#figuresOf(v, test))));
     for (const [scope, byProgram] of this.#loads) for (const program of byProgram.keys()) loadText(scope, program, nestedGet(this.#loads, scope, program)!);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }

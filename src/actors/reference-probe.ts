@@ -62,9 +62,7 @@ const ProbeOutput = z.union([
   z.object({ call: z.string().optional(), tooLong: z.literal(true) }).strict(),
 ]);
 export type ReferenceProbe =
-  | { kind: 'returned'; call: string | null; repr: string; matchesStated: boolean }
-  | { kind: 'raised'; exceptionType: string }
-  | { kind: 'unreadable' };
+  { kind: 'returned'; call: string | null; repr: string; matchesStated: boolean } | { kind: 'raised'; exceptionType: string } | { kind: 'unreadable' };
 
 /** What the harness printed last (anything the call printed comes before it). */
 export function readReferenceProbe(output: string): ReferenceProbe {

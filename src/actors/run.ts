@@ -170,7 +170,15 @@ export async function recordRunStart(log: EventLog, config: RunConfig, problems:
       {
         type: 'RunStarted',
         runId,
-        data: { method: config.method, config, configHash: configHash(config), seed: config.seed, crucibleVersion: CRUCIBLE_VERSION, problems: problemRefs, catalogHash },
+        data: {
+          method: config.method,
+          config,
+          configHash: configHash(config),
+          seed: config.seed,
+          crucibleVersion: CRUCIBLE_VERSION,
+          problems: problemRefs,
+          catalogHash,
+        },
       },
     ],
     { commitId: `${runId}/run-started`, expectedPosition: ORIGIN },
@@ -179,7 +187,14 @@ export async function recordRunStart(log: EventLog, config: RunConfig, problems:
 
 /** A resumed run: RunResumed records when the log was last written before (so that the round
  * under way does not count the time stopped), and `onResume` hears where the run goes on from. */
-async function recordResume(log: EventLog, runId: string, runtime: ActorRuntime<RunEnv>, views: ProjectionRunner, rounds: number, onResume: RunOptions['onResume']): Promise<void> {
+async function recordResume(
+  log: EventLog,
+  runId: string,
+  runtime: ActorRuntime<RunEnv>,
+  views: ProjectionRunner,
+  rounds: number,
+  onResume: RunOptions['onResume'],
+): Promise<void> {
   const head = await log.head();
   const completed = roundRows(views.state<RoundTableState>('round-table')).at(-1)?.round ?? 0;
   const finished = (await firstEvent(log, runId, 'RunCompleted')) !== undefined;
@@ -210,7 +225,10 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
   const dir = opts.dir ?? path.join(config.dir, runId);
   mkdirSync(dir, { recursive: true });
   const location = opts.log ?? path.join(dir, LOG_FILE);
-  const log = await openRunLog(location, runId, { synchronous: config.log.synchronous, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
+  const log = await openRunLog(location, runId, {
+    synchronous: config.log.synchronous,
+    ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
+  });
   let views: ProjectionRunner | null = null;
   let snapshots: SqliteSnapshotTable | null = null;
   let backendToClose: PolicyBackend | null = null;
@@ -222,9 +240,19 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     sandbox = opts.sandbox ?? (await createSandbox(sandboxOptions(config)));
     const started = await startedRun(log, config, dir);
     // A run that recorded its catalog uses that one, read by hash from the blob store.
-    const { problems, backend: prepared, catalogHash } =
-      opts.prepared ??
-      (await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: started?.catalogHash ?? null }, opts.onBridgeEvent));
+    const {
+      problems,
+      backend: prepared,
+      catalogHash,
+    } = opts.prepared ??
+    (await prepareRun(
+      config,
+      opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir,
+      sandbox,
+      dir,
+      { blobs: log.blobs, hash: started?.catalogHash ?? null },
+      opts.onBridgeEvent,
+    ));
     backendToClose = prepared;
     const backend = opts.testOnlyWrapBackend ? opts.testOnlyWrapBackend(prepared) : prepared;
     if (!started) await recordRunStart(log, config, problems, catalogHash);
@@ -271,7 +299,8 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     const done = finished && !stopped && (await firstEvent(log, runId, 'RunCompleted')) !== undefined;
     if (finished && !stopped && !done) {
       const alive = ACTOR_NAMES.filter((n) => runtime.isAlive(n));
-      if (alive.length === ACTOR_NAMES.length) throw new Error('the run stopped with no work left before its last round: an actor is waiting on an event that never came');
+      if (alive.length === ACTOR_NAMES.length)
+        throw new Error('the run stopped with no work left before its last round: an actor is waiting on an event that never came');
     }
     await views.catchUp();
     return { runId, dir, finished: done, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };

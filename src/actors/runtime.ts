@@ -22,14 +22,23 @@ import { createActor, initialTransition, type AnyActorScope, type AnyStateMachin
 import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
-import { SNAPSHOT_FORMAT, SnapshotBody, SnapshotRefusedError, sha256Hex, type SideReader, type SideRows, type SnapshotTable, type StoredSnapshot } from './snapshots.js';
+import {
+  SNAPSHOT_FORMAT,
+  SnapshotBody,
+  SnapshotRefusedError,
+  sha256Hex,
+  type SideReader,
+  type SideRows,
+  type SnapshotTable,
+  type StoredSnapshot,
+} from './snapshots.js';
 import { checkStoredState, snapshotVersion, type StateSchemas } from './snapshot-schema.js';
 import { packJson, type Json } from '../events/packed-json.js';
 import { DEFAULT_RETRY, type EffectFailure, type RetryPolicy } from './effect-failures.js';
 import { ActorFailedError, EffectRunner, type EffectTask } from './effect-runner.js';
+import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
 export { ActorFailedError };
-import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -227,7 +236,6 @@ export interface RuntimeHooks {
   shouldStop?(): boolean;
 }
 
-
 interface Begun<Env> {
   actor: LiveActor<Env>;
   snapshot: SnapshotFrom<AnyStateMachine>;
@@ -386,7 +394,8 @@ export class ActorRuntime<Env> {
       throw refuse('its body is not JSON');
     }
     const parsed = SnapshotBody.safeParse(raw);
-    if (!parsed.success) throw refuse(`its body is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
+    if (!parsed.success)
+      throw refuse(`its body is not a snapshot (${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')})`);
     const body = parsed.data;
     if (body.runId !== this.#runId) throw refuse(`it belongs to run ${body.runId}`);
     // The same run on another log (its directory reused with another backend): its position
@@ -581,7 +590,10 @@ export class ActorRuntime<Env> {
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
   #takeSnapshots(): void {
     const live = [...this.#actors.values()].filter((a) => a.snapshottable && a.snapshot !== null);
-    this.#save(live.map((actor) => ({ actor, snapshot: actor.snapshot!, index: actor.index })), this.#position);
+    this.#save(
+      live.map((actor) => ({ actor, snapshot: actor.snapshot!, index: actor.index })),
+      this.#position,
+    );
     this.#snapshotAt = this.#folded;
   }
 
@@ -590,7 +602,15 @@ export class ActorRuntime<Env> {
   #save(states: readonly { actor: LiveActor<Env>; snapshot: SnapshotFrom<AnyStateMachine>; index: unknown }[], position: Position): void {
     const taken: { stored: StoredSnapshot; index: unknown }[] = [];
     for (const { actor, snapshot, index } of states) {
-      const body: SnapshotBody = { format: SNAPSHOT_FORMAT, runId: this.#runId, log: this.#log.identity, actor: actor.def.name, version: actor.version, position, ...this.#persisted(actor, snapshot, index) };
+      const body: SnapshotBody = {
+        format: SNAPSHOT_FORMAT,
+        runId: this.#runId,
+        log: this.#log.identity,
+        actor: actor.def.name,
+        version: actor.version,
+        position,
+        ...this.#persisted(actor, snapshot, index),
+      };
       let text: string;
       try {
         text = JSON.stringify(body);
@@ -604,7 +624,10 @@ export class ActorRuntime<Env> {
       }
       const bytes = Buffer.from(text);
       const side = actor.def.index?.sideRows?.(index);
-      taken.push({ stored: { ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) }, index });
+      taken.push({
+        stored: { ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) },
+        index,
+      });
     }
     this.#snapshots!.table.save(taken.map((t) => t.stored));
     for (const { stored, index } of taken) {

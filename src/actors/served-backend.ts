@@ -13,13 +13,13 @@ import { BridgeClient, localCheckpoint, startServe, threadEnv, type BridgeEvent,
 import type { BlobStore } from '../events/blobs.js';
 import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
-
-const ROLES = ['code', 'test'] as const satisfies readonly Role[];
 import type { RunConfig } from '../config/schema.js';
 import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
 import { PolicyInputError, VersionError } from '../policies/port.js';
 import { servedModelFor, syncWeights, type WeightSyncTarget } from '../policies/weight-sync.js';
 import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
+
+const ROLES = ['code', 'test'] as const satisfies readonly Role[];
 
 interface ServedParams {
   backend: 'openai';
@@ -108,7 +108,12 @@ export class ServedBackend implements PolicyBackend {
     if (!held || !held.alive) {
       const observe = this.onBridgeEvent;
       let client: BridgeClient | null = null;
-      this.#bridge = BridgeClient.start({ python: b.python, timeoutMs: 600_000, ...(b.threads ? { env: threadEnv(b.threads) } : {}), ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}) }).then((r) => (client = r.client));
+      this.#bridge = BridgeClient.start({
+        python: b.python,
+        timeoutMs: 600_000,
+        ...(b.threads ? { env: threadEnv(b.threads) } : {}),
+        ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}),
+      }).then((r) => (client = r.client));
     }
     return this.#bridge!;
   }
@@ -190,7 +195,12 @@ export class ServedBackend implements PolicyBackend {
     const ws = bridge.weightSync;
     if (!ws) return null;
     if (ws.kind === 'bridge') return { ...target, kind: 'bridge', token: envToken(ws.adminTokenEnv, 'learner.bridge.weightSync.adminTokenEnv', true) };
-    return { ...target, kind: ws.kind, prefix: (ws.kind === 'vllm-lora' ? ws.prefix : undefined) ?? client.model, token: envToken(ws.apiKeyEnv, 'learner.bridge.weightSync.apiKeyEnv', true) };
+    return {
+      ...target,
+      kind: ws.kind,
+      prefix: (ws.kind === 'vllm-lora' ? ws.prefix : undefined) ?? client.model,
+      token: envToken(ws.apiKeyEnv, 'learner.bridge.weightSync.apiKeyEnv', true),
+    };
   }
 
   trainer(role: Role, params: string, version: number): LearnerTrainer {
@@ -200,7 +210,19 @@ export class ServedBackend implements PolicyBackend {
       // relative run directory such as `runs/<id>` would name nothing there).
       const checkpoints = path.resolve(bridge.checkpoints ?? path.join(this.runDir, 'checkpoints'));
       const reload = this.#syncTarget(role);
-      const trainer = new BridgeTrainer({ client: () => this.#client(), role, options: bridge, root: path.join(checkpoints, role), batchDir: path.resolve(this.runDir, 'batches', role), reload, blobs: this.blobs, cacheDir: this.#cacheDir }, params);
+      const trainer = new BridgeTrainer(
+        {
+          client: () => this.#client(),
+          role,
+          options: bridge,
+          root: path.join(checkpoints, role),
+          batchDir: path.resolve(this.runDir, 'batches', role),
+          reload,
+          blobs: this.blobs,
+          cacheDir: this.#cacheDir,
+        },
+        params,
+      );
       if (trainer.version !== version) throw new PolicyInputError(`${role} checkpoint holds version ${trainer.version}, asked for ${version}`);
       return trainer;
     }
@@ -211,7 +233,8 @@ export class ServedBackend implements PolicyBackend {
       name,
       async trainStep(req) {
         if (req.expectedVersion !== state.version) throw new VersionError(role, req.expectedVersion, state.version);
-        if (req.hyper.lr !== 0) throw new PolicyInputError(`batch ${req.batchId}: a served ${role} policy takes only frozen steps (lr 0), got lr ${req.hyper.lr}`);
+        if (req.hyper.lr !== 0)
+          throw new PolicyInputError(`batch ${req.batchId}: a served ${role} policy takes only frozen steps (lr 0), got lr ${req.hyper.lr}`);
         state.version += 1;
         return { version: state.version, metrics: { samples: req.samples.length, applied: 0 } };
       },

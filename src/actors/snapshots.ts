@@ -100,7 +100,9 @@ export class SnapshotRefusedError extends Error {
     readonly ref: SnapshotRef,
     readonly reason: string,
   ) {
-    super(`snapshot of actor ${actor} at position ${ref.position} (sha256 ${ref.hash.slice(0, 12)}) refused: ${reason}; ${actor} refolds the log from the start`);
+    super(
+      `snapshot of actor ${actor} at position ${ref.position} (sha256 ${ref.hash.slice(0, 12)}) refused: ${reason}; ${actor} refolds the log from the start`,
+    );
     this.name = 'SnapshotRefusedError';
   }
 }
@@ -115,7 +117,9 @@ export class SideRowCorruptError extends Error {
     key: Uint8Array,
   ) {
     const hex = Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('hex');
-    super(`side row ${hex.slice(0, 160)} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`);
+    super(
+      `side row ${hex.slice(0, 160)} of actor ${actor}'s snapshot is corrupt: its checksum does not match; delete the snapshot file to refold ${actor} from the log`,
+    );
     this.name = 'SideRowCorruptError';
     this.key = hex;
   }
@@ -268,7 +272,8 @@ export class SqliteSnapshotTable implements SnapshotTable {
           const chunk = keys.slice(i, i + MANY);
           // The last chunk padded with its first key: one statement for every size.
           while (chunk.length < MANY) chunk.push(chunk[0]!);
-          for (const [key, value, sum] of sideGetMany.all(at, ...chunk) as [Buffer, Uint8Array, number][]) found.set(key.toString('latin1'), checked(key, value, sum));
+          for (const [key, value, sum] of sideGetMany.all(at, ...chunk) as [Buffer, Uint8Array, number][])
+            found.set(key.toString('latin1'), checked(key, value, sum));
         }
         keys.forEach((key, i) => {
           out[i] = found.get(Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));

@@ -63,7 +63,9 @@ class CatalogBackend implements PolicyBackend {
   #policy(role: Role, params: string): CatalogPolicy | SharedCatalogPolicy {
     const known = this.#shared ? undefined : this.#snapshotted.get(`${role}\0${params}`);
     if (known) return new CatalogPolicy(role, this.universe, this.#options(), known);
-    return this.#shared ? SharedCatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options()) : CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
+    return this.#shared
+      ? SharedCatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options())
+      : CatalogPolicy.fromJSON(JSON.parse(params), this.universe, this.#options());
   }
 
   initialParams(role: Role): string {
@@ -135,7 +137,13 @@ async function recordedUniverse(record: CatalogRecord & { hash: string }, proble
     throw new UnsupportedSourceError(`${where} cannot be read: ${(err as Error).message}`);
   }
   const parsed = RecordedUniverse.safeParse(raw);
-  if (!parsed.success) throw new UnsupportedSourceError(`${where} is not a catalog (${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || 'catalog'}: ${i.message}`).join('; ')})`);
+  if (!parsed.success)
+    throw new UnsupportedSourceError(
+      `${where} is not a catalog (${parsed.error.issues
+        .slice(0, 3)
+        .map((i) => `${i.path.join('.') || 'catalog'}: ${i.message}`)
+        .join('; ')})`,
+    );
   const missing = problemIds.filter((id) => !parsed.data.programs[id] || !parsed.data.tests[id] || !parsed.data.validTests[id]);
   if (missing.length > 0) throw new UnsupportedSourceError(`${where} has no candidates for problem ${missing.join(', ')}`);
   return parsed.data;
@@ -156,7 +164,14 @@ async function withEvolvedTests(demo: DemoProblem[], file: string): Promise<Demo
 /** `runDir`: where a served backend keeps its checkpoints and batch files. */
 /** `record`: the run's blob store and the catalog RunStarted names, if any (then it is used as
  * recorded, not built). `onBridgeEvent`: told when a served policy's own bridge starts or stops. */
-export async function prepareRun(config: RunConfig, cacheDir: string | null, sandbox: Sandbox, runDir = config.dir, record?: CatalogRecord, onBridgeEvent?: ServedBackend['onBridgeEvent']): Promise<PreparedRun> {
+export async function prepareRun(
+  config: RunConfig,
+  cacheDir: string | null,
+  sandbox: Sandbox,
+  runDir = config.dir,
+  record?: CatalogRecord,
+  onBridgeEvent?: ServedBackend['onBridgeEvent'],
+): Promise<PreparedRun> {
   if (config.dataset.format !== 'demo') {
     throw new UnsupportedSourceError(
       `dataset.format "${config.dataset.format}": the catalog policy runs on the bundled demo set only; other datasets need a model policy backend`,
@@ -167,18 +182,26 @@ export async function prepareRun(config: RunConfig, cacheDir: string | null, san
   if (config.dataset.ids !== undefined) {
     const known = new Set(demo.map((d) => d.problem.id));
     const unknown = config.dataset.ids.filter((id) => !known.has(id));
-    if (unknown.length) throw new UnsupportedSourceError(`dataset.ids: ${unknown.join(', ')} not in the dataset (ids look like ${demo[0]?.problem.id ?? 'demo/...'})`);
+    if (unknown.length)
+      throw new UnsupportedSourceError(`dataset.ids: ${unknown.join(', ')} not in the dataset (ids look like ${demo[0]?.problem.id ?? 'demo/...'})`);
     const wanted = new Set(config.dataset.ids);
     demo = demo.filter((d) => wanted.has(d.problem.id));
   }
   if (config.dataset.limit !== undefined) demo = demo.slice(0, config.dataset.limit);
-  const options = { programs: { seed: config.seed, maxMutants: config.policies.code.mutants }, tests: { seed: config.seed, count: config.policies.test.candidates } };
+  const options = {
+    programs: { seed: config.seed, maxMutants: config.policies.code.mutants },
+    tests: { seed: config.seed, count: config.policies.test.candidates },
+  };
   const cacheKey = createHash('sha256')
     .update(canonicalJson({ v: CATALOG_VERSION, options, problems: demo.map((d) => d.problem) }))
     .digest('hex');
   const cacheFile = cacheDir ? path.join(cacheDir, `catalog-${cacheKey.slice(0, 24)}.json`) : null;
   let universe: CatalogUniverse | undefined;
-  if (record?.hash) universe = await recordedUniverse({ ...record, hash: record.hash }, demo.map((d) => d.problem.id));
+  if (record?.hash)
+    universe = await recordedUniverse(
+      { ...record, hash: record.hash },
+      demo.map((d) => d.problem.id),
+    );
   else if (cacheFile && existsSync(cacheFile)) universe = JSON.parse(readFileSync(cacheFile, 'utf8')) as CatalogUniverse;
   if (!universe) {
     universe = await buildCatalogUniverse(demo, sandbox, options);

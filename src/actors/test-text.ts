@@ -8,7 +8,6 @@ import { canonicalJson } from '../core/canonical-json.js';
 
 export type ParsedTest = { ok: true; test: TestCase; canonical: string } | { ok: false; reason: string; canonical: string };
 
-
 export function parseTestLines(text: string, style: TestStyle): ParsedTest[] {
   const out: ParsedTest[] = [];
   for (const line of text.split('\n')) {

@@ -60,12 +60,14 @@ function parseManifest(label: string, body: Uint8Array): z.infer<typeof Manifest
  */
 export async function storeCheckpoint(dir: string, sha256: string, blobs: BlobStore, label: string): Promise<CheckpointFiles> {
   const body = readFileSync(path.join(dir, MANIFEST));
-  if (sha256Hex(body) !== sha256) throw new CheckpointBlobError(label, MANIFEST, `${dir} holds a manifest with sha256 ${sha256Hex(body)}, not the published ${sha256}`);
+  if (sha256Hex(body) !== sha256)
+    throw new CheckpointBlobError(label, MANIFEST, `${dir} holds a manifest with sha256 ${sha256Hex(body)}, not the published ${sha256}`);
   const manifest = parseManifest(label, body);
   for (const [name, f] of Object.entries(manifest.files)) {
     const bytes = readFileSync(path.join(dir, name));
     const got = sha256Hex(bytes);
-    if (got !== f.sha256 || bytes.byteLength !== f.bytes) throw new CheckpointBlobError(label, name, `${dir} holds ${bytes.byteLength} bytes with sha256 ${got}; the manifest says ${f.bytes} bytes, ${f.sha256}`);
+    if (got !== f.sha256 || bytes.byteLength !== f.bytes)
+      throw new CheckpointBlobError(label, name, `${dir} holds ${bytes.byteLength} bytes with sha256 ${got}; the manifest says ${f.bytes} bytes, ${f.sha256}`);
     await blobs.put(bytes);
   }
   // The manifest last: once it is stored, every file it names is.
@@ -118,8 +120,12 @@ export async function localCheckpoint(ref: CheckpointRef, blobs: BlobStore | nul
   if (ref.files) {
     // The parameters' list and the stored manifest must agree, file for file.
     const a = JSON.stringify(Object.entries(ref.files).sort(([x], [y]) => (x < y ? -1 : 1)));
-    const b = JSON.stringify(Object.entries(manifest.files).sort(([x], [y]) => (x < y ? -1 : 1)).map(([n, f]) => [n, { sha256: f.sha256, bytes: f.bytes }]));
-    if (a !== b) throw new CheckpointBlobError(label, MANIFEST, 'the stored manifest lists other files than the version\'s parameters');
+    const b = JSON.stringify(
+      Object.entries(manifest.files)
+        .sort(([x], [y]) => (x < y ? -1 : 1))
+        .map(([n, f]) => [n, { sha256: f.sha256, bytes: f.bytes }]),
+    );
+    if (a !== b) throw new CheckpointBlobError(label, MANIFEST, "the stored manifest lists other files than the version's parameters");
   }
   const tmp = `${dest}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
   mkdirSync(tmp, { recursive: true });
@@ -127,7 +133,8 @@ export async function localCheckpoint(ref: CheckpointRef, blobs: BlobStore | nul
     for (const [name, f] of Object.entries(manifest.files)) {
       const bytes = await blob(blobs, f.sha256, label, name);
       const got = sha256Hex(bytes);
-      if (got !== f.sha256 || bytes.byteLength !== f.bytes) throw new CheckpointBlobError(label, name, `blob has ${bytes.byteLength} bytes with sha256 ${got}; the manifest says ${f.bytes} bytes, ${f.sha256}`);
+      if (got !== f.sha256 || bytes.byteLength !== f.bytes)
+        throw new CheckpointBlobError(label, name, `blob has ${bytes.byteLength} bytes with sha256 ${got}; the manifest says ${f.bytes} bytes, ${f.sha256}`);
       const p = path.join(tmp, safeName(label, name));
       mkdirSync(path.dirname(p), { recursive: true });
       writeFileSync(p, bytes);

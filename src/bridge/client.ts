@@ -12,14 +12,7 @@ import { createInterface } from 'node:readline';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import {
-  BridgeDeadError,
-  BridgeError,
-  BridgeProtocolError,
-  BridgeRemoteError,
-  BridgeRequestTooLargeError,
-  BridgeTimeoutError,
-} from './errors.js';
+import { BridgeDeadError, BridgeError, BridgeProtocolError, BridgeRemoteError, BridgeRequestTooLargeError, BridgeTimeoutError } from './errors.js';
 import {
   BridgeEvent,
   GenerateResult,
@@ -118,7 +111,13 @@ export class BridgeClient {
     if (remote) {
       const where = `${remote.host}:${remote.port}`;
       const sock: Socket = remote.tls
-        ? tlsConnect({ host: remote.host, port: remote.port, ca: remote.tls.ca, rejectUnauthorized: remote.tls.rejectUnauthorized ?? true, servername: remote.tls.servername })
+        ? tlsConnect({
+            host: remote.host,
+            port: remote.port,
+            ca: remote.tls.ca,
+            rejectUnauthorized: remote.tls.rejectUnauthorized ?? true,
+            servername: remote.tls.servername,
+          })
         : netConnect({ host: remote.host, port: remote.port });
       let why = `connection to ${where} closed`;
       sock.on('error', (err) => (why = `connection to ${where} failed: ${err.message}`));
@@ -163,21 +162,27 @@ export class BridgeClient {
     lines.on('error', () => {}); // readline re-emits the stream's errors; death is reported by 'close'
     if (opts.staleAfterMs !== undefined) {
       const stale = opts.staleAfterMs;
-      const watch = setInterval(() => {
-        if (this.#dead) return clearInterval(watch);
-        // Start-up (importing torch, loading CUDA) writes nothing: the watch begins at the first line.
-        if (this.#seenAny && this.#pending.size > 0 && Date.now() - this.lastSeenAt > stale) {
-          this.#fail(new BridgeDeadError(`no line (reply or heartbeat) for over ${stale} ms`, this.#stderr.trim()));
-          this.kill();
-          clearInterval(watch);
-        }
-      }, Math.max(10, Math.floor(stale / 4)));
+      const watch = setInterval(
+        () => {
+          if (this.#dead) return clearInterval(watch);
+          // Start-up (importing torch, loading CUDA) writes nothing: the watch begins at the first line.
+          if (this.#seenAny && this.#pending.size > 0 && Date.now() - this.lastSeenAt > stale) {
+            this.#fail(new BridgeDeadError(`no line (reply or heartbeat) for over ${stale} ms`, this.#stderr.trim()));
+            this.kill();
+            clearInterval(watch);
+          }
+        },
+        Math.max(10, Math.floor(stale / 4)),
+      );
       watch.unref();
     }
   }
 
   /** Connect to a bridge started with `--listen` on a GPU node; hello carries the shared token. */
-  static async connect(remote: RemoteBridge, opts: Omit<BridgeClientOptions, 'python' | 'args' | 'command' | 'env'> = {}): Promise<{ client: BridgeClient; hello: HelloResult }> {
+  static async connect(
+    remote: RemoteBridge,
+    opts: Omit<BridgeClientOptions, 'python' | 'args' | 'command' | 'env'> = {},
+  ): Promise<{ client: BridgeClient; hello: HelloResult }> {
     const client = new BridgeClient(opts, remote);
     try {
       const hello = await client.hello(remote.token);

@@ -7,9 +7,7 @@ import { z } from 'zod';
 
 export const PROTOCOL_VERSION = 1;
 
-export const OPS = [
-  'hello', 'load_policy', 'generate', 'logprobs', 'train_step', 'publish', 'save_state', 'load_state', 'status', 'shutdown',
-] as const;
+export const OPS = ['hello', 'load_policy', 'generate', 'logprobs', 'train_step', 'publish', 'save_state', 'load_state', 'status', 'shutdown'] as const;
 export type Op = (typeof OPS)[number];
 
 export const ErrorBody = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
@@ -98,7 +96,12 @@ export const TrainStepResult = z.looseObject({
 });
 export type TrainStepResult = z.infer<typeof TrainStepResult>;
 
-export const PublishResult = z.object({ path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), version: z.number().int(), /** The optimizer state is in the checkpoint (restored by load_policy). */ optimizer: z.boolean().optional() });
+export const PublishResult = z.object({
+  path: z.string(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  version: z.number().int(),
+  /** The optimizer state is in the checkpoint (restored by load_policy). */ optimizer: z.boolean().optional(),
+});
 export type PublishResult = z.infer<typeof PublishResult>;
 
 export const SaveStateResult = z.object({ path: z.string(), sha256: z.string(), bytes: z.number().int(), version: z.number().int() });

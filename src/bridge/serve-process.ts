@@ -38,12 +38,31 @@ export function threadEnv(threads: number): Record<string, string> {
 
 export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess> {
   const model = opts.servedModelName ?? `${opts.backend ?? 'toy'}-policy`;
-  const args = ['-m', 'gpu_bridge', 'serve', '--backend', opts.backend ?? 'toy', '--port', String(opts.port ?? 0), '--device', opts.device ?? 'cpu', '--seed', String(opts.seed ?? 0), '--served-model-name', model];
+  const args = [
+    '-m',
+    'gpu_bridge',
+    'serve',
+    '--backend',
+    opts.backend ?? 'toy',
+    '--port',
+    String(opts.port ?? 0),
+    '--device',
+    opts.device ?? 'cpu',
+    '--seed',
+    String(opts.seed ?? 0),
+    '--served-model-name',
+    model,
+  ];
   if (opts.model) args.push('--model', opts.model);
   if (opts.config) args.push('--config', JSON.stringify(opts.config));
   const child = spawn(opts.python ?? DEFAULT_PYTHON, args, {
     cwd: GPU_BRIDGE_DIR,
-    env: { ...process.env, PYTHONPATH: GPU_BRIDGE_DIR, ...threadEnv(opts.threads ?? 1), ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}) },
+    env: {
+      ...process.env,
+      PYTHONPATH: GPU_BRIDGE_DIR,
+      ...threadEnv(opts.threads ?? 1),
+      ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}),
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

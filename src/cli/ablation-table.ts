@@ -44,8 +44,15 @@ export function ablationTable(result: Pick<AblationResult, 'recorded' | 'variant
   const variants: [string, RoundRow[]][] = [];
   for (const v of result.variants) if (v.status === 'answered') variants.push([v.name, v.rows]);
   const recordedOf = (round: number) => result.recorded.find((r) => r.round === round);
-  const changed = COLUMNS.filter((c) => variants.some(([, rows]) => rows.some((x) => { const r = recordedOf(x.round); return r !== undefined && c.of(x) !== c.of(r); })));
-  if (changed.length === 0) return 'every figure of every variant equals the recorded run\'s';
+  const changed = COLUMNS.filter((c) =>
+    variants.some(([, rows]) =>
+      rows.some((x) => {
+        const r = recordedOf(x.round);
+        return r !== undefined && c.of(x) !== c.of(r);
+      }),
+    ),
+  );
+  if (changed.length === 0) return "every figure of every variant equals the recorded run's";
   const rows: string[][] = [];
   for (const r of result.recorded) {
     rows.push([String(r.round), 'recorded', ...changed.map((c) => format(c.kind, c.of(r)))]);

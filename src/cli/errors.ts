@@ -6,7 +6,15 @@ import { RunFailedError } from '../actors/effect-failures.js';
 import { UnsupportedSourceError } from '../actors/sources.js';
 import { DatasetError } from '../datasets/errors.js';
 import { SandboxInputError, SandboxSetupError } from '../sandbox/index.js';
-import { EventLogError, IncompatibleStreamError, LogAuthenticationError, LogCredentialsError, LogUnavailableError, NewerLogFormatError, NotACrucibleLogError } from '../events/errors.js';
+import {
+  EventLogError,
+  IncompatibleStreamError,
+  LogAuthenticationError,
+  LogCredentialsError,
+  LogUnavailableError,
+  NewerLogFormatError,
+  NotACrucibleLogError,
+} from '../events/errors.js';
 import { NotARunError } from '../report/run-data.js';
 import { ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
@@ -17,7 +25,10 @@ import { DamagedFileError } from '../projections/damaged-file.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
-  constructor(message: string, readonly exitCode = 2) {
+  constructor(
+    message: string,
+    readonly exitCode = 2,
+  ) {
     super(message);
     this.name = 'UserError';
   }
@@ -47,11 +58,20 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   }
   if (err instanceof VariantRefusedError || err instanceof AblationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof SandboxSetupError || err instanceof SandboxInputError || err instanceof ReadModelOfAnotherLogError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
-  if (err instanceof NotACrucibleLogError || err instanceof NewerLogFormatError || err instanceof NotARunError || err instanceof LogUnavailableError || err instanceof IncompatibleStreamError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof SandboxSetupError || err instanceof SandboxInputError || err instanceof ReadModelOfAnotherLogError)
+    return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (
+    err instanceof NotACrucibleLogError ||
+    err instanceof NewerLogFormatError ||
+    err instanceof NotARunError ||
+    err instanceof LogUnavailableError ||
+    err instanceof IncompatibleStreamError
+  )
+    return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof LogCredentialsError || err instanceof LogAuthenticationError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
   // A worker given a run that is not there or a wrong option: bad input; a worker that failed: a failure.
-  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError) return { message: err.message, exitCode: EXIT_BAD_INPUT };
+  if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError)
+    return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
   if (err instanceof EventLogError || err instanceof ReadModelError) return { message: err.message, exitCode: EXIT_FAILED };
   // An actor's effect that failed outside the retried path (a worker's, an ablation's): a failure.
@@ -62,6 +82,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
     const recorded = err.unrecorded === null ? 'RunFailed is recorded in the log; ' : '';
     return { message: `${err.message}\n(${recorded}once the cause is fixed, running the same command again resumes the run)`, exitCode: EXIT_FAILED };
   }
-  if (err instanceof ModelRequestError || err instanceof BridgeError) return { message: `${err.message}\n(the run is resumable: run the same command again)`, exitCode: EXIT_FAILED };
+  if (err instanceof ModelRequestError || err instanceof BridgeError)
+    return { message: `${err.message}\n(the run is resumable: run the same command again)`, exitCode: EXIT_FAILED };
   return null;
 }

@@ -5,8 +5,16 @@
 import type { RoundRow } from '../projections/round-table.js';
 
 export const SUMMARY_COLUMNS = [
-  'heldOutPass', 'exactCorrect', 'validity', 'exactValid', 'killRate', 'mistakeBook', 'codeReward', 'testReward',
-  'trainedCorrect', 'trainedValid',
+  'heldOutPass',
+  'exactCorrect',
+  'validity',
+  'exactValid',
+  'killRate',
+  'mistakeBook',
+  'codeReward',
+  'testReward',
+  'trainedCorrect',
+  'trainedValid',
 ] as const;
 export type SummaryColumn = (typeof SUMMARY_COLUMNS)[number];
 

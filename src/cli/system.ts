@@ -46,7 +46,15 @@ export function systemChecks(): Check[] {
   const major = Number(process.versions.node.split('.')[0]);
   checks.push({ name: 'node', ok: major >= 20, detail: process.versions.node, debian: 'nodejs', usedBy: 'everything (Node >= 20)', forTests: true });
   const py = existsSync(SYSTEM_PYTHON) ? run(SYSTEM_PYTHON, ['--version']) : { ok: false, out: 'missing' };
-  checks.push({ name: 'python3', ok: py.ok, detail: py.ok ? `${py.out} at ${SYSTEM_PYTHON}` : `${SYSTEM_PYTHON} missing`, debian: 'python3', usedBy: 'the sandbox, the demo catalog, gpu-bridge', forTests: true, forRun: true });
+  checks.push({
+    name: 'python3',
+    ok: py.ok,
+    detail: py.ok ? `${py.out} at ${SYSTEM_PYTHON}` : `${SYSTEM_PYTHON} missing`,
+    debian: 'python3',
+    usedBy: 'the sandbox, the demo catalog, gpu-bridge',
+    forTests: true,
+    forRun: true,
+  });
   const numpy = pythonModule('numpy');
   checks.push({ name: 'numpy', ...numpy, debian: 'python3-numpy', usedBy: 'dataset programs that import numpy (sandbox agreement tests)', forTests: true });
   const torch = pythonModule('torch');
@@ -59,7 +67,15 @@ export function systemChecks(): Check[] {
     bwrapOk = r.ok;
     bwrapDetail = r.ok ? `${bwrap} (namespaces work)` : `${bwrap} installed but refused here: ${r.out.slice(0, 120)}`;
   }
-  checks.push({ name: 'bubblewrap', ok: bwrapOk, detail: bwrapDetail, debian: 'bubblewrap', usedBy: 'sandbox isolation (namespaces, read-only root)', forTests: true, forRun: true });
+  checks.push({
+    name: 'bubblewrap',
+    ok: bwrapOk,
+    detail: bwrapDetail,
+    debian: 'bubblewrap',
+    usedBy: 'sandbox isolation (namespaces, read-only root)',
+    forTests: true,
+    forRun: true,
+  });
   const nats = onPath('nats-server');
   let natsDetail = 'not installed';
   if (nats) {
@@ -69,22 +85,57 @@ export function systemChecks(): Check[] {
       natsDetail = `${nats} does not answer --version: ${(e as Error).message}`;
     }
   }
-  checks.push({ name: 'nats-server', ok: nats !== null, detail: natsDetail, debian: 'nats-server', usedBy: 'the JetStream event log and its tests', forTests: true });
+  checks.push({
+    name: 'nats-server',
+    ok: nats !== null,
+    detail: natsDetail,
+    debian: 'nats-server',
+    usedBy: 'the JetStream event log and its tests',
+    forTests: true,
+  });
   const ipBin = onPath('ip');
-  checks.push({ name: 'iproute2', ok: ipBin !== null, detail: ipBin ?? 'not installed', debian: 'iproute2', usedBy: 'multi-host tests (network namespaces joined by veth links)', forTests: true });
+  checks.push({
+    name: 'iproute2',
+    ok: ipBin !== null,
+    detail: ipBin ?? 'not installed',
+    debian: 'iproute2',
+    usedBy: 'multi-host tests (network namespaces joined by veth links)',
+    forTests: true,
+  });
   const openssl = onPath('openssl');
-  checks.push({ name: 'openssl', ok: openssl !== null, detail: openssl ?? 'not installed', debian: 'openssl', usedBy: '`crucible nats up --tls` (a CA and server certificates) and its tests', forTests: true });
+  checks.push({
+    name: 'openssl',
+    ok: openssl !== null,
+    detail: openssl ?? 'not installed',
+    debian: 'openssl',
+    usedBy: '`crucible nats up --tls` (a CA and server certificates) and its tests',
+    forTests: true,
+  });
   // torch on CPU spends its time in BLAS: the reference libblas3 is about 20x slower than OpenBLAS.
   const openblas = run('dpkg-query', ['-W', '-f=${Status}', 'libopenblas0-pthread']);
   const openblasOk = openblas.ok && openblas.out.includes('install ok installed');
-  checks.push({ name: 'openblas', ok: openblasOk, detail: openblasOk ? 'libopenblas0-pthread installed' : 'not installed: torch on CPU uses the reference BLAS', debian: 'libopenblas0-pthread', usedBy: 'the neural demo (the toy model trained on CPU); optional', forTests: false });
+  checks.push({
+    name: 'openblas',
+    ok: openblasOk,
+    detail: openblasOk ? 'libopenblas0-pthread installed' : 'not installed: torch on CPU uses the reference BLAS',
+    debian: 'libopenblas0-pthread',
+    usedBy: 'the neural demo (the toy model trained on CPU); optional',
+    forTests: false,
+  });
   const chromium = onPath('chromium');
   let chromiumDetail = 'not installed';
   if (chromium) {
     const r = run(chromium, ['--version']);
     chromiumDetail = r.ok ? `${r.out.split('\n')[0]} at ${chromium}` : `${chromium} does not answer --version`;
   }
-  checks.push({ name: 'chromium', ok: chromium !== null, detail: chromiumDetail, debian: 'chromium', usedBy: 'the browser test of `crucible report` (headless)', forTests: true });
+  checks.push({
+    name: 'chromium',
+    ok: chromium !== null,
+    detail: chromiumDetail,
+    debian: 'chromium',
+    usedBy: 'the browser test of `crucible report` (headless)',
+    forTests: true,
+  });
   return checks;
 }
 

@@ -55,7 +55,16 @@ export type OpenAIPolicySection = z.infer<typeof OpenAIPolicySection>;
  * The bearer token, when the server wants one, is read from the named environment variable. */
 export const WeightSync = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('bridge'), adminTokenEnv: z.string().min(1) }).strict(),
-  z.object({ kind: z.literal('vllm-lora'), apiKeyEnv: z.string().min(1).optional(), prefix: z.string().regex(/^[\w.-]+$/).optional() }).strict(),
+  z
+    .object({
+      kind: z.literal('vllm-lora'),
+      apiKeyEnv: z.string().min(1).optional(),
+      prefix: z
+        .string()
+        .regex(/^[\w.-]+$/)
+        .optional(),
+    })
+    .strict(),
   z.object({ kind: z.literal('sglang'), apiKeyEnv: z.string().min(1).optional() }).strict(),
 ]);
 export type WeightSync = z.infer<typeof WeightSync>;
@@ -77,13 +86,19 @@ export const BridgeTrainerOptions = z
     microBatchSize: z.number().int().positive().optional(),
     /** After each publish, load the version into the model server (gpu-bridge serve's
      * /admin/load_version), with the admin token read from this environment variable. */
-    reload: z.object({ adminTokenEnv: z.string().min(1) }).strict().optional(),
+    reload: z
+      .object({ adminTokenEnv: z.string().min(1) })
+      .strict()
+      .optional(),
     /** Weight sync after each publish, for any server kind (reload is weightSync kind bridge). */
     weightSync: WeightSync.optional(),
     /** Start one gpu-bridge serve per role for the run (this backend, model and config, CPU
      * threads each), on free loopback ports with a fresh admin token, and sync each published
      * version into it; the roles' openai sections then give no baseUrl. */
-    serve: z.object({ threads: z.number().int().positive().default(1) }).strict().optional(),
+    serve: z
+      .object({ threads: z.number().int().positive().default(1) })
+      .strict()
+      .optional(),
     /** CPU threads of the trainer process (torch and BLAS); absent: torch's default (all
      * cores). On a small shared machine one thread is faster: threads of one product spin
      * waiting for each other while other processes hold the cores. */

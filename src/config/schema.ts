@@ -150,7 +150,14 @@ export const RunConfig = z
         counterexample: z.enum(['any', 'fraction']).default('any'),
       })
       .strict()
-      .default({ switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 }, bufferSize: 256, maxStaleness: 1, validityWeight: 0.5, counterexampleWeight: 0.5, counterexample: 'any' }),
+      .default({
+        switchRule: { kind: 'validity', threshold: 0.8, minRounds: 0 },
+        bufferSize: 256,
+        maxStaleness: 1,
+        validityWeight: 0.5,
+        counterexampleWeight: 0.5,
+        counterexample: 'any',
+      }),
     /** EvolveCoder: the released pipeline's selections and final filter. */
     evolvecoder: z
       .object({
@@ -212,7 +219,10 @@ export const RunConfig = z
             batchSize: z.number().int().positive().default(16),
             lr: z.number().positive().default(0.001),
             /** Roles trained: both, or only one (the other starts from its random weights). */
-            roles: z.array(z.enum(['code', 'test'])).min(1).default(['code', 'test']),
+            roles: z
+              .array(z.enum(['code', 'test']))
+              .min(1)
+              .default(['code', 'test']),
           })
           .strict()
           .optional(),
@@ -238,36 +248,78 @@ export const RunConfig = z
         ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: 'backend openai needs an openai section (baseUrl, model, ...)' });
       }
       if (p.backend !== 'openai' && p.openai) {
-        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai'], message: `an openai section is only read with backend openai (this policy is ${p.backend})` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['policies', role, 'openai'],
+          message: `an openai section is only read with backend openai (this policy is ${p.backend})`,
+        });
       }
     }
     if (c.policies.code.backend !== c.policies.test.backend) {
-      ctx.addIssue({ code: 'custom', path: ['policies', 'test', 'backend'], message: `both policies use one backend for now (code is ${c.policies.code.backend}, test is ${c.policies.test.backend})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['policies', 'test', 'backend'],
+        message: `both policies use one backend for now (code is ${c.policies.code.backend}, test is ${c.policies.test.backend})`,
+      });
     }
     // A served model is trained through gpu-bridge; without one, only the frozen control
     // (steps recorded, nothing applied) is honest about what happens to it.
     if (c.policies.code.backend === 'openai' && !c.learner.bridge && c.learner.control !== 'frozen') {
-      ctx.addIssue({ code: 'custom', path: ['learner', 'control'], message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['learner', 'control'],
+        message: 'policies served over openai are trained only through a gpu-bridge (learner.bridge); without one set learner.control: frozen',
+      });
     }
     // Response lengths in tokens are what model servers return; the catalog policy has none.
     if (c.method === 'cure' && (c.cure.lengthRegularize ?? c.cure.enableEfficient) && c.policies.code.backend !== 'openai') {
-      ctx.addIssue({ code: 'custom', path: ['cure', c.cure.lengthRegularize === null ? 'enableEfficient' : 'lengthRegularize'], message: `length regularization reads the samples' response lengths in tokens, which only served (openai) policies record; these are ${c.policies.code.backend}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cure', c.cure.lengthRegularize === null ? 'enableEfficient' : 'lengthRegularize'],
+        message: `length regularization reads the samples' response lengths in tokens, which only served (openai) policies record; these are ${c.policies.code.backend}`,
+      });
     }
     if (c.cure.minLenThreshold > c.cure.maxLenThreshold) {
-      ctx.addIssue({ code: 'custom', path: ['cure', 'minLenThreshold'], message: `minLenThreshold (${c.cure.minLenThreshold}) is above maxLenThreshold (${c.cure.maxLenThreshold})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cure', 'minLenThreshold'],
+        message: `minLenThreshold (${c.cure.minLenThreshold}) is above maxLenThreshold (${c.cure.maxLenThreshold})`,
+      });
     }
     const bridge = c.learner.bridge;
     for (const role of ['code', 'test'] as const) {
       const o = c.policies[role].openai;
-      if (o && !o.baseUrl && !bridge?.serve) ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai', 'baseUrl'], message: 'baseUrl is required unless the run starts its own servers (learner.bridge.serve)' });
-      if (o?.baseUrl && bridge?.serve) ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai', 'baseUrl'], message: 'learner.bridge.serve starts the servers: leave baseUrl out' });
+      if (o && !o.baseUrl && !bridge?.serve)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['policies', role, 'openai', 'baseUrl'],
+          message: 'baseUrl is required unless the run starts its own servers (learner.bridge.serve)',
+        });
+      if (o?.baseUrl && bridge?.serve)
+        ctx.addIssue({ code: 'custom', path: ['policies', role, 'openai', 'baseUrl'], message: 'learner.bridge.serve starts the servers: leave baseUrl out' });
     }
-    if (bridge?.reload && bridge.weightSync) ctx.addIssue({ code: 'custom', path: ['learner', 'bridge', 'weightSync'], message: 'give reload or weightSync, not both (reload is weightSync kind bridge)' });
-    if (bridge?.serve && (bridge.reload || bridge.weightSync)) ctx.addIssue({ code: 'custom', path: ['learner', 'bridge', 'serve'], message: 'a run that starts its own servers syncs their weights itself: leave reload and weightSync out' });
-    if (c.learner.sft && !bridge) ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains served policies through gpu-bridge: it needs learner.bridge' });
-    if (c.learner.sft && c.policies.shared) ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains one policy per role; policies.shared is not supported with it' });
+    if (bridge?.reload && bridge.weightSync)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['learner', 'bridge', 'weightSync'],
+        message: 'give reload or weightSync, not both (reload is weightSync kind bridge)',
+      });
+    if (bridge?.serve && (bridge.reload || bridge.weightSync))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['learner', 'bridge', 'serve'],
+        message: 'a run that starts its own servers syncs their weights itself: leave reload and weightSync out',
+      });
+    if (c.learner.sft && !bridge)
+      ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains served policies through gpu-bridge: it needs learner.bridge' });
+    if (c.learner.sft && c.policies.shared)
+      ctx.addIssue({ code: 'custom', path: ['learner', 'sft'], message: 'learner.sft trains one policy per role; policies.shared is not supported with it' });
     if (c.learner.bridge && c.policies.code.backend !== 'openai') {
-      ctx.addIssue({ code: 'custom', path: ['learner', 'bridge'], message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['learner', 'bridge'],
+        message: `learner.bridge trains served (openai) policies; these are ${c.policies.code.backend}`,
+      });
     }
   });
 

@@ -155,14 +155,88 @@ export interface Token {
 }
 
 const KEYWORDS = new Set([
-  'False', 'None', 'True', 'and', 'as', 'assert', 'async', 'await', 'break', 'class', 'continue', 'def', 'del', 'elif', 'else',
-  'except', 'finally', 'for', 'from', 'global', 'if', 'import', 'in', 'is', 'lambda', 'nonlocal', 'not', 'or', 'pass', 'raise',
-  'return', 'try', 'while', 'with', 'yield',
+  'False',
+  'None',
+  'True',
+  'and',
+  'as',
+  'assert',
+  'async',
+  'await',
+  'break',
+  'class',
+  'continue',
+  'def',
+  'del',
+  'elif',
+  'else',
+  'except',
+  'finally',
+  'for',
+  'from',
+  'global',
+  'if',
+  'import',
+  'in',
+  'is',
+  'lambda',
+  'nonlocal',
+  'not',
+  'or',
+  'pass',
+  'raise',
+  'return',
+  'try',
+  'while',
+  'with',
+  'yield',
 ]);
 export const isKeyword = (name: string): boolean => KEYWORDS.has(name);
 
 const STRING_PREFIX = /^(?:[rRuUbBfF]|[bB][rR]|[rR][bB]|[fF][rR]|[rR][fF])$/;
-const OPERATORS = ['**=', '//=', '>>=', '<<=', '...', '->', ':=', '**', '//', '<<', '>>', '<=', '>=', '==', '!=', '+=', '-=', '*=', '/=', '%=', '&=', '|=', '^=', '@=', '+', '-', '*', '/', '%', '@', '&', '|', '^', '~', '<', '>', '=', '.', ',', ':', ';'];
+const OPERATORS = [
+  '**=',
+  '//=',
+  '>>=',
+  '<<=',
+  '...',
+  '->',
+  ':=',
+  '**',
+  '//',
+  '<<',
+  '>>',
+  '<=',
+  '>=',
+  '==',
+  '!=',
+  '+=',
+  '-=',
+  '*=',
+  '/=',
+  '%=',
+  '&=',
+  '|=',
+  '^=',
+  '@=',
+  '+',
+  '-',
+  '*',
+  '/',
+  '%',
+  '@',
+  '&',
+  '|',
+  '^',
+  '~',
+  '<',
+  '>',
+  '=',
+  '.',
+  ',',
+  ':',
+  ';',
+];
 const NUMBER = /^(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][+-]?\d[\d_]*)?[jJ]?)/;
 
 /**
@@ -241,7 +315,35 @@ export function tokenize(text: string): Token[] | null {
   return out;
 }
 
-const BINARY = new Set(['+', '-', '*', '/', '//', '%', '**', '@', '<<', '>>', '&', '|', '^', '<', '>', '<=', '>=', '==', '!=', 'and', 'or', 'in', 'is', 'if', 'else', 'for', ':=']);
+const BINARY = new Set([
+  '+',
+  '-',
+  '*',
+  '/',
+  '//',
+  '%',
+  '**',
+  '@',
+  '<<',
+  '>>',
+  '&',
+  '|',
+  '^',
+  '<',
+  '>',
+  '<=',
+  '>=',
+  '==',
+  '!=',
+  'and',
+  'or',
+  'in',
+  'is',
+  'if',
+  'else',
+  'for',
+  ':=',
+]);
 const UNARY = new Set(['-', '+', '~', 'not', '*', '**', 'await', 'yield']);
 /** Operators allowed only inside brackets (arguments, slices, displays, comprehensions). */
 const INNER = new Set([',', ':', '=', 'for', 'async']);
@@ -282,7 +384,11 @@ export function isExpressionTokens(tokens: readonly Token[], tuple = false): boo
         k = j;
       } else if (word === 'not') {
         // `not` binds looser than comparisons and arithmetic: `a == not b` does not parse.
-        const after = prev === null || prev.kind === 'open' || (prev.kind === 'op' && [',', ':', '=', ':='].includes(prev.text)) || (prev.kind === 'name' && ['and', 'or', 'not', 'if', 'else', 'lambda', 'yield', 'await'].includes(prev.text));
+        const after =
+          prev === null ||
+          prev.kind === 'open' ||
+          (prev.kind === 'op' && [',', ':', '=', ':='].includes(prev.text)) ||
+          (prev.kind === 'name' && ['and', 'or', 'not', 'if', 'else', 'lambda', 'yield', 'await'].includes(prev.text));
         if (!after) return false;
       } else if ((t.kind === 'op' || word !== null) && UNARY.has(word ?? t.text)) {
         // a unary operator: an operand still follows

@@ -206,9 +206,11 @@ function statementOf(text: string, tokens: Token[]): Statement | null {
     return { kind: 'other' };
   }
   const aug = topOps(tokens, (t) => t.kind === 'op' && AUGMENTED.has(t.text));
-  if (aug.length > 0) return aug.length === 1 && isExpressionTokens(tokens.slice(0, aug[0])) && isExpressionTokens(tokens.slice(aug[0]! + 1), true) ? { kind: 'other' } : null;
+  if (aug.length > 0)
+    return aug.length === 1 && isExpressionTokens(tokens.slice(0, aug[0])) && isExpressionTokens(tokens.slice(aug[0]! + 1), true) ? { kind: 'other' } : null;
   const annotation = topOps(tokens, (t) => t.kind === 'op' && t.text === ':');
-  if (annotation.length === 1 && isExpressionTokens(tokens.slice(0, annotation[0])) && isExpressionTokens(tokens.slice(annotation[0]! + 1))) return { kind: 'other' };
+  if (annotation.length === 1 && isExpressionTokens(tokens.slice(0, annotation[0])) && isExpressionTokens(tokens.slice(annotation[0]! + 1)))
+    return { kind: 'other' };
   return isExpressionTokens(tokens, true) ? { kind: 'other' } : null;
 }
 

@@ -118,7 +118,7 @@ export class Rng {
 
   /** Next uint32. */
   nextUint32(): number {
-    const result = Math.imul(((Math.imul(this.#s1, 5) << 7) | (Math.imul(this.#s1, 5) >>> 25)), 9) >>> 0;
+    const result = Math.imul((Math.imul(this.#s1, 5) << 7) | (Math.imul(this.#s1, 5) >>> 25), 9) >>> 0;
     const t = (this.#s1 << 9) >>> 0;
     this.#s2 = (this.#s2 ^ this.#s0) >>> 0;
     this.#s3 = (this.#s3 ^ this.#s1) >>> 0;

@@ -61,17 +61,9 @@ interface Located {
   test: TestCase;
 }
 
-const located = (p: Problem): Located[] =>
-  BUCKETS.flatMap((bucket) => p.tests[bucket].map((test, index) => ({ bucket, index, test })));
+const located = (p: Problem): Located[] => BUCKETS.flatMap((bucket) => p.tests[bucket].map((test, index) => ({ bucket, index, test })));
 
-async function runOne(
-  sandbox: Sandbox,
-  p: Problem,
-  program: string,
-  solution: number,
-  tests: Located[],
-  stop: boolean,
-): Promise<SolutionCheck> {
+async function runOne(sandbox: Sandbox, p: Problem, program: string, solution: number, tests: Located[], stop: boolean): Promise<SolutionCheck> {
   const results: TestResult[] = await sandbox.run({
     program,
     tests: tests.map((t) => t.test),

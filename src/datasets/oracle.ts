@@ -28,8 +28,7 @@ export interface OracleResult {
   skipped?: string;
 }
 
-export const needsOracle = (t: TestCase): boolean =>
-  (t.style === 'call' && t.expected === undefined) || (t.style === 'stdio' && t.output === null);
+export const needsOracle = (t: TestCase): boolean => (t.style === 'call' && t.expected === undefined) || (t.style === 'stdio' && t.output === null);
 
 function describeFailure(r: TestResult): string {
   return `reference ${r.verdict}${r.exceptionType ? ` (${r.exceptionType}${r.message ? `: ${r.message}` : ''})` : ''}`;
@@ -53,9 +52,7 @@ const request = (p: Problem, program: string, tests: TestCase[]): RunRequest => 
 
 /** Computes expected values for one problem's input-only tests; never throws for a sandbox fault. */
 export async function fillExpected(problem: Problem, sandbox: Sandbox): Promise<OracleResult> {
-  const todo = BUCKETS.flatMap((bucket) =>
-    problem.tests[bucket].map((test, index) => ({ bucket, index, test })).filter((x) => needsOracle(x.test)),
-  );
+  const todo = BUCKETS.flatMap((bucket) => problem.tests[bucket].map((test, index) => ({ bucket, index, test })).filter((x) => needsOracle(x.test)));
   const base: OracleResult = { problem, filled: 0, dropped: [], unfilled: [] };
   if (todo.length === 0) return base;
   const gt = problem.solutions[0];
@@ -64,7 +61,13 @@ export async function fillExpected(problem: Problem, sandbox: Sandbox): Promise<
 
   let first: TestResult[];
   try {
-    first = await sandbox.run(request(problem, gt, todo.map((x) => x.test)));
+    first = await sandbox.run(
+      request(
+        problem,
+        gt,
+        todo.map((x) => x.test),
+      ),
+    );
   } catch (err) {
     return { ...base, skipped: `sandbox refused the run: ${(err as Error).message}` };
   }
@@ -89,7 +92,13 @@ export async function fillExpected(problem: Problem, sandbox: Sandbox): Promise<
   if (candidates.length > 0) {
     let verify: TestResult[] = [];
     try {
-      verify = await sandbox.run(request(problem, gt, candidates.map((c) => c.test)));
+      verify = await sandbox.run(
+        request(
+          problem,
+          gt,
+          candidates.map((c) => c.test),
+        ),
+      );
     } catch (err) {
       for (const c of candidates) unfilled.push({ bucket: c.bucket, index: c.index, reason: `verification refused: ${(err as Error).message}` });
     }
@@ -104,9 +113,7 @@ export async function fillExpected(problem: Problem, sandbox: Sandbox): Promise<
   const tests = Object.fromEntries(
     BUCKETS.map((bucket) => [
       bucket,
-      problem.tests[bucket]
-        .map((t, i) => kept.get(`${bucket}/${i}`) ?? t)
-        .filter((_, i) => !droppedKeys.has(`${bucket}/${i}`)),
+      problem.tests[bucket].map((t, i) => kept.get(`${bucket}/${i}`) ?? t).filter((_, i) => !droppedKeys.has(`${bucket}/${i}`)),
     ]),
   ) as Problem['tests'];
   return { problem: { ...problem, tests }, filled: kept.size, dropped, unfilled };

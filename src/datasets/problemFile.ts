@@ -47,9 +47,7 @@ export async function readProblemFile(path: string): Promise<ProblemFile> {
     if (!header) {
       const h = ProblemFileHeader.safeParse(rec.value);
       if (rec.error || !h.success) {
-        throw new DatasetError(
-          `${path}:${line}: not a crucible problem file (first line must be {"crucible":"problems","v":1,"source":...})`,
-        );
+        throw new DatasetError(`${path}:${line}: not a crucible problem file (first line must be {"crucible":"problems","v":1,"source":...})`);
       }
       header = h.data;
       continue;

@@ -8,9 +8,7 @@ import { getLoader, loadDataset, type LoadResult, type LoaderOptions } from './l
 import { readProblemFile } from './problemFile.js';
 
 export type ProblemSourceSpec =
-  | { format: 'demo'; path?: string }
-  | { format: 'problems'; path: string }
-  | { format: string; path: string; options?: LoaderOptions };
+  { format: 'demo'; path?: string } | { format: 'problems'; path: string } | { format: string; path: string; options?: LoaderOptions };
 
 async function loadDemo(): Promise<Problem[]> {
   let mod: { loadDemoProblems?: () => Problem[] | Promise<Problem[]> };

@@ -11,15 +11,7 @@ import { VERDICTS, VERDICT_CODE_RUN } from '../core/verdicts.js';
 import { Role } from '../core/roles.js';
 import { MODULE_LOADS } from '../core/module-load.js';
 import type { EventEnvelope } from './envelope.js';
-import {
-  EventRegistry,
-  defineEvent,
-  type DataInputOf,
-  type DataOf,
-  type EnvelopeOf,
-  type EventOptions,
-  type TypeOf,
-} from './registry.js';
+import { EventRegistry, defineEvent, type DataInputOf, type DataOf, type EnvelopeOf, type EventOptions, type TypeOf } from './registry.js';
 
 const Id = z.string().min(1);
 const Hash = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256');
@@ -164,8 +156,7 @@ const definitions = {
     }),
     upcasters: {
       // v1 did not record the sampling temperature: unknown, hence null.
-      1: (d) =>
-        isRecord(d) && isRecord(d.sampling) ? { ...d, sampling: { temperature: null, ...d.sampling } } : d,
+      1: (d) => (isRecord(d) && isRecord(d.sampling) ? { ...d, sampling: { temperature: null, ...d.sampling } } : d),
     },
   }),
   /** Adversary: a test suite drawn from the test policy, with each test's parse result. */
@@ -183,9 +174,7 @@ const definitions = {
       responseHash: Hash.nullable(),
       /** Fraction of non-printable characters in the response (a Code-A1 penalty). */
       nonprintableRatio: z.number().min(0).max(1),
-      tests: z.array(
-        z.strictObject({ testId: Id, testHash: Hash, wellFormed: z.boolean(), reason: z.string().nullable() }),
-      ),
+      tests: z.array(z.strictObject({ testId: Id, testHash: Hash, wellFormed: z.boolean(), reason: z.string().nullable() })),
     }),
     upcasters: {
       // v1 stored the same data plain (v2 stores it packed: lists as columns).
@@ -260,7 +249,8 @@ const definitions = {
       .superRefine((d, ctx) => {
         for (const field of ['pairs', 'reused'] as const) {
           const list = d[field];
-          if (list.length % 2 !== 0) ctx.addIssue({ code: 'custom', path: [field], message: `has ${list.length} numbers: expected (program, test) index pairs` });
+          if (list.length % 2 !== 0)
+            ctx.addIssue({ code: 'custom', path: [field], message: `has ${list.length} numbers: expected (program, test) index pairs` });
           for (let i = 0; i < list.length; i++) {
             const max = i % 2 === 0 ? d.programs.length : d.tests.length;
             if (list[i]! >= max) {
@@ -310,7 +300,11 @@ const definitions = {
       })
       .superRefine((d, ctx) => {
         const n = d.pairs.length;
-        for (const [field, len] of [['verdicts', d.verdicts.length], ['timeMs', d.timeMs.length], ['memoryKb', d.memoryKb.length]] as const) {
+        for (const [field, len] of [
+          ['verdicts', d.verdicts.length],
+          ['timeMs', d.timeMs.length],
+          ['memoryKb', d.memoryKb.length],
+        ] as const) {
           if (len !== n) ctx.addIssue({ code: 'custom', path: [field], message: `has ${len} entries for ${n} pairs` });
         }
         const indexes = [...Object.keys(d.outputs), ...Object.keys(d.exceptions)].map(Number).concat(d.cached);
@@ -355,7 +349,16 @@ const definitions = {
           testId: Id,
           testHash: Hash,
           valid: z.boolean(),
-          reason: z.enum(['ok', 'malformed', 'no-expected', 'duplicate', 'reference-raises', 'reference-timeout', 'expected-mismatch', 'reference-sandbox-error']),
+          reason: z.enum([
+            'ok',
+            'malformed',
+            'no-expected',
+            'duplicate',
+            'reference-raises',
+            'reference-timeout',
+            'expected-mismatch',
+            'reference-sandbox-error',
+          ]),
           /** valid; corrected (stated expectation wrong, GT's output used); invalid; unknown (GT could not run). */
           status: z.enum(['valid', 'corrected', 'invalid', 'unknown']),
           /** The GT-corrected test (expected value = the reference's output), when usable. */

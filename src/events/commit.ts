@@ -37,19 +37,11 @@ export interface CommitLimits {
 /** Rough per-event overhead of the stored form beyond the data (ids, type, times). */
 function sizeOf(e: StoredEvent): number {
   return (
-    Buffer.byteLength(e.data) +
-    e.id.length + e.type.length + e.runId.length + e.at.length +
-    (e.causationId?.length ?? 0) + (e.correlationId?.length ?? 0) + 96
+    Buffer.byteLength(e.data) + e.id.length + e.type.length + e.runId.length + e.at.length + (e.causationId?.length ?? 0) + (e.correlationId?.length ?? 0) + 96
   );
 }
 
-export function encodeCommit(
-  registry: EventCodec,
-  stream: string,
-  events: readonly NewEvent[],
-  commitId: string,
-  limits: CommitLimits,
-): EncodedCommit {
+export function encodeCommit(registry: EventCodec, stream: string, events: readonly NewEvent[], commitId: string, limits: CommitLimits): EncodedCommit {
   if (!Array.isArray(events) || events.length === 0) throw new EmptyCommitError(commitId);
   if (events.length > limits.maxCommitEvents) {
     throw new CommitTooLargeError(commitId, stream, events.length, limits.maxCommitEvents, 'events');
@@ -123,12 +115,22 @@ export function storedSum(registry: EventCodec, e: StoredEvent, stream: string, 
  * not match is reported with its position even when it would validate. `dataBytes`: the UTF-8
  * bytes of `e.data`, when the reader has them.
  */
-export function decodeChecked(registry: EventCodec, e: StoredEvent, sum: number | null, position: Position, stream: string, commitId: string, dataBytes?: Uint8Array): EventEnvelope {
+export function decodeChecked(
+  registry: EventCodec,
+  e: StoredEvent,
+  sum: number | null,
+  position: Position,
+  stream: string,
+  commitId: string,
+  dataBytes?: Uint8Array,
+): EventEnvelope {
   if (sum === null) return decodeStored(registry, e, position, stream, commitId);
   if (rowChecksum(e, stream, commitId, dataBytes) !== sum % MARK_UNIT) {
     // The full path first: its error (bad JSON, a bad field) says more than the checksum's.
     decodeStored(registry, e, position, stream, commitId);
-    throw new MalformedEventError(e.type, e.v, [{ path: '', message: 'the stored row does not match its checksum (changed after it was written)' }], { position });
+    throw new MalformedEventError(e.type, e.v, [{ path: '', message: 'the stored row does not match its checksum (changed after it was written)' }], {
+      position,
+    });
   }
   const mark = Math.floor(sum / MARK_UNIT);
   if (mark === 0 || mark !== registry.schemaMark?.(e.type) || registry.currentVersion(e.type) !== e.v) {
@@ -141,7 +143,19 @@ export function decodeChecked(registry: EventCodec, e: StoredEvent, sum: number 
     throw new MalformedEventError(e.type, e.v, [{ path: 'data', message: 'stored data is not valid JSON' }], { position });
   }
   if (registry.fromStored) data = registry.fromStored(e.type, data, { position });
-  return { id: e.id, type: e.type, v: e.v, runId: e.runId, stream, position, commitId, causationId: e.causationId, correlationId: e.correlationId, at: e.at, data };
+  return {
+    id: e.id,
+    type: e.type,
+    v: e.v,
+    runId: e.runId,
+    stream,
+    position,
+    commitId,
+    causationId: e.causationId,
+    correlationId: e.correlationId,
+    at: e.at,
+    data,
+  };
 }
 
 /** Decodes a stored event at `position`: upcast to the current version and validated. */

@@ -10,27 +10,29 @@ const NonEmpty = z.string().min(1);
 
 /** A stored event. `data` has been upcast to the current version `v` of its type. */
 // z.compile: a generated fast path (same results; failures re-run the normal parser for its issues).
-export const EventEnvelope = z.compile(z.strictObject({
-  /** Unique across the log. */
-  id: NonEmpty,
-  type: NonEmpty,
-  /** Schema version of `data`. */
-  v: z.int().positive(),
-  runId: NonEmpty,
-  /** The actor instance or aggregate that wrote it, e.g. "judge/0", "problem/p3". */
-  stream: NonEmpty,
-  /** Place in the global order (opaque: compare, never add to it). */
-  position: z.int().positive(),
-  /** The idempotency key of the commit that wrote it. */
-  commitId: NonEmpty,
-  /** Id of the event that caused this one. */
-  causationId: NonEmpty.nullable(),
-  /** Id shared by every event of one piece of work (e.g. one problem in one round). */
-  correlationId: NonEmpty.nullable(),
-  /** Wall time of the append. Informational only: no logic may depend on it. */
-  at: NonEmpty,
-  data: z.unknown(),
-}));
+export const EventEnvelope = z.compile(
+  z.strictObject({
+    /** Unique across the log. */
+    id: NonEmpty,
+    type: NonEmpty,
+    /** Schema version of `data`. */
+    v: z.int().positive(),
+    runId: NonEmpty,
+    /** The actor instance or aggregate that wrote it, e.g. "judge/0", "problem/p3". */
+    stream: NonEmpty,
+    /** Place in the global order (opaque: compare, never add to it). */
+    position: z.int().positive(),
+    /** The idempotency key of the commit that wrote it. */
+    commitId: NonEmpty,
+    /** Id of the event that caused this one. */
+    causationId: NonEmpty.nullable(),
+    /** Id shared by every event of one piece of work (e.g. one problem in one round). */
+    correlationId: NonEmpty.nullable(),
+    /** Wall time of the append. Informational only: no logic may depend on it. */
+    at: NonEmpty,
+    data: z.unknown(),
+  }),
+);
 export interface EventEnvelope<T extends string = string, D = unknown> {
   id: string;
   type: T;
@@ -46,17 +48,19 @@ export interface EventEnvelope<T extends string = string, D = unknown> {
 }
 
 /** What a writer supplies; the log fills in stream, position, commitId, v and the defaults. */
-export const NewEvent = z.compile(z.strictObject({
-  /** Omit to derive a deterministic id from the commit id and the event's index in it. */
-  id: NonEmpty.optional(),
-  type: NonEmpty,
-  runId: NonEmpty,
-  causationId: NonEmpty.nullable().optional(),
-  correlationId: NonEmpty.nullable().optional(),
-  /** ISO wall time; the log uses the current time when omitted. */
-  at: z.iso.datetime({ offset: true }).optional(),
-  data: z.unknown(),
-}));
+export const NewEvent = z.compile(
+  z.strictObject({
+    /** Omit to derive a deterministic id from the commit id and the event's index in it. */
+    id: NonEmpty.optional(),
+    type: NonEmpty,
+    runId: NonEmpty,
+    causationId: NonEmpty.nullable().optional(),
+    correlationId: NonEmpty.nullable().optional(),
+    /** ISO wall time; the log uses the current time when omitted. */
+    at: z.iso.datetime({ offset: true }).optional(),
+    data: z.unknown(),
+  }),
+);
 export interface NewEvent<T extends string = string, D = unknown> {
   id?: string;
   type: T;

@@ -205,7 +205,9 @@ export class MissingLogMessageError extends EventLogError {
     readonly seq: number,
     readonly lastSeq: number,
   ) {
-    super(`message ${seq} of the log's stream "${stream}" is missing, though the stream holds messages up to ${lastSeq}: deleted from the stream, or a server behind answered for longer than the log retries`);
+    super(
+      `message ${seq} of the log's stream "${stream}" is missing, though the stream holds messages up to ${lastSeq}: deleted from the stream, or a server behind answered for longer than the log retries`,
+    );
   }
 }
 

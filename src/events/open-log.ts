@@ -49,7 +49,8 @@ export async function openRunLog(location: string, runId: string, opts: OpenRunL
       ...opts.jetstream,
     });
   }
-  if (opts.credsFile !== undefined) throw new LogCredentialsError(opts.credsFile, `credentials are for a log on JetStream (nats://...), and ${location} is a SQLite file`);
+  if (opts.credsFile !== undefined)
+    throw new LogCredentialsError(opts.credsFile, `credentials are for a log on JetStream (nats://...), and ${location} is a SQLite file`);
   return openSqliteLog(location, {
     ...(opts.synchronous !== undefined ? { synchronous: opts.synchronous } : {}),
     ...(opts.create !== undefined ? { create: opts.create } : {}),

@@ -31,7 +31,7 @@ function hashColumn(values: readonly Json[]): Obj | null {
   if (hashes === 0) return null;
   const bytes = Buffer.alloc(hashes * 32);
   let at = 0;
-  for (const v of values) if (v !== null) bytes.write(v as string, (at++) * 32, 'hex');
+  for (const v of values) if (v !== null) bytes.write(v as string, at++ * 32, 'hex');
   return nulls.length > 0 ? { '~h': bytes.toString('base64'), '~z': nulls } : { '~h': bytes.toString('base64') };
 }
 
@@ -89,7 +89,7 @@ function dictionaryColumn(values: readonly Json[]): Obj | null {
 function repeatColumn(values: readonly Json[]): Obj | null {
   if (values.length < 4) return null;
   const runs: Json[] = [];
-  for (let i = 0; i < values.length; ) {
+  for (let i = 0; i < values.length;) {
     const v = values[i];
     if (typeof v !== 'string') return null;
     let j = i + 1;
@@ -114,7 +114,7 @@ function stepColumn(values: readonly Json[]): Obj | null {
 function stepRuns(values: readonly Json[]): number[] | null {
   if (values.length < 4) return null;
   const runs: number[] = [];
-  for (let i = 0; i < values.length; ) {
+  for (let i = 0; i < values.length;) {
     const a = values[i];
     if (typeof a !== 'number' || !Number.isSafeInteger(a)) return null;
     const b = values[i + 1];
@@ -215,9 +215,14 @@ function rowMaker(keys: readonly string[]): ((columns: readonly Json[][], n: num
   let make = rowMakers.get(sig);
   if (make === undefined) {
     // Unsafe keys, and repeated keys (stored keys come from Object.keys, so never), go key by key.
-    make = keys.some((k) => LITERAL_UNSAFE.has(k)) || new Set(keys).size !== keys.length
-      ? null
-      : (new Function('c', 'n', `const rows = new Array(n); for (let i = 0; i < n; i++) rows[i] = {${keys.map((k, j) => `${JSON.stringify(k)}: c[${j}][i]`).join(', ')}}; return rows;`) as (columns: readonly Json[][], n: number) => Obj[]);
+    make =
+      keys.some((k) => LITERAL_UNSAFE.has(k)) || new Set(keys).size !== keys.length
+        ? null
+        : (new Function(
+            'c',
+            'n',
+            `const rows = new Array(n); for (let i = 0; i < n; i++) rows[i] = {${keys.map((k, j) => `${JSON.stringify(k)}: c[${j}][i]`).join(', ')}}; return rows;`,
+          ) as (columns: readonly Json[][], n: number) => Obj[]);
     if (rowMakers.size < 256) rowMakers.set(sig, make);
   }
   return make;

@@ -16,8 +16,15 @@ export type ResultFigures = Pick<PairResult, 'verdict' | 'timeMs' | 'memoryKb' |
 
 /** The compact record of one program's results in a request: `positions[i]` is the request's
  * pair of `results[i]`. */
-export function compactResults(requestId: string, programHash: string, positions: readonly number[], results: readonly ResultFigures[], load: Executed['load']): Executed {
-  if (positions.length !== results.length || positions.length === 0) throw new Error(`compactResults: ${positions.length} positions for ${results.length} results of ${requestId}`);
+export function compactResults(
+  requestId: string,
+  programHash: string,
+  positions: readonly number[],
+  results: readonly ResultFigures[],
+  load: Executed['load'],
+): Executed {
+  if (positions.length !== results.length || positions.length === 0)
+    throw new Error(`compactResults: ${positions.length} positions for ${results.length} results of ${requestId}`);
   const outputs: Record<string, string> = {};
   const exceptions: Record<string, string> = {};
   const cached: number[] = [];

@@ -7,13 +7,7 @@ import { createHash } from 'node:crypto';
  */
 import { z } from 'zod';
 import type { EventEnvelope, NewEvent } from './envelope.js';
-import {
-  MalformedEventError,
-  UnknownEventTypeError,
-  UnsupportedEventVersionError,
-  summarizeIssues,
-  type EventLocation,
-} from './errors.js';
+import { MalformedEventError, UnknownEventTypeError, UnsupportedEventVersionError, summarizeIssues, type EventLocation } from './errors.js';
 import { packJson, unpackJson, type Json } from './packed-json.js';
 
 /** Turns data of version k into data of version k + 1. Gets whatever was stored: check its shape. */
@@ -157,17 +151,17 @@ export class EventRegistry<D extends Specs = Specs> implements EventCodec {
     try {
       return unpackJson(stored as Json);
     } catch (err) {
-      throw new MalformedEventError(type, this.currentVersion(type), [{ path: 'data', message: `packed data does not unpack (${(err as Error).message})` }], loc);
+      throw new MalformedEventError(
+        type,
+        this.currentVersion(type),
+        [{ path: 'data', message: `packed data does not unpack (${(err as Error).message})` }],
+        loc,
+      );
     }
   }
 
   /** Builds a NewEvent with typed, validated data (errors surface at the writer, not at append). */
-  make<T extends TypeOf<D>>(
-    type: T,
-    runId: string,
-    data: DataInputOf<D, T>,
-    opts: EventOptions = {},
-  ): NewEvent<T, DataOf<D, T>> {
+  make<T extends TypeOf<D>>(type: T, runId: string, data: DataInputOf<D, T>, opts: EventOptions = {}): NewEvent<T, DataOf<D, T>> {
     const parsed = this.encode(type, data, {}).data as DataOf<D, T>;
     return { ...opts, type, runId, data: parsed };
   }

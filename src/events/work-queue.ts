@@ -86,7 +86,12 @@ export function backoffFor(opts: ResolvedQueueOptions, delivery: number): number
 }
 
 /** Records an abandoned item in the log (idempotent: one event per queue and item). */
-export async function recordAbandoned(log: EventLog, queue: string, item: { commitId: string; events: readonly EventEnvelope[] }, deliveries: number): Promise<void> {
+export async function recordAbandoned(
+  log: EventLog,
+  queue: string,
+  item: { commitId: string; events: readonly EventEnvelope[] },
+  deliveries: number,
+): Promise<void> {
   await log.append(
     `queue/${queue}`,
     [

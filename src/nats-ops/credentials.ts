@@ -6,7 +6,15 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { nkeys } from '@nats-io/transport-node';
 import { LogCredentialsError } from '../events/errors.js';
-import { credentialsFile, NATS_ROLES, publicKeyOf, readCredentials, rolePermissions, type NatsCredentials, type NatsRole } from '../events/jetstream/nats-roles.js';
+import {
+  credentialsFile,
+  NATS_ROLES,
+  publicKeyOf,
+  readCredentials,
+  rolePermissions,
+  type NatsCredentials,
+  type NatsRole,
+} from '../events/jetstream/nats-roles.js';
 
 export function newCredentials(role: NatsRole, ca: string | null): NatsCredentials {
   const seed = new TextDecoder().decode(nkeys.createUser().getSeed());

@@ -126,7 +126,9 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
   if (existsSync(path.join(dir, STATE))) {
     const running = readCluster(dir);
     if (running.nodes.some((n) => alive(n.pid))) {
-      throw new NatsServerError(`${dir} already has running nats-servers (pids ${running.nodes.map((n) => n.pid).join(', ')}); run \`crucible nats down --dir ${opts.dir}\` first`);
+      throw new NatsServerError(
+        `${dir} already has running nats-servers (pids ${running.nodes.map((n) => n.pid).join(', ')}); run \`crucible nats down --dir ${opts.dir}\` first`,
+      );
     }
   }
   if (opts.hosts !== undefined && opts.hosts.length !== opts.nodes) throw new NatsServerError(`${opts.hosts.length} hosts given for ${opts.nodes} servers`);
@@ -138,10 +140,17 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
   for (let i = 0; i < opts.nodes; i++) ports.push(i === 0 && opts.port !== undefined ? opts.port : await freePort());
   const clusterPorts: (number | null)[] = [];
   for (let i = 0; i < opts.nodes; i++) clusterPorts.push(opts.nodes > 1 ? await freePort() : null);
-  if (opts.port !== undefined && (await portOpen(opts.port, hosts[0]!.address))) throw new NatsServerError(`port ${opts.port} is already in use on ${hosts[0]!.address}`);
+  if (opts.port !== undefined && (await portOpen(opts.port, hosts[0]!.address)))
+    throw new NatsServerError(`port ${opts.port} is already in use on ${hosts[0]!.address}`);
   const auth = opts.auth === true;
   if (opts.tls === true && !auth) throw new NatsServerError('TLS needs auth: clients get the CA in their credentials files');
-  const tls = opts.tls === true ? ensureTls(dir, hosts.map((h) => h.address)) : null;
+  const tls =
+    opts.tls === true
+      ? ensureTls(
+          dir,
+          hosts.map((h) => h.address),
+        )
+      : null;
   const creds = auth ? ensureCredentials(dir, tls?.ca ?? null) : null;
   // Routes authenticate too, so that no stranger's server joins the cluster (and reads its streams).
   const routeSecret = auth ? randomBytes(24).toString('base64url') : null;
@@ -153,7 +162,10 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       const nodeDir = path.join(dir, name);
       const host = hosts[i]!;
       mkdirSync(nodeDir, { recursive: true });
-      const routes = clusterPorts.map((p, j) => ({ p, j })).filter(({ j }) => j !== i).map(({ p, j }) => `nats-route://${routeUser}${hosts[j]!.address}:${p}`);
+      const routes = clusterPorts
+        .map((p, j) => ({ p, j }))
+        .filter(({ j }) => j !== i)
+        .map(({ p, j }) => `nats-route://${routeUser}${hosts[j]!.address}:${p}`);
       const clusterAuth = routeSecret !== null ? `, authorization { user: crucible, password: ${JSON.stringify(routeSecret)} }` : '';
       const config = [
         `server_name: ${name}`,
@@ -164,7 +176,11 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
         `jetstream { store_dir: ${JSON.stringify(path.join(nodeDir, 'jetstream'))}, max_memory_store: 268435456, max_file_store: 8589934592 }`,
         ...(tls ? [tlsBlock(tls, false)] : []),
         ...(creds ? [accountsConfig(creds)] : []),
-        ...(opts.nodes > 1 ? [`cluster { name: crucible, listen: ${host.address}:${clusterPorts[i]}, routes: [${routes.join(', ')}]${clusterAuth}${tls ? `, ${tlsBlock(tls, true)}` : ''} }`] : []),
+        ...(opts.nodes > 1
+          ? [
+              `cluster { name: crucible, listen: ${host.address}:${clusterPorts[i]}, routes: [${routes.join(', ')}]${clusterAuth}${tls ? `, ${tlsBlock(tls, true)}` : ''} }`,
+            ]
+          : []),
       ].join('\n');
       const configFile = path.join(nodeDir, 'nats.conf');
       // The config holds the route password: its owner only.
@@ -184,7 +200,11 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
         await sleep(50);
       }
     }
-    await waitForJetStream(nodes.map((n) => `nats://${n.host}:${n.port}`), deadline + 15_000, creds?.get('admin'));
+    await waitForJetStream(
+      nodes.map((n) => `nats://${n.host}:${n.port}`),
+      deadline + 15_000,
+      creds?.get('admin'),
+    );
   } catch (err) {
     for (const n of nodes) if (alive(n.pid)) process.kill(n.pid, 'SIGKILL');
     throw err;

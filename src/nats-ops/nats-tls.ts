@@ -37,7 +37,26 @@ export function ensureTls(dir: string, addresses: readonly string[]): NatsTlsFil
   const keyFile = path.join(tlsDir, 'server.key');
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   if (!existsSync(caFile) || !existsSync(caKey)) {
-    openssl(['req', '-x509', ...ec, '-keyout', caKey, '-out', caFile, '-days', '3650', '-subj', '/CN=crucible nats CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], tlsDir);
+    openssl(
+      [
+        'req',
+        '-x509',
+        ...ec,
+        '-keyout',
+        caKey,
+        '-out',
+        caFile,
+        '-days',
+        '3650',
+        '-subj',
+        '/CN=crucible nats CA',
+        '-addext',
+        'basicConstraints=critical,CA:TRUE',
+        '-addext',
+        'keyUsage=critical,keyCertSign,cRLSign',
+      ],
+      tlsDir,
+    );
   }
   const ips = [...new Set(['127.0.0.1', ...addresses])];
   const san = `subjectAltName=DNS:localhost,${ips.map((a) => `IP:${a}`).join(',')}`;

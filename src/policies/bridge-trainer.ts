@@ -9,7 +9,17 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { BridgeTrainerOptions } from '../config/openai.js';
-import { BridgeClient, BridgeDeadError, BridgeError, CheckpointFiles, localCheckpoint, storeCheckpoint, writeBatch, type Algorithm, type PolicyInfo } from '../bridge/index.js';
+import {
+  BridgeClient,
+  BridgeDeadError,
+  BridgeError,
+  CheckpointFiles,
+  localCheckpoint,
+  storeCheckpoint,
+  writeBatch,
+  type Algorithm,
+  type PolicyInfo,
+} from '../bridge/index.js';
 import type { BlobStore } from '../events/blobs.js';
 import type { Role } from '../core/roles.js';
 import { PolicyInputError, VersionError, type TrainStepRequest, type TrainStepResult } from './port.js';
@@ -25,7 +35,6 @@ export const BridgeParams = z.strictObject({
   checkpoint: z.strictObject({ path: z.string(), sha256: z.string(), files: CheckpointFiles.optional() }).nullable(),
 });
 export type BridgeParams = z.infer<typeof BridgeParams>;
-
 
 export interface BridgeTrainerInit {
   /** The bridge to use; after one died, a new one. */
@@ -72,7 +81,12 @@ export class BridgeTrainer {
 
   /** A directory on this disk holding the checkpoint: where it was published, or a copy from the blob store. */
   #localPath(cp: NonNullable<BridgeParams['checkpoint']>): Promise<string> {
-    return localCheckpoint(cp, this.init.blobs ?? null, this.init.cacheDir ?? path.join(this.init.root, '.from-blobs'), `${this.init.role} version ${this.#params.version}`);
+    return localCheckpoint(
+      cp,
+      this.init.blobs ?? null,
+      this.init.cacheDir ?? path.join(this.init.root, '.from-blobs'),
+      `${this.init.role} version ${this.#params.version}`,
+    );
   }
 
   /** Puts the policy in the bridge at this trainer's version: from its checkpoint, or fresh. */
@@ -83,20 +97,24 @@ export class BridgeTrainer {
     const held = status.policies[this.init.role] as PolicyInfo | undefined;
     if (!held || held.version !== this.#params.version) {
       // Past version 0 only a published checkpoint holds the weights of this version.
-      if (this.#params.version > 0 && !this.#params.checkpoint) throw new PolicyInputError(`the ${this.init.role} policy at version ${this.#params.version} has no published checkpoint to load into the bridge`);
+      if (this.#params.version > 0 && !this.#params.checkpoint)
+        throw new PolicyInputError(`the ${this.init.role} policy at version ${this.#params.version} has no published checkpoint to load into the bridge`);
       // A restarted trainer on another machine (or one whose disk lost the run directory)
       // finds the checkpoint in the blob store by hash.
       const cp = this.#params.checkpoint;
       const model = cp ? await this.#localPath(cp) : o.model;
-      await client.loadPolicy({
-        policy: this.init.role,
-        backend: o.backend,
-        ...(model ? { model } : {}),
-        ...(o.config ? { config: o.config } : {}),
-        seed: o.seed,
-        version: this.#params.version,
-        device: o.device,
-      }, { timeoutMs: 600_000 });
+      await client.loadPolicy(
+        {
+          policy: this.init.role,
+          backend: o.backend,
+          ...(model ? { model } : {}),
+          ...(o.config ? { config: o.config } : {}),
+          seed: o.seed,
+          version: this.#params.version,
+          device: o.device,
+        },
+        { timeoutMs: 600_000 },
+      );
     }
     this.#loadedInto = client;
   }
@@ -112,17 +130,25 @@ export class BridgeTrainer {
     const failures: { error: string; retryable: boolean }[] = [];
     for (let attempt = 1; ; attempt++) {
       try {
-        const r = await client.trainStep({
-          policy: this.init.role,
-          batch_id: req.batchId,
-          expected_version: req.expectedVersion,
-          algorithm: req.algorithm,
-          batch,
-          ...(this.init.options.microBatchSize ? { micro_batch_size: this.init.options.microBatchSize } : {}),
-          hyper: { lr: req.hyper.lr ?? 0 },
-        }, { timeoutMs: 600_000 });
+        const r = await client.trainStep(
+          {
+            policy: this.init.role,
+            batch_id: req.batchId,
+            expected_version: req.expectedVersion,
+            algorithm: req.algorithm,
+            batch,
+            ...(this.init.options.microBatchSize ? { micro_batch_size: this.init.options.microBatchSize } : {}),
+            hyper: { lr: req.hyper.lr ?? 0 },
+          },
+          { timeoutMs: 600_000 },
+        );
         this.#params = { backend: 'bridge', version: r.version, checkpoint: null };
-        const metrics: Record<string, number> = { rows: rows.rows.length, oldLogprobRows: rows.oldLogprobRows, placeholder: rows.placeholder ? 1 : 0, duplicate: r.duplicate ? 1 : 0 };
+        const metrics: Record<string, number> = {
+          rows: rows.rows.length,
+          oldLogprobRows: rows.oldLogprobRows,
+          placeholder: rows.placeholder ? 1 : 0,
+          duplicate: r.duplicate ? 1 : 0,
+        };
         for (const [k, v] of Object.entries(r)) if (typeof v === 'number' && Number.isFinite(v)) metrics[k] = v;
         return { version: r.version, metrics, failures };
       } catch (e) {
@@ -147,7 +173,10 @@ export class BridgeTrainer {
     const client = await this.init.client();
     await this.#ensureLoaded(client);
     if (!this.#params.checkpoint) {
-      const p = await client.publish({ policy: this.init.role, root: this.init.root, version: this.#params.version }, { idem: `${this.init.root}/${this.#params.version}`, timeoutMs: 600_000 });
+      const p = await client.publish(
+        { policy: this.init.role, root: this.init.root, version: this.#params.version },
+        { idem: `${this.init.root}/${this.#params.version}`, timeoutMs: 600_000 },
+      );
       const files = this.init.blobs ? await storeCheckpoint(p.path, p.sha256, this.init.blobs, `${this.init.role} version ${p.version}`) : undefined;
       this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256, ...(files ? { files } : {}) } };
     }
@@ -157,7 +186,11 @@ export class BridgeTrainer {
       const at = await this.#localPath(cp);
       this.#synced = { sha256: cp.sha256, record: await syncWeights(this.init.reload, { path: at, sha256: cp.sha256 }, this.#params.version) };
     }
-    return { version: this.#params.version, params: JSON.stringify(this.#params), ...(this.#synced?.sha256 === cp.sha256 ? { synced: this.#synced.record } : {}) };
+    return {
+      version: this.#params.version,
+      params: JSON.stringify(this.#params),
+      ...(this.#synced?.sha256 === cp.sha256 ? { synced: this.#synced.record } : {}),
+    };
   }
 }
 
@@ -171,7 +204,8 @@ export function batchRows(req: TrainStepRequest): { rows: unknown[]; placeholder
     const text = { prompt: s.prompt, completion: s.response, eos: true };
     // GRPO trains the tokens as sampled against their sampling log-probs (the PPO ratio's old
     // side): off-policy samples (learner.maxStaleness > 0) are then weighted and clipped.
-    if (algorithm === 'grpo' && s.sampled) return { prompt: s.prompt, completion_ids: s.sampled.tokenIds, old_logprobs: s.sampled.logprobs, advantage: s.advantage };
+    if (algorithm === 'grpo' && s.sampled)
+      return { prompt: s.prompt, completion_ids: s.sampled.tokenIds, old_logprobs: s.sampled.logprobs, advantage: s.advantage };
     if (algorithm === 'grpo') return { ...text, advantage: s.advantage };
     if (algorithm === 'kto') return { ...text, label: s.advantage > 0 };
     return text;

@@ -10,12 +10,14 @@ export const GenerateRequest = z.object({
   /** The policy version to sample from; a backend that cannot serve it fails with VersionError. */
   version: z.number().int().nonnegative(),
   seed: z.number().int(),
-  prompts: z.array(z.object({
-    key: z.string().min(1),
-    prompt: z.string(),
-    /** Structured side data: problemId, target candidate (white-box)... LLMs may ignore it. */
-    context: z.record(z.string(), z.string()),
-  })),
+  prompts: z.array(
+    z.object({
+      key: z.string().min(1),
+      prompt: z.string(),
+      /** Structured side data: problemId, target candidate (white-box)... LLMs may ignore it. */
+      context: z.record(z.string(), z.string()),
+    }),
+  ),
   /** Samples per prompt. */
   n: z.number().int().positive(),
 });
@@ -108,7 +110,11 @@ export interface TrainerPort {
 
 /** A request named a version other than the one held (stale batch, or a replay out of order). */
 export class VersionError extends Error {
-  constructor(readonly role: Role, readonly expected: number, readonly actual: number) {
+  constructor(
+    readonly role: Role,
+    readonly expected: number,
+    readonly actual: number,
+  ) {
     super(`${role} policy is at version ${actual}, the request expected ${expected}`);
     this.name = 'VersionError';
   }

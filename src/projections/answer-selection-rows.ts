@@ -45,7 +45,6 @@ const UNANSWERED = '.';
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
 const ACCEPTED = VERDICT_CODES.accepted;
 
-
 interface RequestRow {
   request_id: string;
   problem_id: string;
@@ -58,7 +57,6 @@ interface OpenRow {
   candidates: { solutionId: string; programHash: string; index: number }[];
   generatedTests: string[];
 }
-
 
 /** Request lists, by request id: a problem-round's requests are read several times. */
 class Bodies {
@@ -171,8 +169,7 @@ function openRow(view: ReadView, key: string): OpenRow {
   return row ? (JSON.parse(row.body) as OpenRow) : { candidates: [], generatedTests: [] };
 }
 
-const ran = (scores: readonly CandidateScore[], withBook: boolean) =>
-  scores.some((c) => c.generated.run + (withBook ? c.book.run : 0) > 0);
+const ran = (scores: readonly CandidateScore[], withBook: boolean) => scores.some((c) => c.generated.run + (withBook ? c.book.run : 0) > 0);
 
 interface SumsRow {
   round: number;
@@ -217,7 +214,8 @@ function scoresBeside(view: ReadView, bodies: Bodies, key: string, o: OpenRow, g
     const letter = req.codes[i]!;
     if (letter !== UNANSWERED) bump(b.programIds[b.pairs[2 * i]!]!, b.testIds[b.pairs[2 * i + 1]!]!, letter);
   }
-  if (req.extra) for (const [programId, , testId, , letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) bump(programId, testId, letter);
+  if (req.extra)
+    for (const [programId, , testId, , letter] of JSON.parse(req.extra) as [string, string, string, string, string][]) bump(programId, testId, letter);
   const known = new Map<string, Map<string, string>>();
   for (let i = 0; i < b.reused.length; i += 2) {
     const pi = b.reused[i]!;
@@ -249,7 +247,14 @@ function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, basis?: Sel
     });
   const p = selectForProblem(d.round, d.problemId, scores);
   const s = (view.get(SUMS, { round: d.round }) as SumsRow | undefined) ?? {
-    round: d.round, problems: 0, generated: 0, with_book: 0, random: 0, oracle: 0, generated_ran: false, with_book_ran: false,
+    round: d.round,
+    problems: 0,
+    generated: 0,
+    with_book: 0,
+    random: 0,
+    oracle: 0,
+    generated_ran: false,
+    with_book_ran: false,
   };
   // Added in event order, as the reducer's means add the round's problems.
   const sums: SumsRow = {
@@ -317,7 +322,10 @@ function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite
   const row =
     at >= 0
       ? { ...req, codes: withLetters(req.codes, [at], letter) }
-      : { ...req, extra: JSON.stringify([...(req.extra ? (JSON.parse(req.extra) as unknown[]) : []), [d.programId, d.programHash, d.testId, d.testHash, letter]]) };
+      : {
+          ...req,
+          extra: JSON.stringify([...(req.extra ? (JSON.parse(req.extra) as unknown[]) : []), [d.programId, d.programHash, d.testId, d.testHash, letter]]),
+        };
   return [put(REQUESTS, row), ...noteProgram(view, req.problem_id, d.programHash, d.requestId)];
 }
 
@@ -403,7 +411,16 @@ const TABLES = {
   [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
   [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
   [SUMS]: {
-    columns: { round: 'integer', problems: 'integer', generated: 'real', with_book: 'real', random: 'real', oracle: 'real', generated_ran: 'boolean', with_book_ran: 'boolean' },
+    columns: {
+      round: 'integer',
+      problems: 'integer',
+      generated: 'real',
+      with_book: 'real',
+      random: 'real',
+      oracle: 'real',
+      generated_ran: 'boolean',
+      with_book_ran: 'boolean',
+    },
     key: ['round'],
     internal: true,
   },
@@ -424,7 +441,13 @@ export const answerSelectionProjection: RowProjection = {
 /** The problem selections of a read model, in the order they were evaluated (rows are only
  * ever inserted, so rowid order is event order). */
 export function readProblemSelections(db: Database.Database): ProblemSelection[] {
-  const rows = all(db, query.selectFrom('answer_selection').selectAll().orderBy(sql`rowid`));
+  const rows = all(
+    db,
+    query
+      .selectFrom('answer_selection')
+      .selectAll()
+      .orderBy(sql`rowid`),
+  );
   return rows.map((r) => ({
     round: r.round,
     problemId: r.problem_id,

@@ -21,7 +21,15 @@
  */
 import type { EventEnvelope } from '../events/envelope.js';
 import type { EventData } from '../events/catalog.js';
-import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, verdictsOf, VERDICT_EVENT_TYPES, type RecordedVerdicts, type RequestVerdict } from './recorded-verdicts.js';
+import {
+  emptyRecordedVerdicts,
+  forgetRequests,
+  observeVerdicts,
+  verdictsOf,
+  VERDICT_EVENT_TYPES,
+  type RecordedVerdicts,
+  type RequestVerdict,
+} from './recorded-verdicts.js';
 
 export interface Tally {
   passed: number;

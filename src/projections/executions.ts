@@ -158,20 +158,34 @@ export function executionVerdicts(db: Database.Database, opts: { requestId?: str
       request = row.request_id;
     }
     if (b?.requestId !== row.request_id) b = requestListsOf(view, row.request_id);
-    if (b === undefined) throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
+    if (b === undefined)
+      throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): the request is not in ${REQUESTS}`);
     const lists = b;
     const positions = numbers(row.positions);
     if (positions.length !== row.verdicts.length) {
-      throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): ${positions.length} positions for ${row.verdicts.length} verdicts`);
+      throw new ExecutionsTableError(
+        `executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}): ${positions.length} positions for ${row.verdicts.length} verdicts`,
+      );
     }
     const cached = new Set(numbers(row.cached));
     positions.forEach((at, i) => {
       if (!(at >= 0 && at < lists.pairCount)) {
-        throw new ExecutionsTableError(`executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${lists.pairCount}`);
+        throw new ExecutionsTableError(
+          `executions of ${row.request_id} (program ${row.program_hash.slice(0, 12)}) name pair ${at}, but the request has ${lists.pairCount}`,
+        );
       }
       const pi = lists.pairs[2 * at]!;
       const ti = lists.pairs[2 * at + 1]!;
-      out.push({ at, requestId: row.request_id, programId: lists.programIds[pi]!, programHash: lists.programHash(pi)!, testId: lists.testIds[ti]!, testHash: lists.testHash(ti)!, verdict: verdictOfCode(row.verdicts[i]!), cached: cached.has(i) });
+      out.push({
+        at,
+        requestId: row.request_id,
+        programId: lists.programIds[pi]!,
+        programHash: lists.programHash(pi)!,
+        testId: lists.testIds[ti]!,
+        testHash: lists.testHash(ti)!,
+        verdict: verdictOfCode(row.verdicts[i]!),
+        cached: cached.has(i),
+      });
     });
   }
   flushRequest();

@@ -433,7 +433,6 @@ function describe(v: unknown): string {
   return typeof v;
 }
 
-
 const SQL_TYPE: Record<ColumnType, 'text' | 'integer' | 'real' | 'blob'> = {
   text: 'text',
   integer: 'integer',
@@ -510,7 +509,13 @@ export class ReadModel {
     ct = ct.addPrimaryKeyConstraint(`${table.name}_pk`, table.key as never[]);
     const out = [ct.compile().sql];
     (spec.indexes ?? []).forEach((ix, i) => {
-      out.push(this.kysely.schema.createIndex(`${table.name}_ix${i}`).on(table.name).columns([...ix]).compile().sql);
+      out.push(
+        this.kysely.schema
+          .createIndex(`${table.name}_ix${i}`)
+          .on(table.name)
+          .columns([...ix])
+          .compile().sql,
+      );
     });
     return out;
   }

@@ -92,7 +92,6 @@ export const emptyRecordedVerdicts = (): RecordedVerdicts => ({ problemOf: {}, a
 /** The event types `observeVerdicts` reads. */
 export const VERDICT_EVENT_TYPES = ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'] as const;
 
-
 function lookup(state: RecordedVerdicts, problemId: string, programHash: string, testHash: string): Verdict | undefined {
   return state.byPair[problemId]?.[programHash]?.[testHash];
 }
@@ -134,7 +133,14 @@ export function observeVerdicts(state: RecordedVerdicts, event: EventEnvelope, c
     const executed = req.executed.slice();
     const at = event.type === 'ProgramExecuted' ? (event.data as Executed).pairs : null;
     results.forEach((d, i) => {
-      const v: RequestVerdict = { programId: d.programId, programHash: d.programHash, testId: d.testId, testHash: d.testHash, verdict: d.verdict, reused: false };
+      const v: RequestVerdict = {
+        programId: d.programId,
+        programHash: d.programHash,
+        testId: d.testId,
+        testHash: d.testHash,
+        verdict: d.verdict,
+        reused: false,
+      };
       if (at) executed[at[i]!] = v;
       else executed.push(v);
     });

@@ -23,7 +23,16 @@ export const REQUEST_TESTS = 'request_test_ids';
 
 export const REQUEST_LIST_TABLES = {
   [EXECUTION_REQUESTS]: {
-    columns: { request_id: 'text', purpose: 'text', program_ids: 'text', program_hashes: 'blob', test_ids: 'text', test_hashes: 'blob', pairs: 'blob', reused: 'blob' },
+    columns: {
+      request_id: 'text',
+      purpose: 'text',
+      program_ids: 'text',
+      program_hashes: 'blob',
+      test_ids: 'text',
+      test_hashes: 'blob',
+      pairs: 'blob',
+      reused: 'blob',
+    },
     key: ['request_id'],
   },
   [REQUEST_TESTS]: { columns: { test_ids: 'text', ids: 'text' }, key: ['test_ids'] },
@@ -122,7 +131,9 @@ export class RequestLists {
     readonly reused: Uint32Array,
   ) {
     if (programHashes.length !== programIds.length * HASH_BYTES || testHashes.length !== testIds.length * HASH_BYTES) {
-      throw new RequestListsError(`request ${requestId}: ${programIds.length} programs and ${testIds.length} tests, but ${programHashes.length / HASH_BYTES} and ${testHashes.length / HASH_BYTES} hashes`);
+      throw new RequestListsError(
+        `request ${requestId}: ${programIds.length} programs and ${testIds.length} tests, but ${programHashes.length / HASH_BYTES} and ${testHashes.length / HASH_BYTES} hashes`,
+      );
     }
     this.#programHashes = programHashes;
     this.#testHashes = testHashes;
@@ -151,8 +162,7 @@ const hexAt = (b: Uint8Array, i: number) => Buffer.from(b.buffer, b.byteOffset +
  * request is not there. A request naming test ids that are missing is refused. */
 export function requestListsOf(view: ReadView, requestId: string): RequestLists | undefined {
   const r = view.get(EXECUTION_REQUESTS, { request_id: requestId }) as
-    | { program_ids: string; program_hashes: Uint8Array; test_ids: string; test_hashes: Uint8Array; pairs: Uint8Array; reused: Uint8Array }
-    | undefined;
+    { program_ids: string; program_hashes: Uint8Array; test_ids: string; test_hashes: Uint8Array; pairs: Uint8Array; reused: Uint8Array } | undefined;
   if (r === undefined) return undefined;
   const t = view.get(REQUEST_TESTS, { test_ids: r.test_ids }) as { ids: string } | undefined;
   if (t === undefined) throw new RequestListsError(`request ${requestId} names test ids ${r.test_ids}, which are not in ${REQUEST_TESTS}`);

@@ -171,7 +171,9 @@ export function reduceRoundTable(state: RoundTableState, event: EventEnvelope): 
  * after them by id: the same figures whatever order the problems were judged in. */
 function rewardSums(a: Accumulator): { code: number; test: number } {
   const scheduled = new Set(a.schedule);
-  const others = Object.keys(a.rewards).filter((id) => !scheduled.has(id)).sort();
+  const others = Object.keys(a.rewards)
+    .filter((id) => !scheduled.has(id))
+    .sort();
   let code = 0;
   let test = 0;
   for (const id of [...a.schedule, ...others]) {

@@ -68,7 +68,16 @@ const RUN_VIEW_TABLES = {
     key: ['problem_id', 'test_key'],
   },
   rewards: {
-    columns: { sample_id: 'text', role: 'text', round: 'integer', problem_id: 'text', reward_fn: 'text', reward: 'real', advantage: 'real', components: 'json' },
+    columns: {
+      sample_id: 'text',
+      role: 'text',
+      round: 'integer',
+      problem_id: 'text',
+      reward_fn: 'text',
+      reward: 'real',
+      advantage: 'real',
+      components: 'json',
+    },
     // A sample can be rewarded again in a later round (TCS's buffer): one row per round.
     key: ['sample_id', 'role', 'round'],
     indexes: [['round', 'problem_id']],

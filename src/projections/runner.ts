@@ -53,7 +53,6 @@ export interface ReducerProjection<S = unknown> {
   rows?(state: S): Readonly<Record<string, readonly Row[]>>;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Projection = RowProjection | ReducerProjection<any>;
 
 export interface RunnerOptions {
@@ -263,7 +262,9 @@ export class ProjectionRunner {
           throw new ReadModelOfAnotherLogError(this.readModel.path, builtFrom, log);
         }
         if (builtFrom !== log.identity) {
-          this.#db.prepare('INSERT INTO crucible_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(LOG_KEY, log.identity);
+          this.#db
+            .prepare('INSERT INTO crucible_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
+            .run(LOG_KEY, log.identity);
         }
       })
       .immediate();
@@ -366,7 +367,11 @@ export class ProjectionRunner {
     await this.#exclusive(async () => {
       const slots = names ? names.map((n) => this.#slot(n)) : this.#slots;
       this.#db.transaction(() => {
-        for (const s of slots) this.#reset(s, s.tables.map((t) => t.name));
+        for (const s of slots)
+          this.#reset(
+            s,
+            s.tables.map((t) => t.name),
+          );
       })();
     });
     const reached = await this.catchUp();
@@ -552,7 +557,9 @@ export class ProjectionRunner {
   async stateHash(name: string): Promise<string> {
     const slot = this.#slot(name);
     if (slot.tables.length === 0) {
-      return createHash('sha256').update(canonicalJson(slot.kind === 'reducer' ? slot.state : null)).digest('hex');
+      return createHash('sha256')
+        .update(canonicalJson(slot.kind === 'reducer' ? slot.state : null))
+        .digest('hex');
     }
     return this.readModel.hashTables(slot.tables.filter((t) => !t.internal));
   }

@@ -9,20 +9,18 @@
  * hand-written prepared statement.
  */
 import type Database from 'better-sqlite3';
-import {
-  DummyDriver,
-  Kysely,
-  SqliteAdapter,
-  SqliteIntrospector,
-  SqliteQueryCompiler,
-  type Compilable,
-  type InferResult,
-} from 'kysely';
+import { DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler, type Compilable, type InferResult } from 'kysely';
 import type { ColumnSpec, ColumnType, TableSpec } from './readmodel.js';
 
 /** What better-sqlite3 returns for a column of each declared type (booleans are stored 0/1,
  * json as its text). */
-type SqlValue<T extends ColumnType> = T extends 'text' | 'json' ? string : T extends 'integer' | 'real' | 'boolean' ? number : T extends 'blob' ? Buffer : never;
+type SqlValue<T extends ColumnType> = T extends 'text' | 'json'
+  ? string
+  : T extends 'integer' | 'real' | 'boolean'
+    ? number
+    : T extends 'blob'
+      ? Buffer
+      : never;
 type ValueOf<S extends ColumnSpec> = S extends `${infer T extends ColumnType}?` ? SqlValue<T> | null : S extends ColumnType ? SqlValue<S> : never;
 
 /** The row of a table spec declared `as const`. */

@@ -59,7 +59,12 @@ export function compareRuns(runs: readonly Pick<RunSummary, 'rows' | 'selection'
     rows: rounds.map((round) => {
       const values = runs.map((r) => {
         const row = r.rows.find((x) => x.round === round);
-        return row ? m.of(row, r.selection.find((s) => s.round === round)) : null;
+        return row
+          ? m.of(
+              row,
+              r.selection.find((s) => s.round === round),
+            )
+          : null;
       });
       const base = values[0] ?? null;
       return { round, values, diffs: values.map((v, i) => (i === 0 || v === null || base === null ? null : v - base)) };

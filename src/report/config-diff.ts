@@ -29,9 +29,7 @@ export function configDiff(configs: readonly unknown[]): ConfigDifference[] {
   const flat = configs.map((c) => flattenConfig(c));
   const keys = [...new Set(flat.flatMap((f) => [...f.keys()]))].sort();
   const same = (a: unknown, b: unknown) => (a === undefined || b === undefined ? a === b : canonicalJson(a) === canonicalJson(b));
-  return keys
-    .map((key) => ({ key, values: flat.map((f) => f.get(key)) }))
-    .filter(({ values }) => values.some((v) => !same(v, values[0])));
+  return keys.map((key) => ({ key, values: flat.map((f) => f.get(key)) })).filter(({ values }) => values.some((v) => !same(v, values[0])));
 }
 
 /** A config value as one short cell ('-' for a key the run's config lacks). */

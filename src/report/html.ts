@@ -57,10 +57,30 @@ export function rewardHistogram(samples: readonly { round: number; reward: numbe
 }
 
 function roundTableHtml(rows: readonly RoundRow[], selection: readonly RoundSelection[]): string {
-  const head = ['round', 'held-out pass', 'test validity', 'kill rate', 'mistake book', 'code reward', 'test reward', 'best-of-N', 'best-of-N + book', 'random pick', 'oracle'];
+  const head = [
+    'round',
+    'held-out pass',
+    'test validity',
+    'kill rate',
+    'mistake book',
+    'code reward',
+    'test reward',
+    'best-of-N',
+    'best-of-N + book',
+    'random pick',
+    'oracle',
+  ];
   const body = rows.map((r) => {
     const s = selection.find((x) => x.round === r.round);
-    const cells = [String(r.round), pct(r.heldOutPass), pct(r.validity), pct(r.killRate), r.mistakeBook === null ? '-' : String(r.mistakeBook), r.codeReward.toFixed(3), r.testReward === null ? '-' : r.testReward.toFixed(3)];
+    const cells = [
+      String(r.round),
+      pct(r.heldOutPass),
+      pct(r.validity),
+      pct(r.killRate),
+      r.mistakeBook === null ? '-' : String(r.mistakeBook),
+      r.codeReward.toFixed(3),
+      r.testReward === null ? '-' : r.testReward.toFixed(3),
+    ];
     cells.push(...(s ? [pct(s.generated), pct(s.withBook), pct(s.random), pct(s.oracle)] : ['-', '-', '-', '-']));
     return `<tr>${cells.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`;
   });
@@ -72,7 +92,10 @@ function compareHtml(runs: readonly RunSummary[], tables: readonly CompareTable[
   const parts = tables.map((t) => {
     const head = ['round', ...runs.flatMap((_, i) => (i === 0 ? [runLabel(0)] : [runLabel(i), `${runLabel(i)} − ${runLabel(0)}`]))];
     const body = t.rows.map((row) => {
-      const cells = [String(row.round), ...row.values.flatMap((v, i) => (i === 0 ? [formatValue(t.kind, v)] : [formatValue(t.kind, v), formatValue(t.kind, row.diffs[i] ?? null, true)]))];
+      const cells = [
+        String(row.round),
+        ...row.values.flatMap((v, i) => (i === 0 ? [formatValue(t.kind, v)] : [formatValue(t.kind, v), formatValue(t.kind, row.diffs[i] ?? null, true)])),
+      ];
       return `<tr>${cells.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`;
     });
     return `<div class="cmp"><h3>${esc(t.label)}</h3><table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table></div>`;
@@ -86,7 +109,10 @@ function replayedHtml(run: RunDetail): string {
     .map((t) => {
       const programs = t.failing
         .slice(0, 3)
-        .map((f) => `<details><summary>failed ${f.times}× by program ${esc(f.programHash.slice(0, 12))}</summary><pre>${esc(run.texts[f.programHash] ?? '')}</pre></details>`)
+        .map(
+          (f) =>
+            `<details><summary>failed ${f.times}× by program ${esc(f.programHash.slice(0, 12))}</summary><pre>${esc(run.texts[f.programHash] ?? '')}</pre></details>`,
+        )
         .join('');
       return `<div class="book"><h4>${esc(t.problemId)} · replayed in ${t.replays} round${t.replays === 1 ? '' : 's'} · ${t.failing.reduce((s, f) => s + f.times, 0)} fails, ${t.passes} passes</h4><pre>${esc(run.texts[t.testHash] ?? '')}</pre>${programs || '<p>No sampled program failed it.</p>'}</div>`;
     })
@@ -219,9 +245,13 @@ export function renderReport(runs: readonly RunDetail[], chartJs: string): strin
     compare: runs.map((r, i) => ({ label: runLabel(i), rows: r.rows })),
   };
   const json = JSON.stringify(data).replace(/</g, '\\u003c');
-  const card = (title: string, id: string, note = '') => `<div class="card"><h3>${esc(title)}</h3>${note}<div class="chart"><canvas id="${id}"></canvas></div></div>`;
+  const card = (title: string, id: string, note = '') =>
+    `<div class="card"><h3>${esc(title)}</h3>${note}<div class="chart"><canvas id="${id}"></canvas></div></div>`;
   const matrices = run.matrices
-    .map((m, i) => `<div class="card"><h3>${esc(m.problemId)} · round ${m.round}</h3><p class="meta">${m.programs.length} programs × ${m.tests.length} tests: ${kinds(m)}</p><div class="chart matrix"><canvas id="chart-matrix-${i}"></canvas></div></div>`)
+    .map(
+      (m, i) =>
+        `<div class="card"><h3>${esc(m.problemId)} · round ${m.round}</h3><p class="meta">${m.programs.length} programs × ${m.tests.length} tests: ${kinds(m)}</p><div class="chart matrix"><canvas id="chart-matrix-${i}"></canvas></div></div>`,
+    )
     .join('');
   const status = run.status === 'failed' ? `failed: ${run.failure ?? ''}` : run.status;
   return `<!doctype html>

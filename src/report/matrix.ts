@@ -45,7 +45,10 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
   const collect = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
   const open = new Map<string, Open>();
   const latest = new Map<string, ProblemMatrix>();
-  const replayed = new Map<string, { problemId: string; testId: string; testHash: string; rounds: Set<number>; failing: Map<string, number>; passes: number }>();
+  const replayed = new Map<
+    string,
+    { problemId: string; testId: string; testHash: string; rounds: Set<number>; failing: Map<string, number>; passes: number }
+  >();
   const openOf = (round: number, problemId: string) => {
     const k = `${round}/${problemId}`;
     let o = open.get(k);
@@ -85,7 +88,8 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
           for (const v of verdictsOf(verdicts, id)) {
             const p = row.get(v.programId);
             if (p === undefined) continue;
-            const kind: TestKind = i === 1 ? 'heldout' : isGenerated(o.generated, v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
+            const kind: TestKind =
+              i === 1 ? 'heldout' : isGenerated(o.generated, v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
             if (!testCol.has(v.testId)) {
               testCol.set(v.testId, tests.length);
               tests.push({ testId: v.testId, kind });
@@ -94,7 +98,8 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
             if (kind === 'book') {
               const rk = `${d.problemId}\u0000${v.testId}`;
               let r = replayed.get(rk);
-              if (!r) replayed.set(rk, (r = { problemId: d.problemId, testId: v.testId, testHash: v.testHash, rounds: new Set(), failing: new Map(), passes: 0 }));
+              if (!r)
+                replayed.set(rk, (r = { problemId: d.problemId, testId: v.testId, testHash: v.testHash, rounds: new Set(), failing: new Map(), passes: 0 }));
               r.rounds.add(d.round);
               if (v.verdict === 'accepted') r.passes++;
               else r.failing.set(v.programHash, (r.failing.get(v.programHash) ?? 0) + 1);
@@ -123,8 +128,13 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
       testHash: r.testHash,
       replays: r.rounds.size,
       passes: r.passes,
-      failing: [...r.failing.entries()].map(([programHash, times]) => ({ programHash, times })).sort((a, b) => b.times - a.times || (a.programHash < b.programHash ? -1 : 1)),
+      failing: [...r.failing.entries()]
+        .map(([programHash, times]) => ({ programHash, times }))
+        .sort((a, b) => b.times - a.times || (a.programHash < b.programHash ? -1 : 1)),
     }))
-    .sort((a, b) => b.replays - a.replays || b.failing.reduce((s, f) => s + f.times, 0) - a.failing.reduce((s, f) => s + f.times, 0) || (a.testId < b.testId ? -1 : 1));
+    .sort(
+      (a, b) =>
+        b.replays - a.replays || b.failing.reduce((s, f) => s + f.times, 0) - a.failing.reduce((s, f) => s + f.times, 0) || (a.testId < b.testId ? -1 : 1),
+    );
   return { matrices: byProblem, replayed: tests };
 }

@@ -148,9 +148,15 @@ export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Pr
     const rewards: RewardSample[] = all(db, views.selectFrom('rewards').select(['round', 'role', 'reward']).orderBy(['round', 'role', 'sample_id']));
     const mistakeBook = all(
       db,
-      views.selectFrom('mistake_book').select(['problem_id', 'test_key', 'test_hash', 'count']).where('blacklisted', '=', 0).orderBy(['problem_id', 'test_key']),
+      views
+        .selectFrom('mistake_book')
+        .select(['problem_id', 'test_key', 'test_hash', 'count'])
+        .where('blacklisted', '=', 0)
+        .orderBy(['problem_id', 'test_key']),
     ).map((r) => ({ problemId: r.problem_id, testKey: r.test_key, testHash: r.test_hash, count: r.count }));
-    const { matrices, replayed } = await collectMatrices(log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] }));
+    const { matrices, replayed } = await collectMatrices(
+      log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] }),
+    );
     const top = replayed.slice(0, opts.topTests ?? 10);
     const texts: Record<string, string> = {};
     for (const t of top) {

@@ -100,10 +100,6 @@ export function aceLabels(m: ExecutionMatrix, tests?: readonly number[], options
     return l.suspectBecause === undefined && (l.label === 'desirable' || l.label === 'undesirable');
   });
   const sftPrograms =
-    judged.length === 0
-      ? []
-      : candidates
-          .filter((p) => judged.every((t) => classify(cell(m, p, t)) === 'survive'))
-          .map((p) => m.programs[p]!.id);
+    judged.length === 0 ? [] : candidates.filter((p) => judged.every((t) => classify(cell(m, p, t)) === 'survive')).map((p) => m.programs[p]!.id);
   return { rewardId: ACE_ID, tests: labels, sftPrograms };
 }

@@ -110,14 +110,7 @@ export const GeneratedAssert = z.object({
 });
 export type GeneratedAssert = z.infer<typeof GeneratedAssert>;
 
-export type ValidationReason =
-  | 'ok'
-  | 'corrected'
-  | 'malformed'
-  | 'duplicate'
-  | 'gt_raised'
-  | 'gt_sandbox_error'
-  | 'gt_not_run';
+export type ValidationReason = 'ok' | 'corrected' | 'malformed' | 'duplicate' | 'gt_raised' | 'gt_sandbox_error' | 'gt_not_run';
 
 export interface ValidatedTest {
   id: string;
@@ -251,14 +244,7 @@ export function codeA1HasExpected(test: TestCase): boolean {
 }
 
 export type JudgedReason =
-  | 'ok'
-  | 'malformed'
-  | 'no-expected'
-  | 'duplicate'
-  | 'reference-raises'
-  | 'reference-timeout'
-  | 'expected-mismatch'
-  | 'reference-sandbox-error';
+  'ok' | 'malformed' | 'no-expected' | 'duplicate' | 'reference-raises' | 'reference-timeout' | 'expected-mismatch' | 'reference-sandbox-error';
 
 export interface GeneratedTestRecord {
   id: string;
@@ -433,8 +419,7 @@ function suiteReward(input: CodeA1SuiteInput, o: CodeA1Options): CodeA1SuiteRewa
     pass = 0;
     attack = 0;
   }
-  const rTest =
-    -input.nonprintableRatio + (input.programValid ? o.alpha * validRatio + (1 - o.alpha) * attack : 0);
+  const rTest = -input.nonprintableRatio + (input.programValid ? o.alpha * validRatio + (1 - o.alpha) * attack : 0);
   return {
     validRatio,
     genPass,
@@ -539,10 +524,7 @@ export function codeA1Rewards(input: CodeA1Input, options: CodeA1OptionsInput = 
     const own = suites.filter((s) => s.program === info.id);
     const results: CodeA1SuiteResult[] = own.map((s) => {
       const gen = passVector(m, p, bySuite.get(s.id) ?? []);
-      const r = suiteReward(
-        { gen, invalidCount: s.invalidCount, hist, programValid: info.valid, nonprintableRatio: s.nonprintableRatio },
-        o,
-      );
+      const r = suiteReward({ gen, invalidCount: s.invalidCount, hist, programValid: info.valid, nonprintableRatio: s.nonprintableRatio }, o);
       return { suite: s.id, program: info.id, ...r };
     });
     const rCode =

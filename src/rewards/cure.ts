@@ -115,8 +115,16 @@ export function cureRewards(m: ExecutionMatrix, options: CureOptionsInput = {}):
       // `0 - x` rather than `-x`: no negative zero in recorded rewards. post_stage replaces the
       // release's mean over incorrect programs by "all of them fail" / "any of them passes".
       const scale = o.postStage
-        ? passesAllCorrect ? (incorrectPassing === 0 ? 1 : 0) : incorrectPassing > 0 ? 1 : 0
-        : passesAllCorrect ? incorrectFailing / incorrectOut.length : incorrectPassing / incorrectOut.length;
+        ? passesAllCorrect
+          ? incorrectPassing === 0
+            ? 1
+            : 0
+          : incorrectPassing > 0
+            ? 1
+            : 0
+        : passesAllCorrect
+          ? incorrectFailing / incorrectOut.length
+          : incorrectPassing / incorrectOut.length;
       reward = passesAllCorrect ? scale : 0 - scale;
     } else if (defined && correctOut.length > 0) {
       reward = passesAllCorrect ? 1 : -1;

@@ -106,12 +106,7 @@ function* combinations<T>(items: readonly T[], k: number, start = 0, prefix: T[]
  * fewer than `mid` such programs: `mid` programs drawn at random (from `rng`) among those with
  * pass rate above 0.1.
  */
-export function selectForAugmentation(
-  m: ExecutionMatrix,
-  tests: readonly number[],
-  options: AugmentationOptionsInput = {},
-  rng?: Rng,
-): AugmentationSelection {
+export function selectForAugmentation(m: ExecutionMatrix, tests: readonly number[], options: AugmentationOptionsInput = {}, rng?: Rng): AugmentationSelection {
   const o = parseWith(AugmentationOptions, options, 'augmentation options');
   const candidates = candidateIndices(m);
   const rate = new Map<number, number>();
@@ -148,7 +143,10 @@ export function selectForAugmentation(
     if (rng === undefined) throw new RewardInputError('selectForAugmentation needs an rng for its random fallback');
     fallback = true;
     const above = candidates.filter((p) => rate.get(p)! > o.fallbackAbove);
-    mid = rng.shuffle(above).slice(0, o.mid).sort((a, b) => a - b);
+    mid = rng
+      .shuffle(above)
+      .slice(0, o.mid)
+      .sort((a, b) => a - b);
   }
   const picked = [...top, ...mid.filter((p) => !top.includes(p))];
   return { programs: picked, top, mid, fallback, ids: programIds(m, picked), passRates: picked.map((p) => rate.get(p)!) };
@@ -223,7 +221,10 @@ export function selectSimilarPrograms(m: ExecutionMatrix, tests: readonly number
     }
   } else {
     const totals = candidates.map((p) => ({ p, d: candidates.reduce((s, q) => s + hamming(vec.get(p)!, vec.get(q)!), 0) }));
-    picked = totals.sort((a, b) => (a.d !== b.d ? a.d - b.d : a.p - b.p)).slice(0, k).map((x) => x.p);
+    picked = totals
+      .sort((a, b) => (a.d !== b.d ? a.d - b.d : a.p - b.p))
+      .slice(0, k)
+      .map((x) => x.p);
   }
   return picked.sort((a, b) => a - b);
 }
@@ -260,12 +261,7 @@ export interface FinalFilterResult {
 /** Final filter, in the release's order: drop tests below 0.1 pass rate; keep at most 5 tests
  * per signature (random, from `rng`); drop the problem if it has fewer than 5 tests left or more
  * than 60 perfect solutions. */
-export function finalFilter(
-  m: ExecutionMatrix,
-  tests: readonly number[],
-  options: FinalFilterOptionsInput,
-  rng: Rng,
-): FinalFilterResult {
+export function finalFilter(m: ExecutionMatrix, tests: readonly number[], options: FinalFilterOptionsInput, rng: Rng): FinalFilterResult {
   const o = parseWith(FinalFilterOptions, options, 'final filter options');
   const passing = lowPassFilter(m, tests, o.minPassRate);
   const kept = reduceRedundancy(m, passing.kept, o.perSignature, rng);

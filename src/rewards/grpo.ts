@@ -47,10 +47,7 @@ export function groupAdvantages(rewards: readonly number[], options: AdvantageOp
 
 /** Advantages for samples tagged with a group id; result in input order. Groups are formed by
  * exact id; order within a group is input order, so the floats do not depend on map order. */
-export function groupedAdvantages(
-  samples: readonly { group: string; reward: number }[],
-  options: AdvantageOptionsInput = {},
-): number[] {
+export function groupedAdvantages(samples: readonly { group: string; reward: number }[], options: AdvantageOptionsInput = {}): number[] {
   const byGroup = new Map<string, number[]>();
   samples.forEach((s, i) => {
     const list = byGroup.get(s.group);

@@ -97,17 +97,21 @@ export const ExecutionMatrixSchema = z
         seen.add(id);
       });
     };
-    dup(m.programs.map((p) => p.id), 'programs');
-    dup(m.tests.map((t) => t.id), 'tests');
+    dup(
+      m.programs.map((p) => p.id),
+      'programs',
+    );
+    dup(
+      m.tests.map((t) => t.id),
+      'tests',
+    );
   });
 
 export type ExecutionMatrix = z.output<typeof ExecutionMatrixSchema>;
 export type ExecutionMatrixInput = z.input<typeof ExecutionMatrixSchema>;
 
 function formatIssues(error: z.ZodError): string {
-  return error.issues
-    .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
-    .join('; ');
+  return error.issues.map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`).join('; ');
 }
 
 /** Validate and normalize a matrix; throws RewardInputError naming each problem and where. */

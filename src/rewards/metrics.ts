@@ -2,14 +2,7 @@
  * Evaluation figures every method needs: unbiased pass@k, test validity rate, kill rate
  * (mutation score), and discrimination (distinct pass/fail signatures).
  */
-import {
-  type ExecutionMatrix,
-  type TestStatus,
-  RewardInputError,
-  isUsable,
-  passVector,
-  testSignature,
-} from './matrix.js';
+import { type ExecutionMatrix, type TestStatus, RewardInputError, isUsable, passVector, testSignature } from './matrix.js';
 
 /**
  * Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k), computed as

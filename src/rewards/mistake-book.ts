@@ -65,11 +65,7 @@ export const MistakeBookOptions = z
     /** Most non-blacklisted entries per problem; null = no cap (Code-A1). */
     cap: z.number().int().positive().nullable().default(null),
     /** Subtract `amount` from every count in each round that is a positive multiple of `every`. */
-    decay: z
-      .object({ every: z.number().int().positive(), amount: z.number().int().positive() })
-      .strict()
-      .nullable()
-      .default(null),
+    decay: z.object({ every: z.number().int().positive(), amount: z.number().int().positive() }).strict().nullable().default(null),
     /** Blacklist a test whose verdict on the reference program is a failure. */
     blacklistOnReferenceFail: z.boolean().default(true),
     /** 'any': every observation counts. 'code-a1': as the released code, only failures on newly
@@ -137,11 +133,7 @@ function rankEntries(entries: Iterable<MistakeEntry>): MistakeEntry[] {
 }
 
 /** Fold one judged problem-round into the book. Returns the new state and its changes. */
-export function updateMistakeBook(
-  book: MistakeBookState,
-  round: MistakeRound,
-  options: MistakeBookOptionsInput = {},
-): MistakeBookUpdate {
+export function updateMistakeBook(book: MistakeBookState, round: MistakeRound, options: MistakeBookOptionsInput = {}): MistakeBookUpdate {
   const o = parseWith(MistakeBookOptions, options, 'Mistake Book options');
   const r = parseWith(MistakeRound, round, 'Mistake Book round');
   const entries = toMap(book);
@@ -173,13 +165,7 @@ export function updateMistakeBook(
   };
 
   // 2. Passes of stored tests by valid programs.
-  const passes = counts(
-    (ob) =>
-      !ob.isReference &&
-      ob.programValid &&
-      outcomeOf(ob.verdict) === 'pass' &&
-      (o.sources === 'any' || ob.origin === 'replay'),
-  );
+  const passes = counts((ob) => !ob.isReference && ob.programValid && outcomeOf(ob.verdict) === 'pass' && (o.sources === 'any' || ob.origin === 'replay'));
   for (const key of sortedKeys(passes)) {
     const e = entries.get(key);
     if (e === undefined || e.blacklisted) continue;
@@ -191,12 +177,7 @@ export function updateMistakeBook(
 
   // 3. Failures of valid programs on valid tests.
   const fails = counts(
-    (ob) =>
-      !ob.isReference &&
-      ob.programValid &&
-      ob.testValid &&
-      outcomeOf(ob.verdict) === 'fail' &&
-      (o.sources === 'any' || ob.origin === 'generated'),
+    (ob) => !ob.isReference && ob.programValid && ob.testValid && outcomeOf(ob.verdict) === 'fail' && (o.sources === 'any' || ob.origin === 'generated'),
   );
   const hashOf = new Map<string, string>();
   for (const ob of r.observations) if (!hashOf.has(ob.testKey)) hashOf.set(ob.testKey, ob.testHash);

@@ -18,7 +18,7 @@ function pairwise(xs: readonly number[], lo: number, n: number): number {
     const r = xs.slice(lo, lo + 8);
     let i = 8;
     for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j]! += xs[lo + i + j]!;
-    let res = ((r[0]! + r[1]!) + (r[2]! + r[3]!)) + ((r[4]! + r[5]!) + (r[6]! + r[7]!));
+    let res = r[0]! + r[1]! + (r[2]! + r[3]!) + (r[4]! + r[5]! + (r[6]! + r[7]!));
     for (; i < n; i++) res += xs[lo + i]!;
     return res;
   }

@@ -82,11 +82,7 @@ export function restrictToFailureModes(buffer: readonly TcsBufferEntry[], failin
 }
 
 /** Stage 2 reward of one test: `solverVerdicts` are the current solver programs' verdicts on it. */
-export function tcsStage2Reward(
-  referenceVerdict: Verdict | null,
-  solverVerdicts: readonly (Verdict | null)[],
-  options: TcsOptionsInput = {},
-): number | null {
+export function tcsStage2Reward(referenceVerdict: Verdict | null, solverVerdicts: readonly (Verdict | null)[], options: TcsOptionsInput = {}): number | null {
   const o = parseWith(TcsOptions, options, 'TCS options');
   const valid = tcsStage1Reward(referenceVerdict);
   if (valid === null) return null;

@@ -71,8 +71,13 @@ export async function createSandbox(options: CreateSandboxOptions = {}): Promise
     const check = found ? bwrapWorks(found, pythonPath, SERVER_PATH) : { ok: false, reason: 'bwrap is not installed' };
     if (check.ok) bwrap = found;
     else if (choice === 'bwrap' || options.requireIsolation) {
-      throw new SandboxSetupError(`sandbox: bubblewrap isolation ${options.requireIsolation ? 'is required (a run that trains refuses unisolated verdicts; set executor.isolation: none to accept them)' : 'requested'} but unavailable: ${check.reason}`);
-    } else warn(`bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`);
+      throw new SandboxSetupError(
+        `sandbox: bubblewrap isolation ${options.requireIsolation ? 'is required (a run that trains refuses unisolated verdicts; set executor.isolation: none to accept them)' : 'requested'} but unavailable: ${check.reason}`,
+      );
+    } else
+      warn(
+        `bubblewrap unavailable (${check.reason}); untrusted programs run with rlimits, seccomp and a dropped uid only, and every verdict says isolated=false`,
+      );
   }
   const cgroup = options.cgroups === false ? undefined : cgroupRoots();
   // Two uids per server slot (candidates, and oracles and checkers), 128 slots per process.

@@ -23,12 +23,20 @@ export function findBwrap(): string | undefined {
  * judge's files (repository, datasets, expected outputs) are simply not in the namespace. */
 export function bwrapArgs(pythonPath: string, serverPath: string, extra: string[] = []): string[] {
   const args = [
-    '--unshare-net', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    '--die-with-parent', '--new-session',
+    '--unshare-net',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--die-with-parent',
+    '--new-session',
     // Root inside keeps only what it needs to create run dirs and drop to the slot's uid.
-    '--cap-drop', 'ALL',
+    '--cap-drop',
+    'ALL',
     ...['CAP_SETUID', 'CAP_SETGID', 'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL'].flatMap((c) => ['--cap-add', c]),
-    '--ro-bind', '/usr', '/usr',
+    '--ro-bind',
+    '/usr',
+    '/usr',
   ];
   for (const top of ['/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32']) {
     if (!existsSync(top)) continue;
@@ -47,11 +55,20 @@ export function bwrapArgs(pythonPath: string, serverPath: string, extra: string[
     args.push('--ro-bind', prefix, prefix);
   }
   args.push(
-    '--proc', '/proc', '--dev', '/dev',
-    '--size', String(256 << 20), '--tmpfs', '/tmp',
-    '--ro-bind', path.dirname(serverPath), SERVER_DIR_IN_SANDBOX,
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--size',
+    String(256 << 20),
+    '--tmpfs',
+    '/tmp',
+    '--ro-bind',
+    path.dirname(serverPath),
+    SERVER_DIR_IN_SANDBOX,
     ...extra,
-    '--chdir', '/tmp',
+    '--chdir',
+    '/tmp',
   );
   return args;
 }

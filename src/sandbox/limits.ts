@@ -10,7 +10,11 @@ export const SandboxLimits = z.object({
   /** Wall-clock seconds per test (catches sleepers); default 2 x timeSeconds + 1. */
   wallSeconds: z.number().positive().max(1200).optional(),
   /** Bytes of stdout (and of any file written) a test may produce. */
-  outputBytes: z.number().int().positive().max(1 << 30),
+  outputBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(1 << 30),
   /** Threads the program may run (processes are refused by the seccomp filter). */
   processes: z.number().int().min(1).max(1024),
 });

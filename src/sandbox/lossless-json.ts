@@ -95,7 +95,11 @@ class Parser {
       }
     }
     if (c === '"') return this.string();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [word, v] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       if (this.s.startsWith(word, this.i)) {
         this.i += word.length;
         return v;

@@ -1,7 +1,6 @@
 import { SandboxInputError } from './errors.js';
 import { z } from 'zod';
-import { TestCase } from '../core/problem.js';
-import { Comparison } from '../core/problem.js';
+import { TestCase, Comparison } from '../core/problem.js';
 
 /** zod at the boundary: a malformed request is refused with the field that is wrong. */
 export const RunRequestSchema = z.object({

@@ -115,12 +115,12 @@ export class ForkServerSandbox implements Sandbox {
     let todo = indices;
     while (todo.length > 0) {
       const batch = stop ? todo.slice(0, 1) : todo;
-      const { results, compileError } = await this.#request(job, batch.map((i) => plans[i]!), (k, w) =>
-        this.#judge(batch[k]!, plans[batch[k]!]!, w, job),
+      const { results, compileError } = await this.#request(
+        job,
+        batch.map((i) => plans[i]!),
+        (k, w) => this.#judge(batch[k]!, plans[batch[k]!]!, w, job),
       );
-      const judged = results.map((r, k) =>
-        'fault' in r ? this.#make(batch[k]!, 'sandbox_error', { message: r.fault }) : r.result,
-      );
+      const judged = results.map((r, k) => ('fault' in r ? this.#make(batch[k]!, 'sandbox_error', { message: r.fault }) : r.result));
       out.push(...judged);
       todo = todo.slice(judged.length);
       if (compileError) {

@@ -26,7 +26,8 @@ export function parseTestObject(obj: unknown, at: string, style: TestStyle): Tes
   }
   const d = r.data as Record<string, unknown>;
   if (style === 'stdio') return { style: 'stdio', input: d.input as string, output: (d.output as string | null | undefined) ?? null };
-  if (style === 'call') return 'expected' in d ? { style: 'call', args: d.args as unknown[], expected: d.expected } : { style: 'call', args: d.args as unknown[] };
+  if (style === 'call')
+    return 'expected' in d ? { style: 'call', args: d.args as unknown[], expected: d.expected } : { style: 'call', args: d.args as unknown[] };
   return { style: 'assert', code: d.assert as string };
 }
 

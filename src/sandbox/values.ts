@@ -102,7 +102,8 @@ export function normalize(v: Tagged): Tagged {
   if ('$frozenset' in v) return { $set: v.$frozenset.map(normalize) };
   if ('$deque' in v) return v.$deque.map(normalize);
   for (const t of ['$dict', '$odict', '$counter', '$ddict'] as const) {
-    if (t in v) return { $dict: ((v as Record<string, unknown>)[t] as Array<[Tagged, Tagged]>).map(([a, b]) => [normalize(a), normalize(b)] as [Tagged, Tagged]) };
+    if (t in v)
+      return { $dict: ((v as Record<string, unknown>)[t] as Array<[Tagged, Tagged]>).map(([a, b]) => [normalize(a), normalize(b)] as [Tagged, Tagged]) };
   }
   if ('$bytearray' in v) return { $bytes: v.$bytearray };
   return v;
@@ -184,8 +185,7 @@ export function valuesEqual(a0: Tagged, b0: Tagged, opt: EqualOptions): boolean 
   if (a === null || b === null) return a === b;
   const ka = kindOf(a);
   const kb = kindOf(b);
-  const seq = (v: Tagged): Tagged[] | undefined =>
-    Array.isArray(v) ? v : isObj(v) && '$tuple' in v ? (v.$tuple as Tagged[]) : undefined;
+  const seq = (v: Tagged): Tagged[] | undefined => (Array.isArray(v) ? v : isObj(v) && '$tuple' in v ? (v.$tuple as Tagged[]) : undefined);
   const sa = seq(a);
   const sb = seq(b);
   if (sa && sb) {
@@ -198,8 +198,7 @@ export function valuesEqual(a0: Tagged, b0: Tagged, opt: EqualOptions): boolean 
   if (ba && bb) return unorderedEqual(ba, bb, opt);
   if (!opt.strictContainers && ba && Array.isArray(b)) return setEqualsSortedList(ba, b, opt);
   if (!opt.strictContainers && bb && Array.isArray(a)) return setEqualsSortedList(bb, a, opt);
-  const dict = (v: Tagged): Array<[Tagged, Tagged]> | undefined =>
-    isObj(v) && '$dict' in v ? (v.$dict as Array<[Tagged, Tagged]>) : undefined;
+  const dict = (v: Tagged): Array<[Tagged, Tagged]> | undefined => (isObj(v) && '$dict' in v ? (v.$dict as Array<[Tagged, Tagged]>) : undefined);
   const da = dict(a);
   const db = dict(b);
   if (da && db) {
@@ -228,9 +227,16 @@ export function canonicalKey(v: Tagged, strict: boolean): string {
   if (typeof v !== 'object') return String(v);
   if (Array.isArray(v)) return `${strict ? 'l' : 's'}[${v.map((x) => canonicalKey(x, strict)).join(',')}]`;
   if ('$tuple' in v) return `${strict ? 't' : 's'}[${v.$tuple.map((x) => canonicalKey(x, strict)).join(',')}]`;
-  if ('$set' in v) return `{${v.$set.map((x) => canonicalKey(x, strict)).sort().join(',')}}`;
+  if ('$set' in v)
+    return `{${v.$set
+      .map((x) => canonicalKey(x, strict))
+      .sort()
+      .join(',')}}`;
   if ('$dict' in v) {
-    return `d{${v.$dict.map(([k, x]) => `${canonicalKey(k, strict)}:${canonicalKey(x, strict)}`).sort().join(',')}}`;
+    return `d{${v.$dict
+      .map(([k, x]) => `${canonicalKey(k, strict)}:${canonicalKey(x, strict)}`)
+      .sort()
+      .join(',')}}`;
   }
   // Opaque values are unique: no other value's key can match.
   return `o${Math.random()}`;

@@ -104,7 +104,9 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
     return {
       label: `program ${programHash.slice(0, 12)} of ${requestId}`,
       run: async () => {
-        const commit = await runtime.runWorkOf('executor', `${requestId}/${programHash}`, () => executePrograms(request, ctx.env, cache(), new Set([programHash])));
+        const commit = await runtime.runWorkOf('executor', `${requestId}/${programHash}`, () =>
+          executePrograms(request, ctx.env, cache(), new Set([programHash])),
+        );
         return ctx.log.append(commit.stream, commit.events, commit.options);
       },
     };

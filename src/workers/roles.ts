@@ -26,7 +26,10 @@ export function parseRole(role: string): WorkerRole {
 export function parseWorkerCounts(spec: string): Record<WorkerRole, number> {
   const counts = Object.fromEntries(WORKER_ROLES.map((r) => [r, 1])) as Record<WorkerRole, number>;
   const seen = new Set<string>();
-  for (const part of spec.split(',').map((s) => s.trim()).filter((s) => s.length > 0)) {
+  for (const part of spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)) {
     const m = /^([a-z]+)=(\d+)$/.exec(part);
     if (!m) throw new WorkerUsageError(`--workers "${spec}": "${part}" is not role=count (e.g. executor=2,judge=1)`);
     const role = WorkerRole.safeParse(m[1]);

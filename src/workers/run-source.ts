@@ -30,7 +30,12 @@ export async function runStartedOf(log: EventLog, runId: string): Promise<{ conf
 }
 
 /** `cacheDir`: where built catalogs are cached (default the config's dir/.cache, as `run`). */
-export async function loadRunFromLog(log: EventLog, runId: string, sandbox: Sandbox, opts: { cacheDir?: string | null; dir?: string } = {}): Promise<RunFromLog> {
+export async function loadRunFromLog(
+  log: EventLog,
+  runId: string,
+  sandbox: Sandbox,
+  opts: { cacheDir?: string | null; dir?: string } = {},
+): Promise<RunFromLog> {
   const started = await runStartedOf(log, runId);
   if (!started) throw new RunNotFoundError(runId, log.location);
   const { config, data } = started;
@@ -39,14 +44,19 @@ export async function loadRunFromLog(log: EventLog, runId: string, sandbox: Sand
   const problems = [...texts.values()].map((t) => Problem.parse(JSON.parse(t)));
   const dir = opts.dir ?? path.join(config.dir, runId);
   // The catalog the run recorded, read by hash (the local cache or a build only for runs that recorded none).
-  const prepared = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, { blobs: log.blobs, hash: data.catalogHash ?? null });
+  const prepared = await prepareRun(config, opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir, sandbox, dir, {
+    blobs: log.blobs,
+    hash: data.catalogHash ?? null,
+  });
   // The recorded problems are the run's; the local derivation must agree with them, or the
   // catalog this process built belongs to another dataset.
   const local = new Map(prepared.problems.map((p) => [p.id, canonicalJson(p)]));
   for (const [id, text] of texts) {
     if (local.get(id) !== text) {
       await prepared.backend.close?.();
-      throw new WorkerError(`problem ${id} recorded in run ${runId} differs from the one this crucible derives from the bundled set; run the worker with the crucible version that started the run`);
+      throw new WorkerError(
+        `problem ${id} recorded in run ${runId} differs from the one this crucible derives from the bundled set; run the worker with the crucible version that started the run`,
+      );
     }
   }
   const env = new RunEnv({ runId, config, blobs: log.blobs, sandbox, backend: prepared.backend, problems });

@@ -8,7 +8,17 @@ import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openRunLog } from '../events/open-log.js';
 import { roleCredentialsFile } from '../events/jetstream/nats-roles.js';
-import { LOG_POINTER_FILE, SNAPSHOTS_FILE, openRunViews, recordRunStart, startedRun, runIdOf, sandboxOptions, type RunOutcome, type RunProgress } from '../actors/run.js';
+import {
+  LOG_POINTER_FILE,
+  SNAPSHOTS_FILE,
+  openRunViews,
+  recordRunStart,
+  startedRun,
+  runIdOf,
+  sandboxOptions,
+  type RunOutcome,
+  type RunProgress,
+} from '../actors/run.js';
 import { prepareRun } from '../actors/sources.js';
 import { createSandbox } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';

@@ -73,5 +73,13 @@ export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts:
     };
   };
 
-  await runTaskLoop(ctx, { queue, body: TaskBody, bodyShape: '{key, at}', ackWaitMs: opts.ackWaitMs, step, afterFold: publishPending, open: () => [...published.values()] });
+  await runTaskLoop(ctx, {
+    queue,
+    body: TaskBody,
+    bodyShape: '{key, at}',
+    ackWaitMs: opts.ackWaitMs,
+    step,
+    afterFold: publishPending,
+    open: () => [...published.values()],
+  });
 }

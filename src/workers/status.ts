@@ -59,12 +59,20 @@ async function bounded<T>(what: string, ms: number, unreachable: string[], fn: (
   }
 }
 
-export async function runStatus(location: string, runId: string, opts: { credsFile?: string; staleAfterMs?: number; partMs?: number } = {}): Promise<RunStatus> {
+export async function runStatus(
+  location: string,
+  runId: string,
+  opts: { credsFile?: string; staleAfterMs?: number; partMs?: number } = {},
+): Promise<RunStatus> {
   const partMs = opts.partMs ?? STATUS_PART_MS;
   let log;
   // Calls are retried for the status's time only, not the workers' minute; a connection that
   // does not come is given up just after the status has said so.
-  const opening = openRunLog(location, runId, { create: false, jetstream: { retryForMs: partMs, connectTimeoutMs: partMs + 500 }, ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}) });
+  const opening = openRunLog(location, runId, {
+    create: false,
+    jetstream: { retryForMs: partMs, connectTimeoutMs: partMs + 500 },
+    ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
+  });
   try {
     const none: string[] = [];
     log = await bounded(`the log at ${location}`, partMs, none, () => opening);
@@ -84,20 +92,22 @@ export async function runStatus(location: string, runId: string, opts: { credsFi
     const part = <T>(what: string, fn: () => Promise<T>) => bounded(what, partMs, unreachable, fn);
     const board = part('the worker board', () => WorkerBoard.open(jlog));
     const [started, completed, head, queueDepths, leaseHolders, beats] = await Promise.all([
-      part('the run\'s start', async () => {
+      part("the run's start", async () => {
         for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunStarted'] })) return { found: true };
         return { found: false };
       }),
-      part('the run\'s end', async () => {
+      part("the run's end", async () => {
         for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunCompleted'] })) return true;
         return false;
       }),
-      part('the log\'s head', async () => seqOf(await jlog.head())),
+      part("the log's head", async () => seqOf(await jlog.head())),
       Promise.all(TASK_QUEUES.map((name) => part(`queue ${name}`, () => JetStreamTaskQueue.depthOf(jlog, name)))),
       Promise.all(
-        WORKER_ROLES.filter((role) => !SHARED_ROLES.has(role)).map(async (role) => [role, await part(`the ${role} lease`, async () => ({ holder: await (await board)!.holderOf(leaseNameOf(role)) }))] as const),
+        WORKER_ROLES.filter((role) => !SHARED_ROLES.has(role)).map(
+          async (role) => [role, await part(`the ${role} lease`, async () => ({ holder: await (await board)!.holderOf(leaseNameOf(role)) }))] as const,
+        ),
       ),
-      part('the workers\' heartbeats', async () => (await board)!.heartbeats()),
+      part("the workers' heartbeats", async () => (await board)!.heartbeats()),
     ]);
     if (started !== null && !started.found) throw new RunNotFoundError(runId, location);
     const queues: Record<string, TaskQueueDepth | null> = {};

@@ -79,7 +79,18 @@ export class WorkerSupervisor {
   }
 
   #spawn(role: WorkerRole, slot: number): void {
-    const args = [CRUCIBLE_BIN, 'worker', '--role', role, '--log', this.#opts.location, '--run', this.#opts.runId, ...(this.#opts.args ?? []), ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : [])];
+    const args = [
+      CRUCIBLE_BIN,
+      'worker',
+      '--role',
+      role,
+      '--log',
+      this.#opts.location,
+      '--run',
+      this.#opts.runId,
+      ...(this.#opts.args ?? []),
+      ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : []),
+    ];
     const options: SpawnOptions = { stdio: ['ignore', 'ignore', 'pipe'] };
     const child = this.#opts.launch ? this.#opts.launch({ role, slot }, process.execPath, args, options) : spawn(process.execPath, args, options);
     if (child.stderr) {

@@ -178,7 +178,11 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
       for (const t of tasks) await handle(t);
     }
   });
-  const lost = new LostTasks(loop as TaskLoop<unknown>, (line) => ctx.say(line), () => left.size);
+  const lost = new LostTasks(
+    loop as TaskLoop<unknown>,
+    (line) => ctx.say(line),
+    () => left.size,
+  );
   const folding = (async () => {
     while (!done()) {
       await ctx.fold();

@@ -3,8 +3,7 @@
  * only a signal (the worker then folds what is new), so an idle worker waits instead of polling
  * or exiting. Other signals (an effect finished) share it.
  */
-import type { EventLog, Position } from '../events/log.js';
-import type { Subscription } from '../events/log.js';
+import type { EventLog, Position, Subscription } from '../events/log.js';
 
 export class Wake {
   #pending = false;

@@ -110,13 +110,16 @@ async function openWorkerLog(location: string, runId: string, credsFile: string 
 function checkDeclaredRole(role: WorkerRole, credsFile: string): void {
   const held = readCredentials(credsFile).role;
   if (held !== role && held !== 'admin') {
-    throw new WorkerUsageError(`--creds ${credsFile}: credentials of role ${held}, not ${role}: a ${role} worker needs ${role}.creds.json (or admin.creds.json) from \`crucible nats up\``);
+    throw new WorkerUsageError(
+      `--creds ${credsFile}: credentials of role ${held}, not ${role}: a ${role} worker needs ${role}.creds.json (or admin.creds.json) from \`crucible nats up\``,
+    );
   }
 }
 
 export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   if (!isNatsLocation(opts.location)) throw new WorkerUsageError(`--log ${opts.location}: workers share a JetStream log: expected nats://host:port`);
-  if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1)) throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
+  if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1))
+    throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
   const say = opts.say ?? (() => {});
   const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   if (opts.credsFile !== undefined) checkDeclaredRole(opts.role, opts.credsFile);
@@ -142,7 +145,9 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       ...(table ? { snapshots: { table, every: opts.snapshots!.every } } : {}),
       onRestart: (r) => {
         if (r.refused) say(r.refused.message);
-        say(`${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`);
+        say(
+          `${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`,
+        );
       },
     });
     await runtime.start();
@@ -150,7 +155,19 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     const startedAt = Date.now();
     const heartbeat = async () => {
       await board
-        .beat({ workerId, role: opts.role, pid: process.pid, host: os.hostname(), state: figures.state, folded: seqOf(runtime.position), running: figures.running, pending: Math.max(0, figures.pending), done: figures.written, startedAt, at: Date.now() })
+        .beat({
+          workerId,
+          role: opts.role,
+          pid: process.pid,
+          host: os.hostname(),
+          state: figures.state,
+          folded: seqOf(runtime.position),
+          running: figures.running,
+          pending: Math.max(0, figures.pending),
+          done: figures.written,
+          startedAt,
+          at: Date.now(),
+        })
         .catch(() => undefined);
     };
     await heartbeat();
@@ -169,9 +186,10 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       completion,
       concurrency: opts.concurrency ?? (opts.role === 'executor' ? 2 * (run.config.executor.workers ?? defaultWorkers()) : isSamplerRole(opts.role) ? 2 : 1),
       figures,
-      fold: () => (folding = folding.then(async () => {
-        await runtime.foldNew();
-      })),
+      fold: () =>
+        (folding = folding.then(async () => {
+          await runtime.foldNew();
+        })),
       stopped: () => opts.signal?.aborted ?? false,
       say,
     };

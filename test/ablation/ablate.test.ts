@@ -60,7 +60,10 @@ interface RewardRow {
 function rewardsOf(file: string, role: 'code' | 'test'): Map<string, RewardRow> {
   const db = new Database(file, { readonly: true });
   try {
-    const rows = db.prepare('SELECT sample_id, role, round, problem_id, reward, components FROM rewards WHERE role = ?').all(role) as (Omit<RewardRow, 'components'> & { components: string })[];
+    const rows = db.prepare('SELECT sample_id, role, round, problem_id, reward, components FROM rewards WHERE role = ?').all(role) as (Omit<
+      RewardRow,
+      'components'
+    > & { components: string })[];
     return new Map(rows.map((r) => [r.sample_id, { ...r, components: JSON.parse(r.components) as Record<string, number> }]));
   } finally {
     db.close();
@@ -70,7 +73,9 @@ function rewardsOf(file: string, role: 'code' | 'test'): Map<string, RewardRow> 
 /** sha256 of the run's log files (the log and its WAL), by name. */
 function fileDigests(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of readdirSync(dir).filter((n) => n.startsWith('log.db')).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((n) => n.startsWith('log.db'))
+    .sort()) {
     const file = path.join(dir, name);
     if (statSync(file).isFile()) out[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
   }
@@ -133,7 +138,8 @@ describe('crucible ablate', () => {
     // answer selection counting only the Mistake Book tallies beside the three's scores.
     expect(first.shared).toEqual([['same', 'a0', 'a1']]);
     expect(first.derivedSelection).toEqual([{ name: 'nobook', from: 'same' }]);
-    for (const name of ['answer-selection', 'mistake-book']) expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
+    for (const name of ['answer-selection', 'mistake-book'])
+      expect(answered(first.variants.find((v) => v.name === 'a1')).hashes![name]).toBe(same.hashes![name]);
   });
 
   it('each variant file is whole under its own name when the call returns, in WAL mode, and nothing temporary is left', () => {
@@ -141,7 +147,11 @@ describe('crucible ablate', () => {
     const files = first.variants.map((v) => path.basename(answered(v).file)).sort();
     // Beside each file, the settings it was built from (what `ablate --list` shows).
     expect(readdirSync(path.join(root, 'ablations')).sort()).toEqual([...files, ...files.map((f) => f.replace(/\.db$/, '.json'))].sort());
-    const settings = JSON.parse(readFileSync(answered(first.variants[1]).file.replace(/\.db$/, '.json'), 'utf8')) as { name: string; overrides: unknown; sameAsRecorded: boolean };
+    const settings = JSON.parse(readFileSync(answered(first.variants[1]).file.replace(/\.db$/, '.json'), 'utf8')) as {
+      name: string;
+      overrides: unknown;
+      sameAsRecorded: boolean;
+    };
     expect(settings).toMatchObject({ name: 'a0', overrides: [{ key: 'rewards.alpha', value: 0 }], sameAsRecorded: false });
     for (const v of first.variants) {
       // Built with the journal in memory, then put back in WAL mode: opening it as a read model changes nothing.
@@ -219,7 +229,9 @@ describe('crucible ablate', () => {
     const scores = (file: string) => {
       const db = new Database(file, { readonly: true });
       try {
-        return (db.prepare('SELECT scores FROM answer_selection ORDER BY round, problem_id').all() as { scores: string }[]).map((r) => JSON.parse(r.scores) as { generated: unknown; heldOut: unknown; book: { run: number } }[]);
+        return (db.prepare('SELECT scores FROM answer_selection ORDER BY round, problem_id').all() as { scores: string }[]).map(
+          (r) => JSON.parse(r.scores) as { generated: unknown; heldOut: unknown; book: { run: number } }[],
+        );
       } finally {
         db.close();
       }
@@ -238,7 +250,8 @@ describe('crucible ablate', () => {
     const problems = new Map<string, Problem>();
     let started: EventEnvelope | null = null;
     for await (const e of log.read({ limit: 1 }, { runId: outcome.runId, types: ['RunStarted'] })) started = e;
-    for (const ref of (started!.data as EventData<'RunStarted'>).problems) problems.set(ref.problemId, Problem.parse(JSON.parse(await log.blobs.getText(ref.problemHash))));
+    for (const ref of (started!.data as EventData<'RunStarted'>).problems)
+      problems.set(ref.problemId, Problem.parse(JSON.parse(await log.blobs.getText(ref.problemHash))));
     const judge = new RecordedJudge();
     const verdictTypes = new Set<string>(VERDICT_EVENT_TYPES);
     const judged = new Set<string>();
@@ -253,7 +266,13 @@ describe('crucible ablate', () => {
         const p = judge.open(`${d.round}/${d.problemId}`);
         const answers = new RecordedAnswers(verdicts);
         const state = verdicts;
-        const args = { blobs: log.blobs, problem: problems.get(p.problemId)!, round: p, verdicts: (id: string) => answers.of(id), load: (h: string) => loadOf(state, p.problemId, h) };
+        const args = {
+          blobs: log.blobs,
+          problem: problems.get(p.problemId)!,
+          round: p,
+          verdicts: (id: string) => answers.of(id),
+          load: (h: string) => loadOf(state, p.problemId, h),
+        };
         const recorded = await codeA1Basis(args);
         const derived = recorded.withoutReplays();
         const scratch = await codeA1Basis({
@@ -291,7 +310,11 @@ describe('crucible ablate', () => {
     const readAdvantages = (file: string) => {
       const db = new Database(file, { readonly: true });
       try {
-        return db.prepare("SELECT sample_id, reward, advantage FROM rewards WHERE role = 'code' ORDER BY sample_id").all() as { sample_id: string; reward: number; advantage: number }[];
+        return db.prepare("SELECT sample_id, reward, advantage FROM rewards WHERE role = 'code' ORDER BY sample_id").all() as {
+          sample_id: string;
+          reward: number;
+          advantage: number;
+        }[];
       } finally {
         db.close();
       }
@@ -305,7 +328,11 @@ describe('crucible ablate', () => {
   it('a second call is answered from the variant files without reading the log', async () => {
     const files = first.variants.map((v) => answered(v).file);
     const before = files.map((f) => statSync(f).mtimeMs);
-    const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')] });
+    const again = await ablate({
+      log,
+      dir: path.join(root, 'ablations'),
+      variants: [spec('same:'), spec('a0:rewards.alpha=0'), spec('a1:rewards.alpha=1'), spec('nobook:mistakeBook.enabled=false')],
+    });
     expect(again.eventsRead).toBe(0);
     expect(again.variants.map((v) => answered(v).fromStore)).toEqual([true, true, true, true]);
     // State hashes only when asked for (they read every row).
@@ -313,7 +340,13 @@ describe('crucible ablate', () => {
     expect(again.variants.map((v) => answered(v).rows)).toEqual(first.variants.map((v) => answered(v).rows));
     expect(files.map((f) => statSync(f).mtimeMs)).toEqual(before);
     // Projected on two threads: the same read models.
-    const threaded = await ablate({ log, dir: path.join(root, 'ablations-threads'), variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')], threads: 2, hashes: true });
+    const threaded = await ablate({
+      log,
+      dir: path.join(root, 'ablations-threads'),
+      variants: [spec('a0:rewards.alpha=0'), spec('nobook:mistakeBook.enabled=false')],
+      threads: 2,
+      hashes: true,
+    });
     expect(threaded.variants.map((v) => answered(v).hashes)).toEqual([answered(first.variants[1]).hashes, answered(first.variants[3]).hashes]);
     // What variants share when judged together (the recorded judgement basis, the Mistake Book
     // plan and updates of equal Mistake Book settings) leaves each one as it is alone.
@@ -322,7 +355,12 @@ describe('crucible ablate', () => {
       expect(answered(alone.variants[0]).hashes).toEqual(answered(first.variants[i === 0 ? 0 : 2]).hashes);
     }
     // Another stop position is another file.
-    const early = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('a0:rewards.alpha=0')], to: (await positionAfterRound(log, undefined, 3))! });
+    const early = await ablate({
+      log,
+      dir: path.join(root, 'ablations'),
+      variants: [spec('a0:rewards.alpha=0')],
+      to: (await positionAfterRound(log, undefined, 3))!,
+    });
     expect(answered(early.variants[0]).fromStore).toBe(false);
     expect(answered(early.variants[0]).file).not.toBe(answered(first.variants[1]).file);
   });
@@ -347,7 +385,11 @@ describe('crucible ablate', () => {
 
   it('refuses, mid-way and alone, a variant whose Mistake Book replays tests on programs that never ran them', async () => {
     const bb = await blackbox();
-    const result = await ablate({ log: bb.log, dir: path.join(root, 'ablations-bb'), variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')] });
+    const result = await ablate({
+      log: bb.log,
+      dir: path.join(root, 'ablations-bb'),
+      variants: [spec('wide:mistakeBook.replay=64,mistakeBook.cap=null'), spec('narrow:mistakeBook.replay=1')],
+    });
     const [wide, narrow] = result.variants;
     expect(wide?.status).toBe('refused');
     if (wide?.status !== 'refused') return;
@@ -360,7 +402,7 @@ describe('crucible ablate', () => {
     expect(answered(narrow).log).toBeNull();
   }, 300_000);
 
-  it('--execute runs the missing executions in a real sandbox into the variant\'s own log, never the run\'s', async () => {
+  it("--execute runs the missing executions in a real sandbox into the variant's own log, never the run's", async () => {
     const bb = await blackbox();
     const logFile = path.join(bb.outcome.dir, 'log.db');
     const before = fileDigests(bb.outcome.dir);
@@ -429,19 +471,27 @@ describe('crucible ablate', () => {
     expect(refused.out).toMatch(/wide: REFUSED \(mistakeBook\.replay, mistakeBook\.cap\): needs \d+ verdict/);
     const ran = await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--execute']);
     expect(ran.code).toBe(0);
-    expect(ran.out).toMatch(new RegExp(`wide: mistakeBook\\.replay=64, mistakeBook\\.cap=null \\(written to \\S+\\.db; ${wide!.executed} new executions in \\S+\\.log\\.db\\)`));
-    const json = JSON.parse((await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--json'])).out) as { variants: { fromStore: boolean; executed: number; log: string; hashes: Record<string, string> }[] };
+    expect(ran.out).toMatch(
+      new RegExp(`wide: mistakeBook\\.replay=64, mistakeBook\\.cap=null \\(written to \\S+\\.db; ${wide!.executed} new executions in \\S+\\.log\\.db\\)`),
+    );
+    const json = JSON.parse((await runCli(['ablate', cliDir, '--variant', 'wide:mistakeBook.replay=64,mistakeBook.cap=null', '--json'])).out) as {
+      variants: { fromStore: boolean; executed: number; log: string; hashes: Record<string, string> }[];
+    };
     expect(json.variants[0]).toMatchObject({ fromStore: true, executed: 0, hashes: wide!.hashes });
     expect(json.variants[0]!.log.startsWith(path.join(cliDir, 'ablations'))).toBe(true);
   }, 300_000);
 
   it('the command prints the round tables side by side, and a refusal as one line with exit status 2', async () => {
-    const out = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'a0:rewards.alpha=0', '--round', '2'], { cwd: repo });
+    const out = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'a0:rewards.alpha=0', '--round', '2'], {
+      cwd: repo,
+    });
     const lines = out.stdout.split('\n');
     expect(lines.some((l) => /^\s+1\s+recorded\s/.test(l))).toBe(true);
     expect(lines.some((l) => /^\s+2\s+a0\s/.test(l))).toBe(true);
     expect(lines.some((l) => /^\s+3\s/.test(l))).toBe(false);
-    const refused = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'w:sampling.whiteBox=false'], { cwd: repo }).catch((e: { code: number; stderr: string }) => e);
+    const refused = await run(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', outcome.dir, '--variant', 'w:sampling.whiteBox=false'], {
+      cwd: repo,
+    }).catch((e: { code: number; stderr: string }) => e);
     expect((refused as { code: number }).code).toBe(2);
     expect((refused as { stderr: string }).stderr).toMatch(/variant w: sampling\.whiteBox: cannot be answered from the log/);
   }, 60_000);
@@ -458,7 +508,11 @@ describe('ablation housekeeping', () => {
   const temporaries = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((f) => /\.(tmp|shared)-\d+/.test(f)) : []);
 
   it("answers a variant from the file of equal settings whatever the variant's name", async () => {
-    const again = await ablate({ log, dir: path.join(root, 'ablations'), variants: [spec('zero:rewards.alpha=0'), spec('half:rewards.alpha=0.5'), spec('other:rewards.alpha=0')] });
+    const again = await ablate({
+      log,
+      dir: path.join(root, 'ablations'),
+      variants: [spec('zero:rewards.alpha=0'), spec('half:rewards.alpha=0.5'), spec('other:rewards.alpha=0')],
+    });
     const [zero, half, other] = again.variants.map(answered);
     expect(again.eventsRead).toBe(0);
     expect(zero).toMatchObject({ fromStore: true, file: answered(first.variants[1]).file, rows: answered(first.variants[1]).rows });
@@ -468,7 +522,7 @@ describe('ablation housekeeping', () => {
     expect(other!.file).toBe(zero!.file);
   });
 
-  it('the command shows only the columns a variant changed, with deltas, and says when the settings equal the run\'s', async () => {
+  it("the command shows only the columns a variant changed, with deltas, and says when the settings equal the run's", async () => {
     const out = await runCli(['ablate', outcome.dir, '--variant', 'same:', '--variant', 'a0:rewards.alpha=0']);
     expect(out.code).toBe(0);
     expect(out.out).toMatch(/^ {2}same: the recorded settings \(equal to the run's\) \((answered from|written to) /m);
@@ -517,8 +571,18 @@ describe('ablation housekeeping', () => {
     const dir = copyRun('housekeeping-interrupt');
     const ablations = path.join(dir, 'ablations');
     mkdirSync(ablations);
-    const variants = ['same:', 'a0:rewards.alpha=0', 'a1:rewards.alpha=1', 'a2:rewards.alpha=0.2', 'nobook:mistakeBook.enabled=false', 'r1:mistakeBook.replay=1'];
-    const child = spawn(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', dir, ...variants.flatMap((v) => ['--variant', v])], { cwd: repo, stdio: 'ignore' });
+    const variants = [
+      'same:',
+      'a0:rewards.alpha=0',
+      'a1:rewards.alpha=1',
+      'a2:rewards.alpha=0.2',
+      'nobook:mistakeBook.enabled=false',
+      'r1:mistakeBook.replay=1',
+    ];
+    const child = spawn(process.execPath, [path.join(repo, 'bin/crucible.js'), 'ablate', dir, ...variants.flatMap((v) => ['--variant', v])], {
+      cwd: repo,
+      stdio: 'ignore',
+    });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     // Interrupted as soon as its first temporary file appears.
     let seen = false;

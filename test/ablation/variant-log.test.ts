@@ -10,7 +10,19 @@ import { AblationError } from '../../src/ablation/errors.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 
 const event = (position: number): EventEnvelope =>
-  ({ id: `e${position}`, type: 'RoundStarted', v: 1, runId: 'r', stream: 'conductor', position, commitId: `c${position}`, causationId: null, correlationId: null, at: new Date(0).toISOString(), data: { round: 1 } }) as unknown as EventEnvelope;
+  ({
+    id: `e${position}`,
+    type: 'RoundStarted',
+    v: 1,
+    runId: 'r',
+    stream: 'conductor',
+    position,
+    commitId: `c${position}`,
+    causationId: null,
+    correlationId: null,
+    at: new Date(0).toISOString(),
+    data: { round: 1 },
+  }) as unknown as EventEnvelope;
 
 describe('variant positions', () => {
   it('order the events a variant writes by recorded event, then by its own count', () => {

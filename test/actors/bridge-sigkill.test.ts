@@ -35,7 +35,9 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
     const problems = loadDemoProblems();
     server = await StandInOpenAIServer.start(({ prompt, n }) => {
       const p = problems.find((q) => prompt.includes(q.statement.trim()))!;
-      return Array.from({ length: n }, (_, i) => (prompt.startsWith('Solve') ? `\`\`\`python\n${i % 2 ? p.solutions[0] : p.incorrectSolutions[i % 4]}\`\`\`` : 'assert f(1) == 1'));
+      return Array.from({ length: n }, (_, i) =>
+        prompt.startsWith('Solve') ? `\`\`\`python\n${i % 2 ? p.solutions[0] : p.incorrectSolutions[i % 4]}\`\`\`` : 'assert f(1) == 1',
+      );
     });
     const base = smallConfig(root);
     const openai = { baseUrl: server.baseUrl, model: 'toy-policy', maxTokens: 64, concurrency: 1, timeoutMs: 30_000, retry: { attempts: 2, baseDelayMs: 10 } };
@@ -47,7 +49,16 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
       sampling: { problemsPerRound: 1, groupSize: 4, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
       policies: { code: { backend: 'openai', lr: 0.01, mutants: 0, openai }, test: { backend: 'openai', lr: 0.01, openai } },
       // One row per micro-batch: the step reports progress after each, before its optimizer step.
-      learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', microBatchSize: 1, config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 1024 }, retry: { attempts: 3, baseDelayMs: 10 } } },
+      learner: {
+        bridge: {
+          backend: 'toy',
+          seed: 0,
+          device: 'cpu',
+          microBatchSize: 1,
+          config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 1024 },
+          retry: { attempts: 3, baseDelayMs: 10 },
+        },
+      },
     });
     const steps = new Set<string>();
     outcome = await runExperiment({
@@ -81,7 +92,7 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
     expect(outcome.finished).toBe(true);
   });
 
-  it('the kill is one retryable failure of round 2\'s code batch, retried under the same batch id', () => {
+  it("the kill is one retryable failure of round 2's code batch, retried under the same batch id", () => {
     const failed = ofType('TrainingStepFailed') as { batchId: string; role: string; retryable: boolean; error: string }[];
     expect(failed).toHaveLength(1);
     expect(failed[0]).toMatchObject({ batchId: `${outcome.runId}/round/2/code`, role: 'code', retryable: true });
@@ -90,14 +101,24 @@ describe.skipIf(missing !== null)(`a bridge SIGKILLed mid-step inside a run${mis
 
   it('no step lost or doubled: one completed step per batch id, versions consecutive per role', () => {
     const formed = (ofType('TrainingBatchFormed') as { batchId: string }[]).map((b) => b.batchId);
-    const steps = ofType('TrainingStepCompleted') as { batchId: string; role: string; fromVersion: number; toVersion: number; metrics: Record<string, number> }[];
+    const steps = ofType('TrainingStepCompleted') as {
+      batchId: string;
+      role: string;
+      fromVersion: number;
+      toVersion: number;
+      metrics: Record<string, number>;
+    }[];
     const ids = steps.map((s) => s.batchId);
     expect(ids).toEqual(formed);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids).toEqual([1, 2, 3].flatMap((r) => ['code', 'test'].map((role) => `${outcome.runId}/round/${r}/${role}`)));
     for (const role of ['code', 'test']) {
       const mine = steps.filter((s) => s.role === role);
-      expect(mine.map((s) => [s.fromVersion, s.toVersion])).toEqual([[0, 1], [1, 2], [2, 3]]);
+      expect(mine.map((s) => [s.fromVersion, s.toVersion])).toEqual([
+        [0, 1],
+        [1, 2],
+        [2, 3],
+      ]);
       // Applied once: the bridge that finished the step had not seen the batch before.
       for (const s of mine) expect(s.metrics.duplicate).toBe(0);
     }

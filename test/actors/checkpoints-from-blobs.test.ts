@@ -42,7 +42,9 @@ describe.skipIf(missing !== null)(`checkpoints read back from the log's blob sto
     let reader = null as Awaited<ReturnType<typeof openSqliteLog>> | null;
     let published = false;
     const stopped = await runExperiment({
-      config, dir, cacheDir: catalogCache(),
+      config,
+      dir,
+      cacheDir: catalogCache(),
       onStep: async () => {
         reader ??= await openSqliteLog(path.join(dir, 'log.db'), { create: false });
         const v1 = new Set<string>();
@@ -64,7 +66,8 @@ describe.skipIf(missing !== null)(`checkpoints read back from the log's blob sto
     const done = await runExperiment({ config, dir, cacheDir: catalogCache() });
     expect(done.finished).toBe(true);
     const events = await recordedEvents(dir);
-    const of = <T extends 'TrainingStepCompleted' | 'TrainingStepFailed' | 'PolicyVersionPublished' | 'ModelSampled'>(t: T) => events.filter((e) => e.type === t).map((e) => e.data as EventData<T>);
+    const of = <T extends 'TrainingStepCompleted' | 'TrainingStepFailed' | 'PolicyVersionPublished' | 'ModelSampled'>(t: T) =>
+      events.filter((e) => e.type === t).map((e) => e.data as EventData<T>);
     expect(of('TrainingStepFailed')).toEqual([]);
     expect(of('TrainingStepCompleted').map((s) => `${s.role}:${s.fromVersion}->${s.toVersion}`)).toEqual(['code:0->1', 'test:0->1', 'code:1->2', 'test:1->2']);
     // Round 2 sampled version 1, served from the copy put together from the blob store.

@@ -74,7 +74,12 @@ describe('determinism (b)(c): arrival order changes nothing but the order', () =
   ];
   for (const { name, reorder } of perturbations) {
     it(`${name}: the same commits by commit id, the same round table`, async () => {
-      const run = await runExperiment({ config: twoProblemConfig(root), dir: path.join(root, `reorder-${reorder.seed}`), cacheDir: cacheDir(), scheduler: new ShuffledScheduler(reorder) });
+      const run = await runExperiment({
+        config: twoProblemConfig(root),
+        dir: path.join(root, `reorder-${reorder.seed}`),
+        cacheDir: cacheDir(),
+        scheduler: new ShuffledScheduler(reorder),
+      });
       expect(run.finished).toBe(true);
       expect(run.runId).toBe(baseline.runId);
       const fixed = await commitsOf(baseline.dir);
@@ -93,7 +98,10 @@ describe('determinism (b)(c) for other settings', () => {
   // White-box suites (one per solution) and Code-A1's TOPVAR selection, whose ties follow the
   // order of the suites; and TCS, whose rolling buffer keeps suites across rounds.
   const settings = [
-    { name: 'white-box with TOPVAR selection', overrides: { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } } },
+    {
+      name: 'white-box with TOPVAR selection',
+      overrides: { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 2, suiteSize: 4, whiteBox: true }, selection: { testSamples: 'topvar' } },
+    },
     { name: 'TCS', overrides: { method: 'tcs', rounds: 3 } },
   ];
   for (const { name, overrides } of settings) {
@@ -101,7 +109,12 @@ describe('determinism (b)(c) for other settings', () => {
       const config = twoProblemConfig(root, overrides);
       const tag = name.replace(/\W+/g, '-');
       const fixed = await runExperiment({ config, dir: path.join(root, `${tag}-fixed`), cacheDir: cacheDir() });
-      const run = await runExperiment({ config, dir: path.join(root, `${tag}-reorder`), cacheDir: cacheDir(), scheduler: new ShuffledScheduler({ seed: 3, deferChance: 0.4 }) });
+      const run = await runExperiment({
+        config,
+        dir: path.join(root, `${tag}-reorder`),
+        cacheDir: cacheDir(),
+        scheduler: new ShuffledScheduler({ seed: 3, deferChance: 0.4 }),
+      });
       expect(run.finished).toBe(true);
       const a = await commitsOf(fixed.dir);
       const b = await commitsOf(run.dir);

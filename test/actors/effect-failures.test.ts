@@ -76,15 +76,24 @@ describe('the retry schedule', () => {
 describe('an effect that fails, then succeeds', () => {
   it('the executor: two failed tries recorded as EffectFailed, then the run ends as one without failures', async () => {
     const flaky = new FailingFirstSandbox(sandbox, 2);
-    const run = await runExperiment({ config: twoProblemConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-executor'), cacheDir: cacheDir(), sandbox: flaky, retry: FAST });
+    const run = await runExperiment({
+      config: twoProblemConfig(root, { rounds: 2 }),
+      dir: path.join(root, 'flaky-executor'),
+      cacheDir: cacheDir(),
+      sandbox: flaky,
+      retry: FAST,
+    });
     expect(run.finished).toBe(true);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
     const events = await recordedEvents(run.dir);
-    const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean; error: string });
+    const failed = events
+      .filter((e) => e.type === 'EffectFailed')
+      .map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean; error: string });
     // The two failed sandbox runs, whichever effects met them (effects of a step run together):
     // each effect's tries are numbered from 1, and each was tried again.
     expect(failed).toHaveLength(2);
-    for (const f of failed) expect(f).toMatchObject({ actor: 'executor', willRetry: true, error: expect.stringMatching(/sandbox worker lost \(injected failure [12]\)/) });
+    for (const f of failed)
+      expect(f).toMatchObject({ actor: 'executor', willRetry: true, error: expect.stringMatching(/sandbox worker lost \(injected failure [12]\)/) });
     const byEffect = new Map<string, number[]>();
     for (const f of failed) byEffect.set(f.effectKey, [...(byEffect.get(f.effectKey) ?? []), f.attempt]);
     for (const attempts of byEffect.values()) expect(attempts).toEqual(attempts.map((_, i) => i + 1));
@@ -115,7 +124,14 @@ describe('an effect that fails, then succeeds', () => {
         };
       },
     });
-    const run = await runExperiment({ config: twoProblemConfig(root, { rounds: 2 }), dir: path.join(root, 'flaky-learner'), cacheDir: cacheDir(), sandbox, retry: FAST, testOnlyWrapBackend: wrap });
+    const run = await runExperiment({
+      config: twoProblemConfig(root, { rounds: 2 }),
+      dir: path.join(root, 'flaky-learner'),
+      cacheDir: cacheDir(),
+      sandbox,
+      retry: FAST,
+      testOnlyWrapBackend: wrap,
+    });
     expect(run.finished).toBe(true);
     expect(thrown).toBe(2);
     expect(figures(run.rows)).toEqual(figures(baseline.rows));
@@ -140,14 +156,22 @@ describe('an effect that always fails', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(RunFailedError);
-    expect((error as Error).message).toMatch(/actor executor failed on \S+ 3 times \(the retry limit\); last error: sandbox worker lost \(injected failure \d+\)/);
+    expect((error as Error).message).toMatch(
+      /actor executor failed on \S+ 3 times \(the retry limit\); last error: sandbox worker lost \(injected failure \d+\)/,
+    );
     expect(userFacing(error)).toMatchObject({ exitCode: 1, message: expect.stringMatching(/RunFailed is recorded/) });
     const events = await recordedEvents(dir);
-    const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean });
+    const failed = events
+      .filter((e) => e.type === 'EffectFailed')
+      .map((e) => e.data as { actor: string; effectKey: string; attempt: number; willRetry: boolean });
     // Every executor effect of the step fails on its own; each one's tries are recorded.
     expect(failed.length).toBeGreaterThanOrEqual(3);
     const firstKey = failed[0]!.effectKey;
-    expect(failed.filter((f) => f.effectKey === firstKey).map((f) => [f.attempt, f.willRetry])).toEqual([[1, true], [2, true], [3, false]]);
+    expect(failed.filter((f) => f.effectKey === firstKey).map((f) => [f.attempt, f.willRetry])).toEqual([
+      [1, true],
+      [2, true],
+      [3, false],
+    ]);
     const runFailed = events.filter((e) => e.type === 'RunFailed');
     expect(runFailed).toHaveLength(1);
     expect((runFailed[0]!.data as { reason: string }).reason).toMatch(/actor executor failed/);
@@ -161,7 +185,9 @@ describe('a failure after some outputs were appended', () => {
     context: { todo: [] },
     on: {
       RoundStarted: { actions: assign(({ event }) => ({ todo: (event.envelope.data as { problemIds: string[] }).problemIds })) },
-      ProblemScheduled: { actions: assign(({ context, event }) => ({ todo: context.todo.filter((p) => p !== (event.envelope.data as { problemId: string }).problemId) })) },
+      ProblemScheduled: {
+        actions: assign(({ context, event }) => ({ todo: context.todo.filter((p) => p !== (event.envelope.data as { problemId: string }).problemId) })),
+      },
     },
   });
   const scheduler: ActorDefinition<typeof machine, { key: string }, null> = {
@@ -170,7 +196,11 @@ describe('a failure after some outputs were appended', () => {
     context: z.strictObject({ todo: z.array(z.string()) }),
     pending: (s) => s.context.todo.map((p) => ({ key: p })),
     run: async (effect) => [
-      { type: 'ProblemScheduled', runId: 'r', data: { round: 1, problemId: effect.key, problemHash: 'a'.repeat(64), groupSize: 1, whiteBox: false, codeVersion: 0, testVersion: 0 } },
+      {
+        type: 'ProblemScheduled',
+        runId: 'r',
+        data: { round: 1, problemId: effect.key, problemHash: 'a'.repeat(64), groupSize: 1, whiteBox: false, codeVersion: 0, testVersion: 0 },
+      },
     ],
   };
 
@@ -204,7 +234,9 @@ describe('a failure after some outputs were appended', () => {
     const scheduled = events.filter((e) => e.type === 'ProblemScheduled').map((e) => (e.data as { problemId: string }).problemId);
     expect(scheduled.sort()).toEqual(['p1', 'p2', 'p3']);
     const failed = events.filter((e) => e.type === 'EffectFailed').map((e) => e.data);
-    expect(failed).toEqual([{ actor: 'scheduler', effectKey: 'p2', attempt: 1, willRetry: true, error: 'connection reset before the acknowledgement (injected)' }]);
+    expect(failed).toEqual([
+      { actor: 'scheduler', effectKey: 'p2', attempt: 1, willRetry: true, error: 'connection reset before the acknowledgement (injected)' },
+    ]);
   });
 
   it('when the log refuses every append, the run stops with an error that says RunFailed could not be recorded', async () => {
@@ -213,7 +245,10 @@ describe('a failure after some outputs were appended', () => {
     const refusing: EventLog = new Proxy(log, {
       get(target, prop) {
         if (prop === 'appendCommits') return undefined;
-        if (prop === 'append') return async () => { throw new Error('disk full (injected)'); };
+        if (prop === 'append')
+          return async () => {
+            throw new Error('disk full (injected)');
+          };
         const v = Reflect.get(target, prop, target) as unknown;
         return typeof v === 'function' ? v.bind(target) : v;
       },

@@ -25,7 +25,11 @@ const all = async (log: EventLog): Promise<EventEnvelope[]> => {
   for await (const e of log.read({})) out.push(e);
   return out;
 };
-const started = (runId: string) => ({ type: 'RunStarted' as const, runId, data: { method: 'code-a1', config: {}, configHash: 'a'.repeat(64), seed: 1, crucibleVersion: 't', problems: [], catalogHash: 'b'.repeat(64) } });
+const started = (runId: string) => ({
+  type: 'RunStarted' as const,
+  runId,
+  data: { method: 'code-a1', config: {}, configHash: 'a'.repeat(64), seed: 1, crucibleVersion: 't', problems: [], catalogHash: 'b'.repeat(64) },
+});
 
 beforeAll(() => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-effect-runner-'));
@@ -59,7 +63,7 @@ describe('EffectRunner', () => {
     await log.close();
   });
 
-  it('past the limit records RunFailed once and stops with RunFailedError; an empty output is the actor\'s bug', async () => {
+  it("past the limit records RunFailed once and stops with RunFailedError; an empty output is the actor's bug", async () => {
     const log = await fresh();
     const runner = new EffectRunner(log, 'r2', FAST);
     const failing = (key: string) => ({ actor: 'judge', effect: { key }, env: null, run: async () => Promise.reject(new Error('always')) });
@@ -73,7 +77,7 @@ describe('EffectRunner', () => {
   });
 });
 
-describe('a worker\'s effect (ActorRuntime.runEffect) follows the same policy', () => {
+describe("a worker's effect (ActorRuntime.runEffect) follows the same policy", () => {
   interface Ctx {
     started: boolean;
     done: boolean;

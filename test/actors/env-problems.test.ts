@@ -37,14 +37,23 @@ const problem = (id: string) =>
 
 function runStarted(runId: string, refs: { problemId: string; problemHash: string }[]): EventEnvelope {
   return {
-    id: 'e1', type: 'RunStarted', v: 1, runId, stream: 'conductor', position: asPosition(1), commitId: `${runId}/run-started`,
-    causationId: null, correlationId: null, at: '2026-01-01T00:00:00Z',
+    id: 'e1',
+    type: 'RunStarted',
+    v: 1,
+    runId,
+    stream: 'conductor',
+    position: asPosition(1),
+    commitId: `${runId}/run-started`,
+    causationId: null,
+    correlationId: null,
+    at: '2026-01-01T00:00:00Z',
     data: { method: 'code-a1', config: {}, configHash: 'a'.repeat(64), seed: 1, crucibleVersion: '0.1.0', problems: refs },
   };
 }
 
 /** Neither is used by env.problem: the problems come from the blob store alone. */
-const env = () => new RunEnv({ runId: 'r', config: smallConfig(root), blobs: log.blobs, sandbox: null as unknown as Sandbox, backend: null as unknown as PolicyBackend });
+const env = () =>
+  new RunEnv({ runId: 'r', config: smallConfig(root), blobs: log.blobs, sandbox: null as unknown as Sandbox, backend: null as unknown as PolicyBackend });
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-env-'));
@@ -61,10 +70,12 @@ describe('RunEnv.problem', () => {
     const a = problem('p/a');
     const b = problem('p/b');
     const e = env();
-    e.view.observe(runStarted('r', [
-      { problemId: a.id, problemHash: await log.blobs.put(RunEnv.problemBlob(a)) },
-      { problemId: b.id, problemHash: await log.blobs.put(RunEnv.problemBlob(b)) },
-    ]));
+    e.view.observe(
+      runStarted('r', [
+        { problemId: a.id, problemHash: await log.blobs.put(RunEnv.problemBlob(a)) },
+        { problemId: b.id, problemHash: await log.blobs.put(RunEnv.problemBlob(b)) },
+      ]),
+    );
     expect(await e.problem('p/b')).toEqual(b);
     expect(await e.problem('p/a')).toEqual(a);
     // Another run's RunStarted in the same log names nothing for this one.
@@ -78,11 +89,13 @@ describe('RunEnv.problem', () => {
     const notJson = await log.blobs.put('not json at all');
     const notProblem = await log.blobs.put(JSON.stringify({ id: 'p/x', statement: 3 }));
     const otherProblem = await log.blobs.put(RunEnv.problemBlob(problem('p/y')));
-    e.view.observe(runStarted('r', [
-      { problemId: 'p/j', problemHash: notJson },
-      { problemId: 'p/x', problemHash: notProblem },
-      { problemId: 'p/z', problemHash: otherProblem },
-    ]));
+    e.view.observe(
+      runStarted('r', [
+        { problemId: 'p/j', problemHash: notJson },
+        { problemId: 'p/x', problemHash: notProblem },
+        { problemId: 'p/z', problemHash: otherProblem },
+      ]),
+    );
     await expect(e.problem('p/j')).rejects.toThrow(new RegExp(`problem p/j: its recorded blob ${notJson.slice(0, 12)} is not JSON`));
     await expect(e.problem('p/x')).rejects.toThrow(/problem p\/x: its recorded blob \w+ is not a problem record \(.*statement/);
     await expect(e.problem('p/z')).rejects.toThrow(/problem p\/z: its recorded blob \w+ holds problem p\/y/);
@@ -102,19 +115,45 @@ describe('the catalog a run records', () => {
     }
     expect(built.catalogHash).toMatch(/^[0-9a-f]{64}$/);
     // A sandbox that refuses every run: reading the recorded catalog must not need one.
-    const refusing: Sandbox = { isolation: 'rlimits', run: async () => { throw new Error('no sandbox here'); }, close: async () => {} };
+    const refusing: Sandbox = {
+      isolation: 'rlimits',
+      run: async () => {
+        throw new Error('no sandbox here');
+      },
+      close: async () => {},
+    };
     const read = await prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: built.catalogHash });
     expect(read.catalogHash).toBe(built.catalogHash);
     expect(read.problems).toEqual(built.problems);
     const params = { code: read.backend.initialParams('code'), test: read.backend.initialParams('test') };
-    expect(read.backend.evaluate(params, read.problems.map((p) => p.id), false)).toEqual(built.backend.evaluate(params, built.problems.map((p) => p.id), false));
+    expect(
+      read.backend.evaluate(
+        params,
+        read.problems.map((p) => p.id),
+        false,
+      ),
+    ).toEqual(
+      built.backend.evaluate(
+        params,
+        built.problems.map((p) => p.id),
+        false,
+      ),
+    );
   }, 120_000);
 
   it('refuses a recorded catalog that is not one, or lacks a problem of the run', async () => {
     const config = smallConfig(root, { dataset: { format: 'demo', limit: 2 } });
-    const refusing: Sandbox = { isolation: 'rlimits', run: async () => { throw new Error('no sandbox here'); }, close: async () => {} };
+    const refusing: Sandbox = {
+      isolation: 'rlimits',
+      run: async () => {
+        throw new Error('no sandbox here');
+      },
+      close: async () => {},
+    };
     const notCatalog = await log.blobs.put(JSON.stringify({ programs: 3 }));
-    await expect(prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: notCatalog })).rejects.toThrow(new RegExp(`the catalog recorded in RunStarted \\(blob ${notCatalog.slice(0, 12)}\\) is not a catalog \\(programs`));
+    await expect(prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: notCatalog })).rejects.toThrow(
+      new RegExp(`the catalog recorded in RunStarted \\(blob ${notCatalog.slice(0, 12)}\\) is not a catalog \\(programs`),
+    );
     const empty = await log.blobs.put(canonicalJson({ programs: {}, tests: {}, validTests: {} }));
     await expect(prepareRun(config, null, refusing, root, { blobs: log.blobs, hash: empty })).rejects.toThrow(/has no candidates for problem demo\//);
   });

@@ -16,13 +16,23 @@ const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>) =
   cache.sideSaved();
   return ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
 };
-const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false });
+const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
+  verdict,
+  timeMs,
+  memoryKb: 10,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+});
 
 it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', () => {
   const cache = new ExecutionCache();
   const pairs = [0, 1, 2].map((t) => ({ programId: 'p', programHash: h(1), testId: `t${t}`, testHash: h(100 + t) }));
   cache.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: 'r1', purpose: 'reward', ...requestBody(pairs) }));
-  cache.observe(event('ProgramExecuted', compactResults('r1', h(1), [0, 1, 2], [figures('accepted', 1), figures('sandbox_error', 2), figures('wrong_answer', 3)], 'ran')));
+  cache.observe(
+    event('ProgramExecuted', compactResults('r1', h(1), [0, 1, 2], [figures('accepted', 1), figures('sandbox_error', 2), figures('wrong_answer', 3)], 'ran')),
+  );
   // A later request runs test 0 again (a flaky first run, say): its result answers from now on.
   cache.observe(event('ExecutionRequested', { round: 2, problemId: 'x', requestId: 'r2', purpose: 'reward', ...requestBody([pairs[0]!]) }));
   cache.observe(event('ProgramExecuted', compactResults('r2', h(1), [0], [figures('time_limit', 9)], 'ran')));
@@ -89,7 +99,18 @@ it('once a snapshot saves its rows, the cache holds only what it folded since: m
       const pairs = Array.from({ length: 8 }, (_, t) => ({ programId: `p${p}`, programHash, testId: `t${t}`, testHash: h(1_000_000 + round * 100 + t) }));
       const requestId = `r${round}/${p}`;
       cache.observe(event('ExecutionRequested', { round, problemId: 'x', requestId, purpose: 'reward', ...requestBody(pairs) }));
-      cache.observe(event('ProgramExecuted', compactResults(requestId, programHash, [0, 1, 2, 3, 4, 5, 6, 7], pairs.map((_, t) => figures('accepted', round * 10 + t)), 'ran')));
+      cache.observe(
+        event(
+          'ProgramExecuted',
+          compactResults(
+            requestId,
+            programHash,
+            [0, 1, 2, 3, 4, 5, 6, 7],
+            pairs.map((_, t) => figures('accepted', round * 10 + t)),
+            'ran',
+          ),
+        ),
+      );
     }
     // A snapshot every round: its rows saved, the cache reading them from the table from now on.
     table.save(cache.sideRows());
@@ -138,7 +159,18 @@ it("keeps memory bounded while a problem's reference runs on every new test of t
     if (step > 1) expect(cache.get(ref, testOf(step - 1, 3))).toMatchObject({ timeMs: (step - 1) * 10 + 3 });
     for (const c of [cache, kept]) {
       c.observe(event('ExecutionRequested', { round: step, problemId: 'x', requestId: `r${step}`, purpose: 'oracle', ...requestBody(pairs) }));
-      c.observe(event('ProgramExecuted', compactResults(`r${step}`, ref, pairs.map((_, i) => i), pairs.map((_, t) => figures(t % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t)), 'ran')));
+      c.observe(
+        event(
+          'ProgramExecuted',
+          compactResults(
+            `r${step}`,
+            ref,
+            pairs.map((_, i) => i),
+            pairs.map((_, t) => figures(t % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t)),
+            'ran',
+          ),
+        ),
+      );
     }
     held.push(cache.heldEntries);
     table.save(cache.sideRows());
@@ -149,7 +181,11 @@ it("keeps memory bounded while a problem's reference runs on every new test of t
   // Every result of the reference, its load outcome and its first event.
   expect(kept.heldEntries).toBe(steps * 16 + 1 + 1);
   expect(cache.recorded()).toEqual(kept.recorded());
-  for (const [step, t] of [[1, 0], [7, 3], [steps, 15]] as const) {
+  for (const [step, t] of [
+    [1, 0],
+    [7, 3],
+    [steps, 15],
+  ] as const) {
     expect(cache.get(ref, testOf(step, t))).toEqual(kept.get(ref, testOf(step, t)));
     expect(cache.get(ref, testOf(step, t))).toMatchObject({ verdict: t % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: step * 10 + t });
   }

@@ -24,8 +24,17 @@ function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelop
   const made = makeEvent(type, 'run-1', data);
   position++;
   return {
-    id: `e${position}`, type, v: 1, runId: 'run-1', stream: 'test', position: asPosition(position), commitId: `c${position}`,
-    causationId: null, correlationId: null, at: new Date(0).toISOString(), data: made.data,
+    id: `e${position}`,
+    type,
+    v: 1,
+    runId: 'run-1',
+    stream: 'test',
+    position: asPosition(position),
+    commitId: `c${position}`,
+    causationId: null,
+    correlationId: null,
+    at: new Date(0).toISOString(),
+    data: made.data,
   };
 }
 
@@ -47,7 +56,11 @@ const config = (over: Record<string, unknown> = {}) =>
 
 const runStarted = (over: Record<string, unknown> = {}, problems = ['p1', 'p2']) =>
   ev('RunStarted', {
-    method: 'code-a1', config: config(over), configHash: H('c'), seed: 1, crucibleVersion: '0.1.0',
+    method: 'code-a1',
+    config: config(over),
+    configHash: H('c'),
+    seed: 1,
+    crucibleVersion: '0.1.0',
     problems: problems.map((problemId, i) => ({ problemId, problemHash: H(String(i)) })),
   });
 const published = (role: 'code' | 'test', version: number, round: number) =>
@@ -56,28 +69,57 @@ const scheduled = (round: number, problemId: string, codeVersion = 0, testVersio
   ev('ProblemScheduled', { round, problemId, problemHash: H('1'), groupSize: 1, whiteBox, codeVersion, testVersion });
 const sampledSolution = (round: number, problemId: string, solutionId: string) =>
   ev('SolutionSampled', {
-    round, problemId, solutionId, programHash: H('a'), policy: { role: 'code', name: 'catalog-code', version: 0 },
-    sampling: { seed: 1, index: 0, temperature: null, candidateId: 'ref', contextKey: problemId }, responseHash: null,
+    round,
+    problemId,
+    solutionId,
+    programHash: H('a'),
+    policy: { role: 'code', name: 'catalog-code', version: 0 },
+    sampling: { seed: 1, index: 0, temperature: null, candidateId: 'ref', contextKey: problemId },
+    responseHash: null,
   });
 const sampledSuite = (round: number, problemId: string, solutionId: string, suiteId: string) =>
   ev('TestsSampled', {
-    round, problemId, suiteId, targetSolutionId: solutionId, policy: { role: 'test', name: 'catalog-test', version: 0 },
-    sampling: { seed: 1, index: 0, temperature: null, candidateId: 't:1', contextKey: problemId }, responseHash: null,
-    nonprintableRatio: 0, tests: [{ testId: `${suiteId}/0`, testHash: H('b'), wellFormed: true, reason: null }],
+    round,
+    problemId,
+    suiteId,
+    targetSolutionId: solutionId,
+    policy: { role: 'test', name: 'catalog-test', version: 0 },
+    sampling: { seed: 1, index: 0, temperature: null, candidateId: 't:1', contextKey: problemId },
+    responseHash: null,
+    nonprintableRatio: 0,
+    tests: [{ testId: `${suiteId}/0`, testHash: H('b'), wellFormed: true, reason: null }],
   });
 const requested = (round: number, problemId: string, purpose: 'oracle' | 'reward' | 'heldout' | 'kill', pairs = 1) =>
   ev('ExecutionRequested', {
-    round, problemId, requestId: `${round}/${problemId}/${purpose}`, purpose,
+    round,
+    problemId,
+    requestId: `${round}/${problemId}/${purpose}`,
+    purpose,
     ...requestBody(Array.from({ length: pairs }, (_, i) => ({ programId: `s${i}`, programHash: H('a'), testId: `t${i}`, testHash: H('b') }))),
   });
 const completed = (requestId: string) =>
   ev('ProgramExecuted', {
-    requestId, programHash: H('a'), pairs: [0], verdicts: 'A', timeMs: [1], memoryKb: [1], outputs: {}, exceptions: {}, cached: [], isolated: true, load: 'ran',
+    requestId,
+    programHash: H('a'),
+    pairs: [0],
+    verdicts: 'A',
+    timeMs: [1],
+    memoryKb: [1],
+    outputs: {},
+    exceptions: {},
+    cached: [],
+    isolated: true,
+    load: 'ran',
   });
 const evaluated = (round: number, problemId: string) =>
   ev('ProblemEvaluated', {
-    round, problemId, heldOut: { programs: 1, passed: 1 }, kill: { targets: 1, suites: 2, killed: 1 },
-    tests: { sampled: 2, wellFormed: 2, valid: 2 }, mistakeBook: { size: 0 }, rewards: { code: 1, test: 1 },
+    round,
+    problemId,
+    heldOut: { programs: 1, passed: 1 },
+    kill: { targets: 1, suites: 2, killed: 1 },
+    tests: { sampled: 2, wellFormed: 2, valid: 2 },
+    mistakeBook: { size: 0 },
+    rewards: { code: 1, test: 1 },
   });
 const rewards = (round: number, problemId: string, role: 'code' | 'test') =>
   ev('RewardsAssigned', { round, problemId, role, rewardFn: 'code-a1/v1', items: [{ sampleId: `${problemId}/s0`, reward: 1, advantage: 0, components: {} }] });
@@ -96,7 +138,12 @@ describe('conductor', () => {
   });
 
   it('completes a round only when every problem is judged and both roles are trained on it; the last round ends the run', () => {
-    let s = fold(conductorMachine, [runStarted(), published('code', 0, 0), published('test', 0, 0), ev('RoundStarted', { round: 1, problemIds: ['p1', 'p2'] })]);
+    let s = fold(conductorMachine, [
+      runStarted(),
+      published('code', 0, 0),
+      published('test', 0, 0),
+      ev('RoundStarted', { round: 1, problemIds: ['p1', 'p2'] }),
+    ]);
     expect(conductor.pending(s)).toEqual([]);
     // A repeated evaluation, or one of another round, counts for nothing.
     s = fold(conductorMachine, [evaluated(1, 'p1'), evaluated(1, 'p1'), evaluated(0, 'p2')], s);
@@ -109,7 +156,11 @@ describe('conductor', () => {
     expect(conductor.pending(s)).toEqual([{ key: 'round/1/complete', kind: 'complete-round', round: 1, last: false }]);
     s = fold(conductorMachine, [ev('RoundCompleted', { round: 1 })], s);
     expect(conductor.pending(s)).toEqual([{ key: 'round/2/start', kind: 'start-round', round: 2 }]);
-    s = fold(conductorMachine, [ev('RoundStarted', { round: 2, problemIds: ['p1', 'p2'] }), evaluated(2, 'p1'), evaluated(2, 'p2'), published('code', 2, 2), published('test', 2, 2)], s);
+    s = fold(
+      conductorMachine,
+      [ev('RoundStarted', { round: 2, problemIds: ['p1', 'p2'] }), evaluated(2, 'p1'), evaluated(2, 'p2'), published('code', 2, 2), published('test', 2, 2)],
+      s,
+    );
     expect(conductor.pending(s)).toEqual([{ key: 'round/2/complete', kind: 'complete-round', round: 2, last: true }]);
     s = fold(conductorMachine, [ev('RoundCompleted', { round: 2 }), ev('RunCompleted', { rounds: 2 })], s);
     expect(s.status).toBe('done');
@@ -157,7 +208,10 @@ describe('executor', () => {
     let s = fold(executorMachine, [requested(1, 'p1', 'oracle', 0)]);
     expect(executor.pending(s)).toEqual([]);
     s = fold(executorMachine, [requested(1, 'p1', 'reward', 2), requested(1, 'p1', 'kill', 1)], s);
-    expect(executor.pending(s).map((r) => [r.key, requestSize(r)])).toEqual([['1/p1/reward', 2], ['1/p1/kill', 1]]);
+    expect(executor.pending(s).map((r) => [r.key, requestSize(r)])).toEqual([
+      ['1/p1/reward', 2],
+      ['1/p1/kill', 1],
+    ]);
     s = fold(executorMachine, [completed('1/p1/reward')], s);
     expect(executor.pending(s).map((r) => r.key)).toEqual(['1/p1/kill']);
   });
@@ -173,10 +227,20 @@ describe('judge', () => {
     expect(judgePending(s)).toEqual([]);
     s = fold(judgeMachine, [completed('1/p1/oracle')], s);
     expect(judgePending(s).map((e) => [e.key, e.kind])).toEqual([['1/p1/plan', 'plan']]);
-    s = fold(judgeMachine, [
-      ev('TestsJudged', { round: 1, problemId: 'p1', tests: [{ testId: 's1/t0/0', testHash: H('b'), valid: true, reason: 'ok', status: 'valid', oracleHash: H('d') }] }),
-      requested(1, 'p1', 'reward'), requested(1, 'p1', 'heldout'), requested(1, 'p1', 'kill', 0),
-    ], s);
+    s = fold(
+      judgeMachine,
+      [
+        ev('TestsJudged', {
+          round: 1,
+          problemId: 'p1',
+          tests: [{ testId: 's1/t0/0', testHash: H('b'), valid: true, reason: 'ok', status: 'valid', oracleHash: H('d') }],
+        }),
+        requested(1, 'p1', 'reward'),
+        requested(1, 'p1', 'heldout'),
+        requested(1, 'p1', 'kill', 0),
+      ],
+      s,
+    );
     expect(judgePending(s)).toEqual([]);
     s = fold(judgeMachine, [completed('1/p1/reward')], s);
     expect(judgePending(s)).toEqual([]);
@@ -190,9 +254,19 @@ describe('judge', () => {
   });
 
   it('keeps each problem-round apart and folds Mistake Book changes per problem', () => {
-    let s = fold(judgeMachine, [runStarted({ sampling: { suitesPerProgram: 1, groupSize: 1 } }), scheduled(1, 'p1'), scheduled(1, 'p2'), sampledSolution(1, 'p2', 's1'), sampledSuite(1, 'p2', 's1', 's1/t0')]);
+    let s = fold(judgeMachine, [
+      runStarted({ sampling: { suitesPerProgram: 1, groupSize: 1 } }),
+      scheduled(1, 'p1'),
+      scheduled(1, 'p2'),
+      sampledSolution(1, 'p2', 's1'),
+      sampledSuite(1, 'p2', 's1', 's1/t0'),
+    ]);
     expect(judgePending(s).map((e) => e.key)).toEqual(['1/p2/oracle']);
-    s = fold(judgeMachine, [ev('MistakeBookUpdated', { round: 1, problemId: 'p2', changes: [{ testKey: 'k', testHash: H('b'), delta: 1, count: 1, cause: 'fail' }] })], s);
+    s = fold(
+      judgeMachine,
+      [ev('MistakeBookUpdated', { round: 1, problemId: 'p2', changes: [{ testKey: 'k', testHash: H('b'), delta: 1, count: 1, cause: 'fail' }] })],
+      s,
+    );
     expect(Object.keys(s.context.mistakeBooks)).toEqual(['p2']);
   });
 });
@@ -220,9 +294,15 @@ describe('learner', () => {
 
   it('trains one round at a time, oldest first', () => {
     const s = fold(learnerMachine, [
-      runStarted(), published('code', 0, 0), published('test', 0, 0),
-      ev('RoundStarted', { round: 2, problemIds: ['p1'] }), rewards(2, 'p1', 'code'), rewards(2, 'p1', 'test'),
-      ev('RoundStarted', { round: 1, problemIds: ['p1'] }), rewards(1, 'p1', 'code'), rewards(1, 'p1', 'test'),
+      runStarted(),
+      published('code', 0, 0),
+      published('test', 0, 0),
+      ev('RoundStarted', { round: 2, problemIds: ['p1'] }),
+      rewards(2, 'p1', 'code'),
+      rewards(2, 'p1', 'test'),
+      ev('RoundStarted', { round: 1, problemIds: ['p1'] }),
+      rewards(1, 'p1', 'code'),
+      rewards(1, 'p1', 'test'),
     ]);
     expect(learnerPending(s)).toEqual([{ key: 'train/1', kind: 'train', round: 1 }]);
   });

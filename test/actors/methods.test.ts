@@ -38,7 +38,12 @@ function config(method: string, overrides: Record<string, unknown> = {}) {
 async function run(method: string, overrides: Record<string, unknown> = {}) {
   const cfg = config(method, overrides);
   // At every step, every actor's state matches the schemas its snapshots are checked against.
-  const out = await runExperiment({ config: cfg, dir: path.join(root, cfg.name), cacheDir: catalogCache(), onStep: (runtime) => expectStatesMatchSchemas(runtime as never) });
+  const out = await runExperiment({
+    config: cfg,
+    dir: path.join(root, cfg.name),
+    cacheDir: catalogCache(),
+    onStep: (runtime) => expectStatesMatchSchemas(runtime as never),
+  });
   expect(out.finished).toBe(true);
   const events = await recordedEvents(out.dir);
   // Every blob the tests need: the tests executed.
@@ -67,9 +72,17 @@ function expectOneVersionStream(of: Awaited<ReturnType<typeof run>>['of'], event
     expect(code!.checkpoint).toBe(test!.checkpoint);
   }
   const steps = of('TrainingStepCompleted').map((s) => [s.round, s.role, s.fromVersion, s.toVersion]);
-  expect(steps).toEqual([[1, 'code', 0, 1], [1, 'test', 1, 2], [2, 'code', 2, 3], [2, 'test', 3, 4]]);
+  expect(steps).toEqual([
+    [1, 'code', 0, 1],
+    [1, 'test', 1, 2],
+    [2, 'code', 2, 3],
+    [2, 'test', 3, 4],
+  ]);
   for (const s of of('ProblemScheduled')) expect(s.codeVersion).toBe(s.testVersion);
-  const sampled = [...of('SolutionSampled').map((s) => [s.round, s.policy.name, s.policy.version]), ...of('TestsSampled').map((s) => [s.round, s.policy.name, s.policy.version])];
+  const sampled = [
+    ...of('SolutionSampled').map((s) => [s.round, s.policy.name, s.policy.version]),
+    ...of('TestsSampled').map((s) => [s.round, s.policy.name, s.policy.version]),
+  ];
   expect(new Set(sampled.map(String))).toEqual(new Set([`1,catalog-shared,0`, `2,catalog-shared,2`]));
 }
 
@@ -159,7 +172,10 @@ describe('each method runs on the same actors and log', () => {
           older++;
           // An earlier round's sample is judged against the current Solver: its tests ran on this round's programs.
           const req = requests.find((q) => q.round === r.round && q.problemId === r.problemId)!;
-          if (i.components.failureModes! > 0) expect([...requestPairs(req), ...reusedPairs(req)].some((p) => p.testId.startsWith(`${i.sampleId}/`) && p.programId.startsWith(`${r.round}/`))).toBe(true);
+          if (i.components.failureModes! > 0)
+            expect(
+              [...requestPairs(req), ...reusedPairs(req)].some((p) => p.testId.startsWith(`${i.sampleId}/`) && p.programId.startsWith(`${r.round}/`)),
+            ).toBe(true);
         }
         // Stage 2 trains exactly the samples at the Solver's current failure modes; stage 1 all.
         if (r.round >= 2) expect(i.components.selected).toBe(i.components.failureModes! > 0 ? 1 : 0);
@@ -174,9 +190,11 @@ describe('each method runs on the same actors and log', () => {
     expect(batches.some((b) => b.role === 'test' && b.sampleIds.some((id) => Number(id.split('/')[0]) < b.round))).toBe(true);
   }, 90_000);
 
-  it('tcs buffer: with maxStaleness 0 only the current policy\'s samples stay', async () => {
+  it("tcs buffer: with maxStaleness 0 only the current policy's samples stay", async () => {
     const { of } = await run('tcs', { name: 'tcs-fresh', tcs: { switchRule: { kind: 'rounds', afterRounds: 1 }, maxStaleness: 0 } });
-    const items = of('RewardsAssigned').filter((r) => r.role === 'test').flatMap((r) => r.items.map((i) => [r.round, i.components.fromRound]));
+    const items = of('RewardsAssigned')
+      .filter((r) => r.role === 'test')
+      .flatMap((r) => r.items.map((i) => [r.round, i.components.fromRound]));
     expect(items.length).toBeGreaterThan(0);
     expect(items.every(([round, from]) => round === from)).toBe(true);
   }, 60_000);
@@ -185,7 +203,11 @@ describe('each method runs on the same actors and log', () => {
     const { of } = await run('golden-tests');
     const reward = of('ExecutionRequested').filter((r) => r.purpose === 'reward');
     expect(reward.flatMap((r) => [...requestPairs(r), ...reusedPairs(r)]).every((p) => p.testId.startsWith('gt/'))).toBe(true);
-    expect(of('TrainingBatchFormed').filter((b) => b.role === 'test').every((b) => b.size === 0)).toBe(true);
+    expect(
+      of('TrainingBatchFormed')
+        .filter((b) => b.role === 'test')
+        .every((b) => b.size === 0),
+    ).toBe(true);
   }, 60_000);
 
   it('code-a1: program validity comes from the recorded load outcome (module body ran to the end), with no probe request', async () => {
@@ -215,7 +237,9 @@ describe('each method runs on the same actors and log', () => {
 
 describe('evolvecoder', () => {
   it('records one test per signature each round, applies the final filter, and a following run reads the evolved file', async () => {
-    const { of, events, out } = await run('evolvecoder', { sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 1, suiteSize: 8, whiteBox: false } });
+    const { of, events, out } = await run('evolvecoder', {
+      sampling: { problemsPerRound: 2, groupSize: 6, suitesPerProgram: 1, suiteSize: 8, whiteBox: false },
+    });
     const verdicts = new Map<string, string>();
     for (const d of allPairResults(events)) verdicts.set(`${d.programHash}|${d.testHash}`, d.verdict);
     const evolved = of('TestsEvolved');
@@ -248,7 +272,10 @@ describe('evolvecoder', () => {
     expect(exported.problems).toBeGreaterThan(0);
     {
       const rl = await run('golden-tests', { name: 'evolvecoder-rl', rounds: 1, dataset: { format: 'demo', path: file } });
-      const gt = rl.of('ExecutionRequested').filter((r) => r.purpose === 'reward').flatMap((r) => [...requestPairs(r), ...reusedPairs(r)]);
+      const gt = rl
+        .of('ExecutionRequested')
+        .filter((r) => r.purpose === 'reward')
+        .flatMap((r) => [...requestPairs(r), ...reusedPairs(r)]);
       const evolvedHashes = new Set(final.flatMap((d) => d.tests));
       expect(gt.some((p) => evolvedHashes.has(p.testHash))).toBe(true);
     }

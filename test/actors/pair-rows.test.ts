@@ -11,7 +11,16 @@ import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots
 import type { ResultFigures } from '../../src/events/program-executed.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
-const figures = (verdict: ResultFigures['verdict'], timeMs: number, more: Partial<ResultFigures> = {}): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false, ...more });
+const figures = (verdict: ResultFigures['verdict'], timeMs: number, more: Partial<ResultFigures> = {}): ResultFigures => ({
+  verdict,
+  timeMs,
+  memoryKb: 10,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+  ...more,
+});
 const ref = (actor: string, position: number) => ({ actor, position: position as never, hash: 'a'.repeat(64), version: 'v' });
 
 let root: string;
@@ -134,7 +143,8 @@ it('the pairs of a plan, prefetched, are read in one batch and answer as point r
     // Folded since the save: answered from memory, not asked of the rows.
     rows.record(3, 'problem', h(2), h(6), figures('runtime_error', 6, { exceptionType: 'KeyError' }));
     const plan = [1, 2, 3].flatMap((p) => Array.from({ length: 200 }, (_, t) => ({ programHash: h(p), testHash: h(t) })));
-    const answers = (r: PairRows<ResultFigures>) => plan.map((p) => [r.has('problem', p.programHash, p.testHash), r.get('problem', p.programHash, p.testHash) ?? null]);
+    const answers = (r: PairRows<ResultFigures>) =>
+      plan.map((p) => [r.has('problem', p.programHash, p.testHash), r.get('problem', p.programHash, p.testHash) ?? null]);
     rows.prefetch('problem', plan);
     expect(asked.batches).toBe(1);
     const batched = answers(rows);
@@ -253,7 +263,9 @@ it('a side row takes fewer bytes than the format bounds: binary keys, no run id 
     table.close();
   }
   const db = new Database(file, { readonly: true });
-  const { rows, payload, bytes } = db.prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(payload) AS payload, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'").get() as { rows: number; payload: number; bytes: number };
+  const { rows, payload, bytes } = db
+    .prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(payload) AS payload, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'")
+    .get() as { rows: number; payload: number; bytes: number };
   db.close();
   // The largest row of the format: key 'p' + length + scope + 2 x 32; value verdict, flags, time
   // (3-byte varint or 8-byte float), memory (3-byte varint), output hash 32; checksum 4 bytes;
@@ -273,7 +285,9 @@ it('a side row takes fewer bytes than the format bounds: binary keys, no run id 
 it('a result from a position that cannot number a program is refused with the position named, and nothing is recorded', () => {
   const rows = new PairRows<ResultFigures>(null, (r) => r);
   for (const position of [0, -3, 1.5, 2 ** 40]) {
-    expect(() => rows.record(position, 's', h(1), h(2), figures('accepted', 1))).toThrow(new RegExp(`log position ${String(position).replace('.', '\\.')} cannot number`));
+    expect(() => rows.record(position, 's', h(1), h(2), figures('accepted', 1))).toThrow(
+      new RegExp(`log position ${String(position).replace('.', '\\.')} cannot number`),
+    );
     expect(() => rows.recordLoad(position, 's', h(1), 'ran')).toThrow(/cannot number/);
   }
   expect(rows.heldEntries).toBe(0);

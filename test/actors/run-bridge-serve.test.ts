@@ -28,7 +28,15 @@ describe.skipIf(missing !== null)(`a run sampled from gpu-bridge serve (toy mode
     root = mkdtempSync(path.join(os.tmpdir(), 'crucible-serve-run-'));
     serve = await startBridgeServe({ seed: 1 });
     const base = smallConfig(root);
-    const openai = { baseUrl: serve.baseUrl, model: serve.model, maxTokens: 24, temperature: 1, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } };
+    const openai = {
+      baseUrl: serve.baseUrl,
+      model: serve.model,
+      maxTokens: 24,
+      temperature: 1,
+      concurrency: 1,
+      timeoutMs: 60_000,
+      retry: { attempts: 2, baseDelayMs: 50 },
+    };
     const config = parseConfig({
       ...base,
       rounds: 1,
@@ -55,13 +63,25 @@ describe.skipIf(missing !== null)(`a run sampled from gpu-bridge serve (toy mode
     if (root) rmSync(root, { recursive: true, force: true });
   });
 
-  const sampled = () => events.filter((e) => e.type === 'ModelSampled').map((e) => e.data as Record<string, unknown> & { promptHash: string; responseHash: string; tokensHash: string; params: Record<string, unknown>; seed: number });
+  const sampled = () =>
+    events
+      .filter((e) => e.type === 'ModelSampled')
+      .map(
+        (e) =>
+          e.data as Record<string, unknown> & { promptHash: string; responseHash: string; tokensHash: string; params: Record<string, unknown>; seed: number },
+      );
 
   it('completes, with every solution and suite recorded as a model sample of the served version', () => {
     expect(outcome.finished).toBe(true);
-    const ids = events.filter((e) => e.type === 'SolutionSampled' || e.type === 'TestsSampled').map((e) => (e.data as { solutionId?: string; suiteId?: string }).solutionId ?? (e.data as { suiteId: string }).suiteId);
+    const ids = events
+      .filter((e) => e.type === 'SolutionSampled' || e.type === 'TestsSampled')
+      .map((e) => (e.data as { solutionId?: string; suiteId?: string }).solutionId ?? (e.data as { suiteId: string }).suiteId);
     expect(ids).toHaveLength(2 * 2 + 2 * 2);
-    expect(sampled().map((s) => s.sampleId).sort()).toEqual([...ids].sort());
+    expect(
+      sampled()
+        .map((s) => s.sampleId)
+        .sort(),
+    ).toEqual([...ids].sort());
     for (const s of sampled()) {
       expect(s.served).toEqual({ model: 'toy-policy', fingerprint: 'v0' });
       // Noise from random weights is still a sample with a recorded reading.

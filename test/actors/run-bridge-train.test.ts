@@ -42,7 +42,8 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     for await (const e of log.read()) {
       events.push(e);
       const d = e.data as Record<string, unknown>;
-      for (const k of ['promptHash', 'batchHash', 'checkpoint', 'tokensHash']) if (typeof d[k] === 'string') blobs.set(d[k] as string, await log.blobs.getText(d[k] as string));
+      for (const k of ['promptHash', 'batchHash', 'checkpoint', 'tokensHash'])
+        if (typeof d[k] === 'string') blobs.set(d[k] as string, await log.blobs.getText(d[k] as string));
     }
     await log.close();
   }, 600_000);
@@ -88,16 +89,29 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
   it('trains each sample on the exact prompt it was sampled from', () => {
     const prompts = new Map((data('ModelSampled') as { sampleId: string; promptHash: string }[]).map((s) => [s.sampleId, blobs.get(s.promptHash)!]));
     for (const b of data('TrainingBatchFormed') as { batchHash: string; sampleIds: string[] }[]) {
-      const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string });
+      const rows = blobs
+        .get(b.batchHash)!
+        .split('\n')
+        .map((l) => JSON.parse(l) as { prompt: string });
       expect(rows.map((r) => r.prompt)).toEqual(b.sampleIds.map((id) => prompts.get(id)));
     }
   });
 
   it('trains GRPO on the tokens as sampled, with their sampling log-probs as the old log-probs (ratio 1 on-policy)', () => {
-    const tokens = new Map((data('ModelSampled') as { sampleId: string; tokensHash: string }[]).map((s) => [s.sampleId, JSON.parse(blobs.get(s.tokensHash)!) as { tokenIds: number[]; tokenLogprobs: number[] }]));
+    const tokens = new Map(
+      (data('ModelSampled') as { sampleId: string; tokensHash: string }[]).map((s) => [
+        s.sampleId,
+        JSON.parse(blobs.get(s.tokensHash)!) as { tokenIds: number[]; tokenLogprobs: number[] },
+      ]),
+    );
     for (const b of data('TrainingBatchFormed') as { batchHash: string; sampleIds: string[] }[]) {
-      const samples = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { sampled?: { tokenIds: number[]; logprobs: number[] } });
-      samples.forEach((s, i) => expect(s.sampled).toEqual({ tokenIds: tokens.get(b.sampleIds[i]!)!.tokenIds, logprobs: tokens.get(b.sampleIds[i]!)!.tokenLogprobs }));
+      const samples = blobs
+        .get(b.batchHash)!
+        .split('\n')
+        .map((l) => JSON.parse(l) as { sampled?: { tokenIds: number[]; logprobs: number[] } });
+      samples.forEach((s, i) =>
+        expect(s.sampled).toEqual({ tokenIds: tokens.get(b.sampleIds[i]!)!.tokenIds, logprobs: tokens.get(b.sampleIds[i]!)!.tokenLogprobs }),
+      );
     }
     for (const s of data('TrainingStepCompleted') as { metrics: Record<string, number> }[]) {
       expect(s.metrics.oldLogprobRows).toBe(s.metrics.rows);
@@ -111,18 +125,34 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     const fresh = await startBridgeServe({ seed: 9, adminToken: token });
     servers.push(fresh);
     const openai = { ...runConfig.policies.code.openai!, baseUrl: fresh.baseUrl };
-    const backend = new ServedBackend({ ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } }, loadDemoProblems(), outcome.dir);
-    const last = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[]).filter((p) => p.policy.role === 'code').at(-1)!;
+    const backend = new ServedBackend(
+      { ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } },
+      loadDemoProblems(),
+      outcome.dir,
+    );
+    const last = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[])
+      .filter((p) => p.policy.role === 'code')
+      .at(-1)!;
     const policy = backend.sampler('code', blobs.get(last.checkpoint)!, last.policy.version);
     const problem = loadDemoProblems()[0]!;
-    const [g] = await policy.generate({ role: 'code', version: last.policy.version, seed: 1, n: 1, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+    const [g] = await policy.generate({
+      role: 'code',
+      version: last.policy.version,
+      seed: 1,
+      n: 1,
+      prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }],
+    });
     expect(g!.record!.served.fingerprint).toBe(`v${last.policy.version}`);
     await backend.close();
   }, 120_000);
 
-  it('a sampler on a disk without the run\'s checkpoints loads its version from the log\'s blob store', async () => {
-    const published = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[]).filter((p) => p.policy.role === 'code').at(-1)!;
-    const params = JSON.parse(blobs.get(published.checkpoint)!) as { checkpoint: { path: string; sha256: string; files: Record<string, { sha256: string; bytes: number }> } };
+  it("a sampler on a disk without the run's checkpoints loads its version from the log's blob store", async () => {
+    const published = (data('PolicyVersionPublished') as { policy: { role: string; version: number }; checkpoint: string }[])
+      .filter((p) => p.policy.role === 'code')
+      .at(-1)!;
+    const params = JSON.parse(blobs.get(published.checkpoint)!) as {
+      checkpoint: { path: string; sha256: string; files: Record<string, { sha256: string; bytes: number }> };
+    };
     expect(Object.keys(params.checkpoint.files).sort()).toEqual(['config.json', 'model.pt', 'optimizer.pt']);
     // The trainer's disk is not this one: its checkpoint directories are gone.
     rmSync(path.join(outcome.dir, 'checkpoints'), { recursive: true, force: true });
@@ -132,10 +162,22 @@ describe.skipIf(missing !== null)(`a run trained through gpu-bridge and served b
     const log = await openSqliteLog(path.join(outcome.dir, 'log.db'), { create: false });
     try {
       const openai = { ...runConfig.policies.code.openai!, baseUrl: fresh.baseUrl };
-      const backend = new ServedBackend({ ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } }, loadDemoProblems(), elsewhere, undefined, log.blobs);
+      const backend = new ServedBackend(
+        { ...runConfig, policies: { ...runConfig.policies, code: { ...runConfig.policies.code, openai } } },
+        loadDemoProblems(),
+        elsewhere,
+        undefined,
+        log.blobs,
+      );
       const policy = backend.sampler('code', blobs.get(published.checkpoint)!, published.policy.version);
       const problem = loadDemoProblems()[0]!;
-      const [g] = await policy.generate({ role: 'code', version: published.policy.version, seed: 1, n: 1, prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }] });
+      const [g] = await policy.generate({
+        role: 'code',
+        version: published.policy.version,
+        seed: 1,
+        n: 1,
+        prompts: [{ key: problem.id, prompt: problem.statement, context: { problemId: problem.id } }],
+      });
       expect(g!.record!.served.fingerprint).toBe(`v${published.policy.version}`);
       expect(readFileSync(path.join(elsewhere, 'checkpoint-cache', params.checkpoint.sha256, 'STABLE'), 'utf8').trim()).toBe(params.checkpoint.sha256);
       await backend.close();

@@ -38,7 +38,11 @@ describe('a run directory and the log it was made on', () => {
     expect(onSqlite.finished).toBe(true);
     const run = runExperiment({ config: config(), cacheDir: catalogCache(), log: nats.urls[0]! });
     await expect(run).rejects.toBeInstanceOf(RunMismatchError);
-    await expect(run).rejects.toThrow(new RegExp(`^${onSqlite.dir} holds this run as it ran on another log \\(sqlite:[0-9a-f-]+: the read models in views.db\\); a run on nats://\\S+ needs a directory of its own: give it another --dir$`));
+    await expect(run).rejects.toThrow(
+      new RegExp(
+        `^${onSqlite.dir} holds this run as it ran on another log \\(sqlite:[0-9a-f-]+: the read models in views.db\\); a run on nats://\\S+ needs a directory of its own: give it another --dir$`,
+      ),
+    );
     expect(existsSync(path.join(onSqlite.dir, 'log.json'))).toBe(false);
   }, 120_000);
 
@@ -51,7 +55,9 @@ describe('a run directory and the log it was made on', () => {
     expect(reports.map((r) => r.actor).sort()).toEqual(['adversary', 'conductor', 'executor', 'judge', 'learner', 'solver']);
     for (const r of reports) {
       expect(r.snapshot, r.actor).toBe('refused');
-      expect(r.refused?.message, r.actor).toMatch(/refused: it was folded from another log \(sqlite:[0-9a-f-]+\), not from jetstream:CRUCIBLE_RUN_\S+@\S+; \w+ refolds the log from the start$/);
+      expect(r.refused?.message, r.actor).toMatch(
+        /refused: it was folded from another log \(sqlite:[0-9a-f-]+\), not from jetstream:CRUCIBLE_RUN_\S+@\S+; \w+ refolds the log from the start$/,
+      );
       expect(r.from, r.actor).toBe(0);
     }
     expect(outcome.finished).toBe(true);

@@ -21,8 +21,19 @@ import { catalogCache } from '../support/catalog-cache.js';
 
 /** A JSON value as a Python literal. */
 const py = (v: unknown): string =>
-  v === null ? 'None' : v === true ? 'True' : v === false ? 'False' : Array.isArray(v) ? `[${v.map(py).join(', ')}]`
-    : typeof v === 'object' ? `{${Object.entries(v as object).map(([k, x]) => `${JSON.stringify(k)}: ${py(x)}`).join(', ')}}` : JSON.stringify(v);
+  v === null
+    ? 'None'
+    : v === true
+      ? 'True'
+      : v === false
+        ? 'False'
+        : Array.isArray(v)
+          ? `[${v.map(py).join(', ')}]`
+          : typeof v === 'object'
+            ? `{${Object.entries(v as object)
+                .map(([k, x]) => `${JSON.stringify(k)}: ${py(x)}`)
+                .join(', ')}}`
+            : JSON.stringify(v);
 
 const FAULTS: Fault[] = ['malformed-json', 'http-500', 'empty-choices', 'wrong-n', 'hang'];
 let root: string;

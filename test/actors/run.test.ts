@@ -126,7 +126,11 @@ describe('crucible replay', () => {
 
   it('--round k rebuilds the Mistake Book as it stood after round k', async () => {
     const full = JSON.parse((await replay([baseline.dir, '--json'])).out) as { hashes: Record<string, string>; position: number };
-    const early = JSON.parse((await replay([baseline.dir, '--round', '1', '--json'])).out) as { hashes: Record<string, string>; position: number; rows: RoundRow[] };
+    const early = JSON.parse((await replay([baseline.dir, '--round', '1', '--json'])).out) as {
+      hashes: Record<string, string>;
+      position: number;
+      rows: RoundRow[];
+    };
     expect(early.position).toBeLessThan(full.position);
     expect(early.rows.map((r) => r.round)).toEqual([1]);
     expect(early.hashes['mistake-book']).not.toBe(full.hashes['mistake-book']);
@@ -135,7 +139,7 @@ describe('crucible replay', () => {
   it('--verify fails on a tampered read model', async () => {
     const dir = path.join(root, 'resume');
     const db = new Database(path.join(dir, 'views.db'));
-    const changed = db.prepare("UPDATE rewards SET reward = reward + 0.5 WHERE rowid = (SELECT min(rowid) FROM rewards)").run();
+    const changed = db.prepare('UPDATE rewards SET reward = reward + 0.5 WHERE rowid = (SELECT min(rowid) FROM rewards)').run();
     db.close();
     expect(changed.changes).toBe(1);
     const { code, out } = await replay([dir, '--verify']);

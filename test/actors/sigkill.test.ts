@@ -30,13 +30,20 @@ policies: { code: { lr: 1.0, mutants: 4 }, test: { lr: 1.0, candidates: 24 } }
 selection: { testSamples: all }
 `;
 
-interface Row { round: number; [k: string]: unknown }
+interface Row {
+  round: number;
+  [k: string]: unknown;
+}
 
 function rowsOf(stdout: string): Row[] {
-  return stdout.trim().split('\n').filter(Boolean).map((l) => {
-    const { seconds: _s, runId: _r, ...row } = JSON.parse(l) as Row & { seconds: number; runId: string };
-    return row as Row;
-  });
+  return stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const { seconds: _s, runId: _r, ...row } = JSON.parse(l) as Row & { seconds: number; runId: string };
+      return row as Row;
+    });
 }
 
 function runToEnd(config: string, dir: string): Row[] {
@@ -63,7 +70,11 @@ class LogWatcher {
       }
     }
     try {
-      const rows = this.#db.prepare('SELECT position, type, data FROM events WHERE position > ? ORDER BY position').all(this.#after) as { position: number; type: string; data: string | Buffer }[];
+      const rows = this.#db.prepare('SELECT position, type, data FROM events WHERE position > ? ORDER BY position').all(this.#after) as {
+        position: number;
+        type: string;
+        data: string | Buffer;
+      }[];
       for (const r of rows) {
         this.events.push({ type: r.type, data: catalog.fromStored(r.type, JSON.parse(dataText(r.data)), {}) as Record<string, unknown> });
         this.#after = r.position;
@@ -109,7 +120,10 @@ class LogWatcher {
 function killWhen(config: string, dir: string, when: (w: LogWatcher) => string[]): Promise<{ caught: string[]; watcher: LogWatcher } | null> {
   const watcher = new LogWatcher(path.join(dir, 'log.db'));
   // Snapshots often, so that restarts begin from them as well as from the start of the log.
-  const child: ChildProcess = spawn(process.execPath, [CLI, 'run', config, '--dir', dir, '--json', '--snapshot-every', '50'], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [CLI, 'run', config, '--dir', dir, '--json', '--snapshot-every', '50'], {
+    cwd: REPO,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   return new Promise((resolve, reject) => {
     let settled = false;
     const timer = setInterval(() => {
@@ -170,10 +184,15 @@ describe('a run process killed with SIGKILL mid-effect', () => {
 
       // Every (program, test) pair was executed at most once across the kills and restarts.
       const db = new Database(path.join(dir, 'log.db'), { readonly: true });
-      const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as { type: string; data: string | Buffer }[];
+      const rows = db.prepare(`SELECT type, data FROM events WHERE type IN ('ExecutionRequested', 'ProgramExecuted') ORDER BY position`).all() as {
+        type: string;
+        data: string | Buffer;
+      }[];
       db.close();
       const executed = new Map<string, number>();
-      for (const r of allPairResults(rows.map((row) => ({ type: row.type, data: catalog.fromStored(row.type, JSON.parse(dataText(row.data)), {}) }) as EventEnvelope))) {
+      for (const r of allPairResults(
+        rows.map((row) => ({ type: row.type, data: catalog.fromStored(row.type, JSON.parse(dataText(row.data)), {}) }) as EventEnvelope),
+      )) {
         if (r.cached || r.verdict === 'sandbox_error') continue;
         const pair = `${r.programHash}:${r.testHash}`;
         executed.set(pair, (executed.get(pair) ?? 0) + 1);

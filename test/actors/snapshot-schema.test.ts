@@ -76,6 +76,9 @@ describe('checking a stored state', () => {
     const checked = checkState('judge.context', judge.context, context);
     expect(checked.ok).toBe(false);
     expect(!checked.ok && checked.reason).toMatch(/^judge\.context\.open\.1\/p\.round: .*number.*\(and \d+ more\)$/);
-    expect(checkState('judge.context', judge.context, { ...context, open: {}, extra: 1 })).toEqual({ ok: false, reason: expect.stringMatching(/^judge\.context: .*extra/) });
+    expect(checkState('judge.context', judge.context, { ...context, open: {}, extra: 1 })).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/^judge\.context: .*extra/),
+    });
   });
 });

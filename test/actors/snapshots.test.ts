@@ -39,7 +39,12 @@ const figures = (rows: RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 const eventsOf = recordedDecisions;
 
-interface SnapshotRow { actor: string; position: number; hash: string; version: string }
+interface SnapshotRow {
+  actor: string;
+  position: number;
+  hash: string;
+  version: string;
+}
 
 function snapshotRows(dir: string): Map<string, SnapshotRow> {
   const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
@@ -53,7 +58,10 @@ function countFolded(dir: string, actor: (typeof ACTORS)[number], after: number)
   const db = new Database(path.join(dir, 'log.db'), { readonly: true });
   const types = [...eventTypesOf(actor as never)];
   const head = (db.prepare('SELECT max(position) FROM events').pluck().get() as number) ?? 0;
-  const count = db.prepare(`SELECT count(*) FROM events WHERE position > ? AND type IN (${types.map(() => '?').join(', ')})`).pluck().get(after, ...types) as number;
+  const count = db
+    .prepare(`SELECT count(*) FROM events WHERE position > ? AND type IN (${types.map(() => '?').join(', ')})`)
+    .pluck()
+    .get(after, ...types) as number;
   db.close();
   return { count, head };
 }
@@ -66,7 +74,13 @@ beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-snapshots-'));
   baseline = await runExperiment({ config: config(), dir: path.join(root, 'baseline'), cacheDir: cacheDir(), snapshotEvery: 0 });
   stoppedDir = path.join(root, 'stopped');
-  const stopped = await runExperiment({ config: config(), dir: stoppedDir, cacheDir: cacheDir(), snapshotEvery: 40, stopWhen: (p) => p.round >= 2 && p.events > 0 });
+  const stopped = await runExperiment({
+    config: config(),
+    dir: stoppedDir,
+    cacheDir: cacheDir(),
+    snapshotEvery: 40,
+    stopWhen: (p) => p.round >= 2 && p.events > 0,
+  });
   expect(stopped.finished).toBe(false);
 }, 300_000);
 
@@ -114,7 +128,17 @@ describe('actor snapshots', () => {
     const table = new SqliteSnapshotTable(path.join(dir, 'too-large-snapshots.db'), runId);
     try {
       // What JSON.stringify throws past V8's longest string (an index of millions of verdicts).
-      const tooLarge = { ...judge, index: { ...judge.index!, serialize: () => ({ toJSON: () => { throw new RangeError('Invalid string length'); } }) } };
+      const tooLarge = {
+        ...judge,
+        index: {
+          ...judge.index!,
+          serialize: () => ({
+            toJSON: () => {
+              throw new RangeError('Invalid string length');
+            },
+          }),
+        },
+      };
       const runtime = new ActorRuntime(log, runId, null as never, [tooLarge, solver] as never, { snapshots: { table, every: 1 } });
       await runtime.start();
       // One more event after the start: the next step folds it and takes snapshots.
@@ -166,7 +190,7 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
-  it('an actor refolded from position 0 is snapshotted as it folds, so its index holds one interval of results, not the run\'s', async () => {
+  it("an actor refolded from position 0 is snapshotted as it folds, so its index holds one interval of results, not the run's", async () => {
     const dir = copyOfStopped('refold-snapshots');
     const runId = runIdOf(config());
     // No usable snapshot: the file is new, as after a corrupt one or a code version bump.
@@ -181,7 +205,10 @@ describe('actor snapshots', () => {
       const unsnapshotted = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await unsnapshotted.start();
       expect(reports.every((r) => r.snapshot === 'none' && r.from === 0)).toBe(true);
-      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(refolded.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))));
+      for (const a of ACTORS)
+        expect(JSON.parse(JSON.stringify(refolded.persistedStateOf(a.name))), a.name).toEqual(
+          JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))),
+        );
       // The Judge was snapshotted during the fold, its last snapshot within one interval of the
       // head, and its index holds only what came after it; read through the side rows it
       // answers every verdict the unsnapshotted refold holds in memory.
@@ -193,7 +220,8 @@ describe('actor snapshots', () => {
       expect(latest!.ref.position).toBeLessThanOrEqual(head);
       expect(latest!.ref.position).toBeGreaterThan(head - 2 * every);
       // Never between two events of one commit (a restore would fold the rest of it again).
-      const commitAt = (db: Database.Database, position: number) => db.prepare(`SELECT commit_id FROM commits WHERE first_position <= ? ORDER BY first_position DESC LIMIT 1`).pluck().get(position);
+      const commitAt = (db: Database.Database, position: number) =>
+        db.prepare(`SELECT commit_id FROM commits WHERE first_position <= ? ORDER BY first_position DESC LIMIT 1`).pluck().get(position);
       const logDb = new Database(path.join(dir, 'log.db'), { readonly: true });
       expect(commitAt(logDb, latest!.ref.position)).not.toBe(commitAt(logDb, latest!.ref.position + 1));
       logDb.close();
@@ -207,7 +235,10 @@ describe('actor snapshots', () => {
       const restarted = new ActorRuntime(log, runId, null as never, ACTORS as never, { snapshots: { table, every: 0 }, onRestart: (r) => again.push(r) });
       await restarted.start();
       expect(again.find((r) => r.actor === 'judge')!.snapshot).toBe('used');
-      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))));
+      for (const a of ACTORS)
+        expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(
+          JSON.parse(JSON.stringify(unsnapshotted.persistedStateOf(a.name))),
+        );
       expect((restarted.indexOf('judge') as VerdictIndex).recorded()).toEqual(whole.recorded());
     } finally {
       table.close();
@@ -215,13 +246,16 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
-  it("the Judge keeps its recorded verdicts as side rows of its snapshot and reads them from there after a restart", async () => {
+  it('the Judge keeps its recorded verdicts as side rows of its snapshot and reads them from there after a restart', async () => {
     const dir = copyOfStopped('side-rows');
     const runId = runIdOf(config());
     const file = path.join(dir, 'snapshots.db');
     const sideRows = () => {
       const db = new Database(file, { readonly: true });
-      const rows = db.prepare("SELECT key, value FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge') ORDER BY key").raw().all() as [Buffer, Buffer][];
+      const rows = db.prepare("SELECT key, value FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge') ORDER BY key").raw().all() as [
+        Buffer,
+        Buffer,
+      ][];
       db.close();
       return rows;
     };
@@ -279,9 +313,12 @@ describe('actor snapshots', () => {
     // values in a table of their own (here made of this run's rows, every verdict said accepted).
     const db = new Database(file);
     db.exec("UPDATE actor_snapshots SET version = '1' || substr(version, instr(version, '/'))");
-    db.exec('CREATE TABLE actor_side (run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL, PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID');
-    const old = db.prepare("INSERT INTO actor_side VALUES (?, ?, ?, '[\"accepted\",1,1,null,null,true]', 0)");
-    for (const [actor, key] of db.prepare('SELECT a.actor, r.key FROM side_rows r JOIN side_actors a ON a.id = r.actor').raw().all() as [string, Buffer][]) old.run(runId, actor, key.toString('hex'));
+    db.exec(
+      'CREATE TABLE actor_side (run_id TEXT NOT NULL, actor TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sum INTEGER NOT NULL, PRIMARY KEY (run_id, actor, key)) WITHOUT ROWID',
+    );
+    const old = db.prepare('INSERT INTO actor_side VALUES (?, ?, ?, \'["accepted",1,1,null,null,true]\', 0)');
+    for (const [actor, key] of db.prepare('SELECT a.actor, r.key FROM side_rows r JOIN side_actors a ON a.id = r.actor').raw().all() as [string, Buffer][])
+      old.run(runId, actor, key.toString('hex'));
     db.exec('DROP TABLE side_rows; DROP TABLE side_actors');
     db.close();
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
@@ -293,7 +330,8 @@ describe('actor snapshots', () => {
       const fromZero = new ActorRuntime(log, runId, null as never, ACTORS as never);
       await fromZero.start();
       expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
-      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(fromOld.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fromZero.persistedStateOf(a.name))));
+      for (const a of ACTORS)
+        expect(JSON.parse(JSON.stringify(fromOld.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fromZero.persistedStateOf(a.name))));
       const judged = fromOld.indexOf('judge') as VerdictIndex;
       expect(judged.recorded().length).toBeGreaterThan(0);
       expect(judged.recorded()).toEqual((fromZero.indexOf('judge') as VerdictIndex).recorded());
@@ -319,13 +357,22 @@ describe('actor snapshots', () => {
       table.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: rows(['x', '1'], ['y', '2']) } }]);
       other.save([{ ref: ref(1), body: Buffer.from('{}'), side: { replace: true, rows: rows(['x', 'other run']) } }]);
       table.save([{ ref: ref(2), body: Buffer.from('{}'), side: { replace: false, rows: rows(['y', '3'], ['z', '4']) } }]);
-      expect(text(table.side('judge').all())).toEqual([['x', '1'], ['y', '3'], ['z', '4']]);
+      expect(text(table.side('judge').all())).toEqual([
+        ['x', '1'],
+        ['y', '3'],
+        ['z', '4'],
+      ]);
       expect(Buffer.from(table.side('judge').get(Buffer.from('y'))!).toString()).toBe('3');
       expect(table.side('executor').get(Buffer.from('y'))).toBeUndefined();
       // Many keys at once (more than one statement's worth, repeated and missing ones among
       // them): what `get` answers for each, in order.
       const many = [...Array.from({ length: 150 }, (_, i) => Buffer.from(['x', 'y', 'q', 'z'][i % 4]!)), Buffer.from('y')];
-      expect(table.side('judge').getMany(many).map((v) => (v === undefined ? null : Buffer.from(v).toString()))).toEqual(many.map((k) => ({ x: '1', y: '3', z: '4' })[k.toString()] ?? null));
+      expect(
+        table
+          .side('judge')
+          .getMany(many)
+          .map((v) => (v === undefined ? null : Buffer.from(v).toString())),
+      ).toEqual(many.map((k) => ({ x: '1', y: '3', z: '4' })[k.toString()] ?? null));
       expect(table.side('judge').getMany([])).toEqual([]);
       expect(table.side('executor').getMany([Buffer.from('x')])).toEqual([undefined]);
       table.save([{ ref: ref(3), body: Buffer.from('{}'), side: { replace: true, rows: rows(['w', '5']) } }]);
@@ -335,7 +382,9 @@ describe('actor snapshots', () => {
       expect(table.latest('judge')!.ref.position).toBe(3);
       // A changed value no longer matches its checksum: refused, naming the row (its key in hex).
       const db = new Database(file);
-      db.prepare("UPDATE side_rows SET value = X'36' WHERE actor = (SELECT id FROM side_actors WHERE run_id = 'run-a' AND actor = 'judge') AND key = X'77'").run();
+      db.prepare(
+        "UPDATE side_rows SET value = X'36' WHERE actor = (SELECT id FROM side_actors WHERE run_id = 'run-a' AND actor = 'judge') AND key = X'77'",
+      ).run();
       db.close();
       expect(() => table.side('judge').get(Buffer.from('w'))).toThrow(SideRowCorruptError);
       expect(() => table.side('judge').getMany([Buffer.from('v'), Buffer.from('w')])).toThrow(SideRowCorruptError);
@@ -354,7 +403,9 @@ describe('actor snapshots', () => {
     // and carrying this code's version: only their content tells.
     const db = new Database(file);
     const reshape = (actor: string, change: (context: Record<string, unknown>) => void) => {
-      const body = JSON.parse((db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer).toString('utf8')) as { machine: { context: Record<string, unknown> } };
+      const body = JSON.parse((db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer).toString('utf8')) as {
+        machine: { context: Record<string, unknown> };
+      };
       change(body.machine.context);
       const bytes = Buffer.from(JSON.stringify(body));
       db.prepare('UPDATE actor_snapshots SET body = ?, hash = ? WHERE actor = ?').run(bytes, createHash('sha256').update(bytes).digest('hex'), actor);
@@ -381,13 +432,16 @@ describe('actor snapshots', () => {
       const judged = byActor.get('judge')!;
       expect(judged.snapshot).toBe('refused');
       expect(judged.from).toBe(0);
-      expect(judged.refused?.message).toMatch(/^snapshot of actor judge at position \d+ \(sha256 [0-9a-f]{12}\) refused: its state does not match the schema: judge\.context\.mistakeBooks: /);
+      expect(judged.refused?.message).toMatch(
+        /^snapshot of actor judge at position \d+ \(sha256 [0-9a-f]{12}\) refused: its state does not match the schema: judge\.context\.mistakeBooks: /,
+      );
       expect(judged.refused?.message).toMatch(/judge refolds the log from the start$/);
       const conducted = byActor.get('conductor')!;
       expect(conducted.snapshot).toBe('refused');
       expect(conducted.refused?.message).toMatch(/its state does not match the schema: conductor\.context\.round: /);
       for (const name of ['solver', 'adversary', 'executor', 'learner']) expect(byActor.get(name)!.snapshot, name).toBe('used');
-      for (const a of ACTORS) expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fresh.persistedStateOf(a.name))));
+      for (const a of ACTORS)
+        expect(JSON.parse(JSON.stringify(restarted.persistedStateOf(a.name))), a.name).toEqual(JSON.parse(JSON.stringify(fresh.persistedStateOf(a.name))));
       expect((restarted.indexOf('judge') as VerdictIndex).recorded()).toEqual((fresh.indexOf('judge') as VerdictIndex).recorded());
     } finally {
       table.close();
@@ -404,9 +458,15 @@ describe('actor snapshots', () => {
       // The same Judge, its context schema with one more (optional) field.
       const changed = { ...judge, context: JudgeContext.extend({ note: z.string().optional() }) };
       const reports: RestartReport[] = [];
-      const restarted = new ActorRuntime(log, runId, null as never, [changed, solver] as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
+      const restarted = new ActorRuntime(log, runId, null as never, [changed, solver] as never, {
+        snapshots: { table, every: 0 },
+        onRestart: (r) => reports.push(r),
+      });
       await restarted.start();
-      expect(reports.map((r) => [r.actor, r.snapshot, r.from === 0]).sort()).toEqual([['judge', 'ignored', true], ['solver', 'used', false]]);
+      expect(reports.map((r) => [r.actor, r.snapshot, r.from === 0]).sort()).toEqual([
+        ['judge', 'ignored', true],
+        ['solver', 'used', false],
+      ]);
       const fresh = new ActorRuntime(log, runId, null as never, [judge] as never);
       await fresh.start();
       expect(JSON.parse(JSON.stringify(restarted.persistedStateOf('judge')))).toEqual(JSON.parse(JSON.stringify(fresh.persistedStateOf('judge'))));
@@ -416,13 +476,15 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
-  it('a corrupt snapshot is refused with an error naming it, and another version\'s is ignored: both refold from the start', async () => {
+  it("a corrupt snapshot is refused with an error naming it, and another version's is ignored: both refold from the start", async () => {
     const dir = copyOfStopped('corrupt');
     const rows = snapshotRows(dir);
     const judgeHash = rows.get('judge')!.hash;
     const snapDb = new Database(path.join(dir, 'snapshots.db'));
     // One flipped letter inside the Judge's state: still JSON, still a snapshot, wrong content.
-    const flipped = snapDb.prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE actor = 'judge'").run();
+    const flipped = snapDb
+      .prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE actor = 'judge'")
+      .run();
     expect(flipped.changes).toBe(1);
     const body = snapDb.prepare("SELECT body FROM actor_snapshots WHERE actor = 'judge'").pluck().get() as Buffer;
     expect(createHash('sha256').update(body).digest('hex')).not.toBe(judgeHash);
@@ -434,7 +496,9 @@ describe('actor snapshots', () => {
     const byActor = new Map(reports.map((r) => [r.actor, r]));
     const judged = byActor.get('judge')!;
     expect(judged.snapshot).toBe('refused');
-    expect(judged.refused?.message).toMatch(new RegExp(`^snapshot of actor judge at position ${rows.get('judge')!.position} \\(sha256 ${judgeHash.slice(0, 12)}\\) refused: its body is corrupt`));
+    expect(judged.refused?.message).toMatch(
+      new RegExp(`^snapshot of actor judge at position ${rows.get('judge')!.position} \\(sha256 ${judgeHash.slice(0, 12)}\\) refused: its body is corrupt`),
+    );
     expect(judged.refused?.message).toMatch(/judge refolds the log from the start/);
     expect(judged.from).toBe(0);
     expect(judged.eventsFolded).toBe(countFolded(dir, judge, 0).count - countFolded(dir, judge, judged.to).count);

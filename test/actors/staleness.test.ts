@@ -38,7 +38,9 @@ async function overlappedRun(maxStaleness: number) {
   let reader = null as Awaited<ReturnType<typeof openSqliteLog>> | null;
   let rewarded = false;
   const stopped = await runExperiment({
-    config: c, dir, cacheDir: catalogCache(),
+    config: c,
+    dir,
+    cacheDir: catalogCache(),
     onStep: async () => {
       reader ??= await openSqliteLog(path.join(dir, 'log.db'), { create: false });
       let problems = 0;
@@ -73,7 +75,12 @@ async function overlappedRun(maxStaleness: number) {
   expect(done.finished).toBe(true);
   const events = await eventsOf(dir);
   const of = <T extends EventType>(t: T) => events.filter((e) => e.type === t).map((e) => e.data as EventData<T>);
-  return { dir, batches: of('TrainingBatchFormed'), rewarded: of('RewardsAssigned'), sampled: [...of('SolutionSampled').map((s) => s.policy.version), ...of('TestsSampled').map((s) => s.policy.version)] };
+  return {
+    dir,
+    batches: of('TrainingBatchFormed'),
+    rewarded: of('RewardsAssigned'),
+    sampled: [...of('SolutionSampled').map((s) => s.policy.version), ...of('TestsSampled').map((s) => s.policy.version)],
+  };
 }
 
 const replayVerify = (dir: string) => runCli(['replay', dir, '--verify', '--json']);
@@ -142,7 +149,7 @@ describe('learner.maxStaleness', () => {
     expect(on.rows).toEqual(loose.rows);
   }, 300_000);
 
-  it('reads a sample\'s tokens blob as old log-probs only when both lists are there, one log-prob per token', () => {
+  it("reads a sample's tokens blob as old log-probs only when both lists are there, one log-prob per token", () => {
     expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: [-0.1, -2] }))).toEqual({ tokenIds: [3, 4], logprobs: [-0.1, -2] });
     expect(sampledTokens(JSON.stringify({ tokenIds: [3, 4], tokenLogprobs: null }))).toBeUndefined();
     expect(sampledTokens(JSON.stringify({ tokenIds: null, tokenLogprobs: [-0.1] }))).toBeUndefined();
@@ -155,8 +162,15 @@ describe('learner.maxStaleness', () => {
 
   it('upcasts TrainingBatchFormed v1 (no bound) to v2: no bound, nothing dropped', () => {
     const v1 = {
-      round: 1, batchId: 'b', role: 'code', policy: { role: 'code', name: 'catalog-code', version: 0 }, batchHash: 'a'.repeat(64),
-      size: 1, sampleIds: ['s'], control: 'none', advantageFrom: null,
+      round: 1,
+      batchId: 'b',
+      role: 'code',
+      policy: { role: 'code', name: 'catalog-code', version: 0 },
+      batchHash: 'a'.repeat(64),
+      size: 1,
+      sampleIds: ['s'],
+      control: 'none',
+      advantageFrom: null,
     };
     const { v, data } = catalog.decode('TrainingBatchFormed', 1, v1, { position: 3 });
     expect(v).toBe(2);

@@ -11,7 +11,15 @@ const h = (n: number) => n.toString(16).padStart(64, '0');
 /** An event as a fold sees it; positions in log order (results number their programs' side rows by them). */
 let lastPosition = 0;
 const event = (type: string, data: unknown) => ({ type, data, position: ++lastPosition }) as unknown as EventEnvelope;
-const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({ verdict, timeMs, memoryKb: 10, outputHash: null, exceptionType: null, isolated: true, cached: false });
+const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
+  verdict,
+  timeMs,
+  memoryKb: 10,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+});
 
 function foldRound(index: VerdictIndex, round: number): void {
   for (let p = 0; p < 4; p++) {
@@ -19,7 +27,18 @@ function foldRound(index: VerdictIndex, round: number): void {
     const pairs = Array.from({ length: 8 }, (_, t) => ({ programId: `p${p}`, programHash, testId: `t${t}`, testHash: h(1_000_000 + round * 100 + t) }));
     const requestId = `${round}/x/${p}`;
     index.observe(event('ExecutionRequested', { round, problemId: 'x', requestId, purpose: 'reward', ...requestBody(pairs) }));
-    index.observe(event('ProgramExecuted', compactResults(requestId, programHash, [0, 1, 2, 3, 4, 5, 6, 7], pairs.map((_, t) => figures(t % 2 === 0 ? 'accepted' : 'wrong_answer', t)), 'ran')));
+    index.observe(
+      event(
+        'ProgramExecuted',
+        compactResults(
+          requestId,
+          programHash,
+          [0, 1, 2, 3, 4, 5, 6, 7],
+          pairs.map((_, t) => figures(t % 2 === 0 ? 'accepted' : 'wrong_answer', t)),
+          'ran',
+        ),
+      ),
+    );
     index.observe(event('ProblemEvaluated', { round, problemId: 'x' }));
   }
 }
@@ -75,13 +94,25 @@ it("keeps memory bounded while a problem's reference is asked about every new te
     // The oracle asks about the reference on this step's tests (new: none recorded), then records them;
     // the last step also runs it again on the first step's tests, with other verdicts.
     const pairs = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${step}.${t}`, testHash: testOf(step, t) }));
-    if (step === steps) pairs.push(...Array.from({ length: 4 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `again${t}`, testHash: testOf(1, t) })));
+    if (step === steps)
+      pairs.push(...Array.from({ length: 4 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `again${t}`, testHash: testOf(1, t) })));
     for (const p of pairs.slice(0, 16)) expect(saved.has('x', ref, p.testHash)).toBe(false);
     const requestId = `${step}/x/oracle`;
     const results = pairs.map((p, i) => (i < 16 ? verdictOf(step, i) : figures('time_limit', 1000 + i)));
     for (const index of [saved, kept]) {
       index.observe(event('ExecutionRequested', { round: step, problemId: 'x', requestId, purpose: 'oracle', ...requestBody(pairs) }));
-      index.observe(event('ProgramExecuted', compactResults(requestId, ref, pairs.map((_, i) => i), results, 'ran')));
+      index.observe(
+        event(
+          'ProgramExecuted',
+          compactResults(
+            requestId,
+            ref,
+            pairs.map((_, i) => i),
+            results,
+            'ran',
+          ),
+        ),
+      );
       index.observe(event('ProblemEvaluated', { round: step, problemId: 'x' }));
     }
     held.push(saved.heldEntries);
@@ -97,11 +128,18 @@ it("keeps memory bounded while a problem's reference is asked about every new te
   const old = [testOf(1, 0), testOf(1, 5), testOf(7, 3), testOf(steps - 1, 15)];
   const reuse = (index: VerdictIndex) => {
     const pairs = old.map((testHash, t) => ({ programId: 'ref', programHash: ref, testId: `r${t}`, testHash }));
-    index.observe(event('ExecutionRequested', { round: steps + 1, problemId: 'x', requestId: `${steps + 1}/x/oracle`, purpose: 'oracle', ...requestBody([], pairs) }));
+    index.observe(
+      event('ExecutionRequested', { round: steps + 1, problemId: 'x', requestId: `${steps + 1}/x/oracle`, purpose: 'oracle', ...requestBody([], pairs) }),
+    );
     return index.of(`${steps + 1}/x/oracle`);
   };
   const answers = reuse(saved);
-  expect(answers.map((r) => [r.verdict, r.timeMs])).toEqual([['time_limit', 1016], [verdictOf(1, 5).verdict, 15], [verdictOf(7, 3).verdict, 73], [verdictOf(steps - 1, 15).verdict, (steps - 1) * 10 + 15]]);
+  expect(answers.map((r) => [r.verdict, r.timeMs])).toEqual([
+    ['time_limit', 1016],
+    [verdictOf(1, 5).verdict, 15],
+    [verdictOf(7, 3).verdict, 73],
+    [verdictOf(steps - 1, 15).verdict, (steps - 1) * 10 + 15],
+  ]);
   expect(answers).toEqual(reuse(kept));
   expect(saved.has('x', ref, testOf(steps + 1, 0))).toBe(false);
   expect(saved.has('y', ref, testOf(1, 0))).toBe(false);
@@ -114,7 +152,18 @@ it('splits a plan on one batched read of the rows, not a point read per pair', (
   foldRound(index, 1);
   const oracle = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${t}`, testHash: h(9_000 + t) }));
   index.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: '1/x/oracle', purpose: 'oracle', ...requestBody(oracle) }));
-  index.observe(event('ProgramExecuted', compactResults('1/x/oracle', ref, oracle.map((_, i) => i), oracle.map((_, t) => figures('accepted', t)), 'ran')));
+  index.observe(
+    event(
+      'ProgramExecuted',
+      compactResults(
+        '1/x/oracle',
+        ref,
+        oracle.map((_, i) => i),
+        oracle.map((_, t) => figures('accepted', t)),
+        'ran',
+      ),
+    ),
+  );
   table.save(index.sideRows());
   let gets = 0;
   let numbers = 0;

@@ -39,18 +39,30 @@ async function runWith(name: string, weightSync: Record<string, unknown>): Promi
   const problems = loadDemoProblems();
   const server = await StandInOpenAIServer.start(({ prompt, n }) => {
     const p = problems.find((q) => prompt.includes(q.statement.trim()))!;
-    return Array.from({ length: n }, (_, i) => (prompt.startsWith('Solve') ? `\`\`\`python\n${i % 2 ? p.solutions[0] : p.incorrectSolutions[0]}\`\`\`` : 'no tests'));
+    return Array.from({ length: n }, (_, i) =>
+      prompt.startsWith('Solve') ? `\`\`\`python\n${i % 2 ? p.solutions[0] : p.incorrectSolutions[0]}\`\`\`` : 'no tests',
+    );
   });
   servers.push(server);
   const base = smallConfig(root);
-  const openai = (model: string) => ({ baseUrl: server.baseUrl, model, maxTokens: 64, concurrency: 1, timeoutMs: 30_000, retry: { attempts: 2, baseDelayMs: 10 } });
+  const openai = (model: string) => ({
+    baseUrl: server.baseUrl,
+    model,
+    maxTokens: 64,
+    concurrency: 1,
+    timeoutMs: 30_000,
+    retry: { attempts: 2, baseDelayMs: 10 },
+  });
   const config = parseConfig({
     ...base,
     name,
     rounds: 2,
     dataset: { format: 'demo', limit: 1 },
     sampling: { problemsPerRound: 1, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
-    policies: { code: { backend: 'openai', lr: 0.001, mutants: 0, openai: openai('toy-code') }, test: { backend: 'openai', lr: 0.001, openai: openai('toy-test') } },
+    policies: {
+      code: { backend: 'openai', lr: 0.001, mutants: 0, openai: openai('toy-code') },
+      test: { backend: 'openai', lr: 0.001, openai: openai('toy-test') },
+    },
     learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 1024 }, weightSync } },
   });
   const outcome = await runExperiment({ config, dir: path.join(root, name), cacheDir: catalogCache() });
@@ -69,7 +81,8 @@ async function runWith(name: string, weightSync: Record<string, unknown>): Promi
 }
 
 const ofType = (r: Ran, t: string) => r.events.filter((e) => e.type === t).map((e) => e.data as Record<string, unknown>);
-const checkpointPath = (r: Ran, p: Record<string, unknown>) => (JSON.parse(r.blobs.get(p.checkpoint as string)!) as { checkpoint: { path: string } }).checkpoint.path;
+const checkpointPath = (r: Ran, p: Record<string, unknown>) =>
+  (JSON.parse(r.blobs.get(p.checkpoint as string)!) as { checkpoint: { path: string } }).checkpoint.path;
 
 describe.skipIf(missing !== null)(`weight sync after each publish${missing ? ` [skipped: ${missing}]` : ''}`, () => {
   let vllm: Ran;
@@ -92,7 +105,14 @@ describe.skipIf(missing !== null)(`weight sync after each publish${missing ? ` [
     expect(vllm.finished).toBe(true);
     const published = ofType(vllm, 'PolicyVersionPublished');
     const synced = ofType(vllm, 'WeightsSynced');
-    expect(published.map((p) => `${(p.policy as { role: string }).role}:${(p.policy as { version: number }).version}`)).toEqual(['code:0', 'test:0', 'code:1', 'test:1', 'code:2', 'test:2']);
+    expect(published.map((p) => `${(p.policy as { role: string }).role}:${(p.policy as { version: number }).version}`)).toEqual([
+      'code:0',
+      'test:0',
+      'code:1',
+      'test:1',
+      'code:2',
+      'test:2',
+    ]);
     expect(synced.map((s) => s.policy)).toEqual(published.map((p) => p.policy));
     // Each WeightsSynced follows its PolicyVersionPublished in the log.
     const types = vllm.events.map((e) => e.type).filter((t) => t === 'PolicyVersionPublished' || t === 'WeightsSynced');
@@ -109,7 +129,7 @@ describe.skipIf(missing !== null)(`weight sync after each publish${missing ? ` [
     });
   });
 
-  it('vLLM: the server got exactly the recorded calls, with the API key, and every sample asked for its version\'s adapter', () => {
+  it("vLLM: the server got exactly the recorded calls, with the API key, and every sample asked for its version's adapter", () => {
     const calls = vllm.server.requests.filter((r) => r.path === '/v1/load_lora_adapter');
     const recorded = ofType(vllm, 'WeightsSynced').map((s) => s.request as { lora_name: string });
     // Every recorded sync reached the server, and nothing else was loaded: a sampler loads its
@@ -129,13 +149,20 @@ describe.skipIf(missing !== null)(`weight sync after each publish${missing ? ` [
     const synced = ofType(sglang, 'WeightsSynced');
     expect(synced.map((s) => s.policy)).toEqual(published.map((p) => p.policy));
     published.forEach((p, i) => {
-      expect(synced[i]).toMatchObject({ kind: 'sglang', url: `${sglang.server.baseUrl.replace(/\/v1$/, '')}/update_weights_from_disk`, request: { model_path: checkpointPath(sglang, p) }, status: 200, servedModel: `toy-${(p.policy as { role: string }).role}` });
+      expect(synced[i]).toMatchObject({
+        kind: 'sglang',
+        url: `${sglang.server.baseUrl.replace(/\/v1$/, '')}/update_weights_from_disk`,
+        request: { model_path: checkpointPath(sglang, p) },
+        status: 200,
+        servedModel: `toy-${(p.policy as { role: string }).role}`,
+      });
     });
     const calls = sglang.server.requests.filter((r) => r.path === '/update_weights_from_disk').map((r) => r.body);
     // After publish (recorded) and before a version's first sample (not recorded: the sampler
     // loads what it samples, which a restarted run needs): each recorded call reached the server.
     for (const s of synced) expect(calls).toContainEqual(s.request);
-    for (const s of ofType(sglang, 'ModelSampled') as { policy: { role: string }; params: { model: string } }[]) expect(s.params.model).toBe(`toy-${s.policy.role}`);
+    for (const s of ofType(sglang, 'ModelSampled') as { policy: { role: string }; params: { model: string } }[])
+      expect(s.params.model).toBe(`toy-${s.policy.role}`);
   });
 });
 
@@ -145,8 +172,16 @@ describe('a refused weight sync', () => {
     try {
       server.faults = ['http-500'];
       // The stand-in answers /admin/load_version with its next fault: an HTTP 500.
-      await expect(syncWeights({ kind: 'bridge', serverUrl: server.baseUrl.replace(/\/v1$/, ''), token: null, baseModel: 'm', prefix: 'm' }, { path: '/ckpt/v000001', sha256: 'ab' }, 1)).rejects.toThrow(PolicyInputError);
-      await expect(syncWeights({ kind: 'sglang', serverUrl: 'http://127.0.0.1:1', token: null, baseModel: 'm', prefix: 'm' }, { path: '/ckpt/v000001', sha256: 'ab' }, 1)).rejects.toThrow(/127\.0\.0\.1:1\/update_weights_from_disk: weight sync of \/ckpt\/v000001 \(version 1\) could not reach the server/);
+      await expect(
+        syncWeights(
+          { kind: 'bridge', serverUrl: server.baseUrl.replace(/\/v1$/, ''), token: null, baseModel: 'm', prefix: 'm' },
+          { path: '/ckpt/v000001', sha256: 'ab' },
+          1,
+        ),
+      ).rejects.toThrow(PolicyInputError);
+      await expect(
+        syncWeights({ kind: 'sglang', serverUrl: 'http://127.0.0.1:1', token: null, baseModel: 'm', prefix: 'm' }, { path: '/ckpt/v000001', sha256: 'ab' }, 1),
+      ).rejects.toThrow(/127\.0\.0\.1:1\/update_weights_from_disk: weight sync of \/ckpt\/v000001 \(version 1\) could not reach the server/);
     } finally {
       await server.close();
     }

@@ -73,7 +73,10 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     // The trainer's process: one SFT step, published, its files put into the log's blob store.
     const first = await bridge();
     let log = await openSqliteLog(logFile);
-    const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options, root: ckRoot, batchDir: path.join(root, 'batches'), reload: null, blobs: log.blobs }, fresh);
+    const trainer = new BridgeTrainer(
+      { client: async () => first, role: 'code', options, root: ckRoot, batchDir: path.join(root, 'batches'), reload: null, blobs: log.blobs },
+      fresh,
+    );
     expect((await trainer.trainStep(sft())).version).toBe(1);
     const snap = await trainer.snapshot();
     const params = BridgeParams.parse(JSON.parse(snap.params));
@@ -93,7 +96,19 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     for (const [, f] of files) expect(await log.blobs.has(f.sha256)).toBe(true);
     const second = await bridge();
     const cache = path.join(root, 'other-disk', 'checkpoint-cache');
-    const restarted = new BridgeTrainer({ client: async () => second, role: 'code', options, root: path.join(root, 'other-disk', 'checkpoints', 'code'), batchDir: path.join(root, 'batches2'), reload: null, blobs: log.blobs, cacheDir: cache }, stored);
+    const restarted = new BridgeTrainer(
+      {
+        client: async () => second,
+        role: 'code',
+        options,
+        root: path.join(root, 'other-disk', 'checkpoints', 'code'),
+        batchDir: path.join(root, 'batches2'),
+        reload: null,
+        blobs: log.blobs,
+        cacheDir: cache,
+      },
+      stored,
+    );
     // A snapshot of a published version loads it into the bridge (and publishes nothing new).
     expect((await restarted.snapshot()).params).toBe(stored);
     expect((await second.status()).policies.code).toMatchObject({ version: 1 });
@@ -120,11 +135,25 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     const ref: CheckpointRef = cp;
     const corrupt = localCheckpoint(ref, log.blobs, path.join(root, 'third-disk'), 'code version 1');
     await expect(corrupt).rejects.toBeInstanceOf(CheckpointBlobError);
-    await expect(localCheckpoint(ref, log.blobs, path.join(root, 'third-disk'), 'code version 1')).rejects.toThrow(new RegExp(`checkpoint code version 1, file ${victim.replace('.', '\\.')}: blob ${victimFile.sha256} is corrupt`));
+    await expect(localCheckpoint(ref, log.blobs, path.join(root, 'third-disk'), 'code version 1')).rejects.toThrow(
+      new RegExp(`checkpoint code version 1, file ${victim.replace('.', '\\.')}: blob ${victimFile.sha256} is corrupt`),
+    );
     // Nothing half-written is left to pass as the checkpoint.
     expect(existsSync(path.join(root, 'third-disk', cp.sha256))).toBe(false);
     // A restarted trainer meets the same error (not a bridge failure to retry).
-    const third = new BridgeTrainer({ client: async () => second, role: 'code', options, root: path.join(root, 'third-disk', 'ck'), batchDir: path.join(root, 'batches3'), reload: null, blobs: log.blobs, cacheDir: path.join(root, 'third-disk') }, JSON.stringify({ ...params, version: 1 }));
+    const third = new BridgeTrainer(
+      {
+        client: async () => second,
+        role: 'code',
+        options,
+        root: path.join(root, 'third-disk', 'ck'),
+        batchDir: path.join(root, 'batches3'),
+        reload: null,
+        blobs: log.blobs,
+        cacheDir: path.join(root, 'third-disk'),
+      },
+      JSON.stringify({ ...params, version: 1 }),
+    );
     await second.loadPolicy({ policy: 'code', backend: 'toy', config: TINY, seed: 9, version: 0 });
     await expect(third.snapshot()).rejects.toThrow(/checkpoint code version 1, file .*corrupt/);
     await log.close();
@@ -134,7 +163,9 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     expect(db2.prepare('DELETE FROM blobs WHERE hash = ?').run(blobKey(victimFile.sha256)).changes).toBe(1);
     db2.close();
     log = await openSqliteLog(logFile);
-    await expect(localCheckpoint(ref, log.blobs, path.join(root, 'fourth-disk'), 'code version 1')).rejects.toThrow(`checkpoint code version 1, file ${victim}: blob ${victimFile.sha256} is not in the blob store`);
+    await expect(localCheckpoint(ref, log.blobs, path.join(root, 'fourth-disk'), 'code version 1')).rejects.toThrow(
+      `checkpoint code version 1, file ${victim}: blob ${victimFile.sha256} is not in the blob store`,
+    );
     // Without a blob store and without the directory: says so.
     await expect(localCheckpoint(ref, null, path.join(root, 'fifth-disk'), 'code version 1')).rejects.toThrow(/is missing or differs, and no blob store/);
     await log.close();
@@ -153,7 +184,18 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
       // The toy model at its default size: its files span many 256 KiB chunks.
       const first = await bridge();
       const trainerDisk = path.join(root, 'js-trainer-disk');
-      const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: defaultSized, root: trainerDisk, batchDir: path.join(root, 'js-batches'), reload: null, blobs: log.blobs }, fresh);
+      const trainer = new BridgeTrainer(
+        {
+          client: async () => first,
+          role: 'code',
+          options: defaultSized,
+          root: trainerDisk,
+          batchDir: path.join(root, 'js-batches'),
+          reload: null,
+          blobs: log.blobs,
+        },
+        fresh,
+      );
       await trainer.trainStep(sft());
       const snap = await trainer.snapshot();
       const cp = BridgeParams.parse(JSON.parse(snap.params)).checkpoint!;
@@ -164,7 +206,19 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
 
       log = await openJetStreamLog({ servers: nats.urls, ...names, create: false });
       const second = await bridge();
-      const restarted = new BridgeTrainer({ client: async () => second, role: 'code', options: defaultSized, root: path.join(root, 'js-other', 'ck'), batchDir: path.join(root, 'js-batches2'), reload: null, blobs: log.blobs, cacheDir: path.join(root, 'js-other', 'cache') }, snap.params);
+      const restarted = new BridgeTrainer(
+        {
+          client: async () => second,
+          role: 'code',
+          options: defaultSized,
+          root: path.join(root, 'js-other', 'ck'),
+          batchDir: path.join(root, 'js-batches2'),
+          reload: null,
+          blobs: log.blobs,
+          cacheDir: path.join(root, 'js-other', 'cache'),
+        },
+        snap.params,
+      );
       await restarted.snapshot();
       expect(await greedy(second)).toEqual(before);
       await log.close();
@@ -173,12 +227,23 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     }
   }, 300_000);
 
-  it('a sampler\'s server loads the copy put together from the blob store and serves that version', async () => {
+  it("a sampler's server loads the copy put together from the blob store and serves that version", async () => {
     const logFile = path.join(root, 'serve.sqlite');
     const log = await openSqliteLog(logFile);
     const first = await bridge();
     const trainerDisk = path.join(root, 'serve-trainer-disk');
-    const trainer = new BridgeTrainer({ client: async () => first, role: 'code', options: defaultSized, root: trainerDisk, batchDir: path.join(root, 'serve-batches'), reload: null, blobs: log.blobs }, fresh);
+    const trainer = new BridgeTrainer(
+      {
+        client: async () => first,
+        role: 'code',
+        options: defaultSized,
+        root: trainerDisk,
+        batchDir: path.join(root, 'serve-batches'),
+        reload: null,
+        blobs: log.blobs,
+      },
+      fresh,
+    );
     await trainer.trainStep(sft());
     const cp = BridgeParams.parse(JSON.parse((await trainer.snapshot()).params)).checkpoint!;
     rmSync(trainerDisk, { recursive: true, force: true });
@@ -189,7 +254,11 @@ describe.skipIf(missing !== null)(`checkpoints in the blob store${missing ? ` [s
     expect(readdirSync(path.join(root, 'serve-cache'))).toEqual([cp.sha256]);
     const serve = await startBridgeServe({ adminToken: 'checkpoint-test-admin-token' });
     try {
-      const rec = await syncWeights({ kind: 'bridge', serverUrl: serve.baseUrl.replace(/\/v1\/?$/, ''), token: 'checkpoint-test-admin-token', baseModel: 'toy', prefix: 'toy' }, { path: local!, sha256: cp.sha256 }, 1);
+      const rec = await syncWeights(
+        { kind: 'bridge', serverUrl: serve.baseUrl.replace(/\/v1\/?$/, ''), token: 'checkpoint-test-admin-token', baseModel: 'toy', prefix: 'toy' },
+        { path: local!, sha256: cp.sha256 },
+        1,
+      );
       expect(rec.status).toBe(200);
       const models = (await (await fetch(`${serve.baseUrl.replace(/\/+$/, '')}/models`)).json()) as { data: { version: number; sha256: string }[] };
       expect(models.data[0]).toMatchObject({ version: 1, sha256: cp.sha256 });

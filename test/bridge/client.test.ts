@@ -62,9 +62,11 @@ describe('BridgeClient with a real bridge', () => {
     expect(g.outputs[0]).toHaveLength(2);
     const s = g.outputs[0]![0]!;
     expect(s.logprobs).toHaveLength(s.token_ids.length);
-    const rows = g.outputs.flatMap((group, i) =>
-      group.map((o, j) => ({ prompt: ['def f():', 'x ='][i]!, completion_ids: o.token_ids, old_logprobs: o.logprobs, advantage: j === 0 ? 1 : -1 })),
-    ).map(({ prompt, ...r }) => ({ ...r, prompt_ids: [256, ...Buffer.from(prompt, 'utf8')] }));
+    const rows = g.outputs
+      .flatMap((group, i) =>
+        group.map((o, j) => ({ prompt: ['def f():', 'x ='][i]!, completion_ids: o.token_ids, old_logprobs: o.logprobs, advantage: j === 0 ? 1 : -1 })),
+      )
+      .map(({ prompt, ...r }) => ({ ...r, prompt_ids: [256, ...Buffer.from(prompt, 'utf8')] }));
     const batch = await writeBatch(path.join(dir, 'b1.jsonl'), 'grpo', rows);
     const step = await client.trainStep({ batch_id: 'b1', expected_version: 0, algorithm: 'grpo', batch, micro_batch_size: 2, hyper: { kl_coef: 0.01 } });
     expect(step.version).toBe(1);
@@ -163,7 +165,10 @@ describe('BridgeClient when the bridge misbehaves', () => {
 
   it('a bridge that goes silent (no reply, no heartbeat) is declared dead', async () => {
     // Answers the first request, then never again.
-    const client = BridgeClient.open({ command: standInBridge('json.dumps({"id": req["id"], "ok": True, "result": {}}) if req["id"] == 1 else None'), staleAfterMs: 300 });
+    const client = BridgeClient.open({
+      command: standInBridge('json.dumps({"id": req["id"], "ok": True, "result": {}}) if req["id"] == 1 else None'),
+      staleAfterMs: 300,
+    });
     await client.call('status', {}, z.unknown());
     const call = client.call('status', {}, z.unknown(), { timeoutMs: 10_000 });
     await expect(call).rejects.toBeInstanceOf(BridgeDeadError);

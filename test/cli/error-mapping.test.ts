@@ -7,7 +7,7 @@ import { ReadModelError } from '../../src/projections/readmodel.js';
 import { ActorFailedError } from '../../src/actors/runtime.js';
 import { DatasetError } from '../../src/datasets/errors.js';
 
-describe('the CLI maps each layer\'s errors by class', () => {
+describe("the CLI maps each layer's errors by class", () => {
   it('bad input files of the sandbox are typed and exit 2 with their message', () => {
     let thrown: unknown;
     try {

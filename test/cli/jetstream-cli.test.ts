@@ -21,11 +21,28 @@ const crucibleProcess = runProcess;
 
 // Both runs share the config (so the run id and seed), each with its own run directory.
 const small = [
-  '--set', 'rounds=2', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',
-  '--set', 'policies.code.mutants=2', '--set', 'policies.test.candidates=12', '--set', `dir=${dir}`, '--json',
+  '--set',
+  'rounds=2',
+  '--set',
+  'dataset.limit=2',
+  '--set',
+  'sampling.problemsPerRound=2',
+  '--set',
+  'sampling.groupSize=4',
+  '--set',
+  'policies.code.mutants=2',
+  '--set',
+  'policies.test.candidates=12',
+  '--set',
+  `dir=${dir}`,
+  '--json',
 ];
 type Row = Record<string, unknown> & { runId: string; round: number };
-const rowsOf = (stdout: string) => stdout.trim().split('\n').map((l) => JSON.parse(l) as Row);
+const rowsOf = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Row);
 /** The table without wall times (and the run id the run command adds). */
 const figures = (rows: Row[]) => rows.map(({ seconds: _s, runId: _r, ...rest }) => rest);
 
@@ -99,7 +116,7 @@ describe('the demo on JetStream', () => {
 });
 
 describe('nats down', () => {
-  it('stops a server that was started again by hand with its node\'s config', async () => {
+  it("stops a server that was started again by hand with its node's config", async () => {
     const byHandDir = path.join(dir, 'by-hand');
     const cluster = await natsUp({ nodes: 1, dir: byHandDir });
     const node = cluster.nodes[0]!;
@@ -108,7 +125,11 @@ describe('nats down', () => {
     const byHand = spawn(natsServerBinary(), ['-c', node.configFile], { stdio: 'ignore' });
     const exited = new Promise<void>((resolve) => byHand.once('exit', () => resolve()));
     try {
-      await until('the server started by hand to write its pid', 15_000, async () => readFileSync(path.join(byHandDir, node.name, 'nats.pid'), 'utf8').trim() === String(byHand.pid));
+      await until(
+        'the server started by hand to write its pid',
+        15_000,
+        async () => readFileSync(path.join(byHandDir, node.name, 'nats.pid'), 'utf8').trim() === String(byHand.pid),
+      );
       const down = await crucibleProcess(['nats', 'down', '--dir', byHandDir]);
       expect(down.code, down.stderr).toBe(0);
       expect(down.stdout).toMatch(/stopped 1 nats-server/);

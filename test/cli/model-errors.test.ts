@@ -6,11 +6,19 @@ import { BridgeDeadError } from '../../src/bridge/errors.js';
 
 describe('model and trainer failures at the CLI', () => {
   it('an exhausted model request says what failed and that the run resumes', () => {
-    const err = new ModelRequestError('http://127.0.0.1:8002/v1/completions', [{ attempt: 1, kind: 'network', message: 'fetch failed: connect ECONNREFUSED', status: null, retrying: false, delayMs: 0 }]);
-    expect(userFacing(err)).toEqual({ message: expect.stringMatching(/8002.*1 try failed; last: network: fetch failed[\s\S]*run the same command again/), exitCode: EXIT_FAILED });
+    const err = new ModelRequestError('http://127.0.0.1:8002/v1/completions', [
+      { attempt: 1, kind: 'network', message: 'fetch failed: connect ECONNREFUSED', status: null, retrying: false, delayMs: 0 },
+    ]);
+    expect(userFacing(err)).toEqual({
+      message: expect.stringMatching(/8002.*1 try failed; last: network: fetch failed[\s\S]*run the same command again/),
+      exitCode: EXIT_FAILED,
+    });
   });
 
   it('a dead gpu-bridge likewise', () => {
-    expect(userFacing(new BridgeDeadError('exited with code 1', 'ImportError: torch'))).toMatchObject({ exitCode: EXIT_FAILED, message: expect.stringContaining('gpu-bridge is dead') });
+    expect(userFacing(new BridgeDeadError('exited with code 1', 'ImportError: torch'))).toMatchObject({
+      exitCode: EXIT_FAILED,
+      message: expect.stringContaining('gpu-bridge is dead'),
+    });
   });
 });

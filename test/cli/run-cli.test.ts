@@ -16,8 +16,20 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const crucible = runProcess;
 
 const small = [
-  '--set', 'rounds=2', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',
-  '--set', 'policies.code.mutants=2', '--set', 'policies.test.candidates=12', '--set', `dir=${dir}`,
+  '--set',
+  'rounds=2',
+  '--set',
+  'dataset.limit=2',
+  '--set',
+  'sampling.problemsPerRound=2',
+  '--set',
+  'sampling.groupSize=4',
+  '--set',
+  'policies.code.mutants=2',
+  '--set',
+  'policies.test.candidates=12',
+  '--set',
+  `dir=${dir}`,
 ];
 
 describe('the crucible command', () => {
@@ -26,7 +38,10 @@ describe('the crucible command', () => {
   it('runs the demo config and prints one JSON row per round, the figures of its log; replay --verify agrees', async () => {
     const out = await crucible(['run', 'configs/demo.yaml', ...small, '--json']);
     expect(out.code).toBe(0);
-    rows = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as RoundRow & { runId: string });
+    rows = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as RoundRow & { runId: string });
     expect(rows.map((r) => r.round)).toEqual([1, 2]);
     const runDir = path.join(dir, rows[0]!.runId);
 
@@ -43,8 +58,12 @@ describe('the crucible command', () => {
       const d = e.data as EventData<'ProblemEvaluated'>;
       const s = sums.get(d.round) ?? { programs: 0, passed: 0, sampled: 0, valid: 0, pairs: 0, killed: 0 };
       sums.set(d.round, {
-        programs: s.programs + d.heldOut.programs, passed: s.passed + d.heldOut.passed, sampled: s.sampled + d.tests.sampled,
-        valid: s.valid + d.tests.valid, pairs: s.pairs + d.kill.targets * d.kill.suites, killed: s.killed + d.kill.killed,
+        programs: s.programs + d.heldOut.programs,
+        passed: s.passed + d.heldOut.passed,
+        sampled: s.sampled + d.tests.sampled,
+        valid: s.valid + d.tests.valid,
+        pairs: s.pairs + d.kill.targets * d.kill.suites,
+        killed: s.killed + d.kill.killed,
       });
     }
     await log.close();
@@ -81,12 +100,18 @@ describe('the crucible command', () => {
   it('--seeds 2 runs seeds 7 and 8 and prints, per round, the mean and spread of the two runs', async () => {
     const out = await crucible(['run', 'configs/demo.yaml', ...small, '--seeds', '2', '--json']);
     expect(out.code).toBe(0);
-    const summary = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as SummaryRow & { runIds: string[] });
+    const summary = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as SummaryRow & { runIds: string[] });
     expect(summary.map((r) => r.round)).toEqual([1, 2]);
     // Seed 7 is the run of the test above (same config, same directory): resumed, not redone.
     expect(summary[0]!.runIds[0]).toBe(rows[0]!.runId);
     const seed8 = await crucible(['run', 'configs/demo.yaml', ...small, '--seed', '8', '--json']);
-    const rows8 = seed8.stdout.trim().split('\n').map((l) => JSON.parse(l) as RoundRow);
+    const rows8 = seed8.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as RoundRow);
     summary.forEach((s, i) => {
       const a = rows[i]!.heldOutPass;
       const b = rows8[i]!.heldOutPass;

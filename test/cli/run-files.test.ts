@@ -102,18 +102,29 @@ describe('damaged files', () => {
     expect(out.stdout).toContain(`  ${path.basename(damaged)}: ${path.join(damaged, 'views.db')} is damaged or not a crucible file (`);
     expect(out.stdout).toContain(`crucible replay ${damaged} --rebuild`);
     expect(out.stdout).toMatch(/^ {2}empty-log: .*log\.db.*not an SQLite database/m);
-    const json = (await crucible(['runs', dir, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { runId?: string; dir: string; unreadable?: string });
-    expect(json.map((r) => r.runId ?? `unreadable ${path.basename(r.dir)}`).sort()).toEqual([b.runId, `unreadable ${path.basename(damaged)}`, 'unreadable empty-log'].sort());
+    const json = (await crucible(['runs', dir, '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { runId?: string; dir: string; unreadable?: string });
+    expect(json.map((r) => r.runId ?? `unreadable ${path.basename(r.dir)}`).sort()).toEqual(
+      [b.runId, `unreadable ${path.basename(damaged)}`, 'unreadable empty-log'].sort(),
+    );
   });
 
   it('a corrupt or foreign views.db is one line naming the file and the fix, exit status 3; replay --rebuild fixes it', async () => {
     const dir = copyRun(a, 'corrupt-views');
     const views = path.join(dir, 'views.db');
     corrupt(views);
-    for (const args of [['report', dir, '--out', path.join(root, 'r.html')], ['compare', dir, b.dir], ['replay', dir, '--verify']]) {
+    for (const args of [
+      ['report', dir, '--out', path.join(root, 'r.html')],
+      ['compare', dir, b.dir],
+      ['replay', dir, '--verify'],
+    ]) {
       const out = await crucible(args);
       expect({ args, code: out.code }).toEqual({ args, code: 3 });
-      expect(out.stderr).toBe(`crucible: ${views} is damaged or not a crucible file (${out.stderr.slice(out.stderr.indexOf('(') + 1, out.stderr.lastIndexOf(');'))}); it is rebuilt from the log by: crucible replay ${dir} --rebuild\n`);
+      expect(out.stderr).toBe(
+        `crucible: ${views} is damaged or not a crucible file (${out.stderr.slice(out.stderr.indexOf('(') + 1, out.stderr.lastIndexOf(');'))}); it is rebuilt from the log by: crucible replay ${dir} --rebuild\n`,
+      );
     }
     const rebuilt = await crucible(['replay', dir, '--rebuild']);
     expect(rebuilt.code).toBe(0);
@@ -127,7 +138,9 @@ describe('damaged files', () => {
     other.close();
     const foreign = await crucible(['report', dir, '--out', path.join(root, 'r.html')]);
     expect(foreign.code).toBe(3);
-    expect(foreign.stderr).toMatch(/views\.db is damaged or not a crucible file \(it is another SQLite database \(tables: customers\)\); it is rebuilt from the log by: crucible replay .* --rebuild\n$/);
+    expect(foreign.stderr).toMatch(
+      /views\.db is damaged or not a crucible file \(it is another SQLite database \(tables: customers\)\); it is rebuilt from the log by: crucible replay .* --rebuild\n$/,
+    );
     const kept = new Database(views, { readonly: true });
     expect(kept.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()).toEqual(['customers']);
     kept.close();
@@ -144,12 +157,19 @@ describe('damaged files', () => {
     writeFileSync(snapshots, 'this is not the snapshot file any more, only text');
     const out = await crucible(['run', file, '--dir', dir, '--json']);
     expect(out.code).toBe(3);
-    expect(out.stderr).toBe(`crucible: ${snapshots} is damaged or not a crucible file (SQLite cannot read it (file is not a database)); it is rebuilt from the log by: crucible replay ${dir} --rebuild\n`);
+    expect(out.stderr).toBe(
+      `crucible: ${snapshots} is damaged or not a crucible file (SQLite cannot read it (file is not a database)); it is rebuilt from the log by: crucible replay ${dir} --rebuild\n`,
+    );
     expect((await crucible(['replay', dir, '--rebuild'])).code).toBe(0);
     expect(existsSync(snapshots)).toBe(false);
     const resumed = await crucible(['run', file, '--dir', dir, '--json']);
     expect(resumed.code).toBe(0);
-    expect(resumed.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { heldOutPass: number }).heldOutPass)).toEqual(a.rows.map((r) => r.heldOutPass));
+    expect(
+      resumed.stdout
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { heldOutPass: number }).heldOutPass),
+    ).toEqual(a.rows.map((r) => r.heldOutPass));
   });
 });
 
@@ -165,7 +185,12 @@ describe('read-only commands', () => {
     db.close();
     expect(readdirSync(dir).filter((f) => f.startsWith('log.db'))).toEqual(['log.db']);
     const before = digest(log);
-    for (const args of [['runs', path.dirname(dir)], ['compare', dir, b.dir], ['report', dir, '--out', path.join(root, 'ro.html')], ['replay', dir, '--verify']]) {
+    for (const args of [
+      ['runs', path.dirname(dir)],
+      ['compare', dir, b.dir],
+      ['report', dir, '--out', path.join(root, 'ro.html')],
+      ['replay', dir, '--verify'],
+    ]) {
       const out = await crucible(args);
       expect({ args, code: out.code, stderr: out.stderr }).toEqual({ args, code: 0, stderr: '' });
       expect({ args, files: readdirSync(dir).filter((f) => f.startsWith('log.db')) }).toEqual({ args, files: ['log.db'] });

@@ -63,10 +63,17 @@ describe('crucible run without a terminal', () => {
     expect(out.code).toBe(0);
     const lines = out.stderr.split('\n').filter((l) => l.startsWith('crucible: '));
     expect(lines[0]).toBe(`crucible: resuming run ${stopped.runId} from position ${head}, round 1`);
-    expect(lines.filter((l) => /^crucible: round \d\/2 done: log position \d+, \d+ executions, (about [\dhms ]+ left|time left: after the first round)$/.test(l)).map((l) => l.slice(16, 19))).toEqual(['1/2', '2/2']);
+    expect(
+      lines
+        .filter((l) => /^crucible: round \d\/2 done: log position \d+, \d+ executions, (about [\dhms ]+ left|time left: after the first round)$/.test(l))
+        .map((l) => l.slice(16, 19)),
+    ).toEqual(['1/2', '2/2']);
 
     // Round 1's seconds: from RoundStarted to RoundCompleted, less the time stopped.
-    const rows = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as RoundRow);
+    const rows = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as RoundRow);
     const resumedLog = await openSqliteLog(path.join(stopped.dir, 'log.db'), { create: false, readOnly: true });
     const times: Record<string, string> = {};
     let stoppedAt: string | null = null;

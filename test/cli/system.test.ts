@@ -5,7 +5,12 @@ const check = (name: string, debian: string, ok: boolean, forRun = false): Check
 
 describe('system checks', () => {
   it('install only what is missing: everything the tests need, or only what a run needs', () => {
-    const checks = [check('python3', 'python3', false, true), check('bubblewrap', 'bubblewrap', true, true), check('torch', 'python3-torch', false), check('node', 'nodejs', false)];
+    const checks = [
+      check('python3', 'python3', false, true),
+      check('bubblewrap', 'bubblewrap', true, true),
+      check('torch', 'python3-torch', false),
+      check('node', 'nodejs', false),
+    ];
     expect(installCommand(checks)?.slice(4)).toEqual(['python3', 'python3-torch']);
     expect(installCommand(checks, 'run')?.slice(4)).toEqual(['python3']);
     expect(installCommand(checks.map((c) => ({ ...c, ok: true })))).toBeNull();

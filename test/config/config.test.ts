@@ -65,7 +65,9 @@ describe("CURE's released switches as config keys", () => {
   });
 
   it('length regularization needs response lengths in tokens: refused for the catalog policy', () => {
-    expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.enableEfficient=true'] })).toThrow(/cure\.enableEfficient.*response lengths in tokens/s);
+    expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.enableEfficient=true'] })).toThrow(
+      /cure\.enableEfficient.*response lengths in tokens/s,
+    );
     expect(() => loadConfigFile('configs/cure.yaml', { overrides: ['cure.lengthRegularize=true'] })).toThrow(/cure\.lengthRegularize/);
     // post_stage changes only the test rewards: any policy.
     expect(loadConfigFile('configs/cure.yaml', { overrides: ['cure.postStage=true'] }).cure.postStage).toBe(true);

@@ -9,17 +9,31 @@ describe('policies.*.backend: openai', () => {
   it('fills every sampling, concurrency, timeout and retry default', () => {
     const c = parseConfig({ policies: both(), learner: { control: 'frozen' } });
     expect(c.policies.code.openai).toEqual({
-      baseUrl: 'http://127.0.0.1:8000/v1', model: 'toy-policy', api: 'completions', prompts: 'full', temperature: 1, topP: 1, maxTokens: 512, stop: [],
-      logprobs: true, concurrency: 4, timeoutMs: 120_000, retry: { attempts: 5, baseDelayMs: 250, maxDelayMs: 8000 },
+      baseUrl: 'http://127.0.0.1:8000/v1',
+      model: 'toy-policy',
+      api: 'completions',
+      prompts: 'full',
+      temperature: 1,
+      topP: 1,
+      maxTokens: 512,
+      stop: [],
+      logprobs: true,
+      concurrency: 4,
+      timeoutMs: 120_000,
+      retry: { attempts: 5, baseDelayMs: 250, maxDelayMs: 8000 },
     });
   });
 
   it('refuses a baseUrl missing without learner.bridge.serve, or given with it; reload beside weightSync; sft without a bridge', () => {
     const { baseUrl: _b, ...noUrl } = { baseUrl: 'x', model: 'toy-policy' };
-    expect(() => parseConfig({ policies: both(noUrl), learner: { control: 'frozen' } })).toThrow(/policies\.code\.openai\.baseUrl.*required unless the run starts its own servers/);
+    expect(() => parseConfig({ policies: both(noUrl), learner: { control: 'frozen' } })).toThrow(
+      /policies\.code\.openai\.baseUrl.*required unless the run starts its own servers/,
+    );
     expect(() => parseConfig({ policies: both(), learner: { bridge: { serve: {} } } })).toThrow(/policies\.code\.openai\.baseUrl.*leave baseUrl out/);
     expect(parseConfig({ policies: both(noUrl), learner: { bridge: { serve: {} } } }).learner.bridge?.serve).toEqual({ threads: 1 });
-    expect(() => parseConfig({ policies: both(), learner: { bridge: { reload: { adminTokenEnv: 'T' }, weightSync: { kind: 'sglang' } } } })).toThrow(/learner\.bridge\.weightSync.*not both/);
+    expect(() => parseConfig({ policies: both(), learner: { bridge: { reload: { adminTokenEnv: 'T' }, weightSync: { kind: 'sglang' } } } })).toThrow(
+      /learner\.bridge\.weightSync.*not both/,
+    );
     expect(() => parseConfig({ policies: both(), learner: { bridge: { weightSync: { kind: 'vllm' } } } })).toThrow(/learner\.bridge\.weightSync/);
     expect(() => parseConfig({ policies: both(), learner: { control: 'frozen', sft: { steps: 2 } } })).toThrow(/learner\.sft.*needs learner\.bridge/);
   });
@@ -31,7 +45,10 @@ describe('policies.*.backend: openai', () => {
   });
 
   it.each([
-    [{ policies: { code: { backend: 'openai' }, test: { backend: 'openai' } }, learner: { control: 'frozen' } }, /policies\.code\.openai.*needs an openai section/],
+    [
+      { policies: { code: { backend: 'openai' }, test: { backend: 'openai' } }, learner: { control: 'frozen' } },
+      /policies\.code\.openai.*needs an openai section/,
+    ],
     [{ policies: both(), learner: { control: 'none' } }, /learner\.control.*set learner\.control: frozen/],
     [{ policies: { code: { backend: 'openai', openai }, test: {} }, learner: { control: 'frozen' } }, /policies\.test\.backend.*one backend/],
     [{ policies: { code: { openai } } }, /policies\.code\.openai.*only read with backend openai/],

@@ -33,11 +33,28 @@ describe('tests inside a ```python block', () => {
     expect(r.statements[9]!.text).toBe('assert f(9) == 10');
     // The five asserts that are not tests are dropped; `assert f(` never closes (dropped too);
     // the line after the block is not read.
-    expect(r.dropped.map((d) => d.text)).toEqual(['assert f(3)', 'assert x == f(1)', 'assert f(1)[0] == 1', 'assert not f(9) == 1', 'assert f(10) == 1 and f(11) == 2']);
+    expect(r.dropped.map((d) => d.text)).toEqual([
+      'assert f(3)',
+      'assert x == f(1)',
+      'assert f(1)[0] == 1',
+      'assert not f(9) == 1',
+      'assert f(10) == 1 and f(11) == 2',
+    ]);
   });
 
   it('gathers statements by bracket balance; a new assert line restarts one left open', () => {
-    const answer = ['```python', 'assert f([1,', '   2]) == 3', 'print("unbalanced ("', 'assert f(4) == 5  # comment (', 'assert f(', '    6,', ') == \\', '  7', '```'].join('\n');
+    const answer = [
+      '```python',
+      'assert f([1,',
+      '   2]) == 3',
+      'print("unbalanced ("',
+      'assert f(4) == 5  # comment (',
+      'assert f(',
+      '    6,',
+      ') == \\',
+      '  7',
+      '```',
+    ].join('\n');
     expect(forms(answer)).toEqual(['f([1, 2]) == 3', 'f(4) == 5', 'f(6,) == 7']);
   });
 
@@ -46,20 +63,50 @@ describe('tests inside a ```python block', () => {
     expect(forms(answer)).toEqual(['f(1) == 1']);
   });
 
-  it('substitutes names assigned earlier into the call\'s bare-name arguments, not into the expected value', () => {
-    const answer = ['```python', 'a = 3', 'b = (1, 2)', 'c = 1, 2', 'expected = 5', 'assert f(a, b, k=c) == expected', 'assert f(*b) == 1', 'assert m.f(a)(a) == 2', 'assert f(a + 1) == 3', '```'].join('\n');
+  it("substitutes names assigned earlier into the call's bare-name arguments, not into the expected value", () => {
+    const answer = [
+      '```python',
+      'a = 3',
+      'b = (1, 2)',
+      'c = 1, 2',
+      'expected = 5',
+      'assert f(a, b, k=c) == expected',
+      'assert f(*b) == 1',
+      'assert m.f(a)(a) == 2',
+      'assert f(a + 1) == 3',
+      '```',
+    ].join('\n');
     expect(forms(answer)).toEqual(['f(3, (1, 2), k=(1, 2)) == expected', 'f(*b) == 1', 'm.f(a)(3) == 2', 'f(a + 1) == 3']);
   });
 
   it('several blocks are read together; a statement that does not parse drops its line', () => {
-    const answer = ['```python', 'assert f(1) == 2', '```', 'then', '```python', 'assert f(3) == 4; assert f(5) == 6', 'assert f(1 2) == 3', 'assert f(1) == 2 3', 'assert f(1) == not 2', '```'].join('\n');
+    const answer = [
+      '```python',
+      'assert f(1) == 2',
+      '```',
+      'then',
+      '```python',
+      'assert f(3) == 4; assert f(5) == 6',
+      'assert f(1 2) == 3',
+      'assert f(1) == 2 3',
+      'assert f(1) == not 2',
+      '```',
+    ].join('\n');
     expect(forms(answer)).toEqual(['f(1) == 2', 'f(3) == 4', 'f(5) == 6']);
   });
 });
 
 describe('no closed ```python block: every line starting with `assert` counts', () => {
   it('a line that is not a test is malformed, counted in the total', () => {
-    const answer = ['Here are tests', 'assert f(1) == 2', 'assert f(1)', 'asserting that f works', '  assert f("a") == 1 ; x = 2', 'assert f(1,', 'f(2) == 3'].join('\n');
+    const answer = [
+      'Here are tests',
+      'assert f(1) == 2',
+      'assert f(1)',
+      'asserting that f works',
+      '  assert f("a") == 1 ; x = 2',
+      'assert f(1,',
+      'f(2) == 3',
+    ].join('\n');
     const r = readResponseTests(answer);
     expect(r.source).toBe('bare');
     expect(r.statements.map((s) => (s.form ? s.text : null))).toEqual(['assert f(1) == 2', null, null, 'assert f("a") == 1', null]);
@@ -73,7 +120,7 @@ describe('no closed ```python block: every line starting with `assert` counts', 
   });
 });
 
-describe("the release reads any comparison as == (a quirk crucible does not copy)", () => {
+describe('the release reads any comparison as == (a quirk crucible does not copy)', () => {
   it('assert f(x) != y is read by the release as assert f(x) == y; crucible does not take it as a test', () => {
     // The release's process_assert_node / extract_calls_answers keep the first comparator
     // whatever the operator: `assert f(2) != 3` becomes `assert f(2) == 3`.

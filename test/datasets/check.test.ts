@@ -41,7 +41,11 @@ describe('data check on real records', () => {
     const checks = await Promise.all(problems.map((p) => checkProblem(p, sandbox, { solutions: 3, incorrect: 10 })));
     for (const c of checks) {
       expect(c.error).toBeUndefined();
-      expect(c.references.map((r) => [r.passed, r.failures])).toEqual([[true, []], [true, []], [true, []]]);
+      expect(c.references.map((r) => [r.passed, r.failures])).toEqual([
+        [true, []],
+        [true, []],
+        [true, []],
+      ]);
       expect(c.incorrect.length).toBeGreaterThan(0);
       expect(c.incorrect.every((r) => !r.passed && r.sandboxErrors === 0)).toBe(true);
     }

@@ -72,12 +72,7 @@ describe('EvolveCoder', () => {
     const file = join(SHARED, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl');
     const { problems, errors } = await loadDataset('evolvecoder', file);
     expect(errors).toEqual([]);
-    expect(problems.map((p) => p.entryPoint)).toEqual([
-      'max_weighted_path',
-      'predictNextFourFib',
-      'classify_sentences',
-      'max_processed_requests',
-    ]);
+    expect(problems.map((p) => p.entryPoint)).toEqual(['max_weighted_path', 'predictNextFourFib', 'classify_sentences', 'max_processed_requests']);
     for (const p of problems) {
       expect(p.tests.generated).toHaveLength(20);
       expect(p.tests.private).toEqual([]);
@@ -120,7 +115,10 @@ describe('TACO', () => {
       { style: 'call', args: [3], expected: false },
     ]);
     // Outputs of length 2 are return values, not wrappers.
-    expect(pair!.tests.private.map((t) => (t as { expected: unknown }).expected)).toEqual([[1, 2], [3, 4]]);
+    expect(pair!.tests.private.map((t) => (t as { expected: unknown }).expected)).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     expect(pair!.limits.timeSeconds).toBe(4); // time_limit None: the default
     expect(echo!.tests.private).toEqual([{ style: 'stdio', input: 'a\nb\n', output: 'a\nb\n' }]);
     // Row 5 is a special-judge problem in TACO's own output_spj.jsonl.
@@ -206,20 +204,24 @@ describe('MBPP, HumanEval+, MBPP+, CURE', () => {
     expect(div!.tests.generated).toHaveLength(3);
     expect(div!.solutions[0]).toBe(`${div!.statement}    return a / b\n`);
     expect(rep!.comparison).toBe('tokens');
-    expect(he.errors).toEqual([
-      { index: 2, line: 3, id: 'Fixture/2', reason: 'base_input: must be a list of argument lists' },
-    ]);
+    expect(he.errors).toEqual([{ index: 2, line: 3, id: 'Fixture/2', reason: 'base_input: must be a list of argument lists' }]);
     const mbpp = await loadDataset('mbpp-plus', join(FIX, 'mbppplus.jsonl'));
     const [common] = mbpp.problems;
     // MBPP+ gives a whole program as the canonical solution.
     expect(common!.solutions[0]).toBe('def common(a, b):\n    return sorted(set(a) & set(b))\n');
     expect(common!.tests.generated).toEqual([
       { style: 'call', args: [[], [1]] },
-      { style: 'call', args: [[5, 5, 6], [6, 5]] },
+      {
+        style: 'call',
+        args: [
+          [5, 5, 6],
+          [6, 5],
+        ],
+      },
     ]);
   });
 
-  it("CURE: a JSON array; example tests public, test_* private, test_time_limit kept", async () => {
+  it('CURE: a JSON array; example tests public, test_* private, test_time_limit kept', async () => {
     const { problems, errors } = await loadDataset('cure', join(FIX, 'cure.json'));
     expect(problems.map((p) => [p.id, p.limits.timeSeconds, p.tests.public.length, p.tests.private.length])).toEqual([
       ['cure/0', 1, 1, 2],

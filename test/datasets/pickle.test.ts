@@ -48,7 +48,10 @@ describe('restricted unpickler', () => {
 
   it('keeps shared references (memo) as the same value', () => {
     const v = unpickle(pyPickle('(lambda l: [l, l])([1, 2])', 4)) as number[][];
-    expect(v).toEqual([[1, 2], [1, 2]]);
+    expect(v).toEqual([
+      [1, 2],
+      [1, 2],
+    ]);
     expect(v[0]).toBe(v[1]);
   });
 
@@ -56,10 +59,7 @@ describe('restricted unpickler', () => {
     const marker = join(tmpdir(), `crucible-pickle-${process.pid}`);
     rmSync(marker, { force: true });
     for (const protocol of [0, 2, 4]) {
-      const evil = pyPickle(
-        `type('E', (), {'__reduce__': lambda self: (__import__('os').system, ('touch ${marker}',))})()`,
-        protocol,
-      );
+      const evil = pyPickle(`type('E', (), {'__reduce__': lambda self: (__import__('os').system, ('touch ${marker}',))})()`, protocol);
       expect(() => unpickle(evil)).toThrow(PickleError);
       expect(() => unpickle(evil)).toThrow(/(GLOBAL|STACK_GLOBAL).*not allowed/);
     }

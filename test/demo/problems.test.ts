@@ -43,7 +43,14 @@ describe('demo problem set', () => {
   const checks = new Map<string, Promise<{ check: Check } | { error: unknown }>>();
   beforeAll(async () => {
     sandbox = await createSandbox({ warn: () => {} });
-    for (const d of demo) checks.set(d.problem.id, checkDemoProblem(d, sandbox).then((check) => ({ check }), (error: unknown) => ({ error })));
+    for (const d of demo)
+      checks.set(
+        d.problem.id,
+        checkDemoProblem(d, sandbox).then(
+          (check) => ({ check }),
+          (error: unknown) => ({ error }),
+        ),
+      );
   });
   afterAll(async () => {
     await Promise.all(checks.values());

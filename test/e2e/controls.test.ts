@@ -36,7 +36,9 @@ beforeAll(async () => {
   // first arm) and the other arms read it from the cache.
   for (const arm of Object.keys(CONFIGS) as Arm[]) {
     outcomes[arm] = await Promise.all(
-      SEEDS.map((seed) => runExperiment({ config: loadConfigFile(CONFIGS[arm], { overrides: [...SHRINK, `dir=${root}`], seed }), sandbox, cacheDir: path.join(root, 'cache') })),
+      SEEDS.map((seed) =>
+        runExperiment({ config: loadConfigFile(CONFIGS[arm], { overrides: [...SHRINK, `dir=${root}`], seed }), sandbox, cacheDir: path.join(root, 'cache') }),
+      ),
     );
   }
 }, 600_000);
@@ -45,7 +47,9 @@ afterAll(async () => {
   // The figures compared below, for the record of a run of this file.
   for (const arm of Object.keys(CONFIGS) as Arm[]) {
     const rows = outcomes[arm].map((o) => o.rows.at(-1));
-    console.info(`${arm}: final P(correct) ${rows.map((r) => r?.trainedCorrect?.toFixed(3)).join(' ')}; last-round kill rate ${rows.map((r) => r?.killRate?.toFixed(3)).join(' ')}`);
+    console.info(
+      `${arm}: final P(correct) ${rows.map((r) => r?.trainedCorrect?.toFixed(3)).join(' ')}; last-round kill rate ${rows.map((r) => r?.killRate?.toFixed(3)).join(' ')}`,
+    );
   }
   await sandbox?.close();
   rmSync(root, { recursive: true, force: true });

@@ -73,14 +73,28 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     expect(before.filter((e) => e.type === 'WeightsSynced')).toHaveLength(4);
     const problem = loadDemoProblems().find((p) => p.id === 'demo/digital-root')!;
     const batches = before.filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as Record<string, any>);
-    expect(batches.map((b) => b.batchId)).toEqual([`${outcome.runId}/sft/1/code`, `${outcome.runId}/sft/2/code`, `${outcome.runId}/sft/1/test`, `${outcome.runId}/sft/2/test`]);
-    const code = blobs.get(batches[0]!.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; response: string });
+    expect(batches.map((b) => b.batchId)).toEqual([
+      `${outcome.runId}/sft/1/code`,
+      `${outcome.runId}/sft/2/code`,
+      `${outcome.runId}/sft/1/test`,
+      `${outcome.runId}/sft/2/test`,
+    ]);
+    const code = blobs
+      .get(batches[0]!.batchHash)!
+      .split('\n')
+      .map((l) => JSON.parse(l) as { prompt: string; response: string });
     // The brief prompt the code policy samples with; the known programs, correct and not.
-    for (const row of code) expect(row.prompt).toBe('Python 3 program; defines `digital_root`.\nReplace n by the sum of its decimal digits until a single digit remains; return that digit.\n');
+    for (const row of code)
+      expect(row.prompt).toBe(
+        'Python 3 program; defines `digital_root`.\nReplace n by the sum of its decimal digits until a single digit remains; return that digit.\n',
+      );
     expect(code).toHaveLength(4);
     for (const row of code) expect([...problem.solutions, ...problem.incorrectSolutions]).toContain(row.response);
     // White-box: the test rows show a known program; their suites are orderings of the examples.
-    const tests = blobs.get(batches[2]!.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; response: string });
+    const tests = blobs
+      .get(batches[2]!.batchHash)!
+      .split('\n')
+      .map((l) => JSON.parse(l) as { prompt: string; response: string });
     const [a, b] = ['assert digital_root(38) == 2', 'assert digital_root(7) == 7'];
     const suites = [[a, b], [b, a], [a], [b]].map((lines) => ['```python', ...lines, '```'].join('\n'));
     for (const row of tests) {
@@ -116,7 +130,10 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     const trained = ofType('TrainingBatchFormed').filter((b) => b.round > 0 && b.role === 'test');
     expect(trained.map((b) => b.size)).toEqual([2, 2]);
     for (const b of trained) {
-      const rows = blobs.get(b.batchHash)!.split('\n').map((l) => JSON.parse(l) as { prompt: string; advantage: number });
+      const rows = blobs
+        .get(b.batchHash)!
+        .split('\n')
+        .map((l) => JSON.parse(l) as { prompt: string; advantage: number });
       // White-box: both suites were sampled from one prompt showing their program.
       expect(new Set(rows.map((r) => r.prompt)).size).toBe(1);
       expect(rows[0]!.prompt).toMatch(/^Tests \(assert lines\) for this Python 3 program; defines `digital_root`\.\n[^]*```python\n[^]*\n```\n$/);

@@ -36,8 +36,15 @@ const PROBLEM = Problem.parse({
   style: 'assert',
   entryPoint: 'f',
   tests: {
-    public: [{ style: 'assert', code: 'assert f(1) == 2' }, { style: 'assert', code: 'assert f(3) == 6' }, { style: 'assert', code: 'assert f(6) == 12' }],
-    private: [{ style: 'assert', code: 'assert f(0) == 0' }, { style: 'assert', code: 'assert f(21) == 42' }],
+    public: [
+      { style: 'assert', code: 'assert f(1) == 2' },
+      { style: 'assert', code: 'assert f(3) == 6' },
+      { style: 'assert', code: 'assert f(6) == 12' },
+    ],
+    private: [
+      { style: 'assert', code: 'assert f(0) == 0' },
+      { style: 'assert', code: 'assert f(21) == 42' },
+    ],
     generated: [],
   },
   solutions: [REFERENCE],
@@ -108,7 +115,14 @@ const TRIPLE = Problem.parse({
   statement: 'Write g(x) that returns three times the integer x.',
   style: 'assert',
   entryPoint: 'g',
-  tests: { public: [{ style: 'assert', code: 'assert g(1) == 3' }, { style: 'assert', code: 'assert g(2) == 6' }], private: [{ style: 'assert', code: 'assert g(5) == 15' }], generated: [] },
+  tests: {
+    public: [
+      { style: 'assert', code: 'assert g(1) == 3' },
+      { style: 'assert', code: 'assert g(2) == 6' },
+    ],
+    private: [{ style: 'assert', code: 'assert g(5) == 15' }],
+    generated: [],
+  },
   solutions: ['def g(x):\n    return 3 * x\n'],
   incorrectSolutions: [],
   limits: { timeSeconds: 2, memoryMb: 256 },
@@ -121,13 +135,36 @@ const CURE_PROBLEMS = [
     // The double problem under its own id and wording (the stand-in routes by statement).
     problem: { ...PROBLEM, id: 'parity/double-cure', statement: `${PROBLEM.statement} (CURE)` },
     programs: Object.values(PROGRAMS).map(codeAnswer),
-    tests: ['assert f(5) == 10', 'assert f(3) == 6', 'assert f(2) == 5', 'assert f(7) == 15', 'assert f(1) == 2', 'assert f(8) == 16', 'assert f(-1) == 0', 'assert f(3) == 0'],
+    tests: [
+      'assert f(5) == 10',
+      'assert f(3) == 6',
+      'assert f(2) == 5',
+      'assert f(7) == 15',
+      'assert f(1) == 2',
+      'assert f(8) == 16',
+      'assert f(-1) == 0',
+      'assert f(3) == 0',
+    ],
   },
   {
     problem: TRIPLE,
     // Four correct programs (every code reward 1).
-    programs: ['def g(x):\n    return 3 * x\n', 'def g(x):\n    return x * 3\n', 'def g(x):\n    return x + x + x\n', 'def g(x):\n    y = 3 * x\n    return y\n'].map(codeAnswer),
-    tests: ['assert g(3) == 9', 'assert g(4) == 12', 'assert g(5) == 14', 'assert g(0) == 0', 'assert g(-2) == -6', 'assert g(10) == 31', 'assert g(7) == 21', 'assert g(1) == 3'],
+    programs: [
+      'def g(x):\n    return 3 * x\n',
+      'def g(x):\n    return x * 3\n',
+      'def g(x):\n    return x + x + x\n',
+      'def g(x):\n    y = 3 * x\n    return y\n',
+    ].map(codeAnswer),
+    tests: [
+      'assert g(3) == 9',
+      'assert g(4) == 12',
+      'assert g(5) == 14',
+      'assert g(0) == 0',
+      'assert g(-2) == -6',
+      'assert g(10) == 31',
+      'assert g(7) == 21',
+      'assert g(1) == 3',
+    ],
   },
 ].map((c) => ({
   ...c,
@@ -201,7 +238,15 @@ function verlGrpo(rewards: number[]): number[] {
  * by hand: |valid_t|, invalid_t, passes among the usable tests, failures among the first 8, and
  * the Mistake Book replay's passes (null: no replay).
  */
-function releaseSuite(c: { valid: number; invalid: number; passed: number; failedInFirst8: number; hist: [passed: number, total: number] | null; programValid: boolean; nonprintable: number }) {
+function releaseSuite(c: {
+  valid: number;
+  invalid: number;
+  passed: number;
+  failedInFirst8: number;
+  hist: [passed: number, total: number] | null;
+  programValid: boolean;
+  nonprintable: number;
+}) {
   const validRatio = Math.max(0, Math.min(1, c.valid / 8, 1 - c.invalid / 8));
   const genPass = c.valid > 0 ? c.passed / c.valid : 0;
   const genFail = c.failedInFirst8 / 8;
@@ -281,20 +326,29 @@ describe('Code-A1 through the live pipeline', () => {
     for (const p of r.of('ProblemEvaluated')) expect(p.tests).toEqual({ sampled: 4 * (11 + 8), wellFormed: 4 * (11 + 5), valid: 4 * (9 + 4) });
   });
 
-  it('every recorded reward component of both rounds equals the release\'s', () => {
+  it("every recorded reward component of both rounds equals the release's", () => {
     for (const round of [1, 2]) {
       const expected = ['s0', 's1', 's2', 's3'].map((s) =>
         (['t0', 't1'] as const).map((t) => {
           const [passed, failedInFirst8] = FAILS[s]![t];
           const text = t === 't0' ? SUITE_FENCED : SUITE_BARE;
-          return releaseSuite({ ...SUITES[t], passed, failedInFirst8, hist: round === 2 ? HIST[s]! : null, programValid: VALID[s]!, nonprintable: nonprintable(text) });
+          return releaseSuite({
+            ...SUITES[t],
+            passed,
+            failedInFirst8,
+            hist: round === 2 ? HIST[s]! : null,
+            programValid: VALID[s]!,
+            nonprintable: nonprintable(text),
+          });
         }),
       );
       const tests = r.of('RewardsAssigned').find((x) => x.round === round && x.role === 'test')!;
       expect(tests.rewardFn).toBe('code-a1/v1');
       // TOPVAR: offFromFive's two suites vary most (population std of its R_test).
       const selected = ['s1'];
-      expect(tests.items.map((i) => i.sampleId)).toEqual(['s0', 's1', 's2', 's3'].flatMap((s) => [`${round}/parity/double/${s}/t0`, `${round}/parity/double/${s}/t1`]));
+      expect(tests.items.map((i) => i.sampleId)).toEqual(
+        ['s0', 's1', 's2', 's3'].flatMap((s) => [`${round}/parity/double/${s}/t0`, `${round}/parity/double/${s}/t1`]),
+      );
       tests.items.forEach((item, k) => {
         const e = expected[Math.floor(k / 2)]![k % 2]!;
         const program = `s${Math.floor(k / 2)}`;
@@ -321,7 +375,10 @@ describe('Code-A1 through the live pipeline', () => {
 
   it("Mistake Book: new tests in first-failure order; round 2 replays the release's top 8 of 9", async () => {
     const updates = r.of('MistakeBookUpdated');
-    const texts = await recordedBlobs(r.dir, updates.flatMap((u) => u.changes.map((c) => c.testHash)));
+    const texts = await recordedBlobs(
+      r.dir,
+      updates.flatMap((u) => u.changes.map((c) => c.testHash)),
+    );
     const call = (c: { testHash: string }) => /assert (f\(\d+\)) ==/.exec((JSON.parse(texts.get(c.testHash)!) as { code: string }).code)![1];
     const show = (u: (typeof updates)[number]) => u.changes.map((c) => [call(c), c.cause, c.delta, c.count]);
     // Round 1: offFromFive fails f(5) ... f(10) in t0, then f(12), f(13) in t1; wrongOnThree then
@@ -333,12 +390,20 @@ describe('Code-A1 through the live pipeline', () => {
     // wrongOnThree pass all 8 (removed at 0); then the round's failures again, in order; f(3),
     // never removed, counts 2.
     const replayed = first.slice(0, 8);
-    const request = r.events.find((e) => e.type === 'ExecutionRequested' && (e.data as EventData<'ExecutionRequested'>).requestId === '2/parity/double/reward')!.data as EventData<'ExecutionRequested'>;
-    const replayHashes = [...new Set([...requestPairs(request), ...reusedPairs(request)].filter((p) => p.testId.startsWith('mistake-book/')).map((p) => p.testHash))];
+    const request = r.events.find((e) => e.type === 'ExecutionRequested' && (e.data as EventData<'ExecutionRequested'>).requestId === '2/parity/double/reward')!
+      .data as EventData<'ExecutionRequested'>;
+    const replayHashes = [
+      ...new Set([...requestPairs(request), ...reusedPairs(request)].filter((p) => p.testId.startsWith('mistake-book/')).map((p) => p.testHash)),
+    ];
     // The replayed tests, in the order they are replayed (the book's top 8).
     expect(replayHashes.map((h) => call({ testHash: h }))).toEqual(replayed);
     const u2 = show(updates.find((u) => u.round === 2)!);
-    expect(u2.filter((c) => c[1] === 'pass').map((c) => c[0]).sort()).toEqual([...replayed].sort());
+    expect(
+      u2
+        .filter((c) => c[1] === 'pass')
+        .map((c) => c[0])
+        .sort(),
+    ).toEqual([...replayed].sort());
     expect(u2.filter((c) => c[1] === 'pass').every((c) => c[2] === -1 && c[3] === 0)).toBe(true);
     expect(u2.filter((c) => c[1] === 'fail')).toEqual([...first.slice(0, 8).map((k) => [k, 'fail', 1, 1]), ['f(3)', 'fail', 1, 2]]);
   });
@@ -364,20 +429,24 @@ describe('Code-A1: a GRPO group of one sample (one suite per program)', () => {
 
 async function runCure(name: string, cure: Record<string, unknown>) {
   const problems = CURE_PROBLEMS.map((c) => c.problem);
-  return run(name, {
-    method: 'cure',
-    seed: CURE_SEED,
-    rounds: 1,
-    sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 1, whiteBox: false },
-    mistakeBook: { enabled: false },
-    selection: { testSamples: 'all' },
-    cure,
-  }, problems);
+  return run(
+    name,
+    {
+      method: 'cure',
+      seed: CURE_SEED,
+      rounds: 1,
+      sampling: { problemsPerRound: 2, groupSize: 4, suitesPerProgram: 2, suiteSize: 1, whiteBox: false },
+      mistakeBook: { enabled: false },
+      selection: { testSamples: 'all' },
+      cure,
+    },
+    problems,
+  );
 }
 
 /** The release's normalize_reward (population std, no epsilon; dropped: null). numpy sums
  * pairwise: for 4 values that is left to right, for 8 ((a+b)+(c+d))+((e+f)+(g+h)). */
-const npSum = (x: number[]) => (x.length === 8 ? ((x[0]! + x[1]!) + (x[2]! + x[3]!)) + ((x[4]! + x[5]!) + (x[6]! + x[7]!)) : x.reduce((a, b) => a + b, 0));
+const npSum = (x: number[]) => (x.length === 8 ? x[0]! + x[1]! + (x[2]! + x[3]!) + (x[4]! + x[5]! + (x[6]! + x[7]!)) : x.reduce((a, b) => a + b, 0));
 function normalizeReward(x: number[]): number[] | null {
   const mean = npSum(x) / x.length;
   const std = Math.sqrt(npSum(x.map((v) => (v - mean) ** 2)) / x.length);
@@ -476,7 +545,17 @@ function checkCure(rows: Row[], o: { postStage: boolean; efficient: boolean; reg
 }
 
 const rowsOf = (events: ReturnType<typeof dataOf<'RewardsAssigned'>>): Row[] =>
-  events.flatMap((r) => r.items.map((i) => ({ sample_id: i.sampleId, role: r.role, problem_id: r.problemId, reward_fn: r.rewardFn, reward: i.reward, advantage: i.advantage, components: i.components })));
+  events.flatMap((r) =>
+    r.items.map((i) => ({
+      sample_id: i.sampleId,
+      role: r.role,
+      problem_id: r.problemId,
+      reward_fn: r.rewardFn,
+      reward: i.reward,
+      advantage: i.advantage,
+      components: i.components,
+    })),
+  );
 
 describe('CURE through the live pipeline', () => {
   let plain: Awaited<ReturnType<typeof run>>;
@@ -489,10 +568,15 @@ describe('CURE through the live pipeline', () => {
     // Sample ids sort as s0/t0, s0/t1, s1/t0, ...: the tests in designed order.
     checkCure(rows, { postStage: false, efficient: false, regularize: false });
     const double = rows.filter((r) => r.problem_id === 'parity/double-cure' && r.role === 'code').sort((a, b) => (a.sample_id < b.sample_id ? -1 : 1));
-    expect(double.map((r) => [r.components.correct, r.components.gtPassed, r.components.gtObserved])).toEqual([[1, 3, 3], [0, 2, 3], [0, 0, 3], [0, 2, 3]]);
+    expect(double.map((r) => [r.components.correct, r.components.gtPassed, r.components.gtObserved])).toEqual([
+      [1, 3, 3],
+      [0, 2, 3],
+      [0, 0, 3],
+      [0, 2, 3],
+    ]);
   });
 
-  it('post_stage and enable_efficient switched on in a run: the release\'s arithmetic, lengths from the recorded tokens', async () => {
+  it("post_stage and enable_efficient switched on in a run: the release's arithmetic, lengths from the recorded tokens", async () => {
     const on = await runCure('cure-switches', { postStage: true, enableEfficient: true, minLenThreshold: 0 });
     checkCure(rowsOf(on.of('RewardsAssigned')), { postStage: true, efficient: true, regularize: true });
     // The samples are the same as the plain run's: the switches change only the Judge's arithmetic.
@@ -514,7 +598,11 @@ describe('CURE through the live pipeline', () => {
         if (v.status !== 'answered') throw new Error(`${name}: ${v.reason}`);
         const db = new Database(v.file, { readonly: true });
         try {
-          return (db.prepare('SELECT sample_id, role, problem_id, reward_fn, reward, advantage, components FROM rewards').all() as (Omit<Row, 'components'> & { components: string })[]).map((r) => ({ ...r, components: JSON.parse(r.components) as Record<string, number> }));
+          return (
+            db.prepare('SELECT sample_id, role, problem_id, reward_fn, reward, advantage, components FROM rewards').all() as (Omit<Row, 'components'> & {
+              components: string;
+            })[]
+          ).map((r) => ({ ...r, components: JSON.parse(r.components) as Record<string, number> }));
         } finally {
           db.close();
         }

@@ -32,7 +32,9 @@ it('a new log keeps blobs without a rowid; a log with the older rowid table stil
 
   // The older table: same columns, a rowid and a second index on the hash.
   const db = new Database(file);
-  db.exec('CREATE TABLE old_blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL); INSERT INTO old_blobs SELECT hash, bytes FROM blobs; DROP TABLE blobs; ALTER TABLE old_blobs RENAME TO blobs;');
+  db.exec(
+    'CREATE TABLE old_blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL); INSERT INTO old_blobs SELECT hash, bytes FROM blobs; DROP TABLE blobs; ALTER TABLE old_blobs RENAME TO blobs;',
+  );
   db.close();
   expect(tableSql(file)).not.toMatch(/WITHOUT ROWID/);
 
@@ -135,7 +137,10 @@ it('keeps small blobs put together in packs, found by a short key; a blob whose 
   // Another blob whose first 52 bits are those of a member (as if two hashes shared them).
   const other = 'print("other")\n';
   const otherHash = createHash('sha256').update(other).digest('hex');
-  const place = db.prepare('SELECT place FROM blob_members WHERE prefix = ?').pluck().get(parseInt(hashes[5]!.slice(0, 13), 16)) as number;
+  const place = db
+    .prepare('SELECT place FROM blob_members WHERE prefix = ?')
+    .pluck()
+    .get(parseInt(hashes[5]!.slice(0, 13), 16)) as number;
   db.prepare('INSERT INTO blob_members (prefix, place) VALUES (?, ?)').run(parseInt(otherHash.slice(0, 13), 16), place);
   db.close();
 

@@ -55,10 +55,23 @@ describe('moving a run between logs', () => {
     const from = openMemoryLog();
     const program = await from.blobs.put('def solve(): return 42\n');
     await from.blobs.put('a blob no event names');
-    await from.append('conductor', [makeEvent('RunStarted', 'run-x', {
-      method: 'code-a1', config: {}, configHash: sha256Hex('c'), seed: 1, crucibleVersion: '0', problems: [{ problemId: 'p1', problemHash: program }],
-    } as never)], { commitId: 'run-x/started' });
-    await from.append('conductor', [makeEvent('RoundStarted', 'run-x', { round: 0, problemIds: ['p1'] }), makeEvent('RoundCompleted', 'run-x', { round: 0 })], { commitId: 'run-x/r0' });
+    await from.append(
+      'conductor',
+      [
+        makeEvent('RunStarted', 'run-x', {
+          method: 'code-a1',
+          config: {},
+          configHash: sha256Hex('c'),
+          seed: 1,
+          crucibleVersion: '0',
+          problems: [{ problemId: 'p1', problemHash: program }],
+        } as never),
+      ],
+      { commitId: 'run-x/started' },
+    );
+    await from.append('conductor', [makeEvent('RoundStarted', 'run-x', { round: 0, problemIds: ['p1'] }), makeEvent('RoundCompleted', 'run-x', { round: 0 })], {
+      commitId: 'run-x/r0',
+    });
     await from.append('other', [makeEvent('RunFailed', 'run-y', { reason: 'another run' })], { commitId: 'run-y/f' });
     expect(blobHashesIn({ a: [program, 'x'], b: { c: program } })).toEqual(new Set([program]));
     expect(await runBlobHashes(from.read({}, { runId: 'run-x' }), from.blobs)).toEqual([program]);
@@ -81,15 +94,36 @@ describe('moving a run between logs', () => {
     const model = await from.blobs.put(new Uint8Array([1, 2, 3, 4]));
     const optimizer = await from.blobs.put(new Uint8Array([5, 6, 7]));
     const manifest = await from.blobs.put('{"files":{}}');
-    const params = await from.blobs.put(JSON.stringify({
-      backend: 'bridge', version: 1,
-      checkpoint: { path: '/elsewhere/code/v1', sha256: manifest, files: { 'model.pt': { sha256: model, size: 4 }, 'optimizer.pt': { sha256: optimizer, size: 3 } } },
-    }));
+    const params = await from.blobs.put(
+      JSON.stringify({
+        backend: 'bridge',
+        version: 1,
+        checkpoint: {
+          path: '/elsewhere/code/v1',
+          sha256: manifest,
+          files: { 'model.pt': { sha256: model, size: 4 }, 'optimizer.pt': { sha256: optimizer, size: 3 } },
+        },
+      }),
+    );
     const notJson = await from.blobs.put('version 1 of a catalog policy');
-    await from.append('learner', [
-      makeEvent('PolicyVersionPublished', 'run-x', { round: 0, policy: { role: 'code', name: 'bridge', version: 1 }, checkpoint: params, paramsHash: params }),
-      makeEvent('PolicyVersionPublished', 'run-x', { round: 0, policy: { role: 'test', name: 'catalog', version: 1 }, checkpoint: notJson, paramsHash: notJson }),
-    ], { commitId: 'run-x/v1' });
+    await from.append(
+      'learner',
+      [
+        makeEvent('PolicyVersionPublished', 'run-x', {
+          round: 0,
+          policy: { role: 'code', name: 'bridge', version: 1 },
+          checkpoint: params,
+          paramsHash: params,
+        }),
+        makeEvent('PolicyVersionPublished', 'run-x', {
+          round: 0,
+          policy: { role: 'test', name: 'catalog', version: 1 },
+          checkpoint: notJson,
+          paramsHash: notJson,
+        }),
+      ],
+      { commitId: 'run-x/v1' },
+    );
     expect(await runBlobHashes(from.read({}, { runId: 'run-x' }), from.blobs)).toEqual([model, optimizer, manifest, params, notJson].sort());
     const to = openMemoryLog();
     expect((await copyRun(from, to, 'run-x')).blobs).toBe(5);

@@ -13,20 +13,49 @@ describe('catalog', () => {
   it('holds every event type of the mission', () => {
     expect(EVENT_TYPES).toEqual(
       expect.arrayContaining([
-        'RunStarted', 'RunCompleted', 'RunFailed', 'RoundStarted', 'ProblemScheduled', 'SolutionSampled',
-        'TestsSampled', 'ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'TestsJudged', 'RewardsAssigned',
-        'MistakeBookUpdated', 'TrainingBatchFormed', 'TrainingStepCompleted', 'TrainingStepFailed',
-        'PolicyVersionPublished', 'RoundCompleted', 'EffectRecorded',
+        'RunStarted',
+        'RunCompleted',
+        'RunFailed',
+        'RoundStarted',
+        'ProblemScheduled',
+        'SolutionSampled',
+        'TestsSampled',
+        'ExecutionRequested',
+        'ProgramExecuted',
+        'ExecutionCompleted',
+        'TestsJudged',
+        'RewardsAssigned',
+        'MistakeBookUpdated',
+        'TrainingBatchFormed',
+        'TrainingStepCompleted',
+        'TrainingStepFailed',
+        'PolicyVersionPublished',
+        'RoundCompleted',
+        'EffectRecorded',
       ]),
     );
     expect(catalog.currentVersion('SolutionSampled')).toBe(2);
   });
 
   it('makeEvent validates at the writer and names the field', () => {
-    const ok = makeEvent('ExecutionCompleted', 'r', {
-      requestId: 'q', programId: 'p', programHash: hash, testId: 't', testHash: hash, verdict: 'accepted',
-      timeMs: 1, memoryKb: 2, outputHash: null, exceptionType: null, isolated: true,
-    }, { causationId: 'c' });
+    const ok = makeEvent(
+      'ExecutionCompleted',
+      'r',
+      {
+        requestId: 'q',
+        programId: 'p',
+        programHash: hash,
+        testId: 't',
+        testHash: hash,
+        verdict: 'accepted',
+        timeMs: 1,
+        memoryKb: 2,
+        outputHash: null,
+        exceptionType: null,
+        isolated: true,
+      },
+      { causationId: 'c' },
+    );
     expect(ok).toMatchObject({ type: 'ExecutionCompleted', runId: 'r', causationId: 'c' });
     let err: unknown;
     try {
@@ -41,8 +70,13 @@ describe('catalog', () => {
 
   it('upcasts SolutionSampled v1 (no temperature) to v2 with temperature null', () => {
     const v1 = {
-      round: 1, problemId: 'p', solutionId: 's', programHash: hash, policy: { role: 'code', name: 'toy', version: 3 },
-      sampling: { seed: 1, index: 2, candidateId: null }, responseHash: null,
+      round: 1,
+      problemId: 'p',
+      solutionId: 's',
+      programHash: hash,
+      policy: { role: 'code', name: 'toy', version: 3 },
+      sampling: { seed: 1, index: 2, candidateId: null },
+      responseHash: null,
     };
     const { v, data } = catalog.decode('SolutionSampled', 1, v1, { position: 9 });
     expect(v).toBe(2);
@@ -54,8 +88,17 @@ describe('catalog', () => {
 
   it('isEvent narrows data to the type', () => {
     const env: EventEnvelope = {
-      id: 'i', type: 'RoundStarted', v: 1, runId: 'r', stream: 's', position: asPosition(1), commitId: 'c',
-      causationId: null, correlationId: 'corr', at: '2024-01-01T00:00:00Z', data: { round: 2, problemIds: ['a'] },
+      id: 'i',
+      type: 'RoundStarted',
+      v: 1,
+      runId: 'r',
+      stream: 's',
+      position: asPosition(1),
+      commitId: 'c',
+      causationId: null,
+      correlationId: 'corr',
+      at: '2024-01-01T00:00:00Z',
+      data: { round: 2, problemIds: ['a'] },
     };
     expect(isEvent(env, 'RoundStarted') && env.data.problemIds[0]).toBe('a');
     expect(isEvent(env, 'RoundCompleted')).toBe(false);

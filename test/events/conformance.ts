@@ -20,8 +20,8 @@ import {
   MalformedEventError,
   UnknownEventTypeError,
   UnsupportedEventVersionError,
+  CommitTooLargeError,
 } from '../../src/events/errors.js';
-import { CommitTooLargeError } from '../../src/events/errors.js';
 import { ORIGIN, comparePositions, type EventLog, type Position, type ReadFilter, type ReadRange, type SubscriptionItem } from '../../src/events/log.js';
 import { defineEvent, type EventCodec } from '../../src/events/registry.js';
 
@@ -69,8 +69,7 @@ async function drain(
   return items;
 }
 
-const eventsOf = (items: SubscriptionItem[]) =>
-  items.flatMap((i) => (i.kind === 'event' ? [i.event] : []));
+const eventsOf = (items: SubscriptionItem[]) => items.flatMap((i) => (i.kind === 'event' ? [i.event] : []));
 
 /** Positions are opaque: a test only checks that they are strictly increasing. */
 function expectIncreasing(ps: readonly Position[]): void {
@@ -129,7 +128,7 @@ export function describeEventLogConformance(name: string, factory: () => Promise
         expect(all.map((e) => e.stream)).toEqual(['conductor', 'conductor', 'judge/0', 'conductor']);
         expect(all.map((e) => e.commitId)).toEqual(['c1', 'c1', 'c2', 'c3']);
         const head = await log.head();
-        expect(comparePositions(head, appended[3]!), "head is at or after the last event").not.toBeLessThan(0);
+        expect(comparePositions(head, appended[3]!), 'head is at or after the last event').not.toBeLessThan(0);
         expect(await collect(log.read({ after: head }))).toEqual([]);
         expect(await log.streamHead('conductor')).toBe(appended[3]);
         expect(await log.streamHead('judge/0')).toBe(appended[2]);
@@ -165,7 +164,11 @@ export function describeEventLogConformance(name: string, factory: () => Promise
         const n = 2600;
         // Many commits too: a backend may read a few commits one way and many another.
         for (let c = 0; c < n / 20; c++) {
-          await log.append(`s/${c % 3}`, Array.from({ length: 20 }, (_, i) => round(c * 20 + i)), { commitId: `big-${c}` });
+          await log.append(
+            `s/${c % 3}`,
+            Array.from({ length: 20 }, (_, i) => round(c * 20 + i)),
+            { commitId: `big-${c}` },
+          );
         }
         const all = await collect(log.read());
         expect(all.length).toBe(n);
@@ -354,7 +357,16 @@ export function describeEventLogConformance(name: string, factory: () => Promise
           const reused = await catchError(log.append('s', [round(1), { ...round(2), id: 'taken' }], { commitId: 'c4' }));
           expect(reused).toBeInstanceOf(DuplicateEventIdError);
         }
-        const twice = await catchError(log.append('s', [{ ...round(1), id: 'x' }, { ...round(2), id: 'x' }], { commitId: 'c5' }));
+        const twice = await catchError(
+          log.append(
+            's',
+            [
+              { ...round(1), id: 'x' },
+              { ...round(2), id: 'x' },
+            ],
+            { commitId: 'c5' },
+          ),
+        );
         expect(twice).toBeInstanceOf(DuplicateEventIdError);
         expect(await catchError(log.append('', [round(1)], { commitId: 'c6' }))).toBeInstanceOf(InvalidLogArgumentError);
         expect((await collect(log.read())).length).toBe(1);
@@ -422,7 +434,11 @@ export function describeEventLogConformance(name: string, factory: () => Promise
         const total = 400;
         const writing = (async () => {
           for (let c = 0; c < total / 10; c++) {
-            await writer.append(`w/${c % 4}`, Array.from({ length: 10 }, (_, i) => round(c * 10 + i)), { commitId: `w-${c}` });
+            await writer.append(
+              `w/${c % 4}`,
+              Array.from({ length: 10 }, (_, i) => round(c * 10 + i)),
+              { commitId: `w-${c}` },
+            );
             if (c % 5 === 0) await new Promise((r) => setTimeout(r, 1));
           }
         })();
@@ -448,7 +464,7 @@ export function describeEventLogConformance(name: string, factory: () => Promise
         const one = await log.append('judge/0', [failed('a')], { commitId: '1' });
         const two = await log.append('solver/0', [round(0), round(1)], { commitId: '2' });
         const head = await log.head();
-        expect(comparePositions(head, two.positions[1]!), "head is at or after the last event").not.toBeLessThan(0);
+        expect(comparePositions(head, two.positions[1]!), 'head is at or after the last event').not.toBeLessThan(0);
         const items = await drain(log, { filter: { streamPrefix: 'judge/' } }, (got) => got.some((i) => i.kind === 'caught-up'));
         expect(items.map((i) => (i.kind === 'event' ? i.event.position : `caught-up@${i.position}`))).toEqual([one.positions[0], `caught-up@${head}`]);
         const after = await drain(log, { after: one.positions[0], filter: { types: ['RoundStarted'] } }, (got) => got.some((i) => i.kind === 'caught-up'));

@@ -92,7 +92,7 @@ describe('jetstream cluster: a server dies mid-run', () => {
 });
 
 describe('jetstream cluster: replicas', () => {
-  it('a client that guessed a smaller cluster makes the streams beside the log with the log\'s replicas', async () => {
+  it("a client that guessed a smaller cluster makes the streams beside the log with the log's replicas", async () => {
     const names = uniqueLogNames();
     const first = await openJetStreamLog({ servers: nats.urls, ...names, replicas: 3 });
     // As a client that connected while two servers were away would guess.

@@ -46,12 +46,21 @@ describe(`JetStream log across machines (${where})`, () => {
     expect(new Set(addresses).size).toBe(namespaces ? 3 : 1);
   });
 
-  it('keeps a stranger\'s server out of the cluster: routes need the cluster\'s credentials and CA', async () => {
+  it("keeps a stranger's server out of the cluster: routes need the cluster's credentials and CA", async () => {
     const n1 = m.cluster.nodes[0]!;
     const address = m.lab ? m.lab.host('c1').address : '127.0.0.1';
     const [port, clusterPort] = [await freePort(), await freePort()];
     const rogue = m.startOn('c1', natsServerBinary(), [
-      '-a', address, '-p', String(port), '--cluster_name', 'crucible', '--cluster', `nats://${address}:${clusterPort}`, '--routes', `nats-route://${n1.host}:${n1.clusterPort}`,
+      '-a',
+      address,
+      '-p',
+      String(port),
+      '--cluster_name',
+      'crucible',
+      '--cluster',
+      `nats://${address}:${clusterPort}`,
+      '--routes',
+      `nats-route://${n1.host}:${n1.clusterPort}`,
     ]);
     try {
       // Long enough for a route to be tried and, were it accepted, gossiped.
@@ -132,11 +141,28 @@ describe(`JetStream log across machines (${where})`, () => {
 
   it('a demo run on another machine survives a 10 s partition of one server with the table of a run on one machine', async () => {
     const small = [
-      '--set', 'rounds=2', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',
-      '--set', 'policies.code.mutants=2', '--set', 'policies.test.candidates=12', '--set', `dir=${m.dir}`, '--json',
+      '--set',
+      'rounds=2',
+      '--set',
+      'dataset.limit=2',
+      '--set',
+      'sampling.problemsPerRound=2',
+      '--set',
+      'sampling.groupSize=4',
+      '--set',
+      'policies.code.mutants=2',
+      '--set',
+      'policies.test.candidates=12',
+      '--set',
+      `dir=${m.dir}`,
+      '--json',
     ];
     const crucible = (host: string | null, args: string[]) =>
-      finished(host === null ? execFile(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 }) : m.startOn(host, process.execPath, ['bin/crucible.js', ...args]));
+      finished(
+        host === null
+          ? execFile(process.execPath, ['bin/crucible.js', ...args], { maxBuffer: 1 << 24 })
+          : m.startOn(host, process.execPath, ['bin/crucible.js', ...args]),
+      );
     // The run reaches the cluster through the two servers that stay (a client on the healthy
     // side, as the writer above): a client whose own server is cut off notices only by its pings.
     const reachable = m.cluster.urls.slice(0, 2).join(',');
@@ -156,10 +182,14 @@ describe(`JetStream log across machines (${where})`, () => {
     expect(remote.code, remote.stderr).toBe(0);
     expect(runningWhenCut).toBe(true);
     type Row = Record<string, unknown>;
-    const figures = (stdout: string) => stdout.trim().split('\n').map((l) => {
-      const { seconds: _s, runId: _r, ...rest } = JSON.parse(l) as Row;
-      return rest;
-    });
+    const figures = (stdout: string) =>
+      stdout
+        .trim()
+        .split('\n')
+        .map((l) => {
+          const { seconds: _s, runId: _r, ...rest } = JSON.parse(l) as Row;
+          return rest;
+        });
     expect(figures(remote.stdout)).toHaveLength(2);
     expect(figures(remote.stdout)).toEqual(figures(local.stdout));
   }, 300_000);

@@ -24,7 +24,13 @@ describe('jetstream log', () => {
     const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
     try {
       expect(log.features.version).toBe(nats.cluster.version);
-      expect(featuresOf('2.9.10')).toEqual({ version: '2.9.10', atomicBatch: false, multiFilterConsumers: false, messageTtl: false, serializedSubjectChecks: false });
+      expect(featuresOf('2.9.10')).toEqual({
+        version: '2.9.10',
+        atomicBatch: false,
+        multiFilterConsumers: false,
+        messageTtl: false,
+        serializedSubjectChecks: false,
+      });
       expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true, serializedSubjectChecks: true });
       expect(log.capabilities).toMatchObject({ dedupWindowMs: 120_000, multiProcess: true, sharedWorkQueues: true });
     } finally {
@@ -46,7 +52,10 @@ describe('jetstream log', () => {
       };
       // From sequence 2 to the end (9 messages): an ordered consumer; from 2 to 4: direct gets.
       for (const range of [{ after: at[0] }, { after: at[0], to: at[3] }]) {
-        const err = await read(range).then(() => null, (e: unknown) => e);
+        const err = await read(range).then(
+          () => null,
+          (e: unknown) => e,
+        );
         expect(err, JSON.stringify(range)).toBeInstanceOf(MissingLogMessageError);
         expect((err as MissingLogMessageError).seq).toBe(3);
         expect((err as Error).message).toMatch(/^message 3 of the log's stream "\w+" is missing, though the stream holds messages up to (10|4): deleted/);

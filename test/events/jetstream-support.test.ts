@@ -35,10 +35,12 @@ describe('which JetStream failures are retried', () => {
     });
     expect([v, calls]).toEqual(['placed', 3]);
     calls = 0;
-    await expect(withRetry(5_000, async () => {
-      calls++;
-      throw apiError(500, 10005, 'insufficient resources');
-    })).rejects.toThrow('insufficient resources');
+    await expect(
+      withRetry(5_000, async () => {
+        calls++;
+        throw apiError(500, 10005, 'insufficient resources');
+      }),
+    ).rejects.toThrow('insufficient resources');
     expect(calls).toBe(1);
   });
 });

@@ -13,7 +13,15 @@ import { WorkerBoard } from '../../src/events/jetstream/jetstream-board.js';
 import { JetStreamTaskQueue } from '../../src/events/jetstream/jetstream-tasks.js';
 import { createHash } from 'node:crypto';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
-import { NATS_ROLES, ROLE_STREAMS, credentialsFile, readCredentials, roleCredentialsFile, type ActorRole, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
+import {
+  NATS_ROLES,
+  ROLE_STREAMS,
+  credentialsFile,
+  readCredentials,
+  roleCredentialsFile,
+  type ActorRole,
+  type NatsRole,
+} from '../../src/events/jetstream/nats-roles.js';
 import { newCredentials } from '../../src/nats-ops/credentials.js';
 import { natsDown, natsUp, readCluster, type NatsCluster } from '../../src/nats-ops/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
@@ -78,7 +86,9 @@ describe('crucible nats up with auth (one server)', () => {
     const none = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('anon'), retryForMs: 2000 }));
     expect(none).toBeInstanceOf(LogAuthenticationError);
     expect(none.message).toMatch(/requires credentials.*--creds/);
-    const stranger = await caught(openJetStreamLog({ servers: cluster.urls, ...runStreamNames('anon'), credentials: newCredentials('executor', null), retryForMs: 2000 }));
+    const stranger = await caught(
+      openJetStreamLog({ servers: cluster.urls, ...runStreamNames('anon'), credentials: newCredentials('executor', null), retryForMs: 2000 }),
+    );
     expect(stranger).toBeInstanceOf(LogAuthenticationError);
     expect(stranger.message).toMatch(/does not accept the executor credentials/);
   }, 30_000);
@@ -89,7 +99,9 @@ describe('crucible nats up with auth (one server)', () => {
     try {
       const err = await caught(executor.append('solver', [solutionSampled('r-perm')], { commitId: 'forged-1' }));
       expect(err).toBeInstanceOf(LogPermissionError);
-      expect(err.message).toMatch(/^role executor may not append to stream "solver": the server refused crucible\.run\.r-perm\.s\.\S+ \(.*Permissions Violation/);
+      expect(err.message).toMatch(
+        /^role executor may not append to stream "solver": the server refused crucible\.run\.r-perm\.s\.\S+ \(.*Permissions Violation/,
+      );
       // The solver itself may, and the forged commit left no trace.
       const solver = await open('solver', 'r-perm', false);
       await solver.append('solver', [solutionSampled('r-perm')], { commitId: 'real-1' });
@@ -185,7 +197,7 @@ describe('crucible nats up with auth (one server)', () => {
     }
   }, 30_000);
 
-  it('stores nothing a role publishes under a run\'s name outside the shapes of its streams: no junk in the log, the board or the task queues', async () => {
+  it("stores nothing a role publishes under a run's name outside the shapes of its streams: no junk in the log, the board or the task queues", async () => {
     const runId = 'r-junk';
     const admin = await open('admin', runId);
     const { stream, subjectPrefix } = runStreamNames(runId);
@@ -226,7 +238,7 @@ describe('crucible nats up with auth (one server)', () => {
     }
   }, 60_000);
 
-  it('junk under a blob\'s own subject is no blob: a get refuses it, a put stores the blob over it, a listing passes over other names', async () => {
+  it("junk under a blob's own subject is no blob: a get refuses it, a put stores the blob over it, a listing passes over other names", async () => {
     const runId = 'r-junk-blobs';
     const executor = await open('executor', runId);
     const { subjectPrefix } = runStreamNames(runId);

@@ -20,7 +20,15 @@ import type { WorkQueue } from '../../src/events/work-queue.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import { WorkerBoard } from '../../src/events/jetstream/jetstream-board.js';
 import { permissionFailure } from '../../src/events/jetstream/nats-connect.js';
-import { credentialsFile, NATS_ROLES, ROLE_STREAMS, ROLE_TASK_QUEUES, rolePermissions, type ActorRole, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
+import {
+  credentialsFile,
+  NATS_ROLES,
+  ROLE_STREAMS,
+  ROLE_TASK_QUEUES,
+  rolePermissions,
+  type ActorRole,
+  type NatsRole,
+} from '../../src/events/jetstream/nats-roles.js';
 import { natsDown, natsUp, type NatsCluster } from '../../src/nats-ops/nats-server.js';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
 import { leaseNameOf, PROGRAM_QUEUE, SAMPLE_QUEUES } from '../../src/workers/names.js';
@@ -116,7 +124,7 @@ describe('the work queues on a cluster with auth', () => {
     }
   });
 
-  it('refuses every other role\'s pull, ack and consumer on each queue; its own role then claims the item first-hand', async () => {
+  it("refuses every other role's pull, ack and consumer on each queue; its own role then claims the item first-hand", async () => {
     const admin = await open('admin');
     const owners = new Map<ActorRole, JetStreamEventLog>();
     try {
@@ -136,11 +144,17 @@ describe('the work queues on a cluster with auth', () => {
             foreign.map(async (q) => {
               // A claim through the owner's consumer, as the owner makes it: the server drops the
               // pull and says why (the claim fails or comes back empty).
-              const claimed = await settled(q.open(log).then((h): Promise<unknown[]> => (q.kind === 'task' ? (h as JetStreamTaskQueue).claim(1, 1000) : (h as WorkQueue).claim({ max: 1 }))));
+              const claimed = await settled(
+                q
+                  .open(log)
+                  .then((h): Promise<unknown[]> => (q.kind === 'task' ? (h as JetStreamTaskQueue).claim(1, 1000) : (h as WorkQueue).claim({ max: 1 }))),
+              );
               expect(Array.isArray(claimed) ? claimed : [], `${role} claimed from ${q.consumer}`).toEqual([]);
               // An ack of a delivery (as if it had one), and the consumer made or replaced under its name.
               log.connection.publish(`$JS.ACK.${q.stream}.${q.consumer}.1.1.1.0.0`, '+ACK');
-              const made = await settled(log.jsm.consumers.add(q.stream, { durable_name: q.consumer, ack_policy: AckPolicy.Explicit, filter_subject: q.filter }));
+              const made = await settled(
+                log.jsm.consumers.add(q.stream, { durable_name: q.consumer, ack_policy: AckPolicy.Explicit, filter_subject: q.filter }),
+              );
               expect(made, `${role} made ${q.consumer}`).toBeInstanceOf(Error);
             }),
           );
@@ -178,7 +192,7 @@ describe('the work queues on a cluster with auth', () => {
     }
   }, 120_000);
 
-  it('lets each singleton role take its own lease on the worker board and no other role\'s', async () => {
+  it("lets each singleton role take its own lease on the worker board and no other role's", async () => {
     const singletons = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r));
     for (const role of singletons) {
       const log = await open(role);

@@ -25,37 +25,59 @@ function randomJson(rng: Rng, depth: number): Json {
   const hex = () => Array.from({ length: 64 }, () => '0123456789abcdef'[rng.int(16)]).join('');
   const leaf = (): Json => {
     switch (rng.int(9)) {
-      case 0: return null;
-      case 1: return rng.int(2) === 0;
-      case 2: return rng.int(5) - 2;
-      case 3: return rng.next() * 100;
-      case 4: return hex();
-      case 5: return `id/${rng.int(3)}/${rng.int(12)}`;
-      case 6: return ['ok', 'fail', '~', '0', '007', ''][rng.int(6)]!;
-      case 7: return rng.int(2) === 0 ? Number.MAX_SAFE_INTEGER - rng.int(3) : 2 ** 60;
-      default: return 'x'.repeat(rng.int(4));
+      case 0:
+        return null;
+      case 1:
+        return rng.int(2) === 0;
+      case 2:
+        return rng.int(5) - 2;
+      case 3:
+        return rng.next() * 100;
+      case 4:
+        return hex();
+      case 5:
+        return `id/${rng.int(3)}/${rng.int(12)}`;
+      case 6:
+        return ['ok', 'fail', '~', '0', '007', ''][rng.int(6)]!;
+      case 7:
+        return rng.int(2) === 0 ? Number.MAX_SAFE_INTEGER - rng.int(3) : 2 ** 60;
+      default:
+        return 'x'.repeat(rng.int(4));
     }
   };
   if (depth === 0) return leaf();
   switch (rng.int(4)) {
-    case 0: return leaf();
+    case 0:
+      return leaf();
     case 1: {
       // A list of rows with the same keys (a table), sometimes with a marker-like key.
       const keys = ['a', 'b', rng.int(4) === 0 ? '~t' : 'c'].slice(0, 1 + rng.int(3));
       const kind = rng.int(7);
-      return Array.from({ length: rng.int(12) }, (_, i) => Object.fromEntries(keys.map((k) => [k, kind === 0 ? `s/${i}` : kind === 1 ? i * 3 : kind === 2 ? `r/${i >> 2}x` : kind === 3 ? (i % 5 === 0 ? 'x' : `s/${i}`) : randomJson(rng, depth - 1)])));
+      return Array.from({ length: rng.int(12) }, (_, i) =>
+        Object.fromEntries(
+          keys.map((k) => [
+            k,
+            kind === 0 ? `s/${i}` : kind === 1 ? i * 3 : kind === 2 ? `r/${i >> 2}x` : kind === 3 ? (i % 5 === 0 ? 'x' : `s/${i}`) : randomJson(rng, depth - 1),
+          ]),
+        ),
+      );
     }
-    case 2: if (rng.int(4) === 0) {
-      // Ids derived from a hash of the same row, now and then broken.
-      const same = rng.int(2) === 0;
-      return Array.from({ length: 1 + rng.int(6) }, () => { const h = hex(); return { id: `o/${h.slice(0, 16 + (rng.int(8) === 0 ? 1 : 0))}`, h, g: same ? h : hex() }; });
-    }
-    return rng.int(3) === 0
-      ? Array.from({ length: 2 * rng.int(10) }, (_, i) => (i % 2 === 0 ? rng.int(2) : i + rng.int(2)))
-      : Array.from({ length: rng.int(10) }, () => randomJson(rng, depth - 1));
+    case 2:
+      if (rng.int(4) === 0) {
+        // Ids derived from a hash of the same row, now and then broken.
+        const same = rng.int(2) === 0;
+        return Array.from({ length: 1 + rng.int(6) }, () => {
+          const h = hex();
+          return { id: `o/${h.slice(0, 16 + (rng.int(8) === 0 ? 1 : 0))}`, h, g: same ? h : hex() };
+        });
+      }
+      return rng.int(3) === 0
+        ? Array.from({ length: 2 * rng.int(10) }, (_, i) => (i % 2 === 0 ? rng.int(2) : i + rng.int(2)))
+        : Array.from({ length: rng.int(10) }, () => randomJson(rng, depth - 1));
     default: {
       const o: Record<string, Json> = {};
-      for (let i = rng.int(7); i > 0; i--) o[['k', '~o', '~h', '1', '2', '10', 'z'][rng.int(7)]! + (rng.int(3) === 0 ? String(i) : '')] = randomJson(rng, depth - 1);
+      for (let i = rng.int(7); i > 0; i--)
+        o[['k', '~o', '~h', '1', '2', '10', 'z'][rng.int(7)]! + (rng.int(3) === 0 ? String(i) : '')] = randomJson(rng, depth - 1);
       return o;
     }
   }
@@ -71,7 +93,12 @@ describe('packed JSON', () => {
 
   it('stores lists of rows as columns, hashes as base64, counted ids and integer steps as runs', () => {
     const hash = (i: number) => i.toString(16).padStart(64, '0');
-    const tests = Array.from({ length: 64 }, (_, i) => ({ testId: `1/p7/s${i >> 3}/t/${i % 8}`, testHash: hash(i), valid: i % 5 !== 0, oracleHash: i === 3 ? null : hash(1000 + i) }));
+    const tests = Array.from({ length: 64 }, (_, i) => ({
+      testId: `1/p7/s${i >> 3}/t/${i % 8}`,
+      testHash: hash(i),
+      valid: i % 5 !== 0,
+      oracleHash: i === 3 ? null : hash(1000 + i),
+    }));
     const kill = tests.map((t) => ({ testId: `oracle/${t.testHash.slice(0, 16)}`, testHash: t.testHash }));
     expect(JSON.stringify(packJson(kill))).toContain('{"~p":["oracle/",1,16]}');
     expect(roundTrip(kill)).toBe(JSON.stringify(kill));
@@ -110,7 +137,11 @@ describe('packed events in a run log', () => {
     const oldPath = path.join(root, 'old-shape.db');
     copyFileSync(logPath, oldPath);
     const db = new Database(oldPath);
-    const rows = db.prepare(`SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id, data FROM events e WHERE type IN (${packedTypes.map(() => '?').join(',')})`).all(...packedTypes) as Record<string, string | number | Buffer | null>[];
+    const rows = db
+      .prepare(
+        `SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id, data FROM events e WHERE type IN (${packedTypes.map(() => '?').join(',')})`,
+      )
+      .all(...packedTypes) as Record<string, string | number | Buffer | null>[];
     expect(rows.length).toBeGreaterThan(20);
     const update = db.prepare('UPDATE events SET v = ?, data = ?, sum = ? WHERE position = ?');
     db.transaction(() => {
@@ -119,7 +150,16 @@ describe('packed events in a run log', () => {
         const v = (r.v as number) - 1;
         const data = JSON.stringify(catalog.fromStored(type, JSON.parse(dataText(r.data as string | Buffer)), {}));
         expect(data).not.toContain('"~');
-        const stored = { id: r.id as string, type, v, runId: r.run_id as string, causationId: r.causation_id as string | null, correlationId: r.correlation_id as string | null, at: r.at as string, data };
+        const stored = {
+          id: r.id as string,
+          type,
+          v,
+          runId: r.run_id as string,
+          causationId: r.causation_id as string | null,
+          correlationId: r.correlation_id as string | null,
+          at: r.at as string,
+          data,
+        };
         update.run(v, data, rowChecksum(stored, r.stream as string, r.commit_id as string), r.position);
       }
     })();
@@ -146,15 +186,34 @@ describe('packed events in a run log', () => {
     const badPath = path.join(root, 'bad.db');
     copyFileSync(logPath, badPath);
     const db = new Database(badPath);
-    const r = db.prepare(`SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id FROM events e WHERE type = 'TestsJudged' LIMIT 1`).get() as Record<string, string | number | null>;
+    const r = db
+      .prepare(
+        `SELECT position, id, ${RESOLVED_COMMIT_COLUMNS}, stream, type, v, run_id, causation_id, correlation_id FROM events e WHERE type = 'TestsJudged' LIMIT 1`,
+      )
+      .get() as Record<string, string | number | null>;
     const data = '{"round":1,"problemId":"p","tests":{"~q":[]}}';
-    const stored = { id: r.id as string, type: 'TestsJudged', v: r.v as number, runId: r.run_id as string, causationId: r.causation_id as string | null, correlationId: r.correlation_id as string | null, at: r.at as string, data };
+    const stored = {
+      id: r.id as string,
+      type: 'TestsJudged',
+      v: r.v as number,
+      runId: r.run_id as string,
+      causationId: r.causation_id as string | null,
+      correlationId: r.correlation_id as string | null,
+      at: r.at as string,
+      data,
+    };
     // Even with a matching checksum (as if this code wrote it), the row is not trusted blindly.
-    db.prepare('UPDATE events SET data = ?, sum = sum - (sum % 4294967296) + ? WHERE position = ?').run(data, rowChecksum(stored, r.stream as string, r.commit_id as string), r.position);
+    db.prepare('UPDATE events SET data = ?, sum = sum - (sum % 4294967296) + ? WHERE position = ?').run(
+      data,
+      rowChecksum(stored, r.stream as string, r.commit_id as string),
+      r.position,
+    );
     db.close();
     const log = await openSqliteLog(badPath, { create: false });
     try {
-      const read = async () => { for await (const _ of log.read()) void _; };
+      const read = async () => {
+        for await (const _ of log.read()) void _;
+      };
       const err = await read().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(MalformedEventError);
       expect(String((err as Error).message)).toMatch(new RegExp(`position ${r.position}[^0-9].*unknown marker ~q|unknown marker ~q.*position ${r.position}`));
@@ -165,14 +224,25 @@ describe('packed events in a run log', () => {
 
   it('stores long event data deflated; a deflated row with a changed byte is reported with its position', async () => {
     const db0 = new Database(logPath, { readonly: true });
-    const deflated = db0.prepare("SELECT position, data FROM events WHERE typeof(data) = 'blob' ORDER BY position LIMIT 1").get() as { position: number; data: Buffer } | undefined;
+    const deflated = db0.prepare("SELECT position, data FROM events WHERE typeof(data) = 'blob' ORDER BY position LIMIT 1").get() as
+      { position: number; data: Buffer } | undefined;
     const texts = db0.prepare("SELECT count(*) FROM events WHERE typeof(data) = 'text'").pluck().get() as number;
     db0.close();
     expect(deflated).toBeDefined();
     expect(texts).toBeGreaterThan(0);
     expect(dataText(deflated!.data).startsWith('{')).toBe(true);
 
-    for (const [name, change] of [['truncated', (b: Buffer) => b.subarray(0, b.length >> 1)], ['flipped', (b: Buffer) => { const c = Buffer.from(b); c[c.length >> 1]! ^= 0x40; return c; }]] as const) {
+    for (const [name, change] of [
+      ['truncated', (b: Buffer) => b.subarray(0, b.length >> 1)],
+      [
+        'flipped',
+        (b: Buffer) => {
+          const c = Buffer.from(b);
+          c[c.length >> 1]! ^= 0x40;
+          return c;
+        },
+      ],
+    ] as const) {
       const badPath = path.join(root, `bad-deflated-${name}.db`);
       copyFileSync(logPath, badPath);
       const db = new Database(badPath);
@@ -180,7 +250,9 @@ describe('packed events in a run log', () => {
       db.close();
       const log = await openSqliteLog(badPath, { create: false });
       try {
-        const read = async () => { for await (const _ of log.read()) void _; };
+        const read = async () => {
+          for await (const _ of log.read()) void _;
+        };
         const err = await read().catch((e: unknown) => e);
         expect(err, name).toBeInstanceOf(MalformedEventError);
         expect((err as MalformedEventError).position, name).toBe(deflated!.position);

@@ -143,7 +143,12 @@ describe("a commit's later rows (format 3)", () => {
       { position: 6, commit_id: '', at: '' },
     ]);
     const want = [
-      [1, 'commit-a', t1], [2, 'commit-a', t1], [3, 'commit-a', t2], [4, 'commit-a', t2], [5, 'commit-b', t2], [6, 'commit-b', t2],
+      [1, 'commit-a', t1],
+      [2, 'commit-a', t1],
+      [3, 'commit-a', t2],
+      [4, 'commit-a', t2],
+      [5, 'commit-b', t2],
+      [6, 'commit-b', t2],
     ];
     const seen = async (range?: Parameters<typeof log.read>[0], filter?: Parameters<typeof log.read>[1]) => {
       const out: unknown[] = [];
@@ -173,7 +178,9 @@ describe("a commit's later rows (format 3)", () => {
     await log.append('a', [commitOf('a1'), commitOf('a2'), commitOf('a3')], { commitId: 'commit-a' });
     await log.close();
     const raw = new Database(file);
-    raw.exec(`UPDATE events SET commit_id = 'commit-a', at = (SELECT at FROM events WHERE position = 1); UPDATE crucible_meta SET value = '2' WHERE key = 'format'`);
+    raw.exec(
+      `UPDATE events SET commit_id = 'commit-a', at = (SELECT at FROM events WHERE position = 1); UPDATE crucible_meta SET value = '2' WHERE key = 'format'`,
+    );
     raw.close();
     const again = await openSqliteLog(file);
     await again.append('b', [commitOf('b1'), commitOf('b2')], { commitId: 'commit-b' });
@@ -196,15 +203,23 @@ describe("a commit's later rows (format 3)", () => {
     raw.close();
     // The first row's checksum fails; a read that starts after it fails at the second, which
     // takes the edited id.
-    await expect((async () => { for await (const _ of log.read()) void _; })()).rejects.toMatchObject({ position: 1 });
-    const err = await (async () => { for await (const _ of log.read({ after: 1 as never })) void _; })().catch((e: unknown) => e);
+    await expect(
+      (async () => {
+        for await (const _ of log.read()) void _;
+      })(),
+    ).rejects.toMatchObject({ position: 1 });
+    const err = await (async () => {
+      for await (const _ of log.read({ after: 1 as never })) void _;
+    })().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(MalformedEventError);
     expect(err).toMatchObject({ position: 2 });
     expect(String(err)).toContain('does not match its checksum');
     const again = new Database(file);
-    again.exec("DELETE FROM events WHERE position = 1");
+    again.exec('DELETE FROM events WHERE position = 1');
     again.close();
-    const orphan = await (async () => { for await (const _ of log.read()) void _; })().catch((e: unknown) => e);
+    const orphan = await (async () => {
+      for await (const _ of log.read()) void _;
+    })().catch((e: unknown) => e);
     expect(orphan).toBeInstanceOf(MalformedEventError);
     expect(orphan).toMatchObject({ position: 2 });
     expect(String(orphan)).toContain('no row before it starts one');
@@ -235,7 +250,11 @@ describe('stored rows that went bad', () => {
   it('never trusts a row changed after it was written, even one that would validate', async () => {
     const file = join(dir, 'changed.db');
     const log = await openSqliteLog(file);
-    await log.append('s', [1, 2, 3].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })), { commitId: 'c' });
+    await log.append(
+      's',
+      [1, 2, 3].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })),
+      { commitId: 'c' },
+    );
     const raw = new Database(file);
     raw.prepare(`UPDATE events SET data = '{"reason":"edited"}' WHERE position = 3`).run();
     raw.close();
@@ -253,7 +272,11 @@ describe('stored rows that went bad', () => {
   it('validates in full the rows of a log written before rows carried checksums', async () => {
     const file = join(dir, 'before-checksums.db');
     const log = await openSqliteLog(file);
-    await log.append('s', [1, 2].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })), { commitId: 'c' });
+    await log.append(
+      's',
+      [1, 2].map((i) => makeEvent('RunFailed', 'r', { reason: `x${i}` })),
+      { commitId: 'c' },
+    );
     await log.close();
     // The table as older code created it: no checksum column; one row breaks the schema.
     const raw = new Database(file);
@@ -327,9 +350,7 @@ describe('several processes on one file', () => {
   it('two processes racing with expected positions lose nothing and duplicate nothing', async () => {
     const file = join(dir, 'race.db');
     await (await openSqliteLog(file)).close();
-    const [a, b] = await Promise.all(
-      ['a', 'b'].map((who) => runChild(childAppender, { LOG_FILE: file, COMMITS: '60', WHO: who })),
-    );
+    const [a, b] = await Promise.all(['a', 'b'].map((who) => runChild(childAppender, { LOG_FILE: file, COMMITS: '60', WHO: who })));
     const log = await openSqliteLog(file);
     const all: EventEnvelope[] = [];
     for await (const e of log.read()) all.push(e);

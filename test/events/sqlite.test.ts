@@ -35,10 +35,19 @@ describe('sqlite appendCommits (several commits, one transaction)', () => {
       { stream: 'b', events: [ev(1)], options: { commitId: 'c1' } },
       { stream: 'b', events: [ev(4)], options: { commitId: 'c3' } },
     ]);
-    expect(results.map((r) => [r.positions, r.duplicate])).toEqual([[[2, 3], false], [[1], true], [[4], false]]);
+    expect(results.map((r) => [r.positions, r.duplicate])).toEqual([
+      [[2, 3], false],
+      [[1], true],
+      [[4], false],
+    ]);
     const stored = [];
     for await (const e of log.read()) stored.push([e.position, e.stream, e.commitId, (e.data as { round: number }).round]);
-    expect(stored).toEqual([[1, 'a', 'c1', 1], [2, 'a', 'c2', 2], [3, 'a', 'c2', 3], [4, 'b', 'c3', 4]]);
+    expect(stored).toEqual([
+      [1, 'a', 'c1', 1],
+      [2, 'a', 'c2', 2],
+      [3, 'a', 'c2', 3],
+      [4, 'b', 'c3', 4],
+    ]);
     await log.close();
   });
 

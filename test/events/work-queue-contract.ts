@@ -110,9 +110,7 @@ export function describeWorkQueueContract(name: string, factory: () => Promise<L
       }
       expect(deliveries).toEqual([1, 2]);
       const abandoned = await collect(log.read({}, { types: ['WorkAbandoned'] }));
-      expect(abandoned.map((e) => e.data)).toEqual([
-        { queue: 'limit', commitId: 'doomed', deliveries: 2, reason: 'not acked after 2 deliveries' },
-      ]);
+      expect(abandoned.map((e) => e.data)).toEqual([{ queue: 'limit', commitId: 'doomed', deliveries: 2, reason: 'not acked after 2 deliveries' }]);
       expect(abandoned[0]!.stream).toBe('queue/limit');
       expect(await q.claim({ max: 5, waitMs: 300 })).toEqual([]);
     });

@@ -80,14 +80,27 @@ describe('batchRows', () => {
 
 describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [skipped: ${missing}]` : ''}`, () => {
   it('a bridge killed mid-step: failure recorded, same batch id retried on a new bridge, applied once', async () => {
-    const reference = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, 'ref'), batchDir: path.join(root, 'ref-batches'), reload: null }, fresh);
+    const reference = new BridgeTrainer(
+      { client: bridges(), role: 'code', options, root: path.join(root, 'ref'), batchDir: path.join(root, 'ref-batches'), reload: null },
+      fresh,
+    );
     await reference.snapshot();
     const ok = await reference.trainStep(request());
     expect(ok.failures).toEqual([]);
     const refSnap = JSON.parse((await reference.snapshot()).params) as { checkpoint: { sha256: string } };
 
     let killed = 0;
-    const trainer = new BridgeTrainer({ client: bridges((c) => (killed++ === 0 ? c.kill() : undefined)), role: 'code', options, root: path.join(root, 'killed'), batchDir: path.join(root, 'killed-batches'), reload: null }, fresh);
+    const trainer = new BridgeTrainer(
+      {
+        client: bridges((c) => (killed++ === 0 ? c.kill() : undefined)),
+        role: 'code',
+        options,
+        root: path.join(root, 'killed'),
+        batchDir: path.join(root, 'killed-batches'),
+        reload: null,
+      },
+      fresh,
+    );
     await trainer.snapshot();
     const r = await trainer.trainStep(request());
     expect(killed).toBeGreaterThan(0);
@@ -101,7 +114,11 @@ describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [s
     // The same weights as the uninterrupted step: not lost, not applied twice.
     expect(snap.checkpoint.sha256).toBe(refSnap.checkpoint.sha256);
     // The batch went by reference: a JSONL file, one row per sample.
-    expect(readFileSync(path.join(root, 'killed-batches', 'run_round_1_code.jsonl'), 'utf8').trim().split('\n')).toHaveLength(16);
+    expect(
+      readFileSync(path.join(root, 'killed-batches', 'run_round_1_code.jsonl'), 'utf8')
+        .trim()
+        .split('\n'),
+    ).toHaveLength(16);
   }, 300_000);
 
   it('old log-probs reach the GRPO ratio: the same sampled tokens, recorded as far likelier than the model finds them, give ratio < 1', async () => {
@@ -110,7 +127,10 @@ describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [s
     const step = async (name: string, logprob: number) => {
       const req = request();
       const samples = req.samples.map((s) => ({ ...s, sampled: { tokenIds, logprobs: tokenIds.map(() => logprob) } }));
-      const trainer = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, name), batchDir: path.join(root, `${name}-batches`), reload: null }, fresh);
+      const trainer = new BridgeTrainer(
+        { client: bridges(), role: 'code', options, root: path.join(root, name), batchDir: path.join(root, `${name}-batches`), reload: null },
+        fresh,
+      );
       return (await trainer.trainStep({ ...req, samples })).metrics;
     };
     const likelier = await step('old-likelier', -0.01);
@@ -122,7 +142,10 @@ describe.skipIf(missing !== null)(`BridgeTrainer over gpu-bridge${missing ? ` [s
   }, 300_000);
 
   it('a step for a version already passed is refused before it reaches the bridge', async () => {
-    const trainer = new BridgeTrainer({ client: bridges(), role: 'code', options, root: path.join(root, 'dup'), batchDir: path.join(root, 'dup-batches'), reload: null }, fresh);
+    const trainer = new BridgeTrainer(
+      { client: bridges(), role: 'code', options, root: path.join(root, 'dup'), batchDir: path.join(root, 'dup-batches'), reload: null },
+      fresh,
+    );
     await trainer.trainStep(request());
     await expect(trainer.trainStep(request())).rejects.toThrow(/version 1, the request expected 0/);
   }, 300_000);

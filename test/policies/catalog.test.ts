@@ -1,8 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDemo } from '../../src/datasets/demo/index.js';
 import {
-  buildProgramCatalog, buildTestCatalog, catalogSource, testKey,
-  type CatalogUniverse, type ProgramCandidate,
+  buildProgramCatalog,
+  buildTestCatalog,
+  catalogSource,
+  testKey,
+  type CatalogUniverse,
+  type ProgramCandidate,
 } from '../../src/datasets/demo/catalog/index.js';
 import { CatalogPolicy, logprobGradient, parseSuite, softmax } from '../../src/policies/catalog/index.js';
 import { createSandbox, type Sandbox } from '../../src/sandbox/index.js';
@@ -22,7 +26,10 @@ function handUniverse(): CatalogUniverse {
 }
 
 const step = (over: Partial<TrainStepRequest> = {}): TrainStepRequest => ({
-  batchId: 'b1', role: 'code', expectedVersion: 0, algorithm: 'grpo',
+  batchId: 'b1',
+  role: 'code',
+  expectedVersion: 0,
+  algorithm: 'grpo',
   samples: [
     { prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 'ref' },
     { prompt: '', response: '', advantage: -1, contextKey: 'p', choiceKey: 'bug:a' },
@@ -58,14 +65,22 @@ describe('catalog policy', () => {
 
   it('draws a suite of distinct tests, as JSON lines whose ids are in choiceKey', async () => {
     const policy = new CatalogPolicy('test', handUniverse(), { suiteSize: 5 });
-    const [g] = await policy.generate({ role: 'test', version: 0, seed: 1, n: 1, prompts: [{ key: 'k', prompt: '', context: { problemId: 'p', target: 'bug:a' } }] });
+    const [g] = await policy.generate({
+      role: 'test',
+      version: 0,
+      seed: 1,
+      n: 1,
+      prompts: [{ key: 'k', prompt: '', context: { problemId: 'p', target: 'bug:a' } }],
+    });
     const ids = g!.choiceKey!.split(',');
     expect(new Set(ids).size).toBe(5);
     expect(g!.contextKey).toBe('p#bug:a');
     const suite = parseSuite(g!.text);
     expect(suite).toHaveLength(5);
     expect(suite.every((t) => t.style === 'call' && !('expected' in t))).toBe(true);
-    await expect(policy.generate({ role: 'test', version: 0, seed: 1, n: 1, prompts: [{ key: 'k', prompt: '', context: { problemId: 'p', target: 'nope' } }] })).rejects.toThrow(PolicyInputError);
+    await expect(
+      policy.generate({ role: 'test', version: 0, seed: 1, n: 1, prompts: [{ key: 'k', prompt: '', context: { problemId: 'p', target: 'nope' } }] }),
+    ).rejects.toThrow(PolicyInputError);
   });
 
   it('applies theta += lr * sum A (onehot - pi) once per batch id and bumps the version', async () => {
@@ -134,7 +149,10 @@ describe('held-out tests stay out of everything that trains or rewards', () => {
       const heldOut = new Set(d.problem.tests.private.map(testKey));
       const pool = buildTestCatalog(catalogSource(d), { count: 500, seed: 7 });
       const leaked = pool.filter((t) => heldOut.has(testKey(t.test)));
-      expect(leaked.map((t) => t.origin), d.problem.id).toEqual([]);
+      expect(
+        leaked.map((t) => t.origin),
+        d.problem.id,
+      ).toEqual([]);
     }
   });
 

@@ -29,10 +29,25 @@ describe('exact figures of the catalog policies', () => {
   it('follows training: mass moved onto a correct program and a valid test raises both', async () => {
     const code = new CatalogPolicy('code', universe);
     const tests = new CatalogPolicy('test', universe, { suiteSize: 1 });
-    await code.trainStep({ batchId: 'b', role: 'code', expectedVersion: 0, algorithm: 'grpo', hyper: { lr: 1 },
-      samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 'ref' }, { prompt: '', response: '', advantage: -1, contextKey: 'p', choiceKey: 'bug:a' }] });
-    await tests.trainStep({ batchId: 'b', role: 'test', expectedVersion: 0, algorithm: 'grpo', hyper: { lr: 1 },
-      samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 't:1' }] });
+    await code.trainStep({
+      batchId: 'b',
+      role: 'code',
+      expectedVersion: 0,
+      algorithm: 'grpo',
+      hyper: { lr: 1 },
+      samples: [
+        { prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 'ref' },
+        { prompt: '', response: '', advantage: -1, contextKey: 'p', choiceKey: 'bug:a' },
+      ],
+    });
+    await tests.trainStep({
+      batchId: 'b',
+      role: 'test',
+      expectedVersion: 0,
+      algorithm: 'grpo',
+      hyper: { lr: 1 },
+      samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 't:1' }],
+    });
     const f = exactFigures(universe, code, tests, 'p', false);
     const dist = code.distribution('p');
     expect(f.correct).toBeCloseTo(dist.get('ref')! + dist.get('var1')!, 12);
@@ -43,8 +58,14 @@ describe('exact figures of the catalog policies', () => {
   it('white-box: the validity under each target context, weighted by the code policy', async () => {
     const tests = new CatalogPolicy('test', universe, { suiteSize: 1 });
     // Only the context of target bug:a learns to draw valid tests.
-    await tests.trainStep({ batchId: 'b', role: 'test', expectedVersion: 0, algorithm: 'grpo', hyper: { lr: 2 },
-      samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p#bug:a', choiceKey: 't:2' }] });
+    await tests.trainStep({
+      batchId: 'b',
+      role: 'test',
+      expectedVersion: 0,
+      algorithm: 'grpo',
+      hyper: { lr: 2 },
+      samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p#bug:a', choiceKey: 't:2' }],
+    });
     const code = new CatalogPolicy('code', universe);
     const underBug = [...tests.distribution('p#bug:a')].filter(([id]) => id === 't:1' || id === 't:2').reduce((s, [, q]) => s + q, 0);
     const f = exactFigures(universe, code, tests, 'p', true);
@@ -61,8 +82,19 @@ describe('exact figures of the catalog policies', () => {
 
 describe('figures over seeds', () => {
   const row = (round: number, heldOutPass: number, exactCorrect: number | null): RoundRow => ({
-    round, problems: 1, heldOutPass, exactCorrect, validity: 1, exactValid: exactCorrect, trainedCorrect: null, trainedValid: null,
-    killRate: 0.5, mistakeBook: 0, codeReward: 0, testReward: 0, seconds: null,
+    round,
+    problems: 1,
+    heldOutPass,
+    exactCorrect,
+    validity: 1,
+    exactValid: exactCorrect,
+    trainedCorrect: null,
+    trainedValid: null,
+    killRate: 0.5,
+    mistakeBook: 0,
+    codeReward: 0,
+    testReward: 0,
+    seconds: null,
   });
 
   it('mean, min, max and sample std per round; rounds not finished by every seed are left out', () => {

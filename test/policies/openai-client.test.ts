@@ -30,7 +30,17 @@ describe('OpenAIClient', () => {
     expect(a.choices[0]!.tokenIds).toEqual([...Buffer.from('answer 11 0')]);
     expect(a.choices[0]!.tokenLogprobs).toHaveLength('answer 11 0'.length);
     expect(a).toMatchObject({ fingerprint: 'v7', model: 'stand-in', failures: [] });
-    expect(server.requests[0]!.body).toEqual({ model: 'stand-in', prompt: 'p', n: 3, seed: 11, temperature: 0.7, top_p: 0.9, max_tokens: 64, stop: ['\n\n'], logprobs: 1 });
+    expect(server.requests[0]!.body).toEqual({
+      model: 'stand-in',
+      prompt: 'p',
+      n: 3,
+      seed: 11,
+      temperature: 0.7,
+      top_p: 0.9,
+      max_tokens: 64,
+      stop: ['\n\n'],
+      logprobs: 1,
+    });
   });
 
   it.each<[Fault, string]>([
@@ -44,14 +54,20 @@ describe('OpenAIClient', () => {
     server.faults = [fault];
     const a = await new OpenAIClient(options()).complete({ prompt: 'p', n: 2, seed: 1 });
     expect(a.choices).toHaveLength(2);
-    expect(a.failures).toEqual([{ attempt: 1, kind, message: expect.any(String), status: kind === 'timeout' ? null : expect.any(Number), retrying: true, delayMs: 5 }]);
+    expect(a.failures).toEqual([
+      { attempt: 1, kind, message: expect.any(String), status: kind === 'timeout' ? null : expect.any(Number), retrying: true, delayMs: 5 },
+    ]);
     expect(server.requests.map((r) => r.fault)).toEqual([fault, null]);
   });
 
   it('backs off exponentially up to the cap, every try recorded', async () => {
     server.faults = ['http-500', 'empty-choices', 'wrong-n'];
     const a = await new OpenAIClient(options()).complete({ prompt: 'p', n: 2, seed: 1 });
-    expect(a.failures.map((f) => [f.attempt, f.kind, f.delayMs])).toEqual([[1, 'http-status', 5], [2, 'empty-choices', 10], [3, 'wrong-n', 20]]);
+    expect(a.failures.map((f) => [f.attempt, f.kind, f.delayMs])).toEqual([
+      [1, 'http-status', 5],
+      [2, 'empty-choices', 10],
+      [3, 'wrong-n', 20],
+    ]);
   });
 
   it('gives up after the last try with every failure in the error', async () => {
@@ -62,7 +78,7 @@ describe('OpenAIClient', () => {
     expect((err as ModelRequestError).message).toMatch(/4 tries failed; last: http-status: HTTP 500/);
   });
 
-  it('a 400 is the request\'s fault: no retry', async () => {
+  it("a 400 is the request's fault: no retry", async () => {
     server.faults = ['http-400'];
     const err = await new OpenAIClient(options()).complete({ prompt: 'p', n: 1, seed: 1 }).catch((e: unknown) => e);
     expect((err as ModelRequestError).failures).toHaveLength(1);
@@ -96,9 +112,17 @@ describe('OpenAIClient', () => {
 });
 
 const problem: Problem = {
-  id: 'demo/add', source: 'demo', statement: 'Return the sum of a and b.', style: 'call', entryPoint: 'add',
-  tests: { public: [], private: [], generated: [] }, solutions: ['def add(a, b):\n    return a + b\n'], incorrectSolutions: [],
-  limits: { timeSeconds: 1, memoryMb: 256 }, comparison: 'tokens', tags: [],
+  id: 'demo/add',
+  source: 'demo',
+  statement: 'Return the sum of a and b.',
+  style: 'call',
+  entryPoint: 'add',
+  tests: { public: [], private: [], generated: [] },
+  solutions: ['def add(a, b):\n    return a + b\n'],
+  incorrectSolutions: [],
+  limits: { timeSeconds: 1, memoryMb: 256 },
+  comparison: 'tokens',
+  tags: [],
 };
 
 describe('OpenAIPolicy', () => {
@@ -108,7 +132,13 @@ describe('OpenAIPolicy', () => {
       s.faults = ['malformed-json'];
       const client = new OpenAIClient(OpenAIPolicyOptions.parse({ baseUrl: s.baseUrl, model: 'm', retry: { baseDelayMs: 1 } }));
       const policy = new OpenAIPolicy({ client, role: 'code', method: 'code-a1', problems: new Map([[problem.id, problem]]), suiteSize: 4 });
-      const gens = await policy.generate({ role: 'code', version: 2, seed: 5, n: 2, prompts: [{ key: 'demo/add', prompt: problem.statement, context: { problemId: problem.id } }] });
+      const gens = await policy.generate({
+        role: 'code',
+        version: 2,
+        seed: 5,
+        n: 2,
+        prompts: [{ key: 'demo/add', prompt: problem.statement, context: { problemId: problem.id } }],
+      });
       expect(gens.map((g) => g.text)).toEqual(['def add(a, b):\n    return a + b\n', 'no code here, sorry\n']);
       expect(gens[0]!.record).toMatchObject({
         requestId: 'code/v2/demo/add/5',
@@ -131,7 +161,13 @@ describe('OpenAIPolicy', () => {
     try {
       const client = new OpenAIClient(OpenAIPolicyOptions.parse({ baseUrl: s.baseUrl, model: 'm' }));
       const policy = new OpenAIPolicy({ client, role: 'test', method: 'code-a1', problems: new Map([[problem.id, problem]]), suiteSize: 4 });
-      const [g] = await policy.generate({ role: 'test', version: 0, seed: 1, n: 1, prompts: [{ key: 's1', prompt: '', context: { problemId: problem.id, program: 'def add(a, b):\n    return a - b\n' } }] });
+      const [g] = await policy.generate({
+        role: 'test',
+        version: 0,
+        seed: 1,
+        n: 1,
+        prompts: [{ key: 's1', prompt: '', context: { problemId: problem.id, program: 'def add(a, b):\n    return a - b\n' } }],
+      });
       expect(g!.record!.template).toEqual({ id: 'attack-white-box', version: 1 });
       expect(g!.record!.prompt).toContain('return a - b');
       expect(g!.text.split('\n')[0]).toBe('{"args":[1,2],"expected":3,"style":"call"}');

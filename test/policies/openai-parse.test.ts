@@ -10,7 +10,10 @@ import { parsePyArgs, parsePyLiteral, PyLiteralError } from '../../src/policies/
 describe('parseProgram', () => {
   it('takes the code out of prose around one fenced block', () => {
     const text = 'Sure! Here is a solution:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nThis runs in O(1).';
-    expect(parseProgram(text)).toEqual({ program: 'def add(a, b):\n    return a + b\n', outcome: { status: 'ok', form: 'fenced', found: 1, usable: 1, detail: null } });
+    expect(parseProgram(text)).toEqual({
+      program: 'def add(a, b):\n    return a + b\n',
+      outcome: { status: 'ok', form: 'fenced', found: 1, usable: 1, detail: null },
+    });
   });
 
   it('takes the last block when there are several, and says so', () => {
@@ -27,7 +30,10 @@ describe('parseProgram', () => {
   });
 
   it('no fence: the whole answer is the program (the sandbox judges it); empty is invalid', () => {
-    expect(parseProgram('x = int(input())\nprint(x + 1)')).toEqual({ program: 'x = int(input())\nprint(x + 1)\n', outcome: expect.objectContaining({ status: 'ok', form: 'bare' }) });
+    expect(parseProgram('x = int(input())\nprint(x + 1)')).toEqual({
+      program: 'x = int(input())\nprint(x + 1)\n',
+      outcome: expect.objectContaining({ status: 'ok', form: 'bare' }),
+    });
     expect(parseProgram('  \n').outcome).toMatchObject({ status: 'invalid', form: 'empty' });
   });
 
@@ -47,7 +53,18 @@ describe('parseProgram', () => {
 
 describe('python literals', () => {
   it('reads numbers, strings, constants, lists, tuples and dicts into JSON values', () => {
-    expect(parsePyLiteral("[1, -2.5, 'a\\'b', \"c\\n\", True, False, None, (1, 2), {'k': [3]}, 1e3,]")).toEqual([1, -2.5, "a'b", 'c\n', true, false, null, [1, 2], { k: [3] }, 1000]);
+    expect(parsePyLiteral("[1, -2.5, 'a\\'b', \"c\\n\", True, False, None, (1, 2), {'k': [3]}, 1e3,]")).toEqual([
+      1,
+      -2.5,
+      "a'b",
+      'c\n',
+      true,
+      false,
+      null,
+      [1, 2],
+      { k: [3] },
+      1000,
+    ]);
     expect(parsePyArgs('(3, [4, 5])')).toEqual([3, [4, 5]]);
     expect(parsePyArgs('()')).toEqual([]);
   });
@@ -98,8 +115,14 @@ describe('parseTests', () => {
   });
 
   it('call style: a class method entry point is called by its method name; bad tails are named', () => {
-    expect(readCallLine('assert twoSum([2, 7], 9) == [0, 1]', 'Solution.twoSum')).toEqual({ ok: true, test: { style: 'call', args: [[2, 7], 9], expected: [0, 1] } });
-    expect(readCallLine('assert twoSum([2, 7], 9) != [0, 1]', 'Solution.twoSum')).toMatchObject({ ok: false, reason: expect.stringContaining('expected "== value"') });
+    expect(readCallLine('assert twoSum([2, 7], 9) == [0, 1]', 'Solution.twoSum')).toEqual({
+      ok: true,
+      test: { style: 'call', args: [[2, 7], 9], expected: [0, 1] },
+    });
+    expect(readCallLine('assert twoSum([2, 7], 9) != [0, 1]', 'Solution.twoSum')).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('expected "== value"'),
+    });
     expect(readCallLine('assert twoSum([2, 7], 9', 'Solution.twoSum')).toMatchObject({ ok: false, reason: 'unbalanced parentheses' });
   });
 
@@ -110,8 +133,12 @@ describe('parseTests', () => {
     expect(r.outcome).toMatchObject({ status: 'ok', form: 'bare-asserts', found: 12, usable: 12, detail: null });
   });
 
-  it('assert style: the tests of the release\'s form, as statements; other asserts dropped in a block, counted outside', () => {
-    const fenced = parseTests('```python\nassert is_even(2)\nassert not is_even(3)\nprint(1)\nassert True\nassert is_even(4) == True\n```', 'assert', 'is_even');
+  it("assert style: the tests of the release's form, as statements; other asserts dropped in a block, counted outside", () => {
+    const fenced = parseTests(
+      '```python\nassert is_even(2)\nassert not is_even(3)\nprint(1)\nassert True\nassert is_even(4) == True\n```',
+      'assert',
+      'is_even',
+    );
     expect(fenced.tests).toEqual([{ ok: true, test: { style: 'assert', code: 'assert is_even(4) == True' } }]);
     expect(fenced.outcome).toMatchObject({ status: 'ok', found: 1, usable: 1 });
     const bare = parseTests('assert is_even(2)\nassert is_even(4) == True', 'assert', 'is_even');
@@ -167,7 +194,13 @@ describe('parseTests', () => {
   });
 
   it('no test at all, and bytes of noise, are invalid outcomes, not errors', () => {
-    expect(parseTests('I cannot help with that.', 'call', 'f').outcome).toEqual({ status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'no test found' });
+    expect(parseTests('I cannot help with that.', 'call', 'f').outcome).toEqual({
+      status: 'invalid',
+      form: 'none',
+      found: 0,
+      usable: 0,
+      detail: 'no test found',
+    });
     expect(parseTests('\u0000\u0007}{\u00ff```', 'stdio', undefined).outcome.status).toBe('invalid');
     expect(parseTests('assert f(1) == 1', 'call', undefined).outcome).toMatchObject({ status: 'invalid', detail: 'the problem names no entry point to call' });
   });

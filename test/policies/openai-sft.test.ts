@@ -19,7 +19,10 @@ describe('suiteSelections', () => {
   });
 
   it('past three tests: the list in order and reversed, cut to max', () => {
-    expect(suiteSelections([1, 2, 3, 4, 5], 3)).toEqual([[1, 2, 3], [5, 4, 3]]);
+    expect(suiteSelections([1, 2, 3, 4, 5], 3)).toEqual([
+      [1, 2, 3],
+      [5, 4, 3],
+    ]);
   });
 });
 

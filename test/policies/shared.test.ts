@@ -22,11 +22,19 @@ function universe(): CatalogUniverse {
 const u = universe();
 const testIds = u.tests.p!.map((t) => t.testId);
 const codeStep = (expectedVersion: number, batchId = 'code-1'): TrainStepRequest => ({
-  batchId, role: 'code', expectedVersion, algorithm: 'grpo', hyper: { lr: 1 },
+  batchId,
+  role: 'code',
+  expectedVersion,
+  algorithm: 'grpo',
+  hyper: { lr: 1 },
   samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: 'ref' }],
 });
 const testStep = (expectedVersion: number): TrainStepRequest => ({
-  batchId: 'test-1', role: 'test', expectedVersion, algorithm: 'grpo', hyper: { lr: 1 },
+  batchId: 'test-1',
+  role: 'test',
+  expectedVersion,
+  algorithm: 'grpo',
+  hyper: { lr: 1 },
   samples: [{ prompt: '', response: '', advantage: 1, contextKey: 'p', choiceKey: testIds.slice(0, 2).join(',') }],
 });
 

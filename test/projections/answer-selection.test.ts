@@ -55,7 +55,12 @@ describe('selectors', () => {
 
   it('averages problems per round', () => {
     const a = selectForProblem(1, 'a', [cand('x', 0, [1, 1], [0, 0], true), cand('y', 1, [0, 1], [0, 0], false)]);
-    const b = selectForProblem(1, 'b', [cand('x', 0, [1, 1], [0, 0], false), cand('y', 1, [0, 1], [0, 0], false), cand('z', 2, [0, 1], [0, 0], false), cand('w', 3, [0, 1], [0, 0], true)]);
+    const b = selectForProblem(1, 'b', [
+      cand('x', 0, [1, 1], [0, 0], false),
+      cand('y', 1, [0, 1], [0, 0], false),
+      cand('z', 2, [0, 1], [0, 0], false),
+      cand('w', 3, [0, 1], [0, 0], true),
+    ]);
     expect(roundSelections([a, b])).toEqual([{ round: 1, problems: 2, generated: 0.5, withBook: 0.5, random: (1 / 2 + 1 / 4) / 2, oracle: 1 }]);
   });
 
@@ -78,7 +83,10 @@ describe('selectors', () => {
       ],
       heldOut: [],
     });
-    expect([scores[0]!.generated, scores[0]!.book]).toEqual([{ passed: 1, run: 2 }, { passed: 0, run: 1 }]);
+    expect([scores[0]!.generated, scores[0]!.book]).toEqual([
+      { passed: 1, run: 2 },
+      { passed: 0, run: 1 },
+    ]);
   });
 });
 
@@ -87,18 +95,54 @@ let position = 0;
 function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelope {
   const e = makeEvent(type, 'run', data);
   position++;
-  return { ...e, id: `e${position}`, stream: 'test', position, at: '2026-01-01T00:00:00.000Z', causationId: null, correlationId: null, v: 1 } as unknown as EventEnvelope;
+  return {
+    ...e,
+    id: `e${position}`,
+    stream: 'test',
+    position,
+    at: '2026-01-01T00:00:00.000Z',
+    causationId: null,
+    correlationId: null,
+    v: 1,
+  } as unknown as EventEnvelope;
 }
 const policy = { role: 'code' as const, name: 'catalog', version: 0 };
 const solution = (round: number, id: string, index: number, programHash: string) =>
-  ev('SolutionSampled', { round, problemId: 'p', solutionId: id, programHash, policy, sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null }, responseHash: null });
+  ev('SolutionSampled', {
+    round,
+    problemId: 'p',
+    solutionId: id,
+    programHash,
+    policy,
+    sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null },
+    responseHash: null,
+  });
 const pair = (programId: string, programHash: string, testId: string, testHash: string) => ({ programId, programHash, testId, testHash });
 const done = (requestId: string, p: ReturnType<typeof pair>, verdict: 'accepted' | 'wrong_answer' | 'sandbox_error') =>
   ev('ExecutionCompleted', { requestId, ...p, verdict, timeMs: 1, memoryKb: 1, outputHash: null, exceptionType: null, isolated: true, cached: false });
 const judged = (round: number, testIds: [string, string, boolean][]) =>
-  ev('TestsJudged', { round, problemId: 'p', tests: testIds.map(([testId, testHash, ok]) => ({ testId, testHash, valid: ok, reason: ok ? ('ok' as const) : ('malformed' as const), status: ok ? ('valid' as const) : ('invalid' as const), oracleHash: ok ? testHash : null })) });
+  ev('TestsJudged', {
+    round,
+    problemId: 'p',
+    tests: testIds.map(([testId, testHash, ok]) => ({
+      testId,
+      testHash,
+      valid: ok,
+      reason: ok ? ('ok' as const) : ('malformed' as const),
+      status: ok ? ('valid' as const) : ('invalid' as const),
+      oracleHash: ok ? testHash : null,
+    })),
+  });
 const evaluated = (round: number) =>
-  ev('ProblemEvaluated', { round, problemId: 'p', heldOut: { programs: 2, passed: 0 }, kill: { targets: 0, suites: 0, killed: 0 }, tests: { sampled: 0, wellFormed: 0, valid: 0 }, mistakeBook: { size: 0 }, rewards: { code: 0, test: 0 } });
+  ev('ProblemEvaluated', {
+    round,
+    problemId: 'p',
+    heldOut: { programs: 2, passed: 0 },
+    kill: { targets: 0, suites: 0, killed: 0 },
+    tests: { sampled: 0, wellFormed: 0, valid: 0 },
+    mistakeBook: { size: 0 },
+    rewards: { code: 0, test: 0 },
+  });
 const request = (round: number, purpose: 'reward' | 'heldout', pairs: ReturnType<typeof pair>[], reused: ReturnType<typeof pair>[] = []) =>
   ev('ExecutionRequested', { round, problemId: 'p', requestId: `${round}/p/${purpose}`, purpose, ...requestBody(pairs, reused) });
 
@@ -120,7 +164,10 @@ describe('the answer-selection reducer', () => {
   const events: EventEnvelope[] = [
     solution(1, '1/p/s0', 0, P0),
     solution(1, '1/p/s1', 1, P1),
-    judged(1, [['suite0/0', G, true], ['suite0/1', H('9'), false]]),
+    judged(1, [
+      ['suite0/0', G, true],
+      ['suite0/1', H('9'), false],
+    ]),
     request(1, 'reward', r1),
     request(1, 'heldout', h1),
     done('1/p/reward', r1[0]!, 'accepted'),
@@ -135,8 +182,16 @@ describe('the answer-selection reducer', () => {
     // whose execution is a sandbox error (counted as run, not passed; never reused).
     solution(2, '2/p/s0', 0, P1),
     solution(2, '2/p/s1', 1, P0),
-    judged(2, [['suite1/0', G, true], ['suite1/1', H('8'), true]]),
-    request(2, 'reward', [pair('2/p/s0', P1, 'suite1/1', H('8'))], [pair('2/p/s0', P1, 'suite1/0', G), pair('2/p/s1', P0, 'suite1/0', G), pair('2/p/s1', P0, 'mistake-book/k', B)]),
+    judged(2, [
+      ['suite1/0', G, true],
+      ['suite1/1', H('8'), true],
+    ]),
+    request(
+      2,
+      'reward',
+      [pair('2/p/s0', P1, 'suite1/1', H('8'))],
+      [pair('2/p/s0', P1, 'suite1/0', G), pair('2/p/s1', P0, 'suite1/0', G), pair('2/p/s1', P0, 'mistake-book/k', B)],
+    ),
     request(2, 'heldout', [], [pair('2/p/s0', P1, 'heldout/0', O), pair('2/p/s1', P0, 'heldout/0', O)]),
     done('2/p/reward', pair('2/p/s0', P1, 'suite1/1', H('8')), 'sandbox_error'),
     evaluated(2),
@@ -150,7 +205,14 @@ describe('the answer-selection reducer', () => {
       ['1/p/s1', { passed: 0, run: 1 }, { passed: 1, run: 1 }, false],
     ]);
     // generated: s0 (1/1). with-book: 1/2 each, 1 passed each, s1 passed more Mistake Book tests.
-    expect(r).toMatchObject({ selectedGenerated: '1/p/s0', generatedPass: true, selectedWithBook: '1/p/s1', withBookPass: false, randomPass: 0.5, oraclePass: true });
+    expect(r).toMatchObject({
+      selectedGenerated: '1/p/s0',
+      generatedPass: true,
+      selectedWithBook: '1/p/s1',
+      withBookPass: false,
+      randomPass: 0.5,
+      oraclePass: true,
+    });
   });
 
   it('scores round 2 from reused verdicts, matched by program and test hash', () => {

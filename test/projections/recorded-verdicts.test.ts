@@ -26,8 +26,23 @@ const T = [H('c'), H('d'), H('e')];
 const pair = (programId: string, programHash: string, testId: string, testHash: string) => ({ programId, programHash, testId, testHash });
 
 // Round 1: two programs (s0 = P0, s1 = P1) on three tests, one sandbox error, one cached result; round 2 reuses the recorded verdicts and executes one new pair.
-const reward1 = [pair('1/p/s0', P0, 'g/0', T[0]!), pair('1/p/s1', P1, 'g/0', T[0]!), pair('1/p/s0', P0, 'g/1', T[1]!), pair('1/p/s1', P1, 'g/1', T[1]!), pair('1/p/s0', P0, 'g/2', T[2]!)];
-const figures = (verdict: PairResult['verdict'], extra: Partial<PairResult> = {}) => ({ verdict, timeMs: 1.25, memoryKb: 9000, outputHash: null, exceptionType: null, isolated: true, cached: false, ...extra });
+const reward1 = [
+  pair('1/p/s0', P0, 'g/0', T[0]!),
+  pair('1/p/s1', P1, 'g/0', T[0]!),
+  pair('1/p/s0', P0, 'g/1', T[1]!),
+  pair('1/p/s1', P1, 'g/1', T[1]!),
+  pair('1/p/s0', P0, 'g/2', T[2]!),
+];
+const figures = (verdict: PairResult['verdict'], extra: Partial<PairResult> = {}) => ({
+  verdict,
+  timeMs: 1.25,
+  memoryKb: 9000,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+  ...extra,
+});
 const results1 = [
   figures('accepted', { outputHash: H('f') }),
   figures('runtime_error', { exceptionType: 'ValueError' }),
@@ -45,11 +60,28 @@ const requested = (round: number, pairs: typeof reward1, reused: typeof reward1 
 /** The same results as one compact event per program hash (in request order). */
 function compactLog(): NewEvent[][] {
   const commits: NewEvent[][] = [];
-  for (const [round, pairs, results, reused] of [[1, reward1, results1, []], [2, reward2, results2, reused2]] as const) {
+  for (const [round, pairs, results, reused] of [
+    [1, reward1, results1, []],
+    [2, reward2, results2, reused2],
+  ] as const) {
     const byProgram = new Map<string, number[]>();
     pairs.forEach((p, i) => byProgram.set(p.programHash, [...(byProgram.get(p.programHash) ?? []), i]));
     commits.push([requested(round, [...pairs], [...reused])]);
-    commits.push([...byProgram].map(([hash, at]) => makeEvent('ProgramExecuted', 'run', compactResults(`${round}/p/reward`, hash, at, at.map((i) => results[i]!), 'ran'))));
+    commits.push(
+      [...byProgram].map(([hash, at]) =>
+        makeEvent(
+          'ProgramExecuted',
+          'run',
+          compactResults(
+            `${round}/p/reward`,
+            hash,
+            at,
+            at.map((i) => results[i]!),
+            'ran',
+          ),
+        ),
+      ),
+    );
   }
   return commits;
 }
@@ -57,7 +89,10 @@ function compactLog(): NewEvent[][] {
 /** The same results as an older log wrote them: one ExecutionCompleted v1 per pair. */
 function perPairLog(): NewEvent[][] {
   const commits: NewEvent[][] = [];
-  for (const [round, pairs, results, reused] of [[1, reward1, results1, []], [2, reward2, results2, reused2]] as const) {
+  for (const [round, pairs, results, reused] of [
+    [1, reward1, results1, []],
+    [2, reward2, results2, reused2],
+  ] as const) {
     commits.push([requested(round, [...pairs], [...reused])]);
     commits.push(pairs.map((p, i) => makeEvent('ExecutionCompleted', 'run', { requestId: `${round}/p/reward`, ...p, ...results[i]! })));
   }
@@ -155,7 +190,17 @@ describe('compact execution records', () => {
       ['2/p/s1', 'g/0', 'accepted', true],
       ['2/p/s0', 'g/1', 'accepted', true],
     ]);
-    const flat = (events: EventEnvelope[]) => allPairResults(events).map(({ requestId, programId, testId, verdict, exceptionType, outputHash, cached }) => ({ requestId, programId, testId, verdict, exceptionType, outputHash, cached }))
+    const flat = (events: EventEnvelope[]) =>
+      allPairResults(events)
+        .map(({ requestId, programId, testId, verdict, exceptionType, outputHash, cached }) => ({
+          requestId,
+          programId,
+          testId,
+          verdict,
+          exceptionType,
+          outputHash,
+          cached,
+        }))
         .sort((a, b) => `${a.requestId} ${a.programId} ${a.testId}`.localeCompare(`${b.requestId} ${b.programId} ${b.testId}`));
     // Log order differs (grouped by program), the results do not.
     expect(flat(compact.stored)).toEqual(flat(old.stored));
@@ -165,7 +210,9 @@ describe('compact execution records', () => {
     await replay('tampered', compactLog());
     const db = new Database(join(dir, 'tampered-rm.db'));
     db.prepare(`UPDATE executions SET positions = '0,2,9' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
-    expect(() => executionVerdicts(db, { requestId: '1/p/reward' })).toThrow(/executions of 1\/p\/reward \(program aaaaaaaaaaaa\) name pair 9, but the request has 5/);
+    expect(() => executionVerdicts(db, { requestId: '1/p/reward' })).toThrow(
+      /executions of 1\/p\/reward \(program aaaaaaaaaaaa\) name pair 9, but the request has 5/,
+    );
     db.prepare(`UPDATE executions SET positions = '0,2' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
     expect(() => executionVerdicts(db)).toThrow(/2 positions for 3 verdicts/);
     // Another request's rows read as before.

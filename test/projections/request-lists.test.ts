@@ -26,8 +26,15 @@ const request = {
   problemId: 'p',
   requestId: 'r',
   purpose: 'reward',
-  programs: [{ programId: 'a"quoted\\one', programHash: hash('a') }, { programId: 'é\u2028\n', programHash: hash('b') }],
-  tests: [{ testId: 't/0', testHash: hash('c') }, { testId: '\u0001', testHash: hash('d') }, { testId: 't/2', testHash: `${hash('e').slice(0, 62)}0f` }],
+  programs: [
+    { programId: 'a"quoted\\one', programHash: hash('a') },
+    { programId: 'é\u2028\n', programHash: hash('b') },
+  ],
+  tests: [
+    { testId: 't/0', testHash: hash('c') },
+    { testId: '\u0001', testHash: hash('d') },
+    { testId: 't/2', testHash: `${hash('e').slice(0, 62)}0f` },
+  ],
   pairs: [0, 0, 1, 2, 1, 1],
   reused: [0, 1],
 } as EventData<'ExecutionRequested'>;

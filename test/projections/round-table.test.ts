@@ -14,7 +14,16 @@ let position = 0;
 function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelope {
   const e = makeEvent(type, 'run', data);
   position++;
-  return { ...e, id: `e${position}`, stream: 'test', position, at: '2026-01-01T00:00:00.000Z', causationId: null, correlationId: null, v: 1 } as unknown as EventEnvelope;
+  return {
+    ...e,
+    id: `e${position}`,
+    stream: 'test',
+    position,
+    at: '2026-01-01T00:00:00.000Z',
+    causationId: null,
+    correlationId: null,
+    v: 1,
+  } as unknown as EventEnvelope;
 }
 const H = (c: string) => c.repeat(64);
 
@@ -22,12 +31,26 @@ const H = (c: string) => c.repeat(64);
  * known-incorrect programs of which the suites kill 1, rewards 0.5 and 0.25. */
 function oneRound(method: string, judged: number, bookEnabled: boolean): RoundRow {
   const events = [
-    ev('RunStarted', { method, config: { method, mistakeBook: { enabled: bookEnabled } }, configHash: H('a'), seed: 1, crucibleVersion: '0.1.0', problems: [{ problemId: 'p', problemHash: H('b') }] }),
+    ev('RunStarted', {
+      method,
+      config: { method, mistakeBook: { enabled: bookEnabled } },
+      configHash: H('a'),
+      seed: 1,
+      crucibleVersion: '0.1.0',
+      problems: [{ problemId: 'p', problemHash: H('b') }],
+    }),
     ev('RoundStarted', { round: 1, problemIds: ['p'] }),
     ev('TestsJudged', {
       round: 1,
       problemId: 'p',
-      tests: Array.from({ length: judged }, (_, i) => ({ testId: `s/${i}`, testHash: H('c'), valid: true, reason: 'ok' as const, status: 'valid' as const, oracleHash: H('c') })),
+      tests: Array.from({ length: judged }, (_, i) => ({
+        testId: `s/${i}`,
+        testHash: H('c'),
+        valid: true,
+        reason: 'ok' as const,
+        status: 'valid' as const,
+        oracleHash: H('c'),
+      })),
     }),
     ev('ProblemEvaluated', {
       round: 1,
@@ -43,7 +66,9 @@ function oneRound(method: string, judged: number, bookEnabled: boolean): RoundRo
   return roundRows(events.reduce(reduceRoundTable, emptyRoundTable()))[0]!;
 }
 
-const selection = (generated: number | null, withBook: number | null): RoundSelection[] => [{ round: 1, problems: 1, generated, withBook, random: 0.25, oracle: 1 }];
+const selection = (generated: number | null, withBook: number | null): RoundSelection[] => [
+  { round: 1, problems: 1, generated, withBook, random: 0.25, oracle: 1 },
+];
 
 describe('figures that do not exist', () => {
   const golden = oneRound('golden-tests', 0, false);
@@ -58,7 +83,11 @@ describe('figures that do not exist', () => {
   });
 
   it('the round table prints a dash, not 0.0%', () => {
-    const line = roundTable([golden]).split('\n').at(-1)!.trim().split(/\s{2,}/);
+    const line = roundTable([golden])
+      .split('\n')
+      .at(-1)!
+      .trim()
+      .split(/\s{2,}/);
     // round, held-out pass, P(correct), test validity, P(valid test), kill rate, mistake book, code reward, test reward, seconds
     expect(line).toEqual(['1', '25.0%', '-', '-', '-', '-', '-', '0.500', '-', '0.0']);
   });
@@ -76,7 +105,10 @@ describe('figures that do not exist', () => {
     expect(formatValue('share', at('validity').values[1]!)).toBe('-');
     expect(formatValue('share', at('validity').values[0]!)).toBe('50.0%');
     // A run with generated tests but no Mistake Book: best-of-N exists, its with-book twin does not.
-    const noBook = compareRuns([{ rows: [cure], selection: selection(0.5, 0.5) }, { rows: [codeA1], selection: selection(1, 1) }]);
+    const noBook = compareRuns([
+      { rows: [cure], selection: selection(0.5, 0.5) },
+      { rows: [codeA1], selection: selection(1, 1) },
+    ]);
     expect(noBook.find((t) => t.metric === 'bestOfN')!.rows[0]!.values).toEqual([0.5, 1]);
     expect(noBook.find((t) => t.metric === 'bestOfNBook')!.rows[0]!.values).toEqual([null, 1]);
   });

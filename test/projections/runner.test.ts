@@ -57,7 +57,7 @@ async function expectedCounts(): Promise<Record<string, number>> {
 }
 
 async function counts(r: ProjectionRunner): Promise<Record<string, number>> {
-  const rows = (await r.readModel.query<{ event_counts: EventCountRow }>().selectFrom('event_counts').selectAll().execute());
+  const rows = await r.readModel.query<{ event_counts: EventCountRow }>().selectFrom('event_counts').selectAll().execute();
   return Object.fromEntries(rows.map((x) => [`${x.run_id}/${x.type}`, x.events]));
 }
 
@@ -189,7 +189,9 @@ describe('row writes', () => {
 
   it('put, merge, add and delete do what they say, and batching does not change the result', async () => {
     for (const [i, s] of ['a', 'b', 'a', 'c', 'a', 'b', 'a'].entries()) {
-      await log.append(s, [makeEvent('RoundStarted', 'r', { round: i, problemIds: [] }), makeEvent('RoundCompleted', 'r', { round: i })], { commitId: `x${i}` });
+      await log.append(s, [makeEvent('RoundStarted', 'r', { round: i, problemIds: [] }), makeEvent('RoundCompleted', 'r', { round: i })], {
+        commitId: `x${i}`,
+      });
     }
     await log.append('c', [makeEvent('RunFailed', 'r', { reason: 'forget' })], { commitId: 'forget' });
     await log.append('b', [makeEvent('RunFailed', 'r', { reason: 'keep' })], { commitId: 'keep' });
@@ -255,9 +257,7 @@ describe('row writes', () => {
 describe('state hash and rebuild', () => {
   it('equal data gives an equal hash whatever the insertion order; other data, another hash', async () => {
     const mk = (types: string[]) =>
-      types.map((t, i) =>
-        t === 'A' ? makeEvent('RunFailed', 'r', { reason: String(i) }) : makeEvent('RoundCompleted', 'r', { round: i }),
-      );
+      types.map((t, i) => (t === 'A' ? makeEvent('RunFailed', 'r', { reason: String(i) }) : makeEvent('RoundCompleted', 'r', { round: i })));
     const hashOf = async (name: string, events: ReturnType<typeof mk>) => {
       const l = await openSqliteLog(join(dir, `${name}.log`));
       for (const [i, e] of events.entries()) await l.append('s', [e], { commitId: `c${i}` });
@@ -366,10 +366,7 @@ describe('reducer projections', () => {
     version: 1,
     types: ['RoundStarted', 'RunFailed'],
     initial: () => ({ started: [], failures: 0 }),
-    reduce: (s, e) =>
-      isEvent(e, 'RoundStarted')
-        ? { ...s, started: [...s.started, e.data.round] }
-        : { ...s, failures: s.failures + 1 },
+    reduce: (s, e) => (isEvent(e, 'RoundStarted') ? { ...s, started: [...s.started, e.data.round] } : { ...s, failures: s.failures + 1 }),
     tables: { rounds_started: { columns: { round: 'integer', odd: 'boolean' }, key: ['round'] } },
     rows: (s) => ({ rounds_started: s.started.filter((x) => x < 30).map((round) => ({ round, odd: round % 2 === 1 })) }),
   };
@@ -423,7 +420,8 @@ describe('a batch of many rows', () => {
         if (r >= 10) {
           // Reads a row put earlier in the same batch, as stored (booleans and JSON decoded).
           const back = view.get('rounds', { round: r - 10, name: `p${r - 10}` });
-          if (back && (r - 10) % 5 === 0 && JSON.stringify(back.extra) !== JSON.stringify({ at: [r - 10] })) throw new Error(`read back ${JSON.stringify(back)}`);
+          if (back && (r - 10) % 5 === 0 && JSON.stringify(back.extra) !== JSON.stringify({ at: [r - 10] }))
+            throw new Error(`read back ${JSON.stringify(back)}`);
           if (back && r % 7 === 0) writes.push(merge('rounds', { ...key, doubled: (back.doubled as number) + 1 }));
         }
         if (r % 11 === 0) writes.push(del('rounds', { round: r - 1, name: `p${r - 1}` }));
@@ -432,13 +430,24 @@ describe('a batch of many rows', () => {
     };
     const r = await runner({ projections: [many] });
     await r.catchUp();
-    const rows = r.readModel.db.prepare('SELECT round, name, doubled, flag, extra FROM rounds ORDER BY round').all() as { round: number; doubled: number; flag: number; extra: string | null }[];
+    const rows = r.readModel.db.prepare('SELECT round, name, doubled, flag, extra FROM rounds ORDER BY round').all() as {
+      round: number;
+      doubled: number;
+      flag: number;
+      extra: string | null;
+    }[];
     const expected = [];
     for (let k = 0; k < 200; k++) {
       if ((k + 1) % 11 === 0) continue;
       // Merged when the row read back (k - 10) was not deleted by then.
       const merged = k >= 10 && k % 7 === 0 && (k - 9) % 11 !== 0;
-      expected.push({ round: k, name: `p${k}`, doubled: merged ? 2 * (k - 10) + 1 : 2 * k, flag: k % 2 === 0 ? 1 : 0, extra: k % 5 === 0 ? `{"at":[${k}]}` : null });
+      expected.push({
+        round: k,
+        name: `p${k}`,
+        doubled: merged ? 2 * (k - 10) + 1 : 2 * k,
+        flag: k % 2 === 0 ? 1 : 0,
+        extra: k % 5 === 0 ? `{"at":[${k}]}` : null,
+      });
     }
     expect(rows).toEqual(expected);
   });
@@ -491,7 +500,9 @@ describe('the log a read model was built from', () => {
       await other.append('s/0', [makeEvent('RoundStarted', 'run-a', { round: 1, problemIds: [] })], { commitId: 'other-1' });
       const refused = runner({ log: other });
       await expect(refused).rejects.toBeInstanceOf(ReadModelOfAnotherLogError);
-      await expect(refused).rejects.toThrow(`${join(dir, 'rm.db')} holds read models built from another log (${log.identity}), not from ${other.location} (${other.identity})`);
+      await expect(refused).rejects.toThrow(
+        `${join(dir, 'rm.db')} holds read models built from another log (${log.identity}), not from ${other.location} (${other.identity})`,
+      );
       await expect(refused).rejects.toThrow(`Delete ${join(dir, 'rm.db')} to rebuild them from this log`);
       // Read-only, it still shows what it holds, and refuses to catch up.
       const shown = await runner({ log: other, readOnly: true });

@@ -19,10 +19,13 @@ import { answerSelectionProjection, executionsProjection } from '../../src/proje
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM } from './browser.js';
 import { capability } from '../support/require.js';
-
-const NO_CHROMIUM = capability('chromium', existsSync(CHROMIUM) ? null : `${CHROMIUM} is missing: install the Debian package chromium (npm test's pretest does as root)`);
 import { runMain } from '../support/cli.js';
 import { catalogCache } from '../support/catalog-cache.js';
+
+const NO_CHROMIUM = capability(
+  'chromium',
+  existsSync(CHROMIUM) ? null : `${CHROMIUM} is missing: install the Debian package chromium (npm test's pretest does as root)`,
+);
 
 let root: string;
 
@@ -83,7 +86,8 @@ describe('answer selection on a recorded run', () => {
       expect(m.programs.map((p) => p.solutionId)).toEqual(sel.scores.map((s) => s.solutionId));
       m.programs.forEach((p, i) => {
         const s = sel.scores.find((x) => x.solutionId === p.solutionId)!;
-        const count = (kind: string, accepted: boolean) => m.tests.filter((t, j) => t.kind === kind && m.cells[i]![j] !== null && (!accepted || m.cells[i]![j] === 'accepted')).length;
+        const count = (kind: string, accepted: boolean) =>
+          m.tests.filter((t, j) => t.kind === kind && m.cells[i]![j] !== null && (!accepted || m.cells[i]![j] === 'accepted')).length;
         expect([count('generated', false), count('generated', true)]).toEqual([s.generated.run, s.generated.passed]);
         expect([count('book', false), count('book', true)]).toEqual([s.book.run, s.book.passed]);
         expect([count('heldout', false), count('heldout', true)]).toEqual([s.heldOut.run, s.heldOut.passed]);
@@ -105,11 +109,26 @@ describe('answer selection on a recorded run', () => {
       tables: { answer_selection: shown.answer_selection!, answer_selection_rounds: shown.answer_selection_rounds! },
       rows: (state) => ({
         answer_selection: state.problems.map((p) => ({
-          round: p.round, problem_id: p.problemId, candidates: p.candidates, passing: p.passing, selected_generated: p.selectedGenerated,
-          generated_pass: p.generatedPass, selected_with_book: p.selectedWithBook, with_book_pass: p.withBookPass, random_pass: p.randomPass,
-          oracle_pass: p.oraclePass, scores: p.scores,
+          round: p.round,
+          problem_id: p.problemId,
+          candidates: p.candidates,
+          passing: p.passing,
+          selected_generated: p.selectedGenerated,
+          generated_pass: p.generatedPass,
+          selected_with_book: p.selectedWithBook,
+          with_book_pass: p.withBookPass,
+          random_pass: p.randomPass,
+          oracle_pass: p.oraclePass,
+          scores: p.scores,
         })),
-        answer_selection_rounds: roundSelections(state.problems).map((r) => ({ round: r.round, problems: r.problems, generated: r.generated, with_book: r.withBook, random: r.random, oracle: r.oracle })),
+        answer_selection_rounds: roundSelections(state.problems).map((r) => ({
+          round: r.round,
+          problems: r.problems,
+          generated: r.generated,
+          with_book: r.withBook,
+          random: r.random,
+          oracle: r.oracle,
+        })),
       }),
     };
     const log = await openSqliteLog(path.join(a.dir, 'log.db'), { create: false });
@@ -147,7 +166,10 @@ describe('crucible runs and compare', () => {
     expect(line(stopped)).toMatch(/small\s+code-a1\s+5\s+unfinished\s+1\/3/);
     const last = a.rows.at(-1)!;
     expect(line(a)).toContain(`${(100 * last.heldOutPass).toFixed(1)}%`);
-    const json = (await crucible(['runs', root, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { runId: string; status: string; last: { killRate: number } });
+    const json = (await crucible(['runs', root, '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { runId: string; status: string; last: { killRate: number } });
     expect(json.find((r) => r.runId === a.runId)).toMatchObject({ status: 'finished', last: { killRate: last.killRate } });
   });
 
@@ -165,7 +187,10 @@ describe('crucible runs and compare', () => {
     const out = await crucible(['compare', a.dir, b.dir, '--json']);
     expect(out.code).toBe(0);
     const parsed = JSON.parse(out.stdout) as { runs: { label: string; runId: string }[]; tables: ReturnType<typeof compareRuns> };
-    expect(parsed.runs.map((r) => [r.label, r.runId])).toEqual([['A', a.runId], ['B', b.runId]]);
+    expect(parsed.runs.map((r) => [r.label, r.runId])).toEqual([
+      ['A', a.runId],
+      ['B', b.runId],
+    ]);
     const held = parsed.tables.find((t) => t.metric === 'heldOutPass')!;
     expect(held.rows.map((r) => r.values)).toEqual(a.rows.map((r, i) => [r.heldOutPass, b.rows[i]!.heldOutPass]));
     for (const t of parsed.tables) for (const r of t.rows) expect(r.diffs[1]).toBeCloseTo(r.values[1]! - r.values[0]!, 12);
@@ -176,34 +201,38 @@ describe('crucible runs and compare', () => {
 });
 
 describe('crucible report', () => {
-  it.skipIf(NO_CHROMIUM !== null)(`writes one self-contained HTML file that chromium draws with no error and no fetch${NO_CHROMIUM ? ` [skipped: ${NO_CHROMIUM}]` : ''}`, async () => {
-    const out = path.join(root, 'report.html');
-    const res = await crucible(['report', a.dir, b.dir, '--out', out]);
-    expect(res.code).toBe(0);
-    expect(res.stdout).toMatch(/^wrote .*report\.html \(\d+ KiB, \d+ charts\) for run small-s3-/);
-    const html = readFileSync(out, 'utf8');
-    // Nothing to fetch: no external script, style sheet or image, and a policy that forbids it.
-    expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|<img[^>]+src=/);
-    expect(html).toContain(`content="default-src 'none'`);
-    const detail = await loadRunDetail(a.dir);
-    const screenshot = path.join(root, 'report.png');
-    const page = await openReport(out, screenshot);
-    expect(page.consoleErrors).toEqual([]);
-    expect(page.requests).toEqual([`file://${out}`]);
-    expect(page.chartErrors).toBe(0);
-    // Rounds, selection, Mistake Book, two reward histograms, one matrix per problem, the compare chart.
-    expect(page.charts).toHaveLength(5 + detail.matrices.length + 1);
-    expect(page.chartsDrawn).toBe(page.charts.length);
-    for (const c of page.charts) {
-      expect(c.type, c.id).not.toBe('none');
-      expect(c.elements, c.id).toBeGreaterThan(0);
-      expect(c.painted, c.id).toBeGreaterThan(50);
-    }
-    expect(readFileSync(screenshot).subarray(1, 4).toString()).toBe('PNG');
-    // The Mistake Book section shows replayed tests with the programs they caught.
-    expect(detail.replayed.length).toBeGreaterThan(0);
-    expect(html).toContain('replayed in');
-  }, 120_000);
+  it.skipIf(NO_CHROMIUM !== null)(
+    `writes one self-contained HTML file that chromium draws with no error and no fetch${NO_CHROMIUM ? ` [skipped: ${NO_CHROMIUM}]` : ''}`,
+    async () => {
+      const out = path.join(root, 'report.html');
+      const res = await crucible(['report', a.dir, b.dir, '--out', out]);
+      expect(res.code).toBe(0);
+      expect(res.stdout).toMatch(/^wrote .*report\.html \(\d+ KiB, \d+ charts\) for run small-s3-/);
+      const html = readFileSync(out, 'utf8');
+      // Nothing to fetch: no external script, style sheet or image, and a policy that forbids it.
+      expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|<img[^>]+src=/);
+      expect(html).toContain(`content="default-src 'none'`);
+      const detail = await loadRunDetail(a.dir);
+      const screenshot = path.join(root, 'report.png');
+      const page = await openReport(out, screenshot);
+      expect(page.consoleErrors).toEqual([]);
+      expect(page.requests).toEqual([`file://${out}`]);
+      expect(page.chartErrors).toBe(0);
+      // Rounds, selection, Mistake Book, two reward histograms, one matrix per problem, the compare chart.
+      expect(page.charts).toHaveLength(5 + detail.matrices.length + 1);
+      expect(page.chartsDrawn).toBe(page.charts.length);
+      for (const c of page.charts) {
+        expect(c.type, c.id).not.toBe('none');
+        expect(c.elements, c.id).toBeGreaterThan(0);
+        expect(c.painted, c.id).toBeGreaterThan(50);
+      }
+      expect(readFileSync(screenshot).subarray(1, 4).toString()).toBe('PNG');
+      // The Mistake Book section shows replayed tests with the programs they caught.
+      expect(detail.replayed.length).toBeGreaterThan(0);
+      expect(html).toContain('replayed in');
+    },
+    120_000,
+  );
 
   it('names a directory that is not a run', async () => {
     const res = await crucible(['report', root, '--out', path.join(root, 'x.html')]);

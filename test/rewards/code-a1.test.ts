@@ -113,10 +113,7 @@ describe('codeA1SuiteReward', () => {
   });
 
   it('gen only, with alpha 0.25', () => {
-    const r = codeA1SuiteReward(
-      { gen: [F, F, P], invalidCount: 0, hist: [], programValid: true, nonprintableRatio: 0 },
-      { alpha: 0.25 },
-    );
+    const r = codeA1SuiteReward({ gen: [F, F, P], invalidCount: 0, hist: [], programValid: true, nonprintableRatio: 0 }, { alpha: 0.25 });
     // valid_ratio = min(3/8, 1) = 0.375; gen_pass = 1/3; gen_fail = 2/8; pass = 1/3;
     // attack = 0.25; R_test = 0.25*0.375 + 0.75*0.25 = 0.09375 + 0.1875 = 0.28125
     expect(r.case).toBe('gen');
@@ -196,11 +193,7 @@ describe('codeA1SuiteReward', () => {
 describe('codeA1Rewards over a matrix', () => {
   // Tests: t1 t2 t3 (suite s1 of c1; t3 invalid), t4 (s2 of c1), t5 t6 (s3 of c2), h1 h2 (Mistake Book).
   const matrix = parseMatrix({
-    programs: [
-      { id: 'ref', isReference: true },
-      { id: 'c1' },
-      { id: 'c2', valid: false },
-    ],
+    programs: [{ id: 'ref', isReference: true }, { id: 'c1' }, { id: 'c2', valid: false }],
     tests: [
       { id: 't1', suite: 's1' },
       { id: 't2', suite: 's1' },
@@ -272,7 +265,12 @@ describe('TOPVAR', () => {
     expect(topVar(groups, 2).selected).toEqual([1, 2]);
     expect(topVar(groups).stds).toEqual([0, 0.5, 0.5, 0]);
     // all equal -> first program
-    expect(topVar([[1, 1], [0, 0]]).selected).toEqual([0]);
+    expect(
+      topVar([
+        [1, 1],
+        [0, 0],
+      ]).selected,
+    ).toEqual([0]);
   });
 
   it('selects suite ids from a Code-A1 result', () => {
@@ -316,7 +314,15 @@ describe('validateResponse: a whole response, read as the release reads it', () 
   };
 
   it('in a code block: every test kept, asserts that are not tests dropped without counting', () => {
-    const response = ['```python', ...[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((x) => `assert f(${x}) == ${2 * x}`), 'assert f(3) == 7', 'assert f(-1) == 0', 'assert f(11)', 'assert f(12) != 1', '```'].join('\n');
+    const response = [
+      '```python',
+      ...[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((x) => `assert f(${x}) == ${2 * x}`),
+      'assert f(3) == 7',
+      'assert f(-1) == 0',
+      'assert f(11)',
+      'assert f(12) != 1',
+      '```',
+    ].join('\n');
     const v = validateResponse(response, gt);
     // 12 tests (10 right, f(3) == 7 corrected to 6 and so a duplicate of f(3) == 6, f(-1) raises);
     // `assert f(11)` and `assert f(12) != 1` are not read as tests.

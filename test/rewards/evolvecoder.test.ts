@@ -107,16 +107,18 @@ describe('EvolveCoder selection', () => {
 
 describe.skipIf(!HAVE_DATASETS)('EvolveCoder on the released prototype records', () => {
   const file = path.join(DATASETS, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl');
-  const records = !HAVE_DATASETS ? [] : readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map(
-      (l) =>
-        JSON.parse(l) as {
-          id: number;
-          gen_result: { eval_results: { pass_rate: number; test_cases_pass_status: { reason: string }[] }[] };
-        },
-    );
+  const records = !HAVE_DATASETS
+    ? []
+    : readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map(
+          (l) =>
+            JSON.parse(l) as {
+              id: number;
+              gen_result: { eval_results: { pass_rate: number; test_cases_pass_status: { reason: string }[] }[] };
+            },
+        );
   // The records' reasons: pass, fail, timeout, unexecuted (the program did not load).
   const toVerdict = (reason: string): Verdict => {
     const v = ({ pass: 'accepted', fail: 'wrong_answer', timeout: 'time_limit', unexecuted: 'compile_error' } as const)[reason];

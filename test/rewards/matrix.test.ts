@@ -23,7 +23,11 @@ describe('execution matrix', () => {
 
   const m = parseMatrix({
     programs: [{ id: 'p0' }, { id: 'p1' }],
-    tests: [{ id: 'a', suite: 's' }, { id: 'b', suite: 's' }, { id: 'c', suite: 's' }],
+    tests: [
+      { id: 'a', suite: 's' },
+      { id: 'b', suite: 's' },
+      { id: 'c', suite: 's' },
+    ],
     verdicts: verdictsFromCodes(['AWS', 'C-A']),
   });
 
@@ -42,8 +46,7 @@ describe('execution matrix', () => {
   });
 
   it('bad matrices get one clear error naming each problem and where', () => {
-    const badVerdict = () =>
-      parseMatrix({ programs: [{ id: 'p' }], tests: [{ id: 't', suite: 's' }], verdicts: [['passed']] });
+    const badVerdict = () => parseMatrix({ programs: [{ id: 'p' }], tests: [{ id: 't', suite: 's' }], verdicts: [['passed']] });
     expect(badVerdict).toThrow(RewardInputError);
     expect(badVerdict).toThrow(/invalid execution matrix: verdicts\.0\.0: /);
     // Shape problems are all reported together.

@@ -36,7 +36,15 @@ describe('pass@k', () => {
     expect(passAtK(10, 8, 3)).toBe(1);
     // C(1000, 100) overflows doubles; the product form does not: 1 - (1 - 100/1000) = 0.1 for c=1.
     expect(passAtK(1000, 1, 100)).toBeCloseTo(0.1, 12);
-    expect(meanPassAtK([{ n: 5, c: 2 }, { n: 5, c: 0 }], 1)).toBeCloseTo(0.2, 15);
+    expect(
+      meanPassAtK(
+        [
+          { n: 5, c: 2 },
+          { n: 5, c: 0 },
+        ],
+        1,
+      ),
+    ).toBeCloseTo(0.2, 15);
   });
 
   it('rejects impossible arguments', () => {
@@ -58,7 +66,11 @@ describe('test-policy quality', () => {
   it('kill rate and distinct signatures', () => {
     const m = parseMatrix({
       programs: [{ id: 'm1' }, { id: 'm2' }, { id: 'm3' }, { id: 'm4' }],
-      tests: [{ id: 't1', suite: 's' }, { id: 't2', suite: 's' }, { id: 't3', suite: 's' }],
+      tests: [
+        { id: 't1', suite: 's' },
+        { id: 't2', suite: 's' },
+        { id: 't3', suite: 's' },
+      ],
       // m1 killed by t2; m2 survives; m3 killed by t3 (after a sandbox error); m4 all sandbox errors
       verdicts: verdictsFromCodes(['AWA', 'AAA', 'SAR', 'SSS']),
     });

@@ -55,17 +55,21 @@ describe('Mistake Book (Code-A1 semantics)', () => {
   });
 
   it("'any' sources: applies passes of stored tests first, removes at 0, then adds failures", () => {
-    const u = update(book({ k1: 2, k3: 1, k7: 5 }), {
-      round: 2,
-      observations: [
-        ob('k1', 'accepted'),
-        ob('k1', 'accepted'),
-        ob('k1', 'accepted'), // 2 - 3 -> removed at 0, the third pass is lost
-        ob('k3', 'accepted'), // 1 - 1 -> removed ...
-        ob('k3', 'wrong_answer'), // ... and re-added by a failure: 1
-        ob('k7', 'accepted', { programValid: false }), // invalid program: no count
-      ],
-    }, { sources: 'any' });
+    const u = update(
+      book({ k1: 2, k3: 1, k7: 5 }),
+      {
+        round: 2,
+        observations: [
+          ob('k1', 'accepted'),
+          ob('k1', 'accepted'),
+          ob('k1', 'accepted'), // 2 - 3 -> removed at 0, the third pass is lost
+          ob('k3', 'accepted'), // 1 - 1 -> removed ...
+          ob('k3', 'wrong_answer'), // ... and re-added by a failure: 1
+          ob('k7', 'accepted', { programValid: false }), // invalid program: no count
+        ],
+      },
+      { sources: 'any' },
+    );
     expect(counts(u.state)).toEqual({ k3: 1, k7: 5 });
     expect(u.changes).toEqual([
       { testKey: 'k1', testHash: 'hash-k1', delta: -2, count: 0, cause: 'pass' },
@@ -125,11 +129,7 @@ describe('Mistake Book additions', () => {
   });
 
   it('caps the book: evicts lowest counts, ties in stored order (the last stored goes first)', () => {
-    const u = update(
-      book({ a: 3, d: 2 }),
-      { round: 1, observations: [ob('c', 'wrong_answer'), ob('b', 'wrong_answer'), ob('e', 'wrong_answer')] },
-      { cap: 3 },
-    );
+    const u = update(book({ a: 3, d: 2 }), { round: 1, observations: [ob('c', 'wrong_answer'), ob('b', 'wrong_answer'), ob('e', 'wrong_answer')] }, { cap: 3 });
     // after fails: a3 d2, then c1 b1 e1 stored in the order they failed; keep a, d, c
     expect(counts(u.state)).toEqual({ a: 3, c: 1, d: 2 });
     expect(u.changes.filter((c) => c.cause === 'cap')).toEqual([

@@ -24,7 +24,12 @@ describe('Code-A1: a valid program is one whose module body ran to the end', () 
     expect(codeA1ProgramValid(moduleLoadOf('accepted'), ['accepted', 'wrong_answer'])).toBe(true);
     expect(codeA1ProgramValid(moduleLoadOf('compile_error'), ['compile_error'])).toBe(false);
     // Without a probe: the sandbox's failure phase tells whether the module body ran.
-    expect(moduleLoadOfResults([{ verdict: 'runtime_error', phase: 'load' }, { verdict: 'runtime_error', phase: 'load' }])).toBe('raised');
+    expect(
+      moduleLoadOfResults([
+        { verdict: 'runtime_error', phase: 'load' },
+        { verdict: 'runtime_error', phase: 'load' },
+      ]),
+    ).toBe('raised');
     expect(moduleLoadOfResults([{ verdict: 'compile_error', phase: 'load' }])).toBe('compile_error');
     expect(moduleLoadOfResults([{ verdict: 'time_limit', phase: 'load' }])).toBe('raised');
     expect(moduleLoadOfResults([{ verdict: 'sandbox_error' }, { verdict: 'wrong_answer', phase: 'test' }])).toBe('ran');
@@ -40,9 +45,7 @@ describe('Code-A1: a valid program is one whose module body ran to the end', () 
     const valid = [false, true];
     const r = codeA1Rewards({
       matrix: parseMatrix({ ...m, programs: m.programs.map((p, i) => ({ ...p, valid: valid[i] })) }),
-      suites: [
-        { id: 's', program: 'p0', invalidCount: 0, nonprintableRatio: 0 },
-      ],
+      suites: [{ id: 's', program: 'p0', invalidCount: 0, nonprintableRatio: 0 }],
     });
     expect(r.programs[0]!.programValid).toBe(false);
     expect(r.programs[0]!.suites[0]!.rTest).toBe(0);
@@ -110,7 +113,10 @@ describe('Code-A1 invalid_t: every test a suite holds that is not valid counts',
     // p0 passes the valid test and fails the corrected one; the two usable tests are c and v.
     const m = parseMatrix({
       programs: [{ id: 'p0', valid: true }],
-      tests: [{ id: 'c', suite: 's', status: 'corrected' }, { id: 'v', suite: 's', status: 'valid' }],
+      tests: [
+        { id: 'c', suite: 's', status: 'corrected' },
+        { id: 'v', suite: 's', status: 'valid' },
+      ],
       verdicts: verdictsFromCodes(['WA']),
     });
     const r = codeA1Rewards({ matrix: m, suites: [{ id: 's', program: 'p0', invalidCount: codeA1InvalidCount(judged), nonprintableRatio: 0 }] });
@@ -146,7 +152,11 @@ describe('Code-A1 Mistake Book: the release rule by default', () => {
 
   it('replay ties keep the oldest first; no cap unless asked', () => {
     let book = emptyMistakeBook();
-    for (const [round, key] of [[1, 'zz'], [2, 'mm'], [3, 'aa']] as const) {
+    for (const [round, key] of [
+      [1, 'zz'],
+      [2, 'mm'],
+      [3, 'aa'],
+    ] as const) {
       const u = updateMistakeBook(book, { round, observations: [ob(key, 'wrong_answer', 'generated')] });
       expect(applyMistakeBookChanges(book, u.changes)).toEqual(u.state);
       book = u.state;
@@ -160,7 +170,7 @@ describe('Code-A1 Mistake Book: the release rule by default', () => {
   });
 });
 
-describe("Mistake Book order as the release keeps it (trainer_a1.py MistakeBook)", () => {
+describe('Mistake Book order as the release keeps it (trainer_a1.py MistakeBook)', () => {
   const ob = (testKey: string, verdict: 'accepted' | 'wrong_answer', origin: 'generated' | 'replay') => ({
     testKey,
     testHash: `h-${testKey}`,
@@ -199,10 +209,14 @@ describe("Mistake Book order as the release keeps it (trainer_a1.py MistakeBook)
       [ob('k-a', 'wrong_answer', 'generated')],
       [ob('k-b', 'wrong_answer', 'generated')],
     ]);
-    expect(tops).toEqual([['k-b', 'k-a'], ['k-a', 'k-b'], ['k-a', 'k-b']]);
+    expect(tops).toEqual([
+      ['k-b', 'k-a'],
+      ['k-a', 'k-b'],
+      ['k-a', 'k-b'],
+    ]);
   });
 
-  it('past 8 tests the replayed top 8 are the release\'s', () => {
+  it("past 8 tests the replayed top 8 are the release's", () => {
     // Round 1: t9 ... t0 fail once each, in that order (stored t9 first; key order would give
     // t0, t1, t10...). Round 2: t0 fails again, t9's replay passes (removed at 0), t10 is new.
     // Read after round 2: t0 (2) first, then the stored order t8, t7, ..., t1, then t10.
@@ -227,7 +241,11 @@ describe('CURE as released', () => {
     // 2 programs, both pass the GT test: t0 passes both (+1), t1 fails one (-1).
     const m = parseMatrix({
       programs: [{ id: 'p0' }, { id: 'p1' }],
-      tests: [{ id: 'gt0', suite: 'gt' }, { id: 't0', suite: 'gen' }, { id: 't1', suite: 'gen' }],
+      tests: [
+        { id: 'gt0', suite: 'gt' },
+        { id: 't0', suite: 'gen' },
+        { id: 't1', suite: 'gen' },
+      ],
       verdicts: verdictsFromCodes(['AAA', 'AAW']),
     });
     const r = cureRewards(m);

@@ -66,7 +66,9 @@ describe('TCS', () => {
 
   it('suite buffer: policy-aligned, oldest dropped beyond size, the round kept whole', () => {
     const suite = (id: string, round: number, v: number, n: number) => ({
-      suiteId: id, round, policyVersion: v,
+      suiteId: id,
+      round,
+      policyVersion: v,
       tests: Array.from({ length: n }, (_, i) => ({ testId: `${id}/${i}`, testHash: `h${id}${i}`, consistent: 1 as const })),
     });
     const old = [suite('a', 1, 0, 2), suite('b', 2, 1, 2), suite('c', 3, 2, 2)];

@@ -55,7 +55,9 @@ describe('parseAssertCall', () => {
 
   it.skipIf(!HAVE_DATASETS)('reads every model-written test of the EvolveCoder prototype records', () => {
     const file = path.join(datasets, 'evolvecoder_prototype_round0', 'step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl');
-    const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '');
+    const lines = readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '');
     let total = 0;
     let parsed = 0;
     for (const line of lines) {

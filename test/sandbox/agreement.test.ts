@@ -31,9 +31,13 @@ describe.skipIf(!HAVE_DATASETS)('APPS gen_solutions labels', () => {
         const v = r.map((x) => x.verdict);
         // APPS: true passed, false wrong answer, -1 runtime error or timeout, -2 compile error
         // (its harness loads the module first: a top level that raises is -2 too, phase 'load').
-        const ours = v.every((x) => x === 'accepted') ? true
-          : r.some((x) => x.verdict === 'compile_error' || (x.verdict === 'runtime_error' && x.phase === 'load')) ? -2
-          : v.some((x) => ['runtime_error', 'time_limit', 'memory_limit'].includes(x)) ? -1 : false;
+        const ours = v.every((x) => x === 'accepted')
+          ? true
+          : r.some((x) => x.verdict === 'compile_error' || (x.verdict === 'runtime_error' && x.phase === 'load'))
+            ? -2
+            : v.some((x) => ['runtime_error', 'time_limit', 'memory_limit'].includes(x))
+              ? -1
+              : false;
         if (ours !== g.result) mismatches.push(`program ${k}: label ${g.result}, ours ${v.join(',')}`);
       }
       expect(mismatches).toEqual([]);
@@ -42,10 +46,12 @@ describe.skipIf(!HAVE_DATASETS)('APPS gen_solutions labels', () => {
 });
 
 describe.skipIf(!HAVE_DATASETS)('EvolveCoder round-0 per-test pass status', () => {
-  const lines = !HAVE_DATASETS ? [] : readFileSync(path.join(datasets, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl'), 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l));
+  const lines = !HAVE_DATASETS
+    ? []
+    : readFileSync(path.join(datasets, 'evolvecoder_prototype_round0/step2.2_eval_gpt_4.1_mini_seed42_round0.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
   const stats = { agree: 0, total: 0 };
   for (const rec of lines) {
     it(`problem ${rec.id}: verdicts agree with the labels, or the disagreement is explained`, async () => {

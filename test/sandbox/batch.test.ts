@@ -23,7 +23,8 @@ async function crucible(args: string[]): Promise<{ code: number; stdout: string;
 
 const SECRET = 'QZXWBATCHSECRET42';
 // The scanner maps letters by rot13 and digits by rot5 so that its own needle never matches.
-const rot = (s: string) => s.replace(/[A-Z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) - 65 + 13) % 26) + 65)).replace(/[0-9]/g, (c) => String((Number(c) + 5) % 10));
+const rot = (s: string) =>
+  s.replace(/[A-Z]/g, (c) => String.fromCharCode(((c.charCodeAt(0) - 65 + 13) % 26) + 65)).replace(/[0-9]/g, (c) => String((Number(c) + 5) % 10));
 const SCANNER = [
   'import ctypes; ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)',
   'table = bytearray(range(256))',
@@ -48,14 +49,38 @@ const RUNS = [
   // Holds a secret in its source, input and output.
   { id: 'holder', program: `print("${SECRET}", input())`, tests: [{ input: SECRET, output: `${SECRET} ${SECRET}` }] },
   // Forges a setup failure on the result channel, then leaves state behind.
-  { id: 'forger', program: 'import os\nopen("left", "w").write("x")\nos.write(9, b\'{"s":"setup","message":"x"}\')\nos._exit(0)\ndef f(x):\n    return x\n', fn: 'f', tests: [{ args: [1], expected: 1 }] },
+  {
+    id: 'forger',
+    program: 'import os\nopen("left", "w").write("x")\nos.write(9, b\'{"s":"setup","message":"x"}\')\nos._exit(0)\ndef f(x):\n    return x\n',
+    fn: 'f',
+    tests: [{ args: [1], expected: 1 }],
+  },
   { id: 'scanner', programFile: 'scanner.py', tests: [{ input: '', output: 'hits 0' }], limits: { memoryLimit: 512, timeLimit: 5 } },
   // 36 calls of 16 MiB each, and call tests of 16 MiB: the program's output_limit, never the batch's end.
-  { id: 'huge', style: 'assert', program: 'def f():\n    return "x" * (16 << 20)\n', fn: 'f', tests: [{ assert: 'for _ in range(36):\n    assert len(f()) == 16 << 20' }] },
+  {
+    id: 'huge',
+    style: 'assert',
+    program: 'def f():\n    return "x" * (16 << 20)\n',
+    fn: 'f',
+    tests: [{ assert: 'for _ in range(36):\n    assert len(f()) == 16 << 20' }],
+  },
   { id: 'hugecall', program: 'def f():\n    return "x" * (16 << 20)\n', fn: 'f', tests: [{ args: [] }, { args: [] }] },
   // A correct program queued behind the attackers: a clean directory and the right verdicts.
-  { id: 'correct', program: 'import os\nprint(sorted(os.listdir(".")), int(input()) * 2)', tests: [{ input: '2', output: '[] 4' }, { input: '5', output: '[] 10' }] },
-  { id: 'asserts', style: 'assert', program: 'def add(a, b):\n    return a + b\n', fn: 'add', tests: [{ assert: 'assert add(2, 3) == 5' }, { assert: 'def check(candidate):\n    assert candidate(1, 1) == 3\n' }] },
+  {
+    id: 'correct',
+    program: 'import os\nprint(sorted(os.listdir(".")), int(input()) * 2)',
+    tests: [
+      { input: '2', output: '[] 4' },
+      { input: '5', output: '[] 10' },
+    ],
+  },
+  {
+    id: 'asserts',
+    style: 'assert',
+    program: 'def add(a, b):\n    return a + b\n',
+    fn: 'add',
+    tests: [{ assert: 'assert add(2, 3) == 5' }, { assert: 'def check(candidate):\n    assert candidate(1, 1) == 3\n' }],
+  },
 ];
 
 describe.each(['auto', 'none'] as const)('crucible exec --batch (isolation %s)', (isolation) => {
@@ -64,8 +89,14 @@ describe.each(['auto', 'none'] as const)('crucible exec --batch (isolation %s)',
     const file = path.join(dir, 'runs.jsonl');
     writeFileSync(file, RUNS.map((r) => JSON.stringify(r)).join('\n') + '\n');
     const out = await crucible(['exec', '--batch', file, '--workers', '1', '--isolation', isolation]);
-    const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as { run: string; test: number; verdict: string; exception_type?: string });
-    expect(lines.map((l) => [l.run, l.test, l.verdict]), out.stderr).toEqual([
+    const lines = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { run: string; test: number; verdict: string; exception_type?: string });
+    expect(
+      lines.map((l) => [l.run, l.test, l.verdict]),
+      out.stderr,
+    ).toEqual([
       ['holder', 0, 'accepted'],
       ['forger', 0, 'runtime_error'],
       ['scanner', 0, 'accepted'],
@@ -83,7 +114,7 @@ describe.each(['auto', 'none'] as const)('crucible exec --batch (isolation %s)',
 
   it('refuses a bad line with its file, line and field before running anything', async () => {
     const file = path.join(dir, 'bad.jsonl');
-    writeFileSync(file, `${JSON.stringify(RUNS.find((r) => r.id === "correct"))}\n{"id": "x", "program": "print(1)", "tests": [{"input": 1}]}\n`);
+    writeFileSync(file, `${JSON.stringify(RUNS.find((r) => r.id === 'correct'))}\n{"id": "x", "program": "print(1)", "tests": [{"input": 1}]}\n`);
     const out = await crucible(['exec', '--batch', file, '--isolation', isolation]);
     expect(out.code).toBe(2);
     expect(out.stdout).toBe('');

@@ -66,7 +66,14 @@ describe('test styles and verdicts', () => {
   });
 
   it('compile errors answer every test', async () => {
-    const r = await sandbox.run({ program: 'def f(:\n', entryPoint: 'f', tests: [{ style: 'call', args: [1], expected: 1 }, { style: 'call', args: [2], expected: 2 }] });
+    const r = await sandbox.run({
+      program: 'def f(:\n',
+      entryPoint: 'f',
+      tests: [
+        { style: 'call', args: [1], expected: 1 },
+        { style: 'call', args: [2], expected: 2 },
+      ],
+    });
     expect(r.map((x) => x.verdict)).toEqual(['compile_error', 'compile_error']);
   });
 
@@ -101,13 +108,24 @@ describe('test styles and verdicts', () => {
 
   it('a checker sees the whole output, past 64 KiB', async () => {
     const checker = 'def check(input, output, expected):\n    return len(output.split()) == 30000\n';
-    const r = await sandbox.run({ program: 'print(" ".join(["1234"] * 30000))', tests: [{ style: 'stdio', input: '', output: '' }], comparison: 'checker', checker });
+    const r = await sandbox.run({
+      program: 'print(" ".join(["1234"] * 30000))',
+      tests: [{ style: 'stdio', input: '', output: '' }],
+      comparison: 'checker',
+      checker,
+    });
     expect(r[0]!.verdict).toBe('accepted');
   });
 
   it('large outputs are compared off the event loop and still correctly', async () => {
     const big = Array.from({ length: 300_000 }, (_, i) => String(i)).join('\n');
-    const r = await sandbox.run({ program: 'print("\\n".join(map(str, range(300000))))', tests: [{ style: 'stdio', input: '', output: big }, { style: 'stdio', input: '', output: big + ' 1' }] });
+    const r = await sandbox.run({
+      program: 'print("\\n".join(map(str, range(300000))))',
+      tests: [
+        { style: 'stdio', input: '', output: big },
+        { style: 'stdio', input: '', output: big + ' 1' },
+      ],
+    });
     expect(r.map((x) => x.verdict)).toEqual(['accepted', 'wrong_answer']);
   });
 
@@ -118,7 +136,13 @@ describe('test styles and verdicts', () => {
     writeFileSync(fake, '#!/bin/sh\nread line\nexit 0\n', { mode: 0o755 });
     const broken = await createSandbox({ pythonPath: fake, workers: 1, isolation: 'none', warn: () => undefined });
     try {
-      const r = await broken.run({ program: 'print(1)', tests: [{ style: 'stdio', input: '', output: '1' }, { style: 'stdio', input: '', output: '1' }] });
+      const r = await broken.run({
+        program: 'print(1)',
+        tests: [
+          { style: 'stdio', input: '', output: '1' },
+          { style: 'stdio', input: '', output: '1' },
+        ],
+      });
       expect(r.map((x) => x.verdict)).toEqual(['sandbox_error', 'sandbox_error']);
       expect(r[0]!.message).toMatch(/fork-server exited/);
     } finally {
@@ -129,7 +153,16 @@ describe('test styles and verdicts', () => {
 
   it('bad requests are refused with the field that is wrong', async () => {
     await expect(sandbox.run({ program: 'x', tests: [{ style: 'call', args: [1] }] })).rejects.toThrow(/entryPoint/);
-    await expect(sandbox.run({ program: 'x', tests: [{ style: 'stdio', input: 'a', output: null }, { style: 'call', args: [] }], entryPoint: 'f' })).rejects.toThrow(/mixed styles/);
+    await expect(
+      sandbox.run({
+        program: 'x',
+        tests: [
+          { style: 'stdio', input: 'a', output: null },
+          { style: 'call', args: [] },
+        ],
+        entryPoint: 'f',
+      }),
+    ).rejects.toThrow(/mixed styles/);
     await expect(sandbox.run({ program: 'x', tests: [], limits: { timeSeconds: -1 } })).rejects.toThrow(/timeSeconds/);
   });
 });

@@ -34,7 +34,18 @@ describe('call values (JSON expectations)', () => {
     expect(compareCallValue({ $repr: '<A object>', $type: 'A' }, fromJson('<A object>'), 'tokens')).toBe(false);
   });
   it('dicts compare unordered, keys as JSON text', () => {
-    expect(compareCallValue({ $dict: [[1, 'a'], [2, 'b']] }, fromJson({ '2': 'b', '1': 'a' }), 'tokens')).toBe(true);
+    expect(
+      compareCallValue(
+        {
+          $dict: [
+            [1, 'a'],
+            [2, 'b'],
+          ],
+        },
+        fromJson({ '2': 'b', '1': 'a' }),
+        'tokens',
+      ),
+    ).toBe(true);
     expect(compareCallValue({ $dict: [['x', 1]] }, fromJson({ x: 2 }), 'tokens')).toBe(false);
   });
   it('floats are exact unless comparison is float', () => {

@@ -13,9 +13,8 @@ import { loadDemo } from '../../src/datasets/demo/index.js';
 import { loadDataset } from '../../src/datasets/loaders/index.js';
 import { fillExpected } from '../../src/datasets/oracle.js';
 import type { Sandbox } from '../../src/sandbox/api.js';
-import { createSandbox } from '../../src/sandbox/index.js';
+import { createSandbox, SERVER_PATH } from '../../src/sandbox/index.js';
 import { BWRAP } from '../support/bwrap.js';
-import { SERVER_PATH } from '../../src/sandbox/index.js';
 import { DATASETS, HAVE_DATASETS, NO_DATASETS } from '../support/datasets.js';
 
 const FIX = join(import.meta.dirname, '../fixtures/datasets');
@@ -32,7 +31,11 @@ afterAll(async () => {
 async function firstRejected(problems: Problem[]): Promise<string | undefined> {
   const report = await checkProblems(problems, sandbox, { solutions: 1_000, incorrect: 0, concurrency: 4 });
   const bad = report.failingReferences[0];
-  if (bad) return `${bad.id} reference ${bad.solution}: ${bad.failures.slice(0, 2).map((f) => `${f.bucket}[${f.index}] ${f.verdict} ${f.exceptionType ?? ''} ${f.message ?? ''}`).join('; ')}`;
+  if (bad)
+    return `${bad.id} reference ${bad.solution}: ${bad.failures
+      .slice(0, 2)
+      .map((f) => `${f.bucket}[${f.index}] ${f.verdict} ${f.exceptionType ?? ''} ${f.message ?? ''}`)
+      .join('; ')}`;
   const unsure = report.inconclusive[0];
   if (unsure) return `${unsure.id}: inconclusive (${unsure.reason})`;
   return undefined;
@@ -50,22 +53,36 @@ describe('every reference solution is accepted', () => {
     expect(sandbox.isolation).toBe(BWRAP ? 'bwrap' : 'rlimits');
   });
 
-  it.skipIf(!HAVE_DATASETS)(`HumanEval: all 164 canonical solutions on their own check ${HAVE_DATASETS ? '' : `(skipped: ${NO_DATASETS})`}`, async () => {
-    const problems = await load('humaneval', join(DATASETS, 'humaneval/HumanEval.jsonl.gz'));
-    expect(problems).toHaveLength(164);
-    expect(await firstRejected(problems)).toBeUndefined();
-  }, 600_000);
+  it.skipIf(!HAVE_DATASETS)(
+    `HumanEval: all 164 canonical solutions on their own check ${HAVE_DATASETS ? '' : `(skipped: ${NO_DATASETS})`}`,
+    async () => {
+      const problems = await load('humaneval', join(DATASETS, 'humaneval/HumanEval.jsonl.gz'));
+      expect(problems).toHaveLength(164);
+      expect(await firstRejected(problems)).toBeUndefined();
+    },
+    600_000,
+  );
 
-  it.skipIf(!HAVE_DATASETS)(`APPS sample: every reference on its tests ${HAVE_DATASETS ? '' : `(skipped: ${NO_DATASETS})`}`, async () => {
-    const problems = await load('apps', join(DATASETS, 'apps_sample'));
-    expect(problems.length).toBeGreaterThan(0);
-    expect(await firstRejected(problems)).toBeUndefined();
-  }, 300_000);
+  it.skipIf(!HAVE_DATASETS)(
+    `APPS sample: every reference on its tests ${HAVE_DATASETS ? '' : `(skipped: ${NO_DATASETS})`}`,
+    async () => {
+      const problems = await load('apps', join(DATASETS, 'apps_sample'));
+      expect(problems.length).toBeGreaterThan(0);
+      expect(await firstRejected(problems)).toBeUndefined();
+    },
+    300_000,
+  );
 
   for (const [format, file] of [
-    ['mbpp', 'mbpp.jsonl'], ['mbpp-plus', 'mbppplus.jsonl'], ['humaneval-plus', 'humanevalplus.jsonl'],
-    ['livecodebench', 'livecodebench.jsonl'], ['codecontests', 'codecontests.jsonl'], ['taco', 'taco.jsonl'],
-    ['apps', 'apps.jsonl'], ['evolvecoder', 'evolvecoder22k.jsonl'], ['cure', 'cure.json'],
+    ['mbpp', 'mbpp.jsonl'],
+    ['mbpp-plus', 'mbppplus.jsonl'],
+    ['humaneval-plus', 'humanevalplus.jsonl'],
+    ['livecodebench', 'livecodebench.jsonl'],
+    ['codecontests', 'codecontests.jsonl'],
+    ['taco', 'taco.jsonl'],
+    ['apps', 'apps.jsonl'],
+    ['evolvecoder', 'evolvecoder22k.jsonl'],
+    ['cure', 'cure.json'],
   ] as const) {
     it(`${format} fixture: every reference on its tests`, async () => {
       const raw = await load(format, join(FIX, file));

@@ -146,13 +146,16 @@ export class NetLab {
   destroy(): void {
     for (const c of this.#children) c.kill('SIGKILL');
     for (const h of this.hosts.values()) {
-      spawnSync('ip', ['netns', 'pids', h.ns], { encoding: 'utf8' }).stdout?.split('\n').filter(Boolean).forEach((pid) => {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      });
+      spawnSync('ip', ['netns', 'pids', h.ns], { encoding: 'utf8' })
+        .stdout?.split('\n')
+        .filter(Boolean)
+        .forEach((pid) => {
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        });
       ip(['netns', 'del', h.ns]);
     }
     ip(['netns', 'del', this.#switch]);

@@ -10,7 +10,10 @@ import { seqOf } from '../../src/events/positions.js';
 /** Each event of the singleton roles as "commit type", sorted: equal lists mean no commit of
  * theirs lost or doubled. */
 export const singletonCommits = (events: readonly EventEnvelope[]): string[] =>
-  events.filter((e) => e.stream !== 'executor').map((e) => `${e.commitId} ${e.type}`).sort();
+  events
+    .filter((e) => e.stream !== 'executor')
+    .map((e) => `${e.commitId} ${e.type}`)
+    .sort();
 
 /** What the executors recorded: problems found (a pair executed twice or never, a program
  * recorded twice, an event or a commit stored twice) and how many programs were recorded. */

@@ -30,8 +30,19 @@ export function twoProblemConfig(dir: string, overrides: Record<string, unknown>
 
 /** A small run sampling from two `gpu-bridge serve` processes (code, test) whose weights the
  * Learner reloads through their admin endpoint (token in the environment variable `tokenEnv`). */
-export function servedRunConfig(dir: string, servers: { code: { baseUrl: string; model: string }; test: { baseUrl: string; model: string } }, opts: { tokenEnv: string; maxTokens: number }) {
-  const openai = (s: { baseUrl: string; model: string }) => ({ baseUrl: s.baseUrl, model: s.model, maxTokens: opts.maxTokens, concurrency: 1, timeoutMs: 60_000, retry: { attempts: 2, baseDelayMs: 50 } });
+export function servedRunConfig(
+  dir: string,
+  servers: { code: { baseUrl: string; model: string }; test: { baseUrl: string; model: string } },
+  opts: { tokenEnv: string; maxTokens: number },
+) {
+  const openai = (s: { baseUrl: string; model: string }) => ({
+    baseUrl: s.baseUrl,
+    model: s.model,
+    maxTokens: opts.maxTokens,
+    concurrency: 1,
+    timeoutMs: 60_000,
+    retry: { attempts: 2, baseDelayMs: 50 },
+  });
   return parseConfig({
     ...smallConfig(dir),
     rounds: 2,

@@ -79,7 +79,8 @@ export class StandInOpenAIServer {
       this.adapters.push(name);
       return void this.#send(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
     }
-    if (path === '/update_weights_from_disk') return void this.#send(res, 200, JSON.stringify({ success: true, message: `stand-in: weights of ${String(body.model_path)} noted` }));
+    if (path === '/update_weights_from_disk')
+      return void this.#send(res, 200, JSON.stringify({ success: true, message: `stand-in: weights of ${String(body.model_path)} noted` }));
     const chat = path.endsWith('/chat/completions');
     const prompt = chat ? String((body.messages as { content: string }[])[0]?.content ?? '') : String(body.prompt);
     const n = Number(body.n ?? 1);
@@ -111,7 +112,13 @@ export class StandInOpenAIServer {
       const ids = [...Buffer.from(text, 'utf8')];
       const logprobs = ids.map((b) => -((b % 7) + 1) / 10);
       return chat
-        ? { index: i, message: { role: 'assistant', content: text }, finish_reason: 'stop', logprobs: body.logprobs ? { content: ids.map((b, j) => ({ token: String(b), logprob: logprobs[j] })) } : null, token_ids: ids }
+        ? {
+            index: i,
+            message: { role: 'assistant', content: text },
+            finish_reason: 'stop',
+            logprobs: body.logprobs ? { content: ids.map((b, j) => ({ token: String(b), logprob: logprobs[j] })) } : null,
+            token_ids: ids,
+          }
         : { index: i, text, finish_reason: 'stop', logprobs: body.logprobs ? { tokens: ids.map(String), token_logprobs: logprobs } : null, token_ids: ids };
     });
     send(200, JSON.stringify({ id: `stand-in-${this.requests.length}`, model: body.model, system_fingerprint: this.fingerprint, choices }));

@@ -131,12 +131,13 @@ describe('the program queue', () => {
 });
 
 describe('task queues kept apart', () => {
-  it('each queue is a stream of its own holding its one subject: no consumer can be handed another queue\'s task', async () => {
+  it("each queue is a stream of its own holding its one subject: no consumer can be handed another queue's task", async () => {
     const programs = await JetStreamTaskQueue.open(log, { name: 'programs', ackWaitMs: 1000 });
     const solutions = await JetStreamTaskQueue.open(log, { name: 'solutions', ackWaitMs: 1000 });
     const subjectsOf = async (name: string) => {
       const found: string[][] = [];
-      for await (const s of log.jsm.streams.list()) if ((s.config.subjects ?? []).some((x) => x.startsWith(`${log.prefix}-tasks.`))) found.push(s.config.subjects ?? []);
+      for await (const s of log.jsm.streams.list())
+        if ((s.config.subjects ?? []).some((x) => x.startsWith(`${log.prefix}-tasks.`))) found.push(s.config.subjects ?? []);
       return found.filter((subjects) => subjects.some((x) => x === `${log.prefix}-tasks.${name}` || x.endsWith('>')));
     };
     expect(await subjectsOf('programs')).toEqual([[`${log.prefix}-tasks.programs`]]);
@@ -148,7 +149,7 @@ describe('task queues kept apart', () => {
     await t!.ack();
   });
 
-  it('a task whose body is not its queue\'s is left in the queue, said once, never acked away', async () => {
+  it("a task whose body is not its queue's is left in the queue, said once, never acked away", async () => {
     const queue = await JetStreamTaskQueue.open(log, { name: 'suites', ackWaitMs: 1000 });
     // A program task's body on the suites queue, beside one of its own.
     await queue.publish('req/3/p', '{"requestId":"req/3","program":"p"}');
@@ -180,7 +181,11 @@ describe('task queues kept apart', () => {
       open: () => [],
     });
     try {
-      await until('both tasks handled', 30_000, async () => handled.length === 1 && said.length >= 1 && (await queue.depth()).waiting + (await queue.depth()).claimed === 1);
+      await until(
+        'both tasks handled',
+        30_000,
+        async () => handled.length === 1 && said.length >= 1 && (await queue.depth()).waiting + (await queue.depth()).claimed === 1,
+      );
     } finally {
       stop = true;
       await loop;

@@ -45,7 +45,9 @@ describe('worker errors', () => {
   it('a run that does not exist', async () => {
     const r = await cli(['worker', '--role', 'judge', '--log', nats.urls[0]!, '--run', 'demo-s7-00000000']);
     expect(r.code).toBe(2);
-    expect(r.err).toBe(`crucible: run demo-s7-00000000 does not exist at ${nats.urls[0]} (no RunStarted recorded; \`crucible run CONFIG --log ${nats.urls[0]}\` starts it)\n`);
+    expect(r.err).toBe(
+      `crucible: run demo-s7-00000000 does not exist at ${nats.urls[0]} (no RunStarted recorded; \`crucible run CONFIG --log ${nats.urls[0]}\` starts it)\n`,
+    );
     const s = await cli(['status', '--log', nats.urls[0]!, '--run', 'demo-s7-00000000']);
     expect(s.code).toBe(2);
     expect(s.err).toMatch(/^crucible: run demo-s7-00000000 does not exist at /);
@@ -90,14 +92,16 @@ describe('worker errors', () => {
     expect(noLog.err).toBe('crucible: --workers: worker processes share a JetStream log; add --log nats://host:port\n');
     const bad = await cli(['run', 'configs/demo.yaml', '--log', nats.urls[0]!, '--workers', 'executor=2,referee=1']);
     expect(bad.code).toBe(2);
-    expect(bad.err).toBe('crucible: --workers "executor=2,referee=1": unknown role "referee" (roles: conductor, solver, adversary, executor, judge, learner)\n');
+    expect(bad.err).toBe(
+      'crucible: --workers "executor=2,referee=1": unknown role "referee" (roles: conductor, solver, adversary, executor, judge, learner)\n',
+    );
     const zero = await cli(['run', 'configs/demo.yaml', '--log', nats.urls[0]!, '--workers', 'judge=0']);
     expect(zero.code).toBe(2);
     expect(zero.err).toBe('crucible: --workers "judge=0": judge=0: every role needs 1 to 64 processes\n');
   });
 });
 
-describe('the run command\'s supervisor', () => {
+describe("the run command's supervisor", () => {
   it('starts a worker that died again, and gives the run up when one keeps dying', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
     const said: string[] = [];
@@ -151,7 +155,9 @@ describe('a worker given credentials of another role (a cluster with auth)', () 
   it("the judge's file for an executor: one line naming the file and the file it needs, status 2 (it exited 0 on a finished run)", async () => {
     const judgeFile = credentialsFile(path.join(dir, 'nats'), 'judge');
     const r = await worker('executor', judgeFile);
-    expect(r.err).toBe(`crucible: --creds ${judgeFile}: credentials of role judge, not executor: a executor worker needs executor.creds.json (or admin.creds.json) from \`crucible nats up\`\n`);
+    expect(r.err).toBe(
+      `crucible: --creds ${judgeFile}: credentials of role judge, not executor: a executor worker needs executor.creds.json (or admin.creds.json) from \`crucible nats up\`\n`,
+    );
     expect(r.code).toBe(2);
   }, 60_000);
 
@@ -159,12 +165,20 @@ describe('a worker given credentials of another role (a cluster with auth)', () 
     const forged = path.join(dir, 'forged.creds.json');
     writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'executor' });
     const r = await worker('executor', forged);
-    expect(r.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role executor \\(Permissions Violation for Subscription to "_INBOX_executor\\.\\S+"\\): the key in them is not the executor's\n$`));
+    expect(r.err).toMatch(
+      new RegExp(
+        `^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role executor \\(Permissions Violation for Subscription to "_INBOX_executor\\.\\S+"\\): the key in them is not the executor's\n$`,
+      ),
+    );
     expect(r.code).toBe(2);
     // Saying admin, the role that may do everything, gets no further.
     writeCredentials(forged, { ...readCredentials(credentialsFile(path.join(dir, 'nats'), 'judge')), role: 'admin' });
     const asAdmin = await worker('executor', forged);
-    expect(asAdmin.err).toMatch(new RegExp(`^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role admin \\(Permissions Violation for Subscription to "_INBOX\\.\\S+"\\): the key in them is not the admin's\n$`));
+    expect(asAdmin.err).toMatch(
+      new RegExp(
+        `^crucible: the event log at ${cluster.urls[0]} refused the connection: it does not let these credentials read the replies of role admin \\(Permissions Violation for Subscription to "_INBOX\\.\\S+"\\): the key in them is not the admin's\n$`,
+      ),
+    );
     expect(asAdmin.code).toBe(2);
   }, 60_000);
 

@@ -29,8 +29,20 @@ const crucible = runProcess;
 /** A small demo. The in-process runs go to a directory of their own: in the workers' one, a run
  * of the same config would resume the run on the server instead of running in-process. */
 const small = (sub: string) => [
-  '--set', 'rounds=1', '--set', 'dataset.limit=2', '--set', 'sampling.problemsPerRound=2', '--set', 'sampling.groupSize=4',
-  '--set', 'policies.code.mutants=2', '--set', 'policies.test.candidates=12', '--set', `dir=${path.join(dir, sub)}`,
+  '--set',
+  'rounds=1',
+  '--set',
+  'dataset.limit=2',
+  '--set',
+  'sampling.problemsPerRound=2',
+  '--set',
+  'sampling.groupSize=4',
+  '--set',
+  'policies.code.mutants=2',
+  '--set',
+  'policies.test.candidates=12',
+  '--set',
+  `dir=${path.join(dir, sub)}`,
 ];
 
 describe('run --workers --seeds', () => {
@@ -38,7 +50,10 @@ describe('run --workers --seeds', () => {
     const out = await crucible(['run', 'configs/demo.yaml', ...small('workers'), '--log', nats.urls[0]!, '--workers', 'executor=2', '--seeds', '2', '--json']);
     expect(out.stderr).not.toMatch(/crucible: (?!warning)/);
     expect(out.code).toBe(0);
-    const summary = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as SummaryRow & { runIds: string[] });
+    const summary = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as SummaryRow & { runIds: string[] });
     expect(summary.map((r) => r.round)).toEqual([1]);
     const bySeed: (RoundRow & { runId: string })[] = [];
     for (const seed of [7, 8]) {

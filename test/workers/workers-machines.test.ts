@@ -68,7 +68,8 @@ afterAll(async () => {
 /** The server each worker process talks to now, from the lines workers write (by pid). */
 function serversOfWorkers(workersLog: string): Map<number, { role: string; server: string }> {
   const out = new Map<number, { role: string; server: string }>();
-  for (const [, role, pid, server] of workersLog.matchAll(/crucible worker (\w+) \(pid (\d+)\): (?:connected|reconnected) to (\S+)/g)) out.set(Number(pid), { role: role!, server: server! });
+  for (const [, role, pid, server] of workersLog.matchAll(/crucible worker (\w+) \(pid (\d+)\): (?:connected|reconnected) to (\S+)/g))
+    out.set(Number(pid), { role: role!, server: server! });
   return out;
 }
 
@@ -78,7 +79,7 @@ const nodeAt = (nodes: readonly NatsNode[], server: string) => nodes.find((n) =>
 async function replicasCurrent(runId: string): Promise<void> {
   const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
   try {
-    await until('every replica of the run\'s log to be current', 60_000, async () => {
+    await until("every replica of the run's log to be current", 60_000, async () => {
       const info = await log.jsm.streams.info(runStreamNames(runId).stream);
       const replicas = info.cluster?.replicas ?? [];
       return replicas.length === 2 && replicas.every((r) => r.current && (r.lag ?? 0) === 0 && !r.offline);
@@ -100,7 +101,10 @@ async function clusterReport(runId: string): Promise<string> {
   const status = (async () => {
     const s = await runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
     workers.push(`head ${s.head}, completed ${s.completed}, queues ${JSON.stringify(s.queues)}, leases ${JSON.stringify(s.leases)}`);
-    for (const w of s.workers) workers.push(`  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`);
+    for (const w of s.workers)
+      workers.push(
+        `  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`,
+      );
   })().catch(failed(workers));
   const cluster = (async () => {
     const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
@@ -108,11 +112,18 @@ async function clusterReport(runId: string): Promise<string> {
       for (const name of await log.jsm.streams.names().next()) {
         const info = await log.jsm.streams.info(name);
         const c = info.cluster;
-        streams.push(`  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`);
+        streams.push(
+          `  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`,
+        );
       }
       for (const queue of ['programs', 'solutions', 'suites']) {
-        for (const ci of await log.jsm.consumers.list(`${runStreamNames(runId).stream}_TASKS_${queue}`).next().catch(() => [])) {
-          streams.push(`  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`);
+        for (const ci of await log.jsm.consumers
+          .list(`${runStreamNames(runId).stream}_TASKS_${queue}`)
+          .next()
+          .catch(() => [])) {
+          streams.push(
+            `  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`,
+          );
         }
       }
     } finally {
@@ -145,7 +156,11 @@ function stallReport(ms: number, runId: string, workersLog: string, faults: read
         // The supervisor had not started.
       }
       void clusterReport(runId).then((cluster) =>
-        reject(new Error(`the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; the cluster says:\n${cluster}\nlast lines of workers.log:\n${tail}`)),
+        reject(
+          new Error(
+            `the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; the cluster says:\n${cluster}\nlast lines of workers.log:\n${tail}`,
+          ),
+        ),
       );
     }, ms);
   });

@@ -48,7 +48,12 @@ interface WorkersRun {
   workersLog: string;
 }
 
-async function workersRun(name: string, spec: string, during?: (location: string, runId: string) => Promise<void>, extraArgs: string[] = []): Promise<WorkersRun> {
+async function workersRun(
+  name: string,
+  spec: string,
+  during?: (location: string, runId: string) => Promise<void>,
+  extraArgs: string[] = [],
+): Promise<WorkersRun> {
   const nats = await startTestNats(1);
   const location = nats.urls[0]!;
   const said: string[] = [];
@@ -123,7 +128,10 @@ describe('a run as worker processes', () => {
     expect(lines[1]).toBe('queues (waiting/claimed): programs 0/0, solutions 0/0, suites 0/0');
     expect(lines[2]).toBe('leases: conductor -, judge -, learner -');
     expect(lines[4]).toMatch(/^\s*role\s+state\s+pid\s+host\s+lag\s+running\s+pending\s+commits\s+beat$/);
-    const rows = lines.slice(6).filter((l) => l.trim().length > 0).map((l) => l.trim().split(/\s+/));
+    const rows = lines
+      .slice(6)
+      .filter((l) => l.trim().length > 0)
+      .map((l) => l.trim().split(/\s+/));
     expect(rows.map((r) => r[0])).toEqual(['conductor', 'solver', 'adversary', 'executor', 'executor', 'judge', 'learner']);
     // Every worker stopped at RunCompleted, having folded the whole log (lag 0).
     for (const r of rows) {
@@ -149,8 +157,15 @@ describe('a run as worker processes', () => {
       }
     };
     const run = await workersRun('two-samplers', 'solver=2,adversary=2', forge);
-    for (const [name, shape] of [['programs', '{requestId, programHash}'], ['solutions', '{key, at}'], ['suites', '{key, at}']] as const) {
-      for (const i of forged.keys()) expect(run.workersLog).toContain(`left task forged-${name}-${i} in queue ${name}: its body is not ${shape}; not acked, so it stays for whoever it is for`);
+    for (const [name, shape] of [
+      ['programs', '{requestId, programHash}'],
+      ['solutions', '{key, at}'],
+      ['suites', '{key, at}'],
+    ] as const) {
+      for (const i of forged.keys())
+        expect(run.workersLog).toContain(
+          `left task forged-${name}-${i} in queue ${name}: its body is not ${shape}; not acked, so it stays for whoever it is for`,
+        );
     }
     natsToStop.push(run.nats);
     expect(figures(run.rows)).toEqual(figures(reference.rows));
@@ -167,15 +182,24 @@ describe('a run as worker processes', () => {
       const ids = events.filter((e) => e.type === type).map((e) => idOf(e.data as never));
       // Each sample once, and the same samples (programs and tests by hash) as in-process.
       expect(new Set(ids).size, `${type} recorded twice`).toBe(ids.length);
-      const content = (es: typeof events) => es.filter((e) => e.type === type).map((e) => JSON.stringify(e.data)).sort();
+      const content = (es: typeof events) =>
+        es
+          .filter((e) => e.type === type)
+          .map((e) => JSON.stringify(e.data))
+          .sort();
       expect(content(events)).toEqual(content(inProcess));
     }
     // Both processes of each sampler role worked the role's queue; between them each commit once.
     for (const role of ['solver', 'adversary'] as const) {
-      const written = [...run.workersLog.matchAll(new RegExp(`crucible worker ${role} \\(pid \\d+\\): run complete; (\\d+) commits written`, 'g'))].map((m) => Number(m[1]));
+      const written = [...run.workersLog.matchAll(new RegExp(`crucible worker ${role} \\(pid \\d+\\): run complete; (\\d+) commits written`, 'g'))].map((m) =>
+        Number(m[1]),
+      );
       expect(written, role).toHaveLength(2);
       const commits = new Set(events.filter((e) => e.stream === role).map((e) => e.commitId));
-      expect(written.reduce((a, b) => a + b, 0), role).toBe(commits.size);
+      expect(
+        written.reduce((a, b) => a + b, 0),
+        role,
+      ).toBe(commits.size);
     }
     expect(run.said).toEqual([]);
   }, 300_000);
@@ -204,7 +228,9 @@ describe('a run as worker processes', () => {
     natsToStop.push(run.nats);
     expect(Object.keys(lost).sort()).toEqual(['programs', 'suites']);
     for (const name of ['programs', 'suites']) {
-      expect(run.workersLog).toMatch(new RegExp(`published \\d+ task\\(s\\) of queue ${name} again: their work is open in the log, but the queue held no task`));
+      expect(run.workersLog).toMatch(
+        new RegExp(`published \\d+ task\\(s\\) of queue ${name} again: their work is open in the log, but the queue held no task`),
+      );
     }
     expect(figures(run.rows)).toEqual(figures(reference.rows));
     const events = await eventsOf(run.location, run.runId);
@@ -215,23 +241,28 @@ describe('a run as worker processes', () => {
 
   it('survives SIGKILL of an executor running programs and of the judge mid-run (restarted from its snapshot): same table, every pair once, no commit lost or doubled', async () => {
     const killed: string[] = [];
-    const run = await workersRun('sigkill', 'executor=2', async (location, runId) => {
-      const executorBusy = await until('an executor running a program', 120_000, async () => {
-        const s = await runStatus(location, runId);
-        return s.workers.find((w) => w.role === 'executor' && !w.gone && w.state === 'live' && w.running > 0);
-      });
-      process.kill(executorBusy.pid, 'SIGKILL');
-      killed.push('executor');
-      // The Judge mid-run: it has judged some tests and has more to judge.
-      const judge = await until('the judge after its first TestsJudged', 120_000, async () => {
-        const s: RunStatus = await runStatus(location, runId);
-        const events = await eventsOf(location, runId);
-        if (!events.some((e) => e.type === 'TestsJudged')) return null;
-        return s.workers.find((w) => w.role === 'judge' && !w.gone && w.state === 'live');
-      });
-      process.kill(judge.pid, 'SIGKILL');
-      killed.push('judge');
-    }, ['--snapshot-every', '20']);
+    const run = await workersRun(
+      'sigkill',
+      'executor=2',
+      async (location, runId) => {
+        const executorBusy = await until('an executor running a program', 120_000, async () => {
+          const s = await runStatus(location, runId);
+          return s.workers.find((w) => w.role === 'executor' && !w.gone && w.state === 'live' && w.running > 0);
+        });
+        process.kill(executorBusy.pid, 'SIGKILL');
+        killed.push('executor');
+        // The Judge mid-run: it has judged some tests and has more to judge.
+        const judge = await until('the judge after its first TestsJudged', 120_000, async () => {
+          const s: RunStatus = await runStatus(location, runId);
+          const events = await eventsOf(location, runId);
+          if (!events.some((e) => e.type === 'TestsJudged')) return null;
+          return s.workers.find((w) => w.role === 'judge' && !w.gone && w.state === 'live');
+        });
+        process.kill(judge.pid, 'SIGKILL');
+        killed.push('judge');
+      },
+      ['--snapshot-every', '20'],
+    );
     natsToStop.push(run.nats);
     expect(killed).toEqual(['executor', 'judge']);
     // The supervisor started another of each.

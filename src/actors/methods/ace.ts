@@ -30,17 +30,48 @@ export const ace: MethodJudgement = {
     for (const t of await sampledTests(env, p)) {
       const input = t.test === null ? null : inputOnly(t.test);
       if (input === null) judged.push({ testId: t.testId, testHash: t.testHash, valid: false, reason: 'malformed', status: 'invalid', oracleHash: null });
-      else judged.push({ testId: t.testId, testHash: t.testHash, valid: true, reason: 'ok', status: 'valid', oracleHash: await env.blobs.put(canonicalJson(input)) });
+      else
+        judged.push({
+          testId: t.testId,
+          testHash: t.testHash,
+          valid: true,
+          reason: 'ok',
+          status: 'valid',
+          oracleHash: await env.blobs.put(canonicalJson(input)),
+        });
     }
     const usable = judged.filter((t) => t.oracleHash).map((t) => ({ testId: t.testId, testHash: t.oracleHash! }));
-    const { heldout, kill } = await evaluationPairs(env, problem, p, usable.map((t) => t.testHash));
-    return planEvents(env, p, judged, [['reward', allPairs(p, usable)], ['heldout', heldout], ['kill', kill]], split);
+    const { heldout, kill } = await evaluationPairs(
+      env,
+      problem,
+      p,
+      usable.map((t) => t.testHash),
+    );
+    return planEvents(
+      env,
+      p,
+      judged,
+      [
+        ['reward', allPairs(p, usable)],
+        ['heldout', heldout],
+        ['kill', kill],
+      ],
+      split,
+    );
   },
   async judge({ env, problem, round: p, verdicts }) {
     const judged = p.judgedTests ?? [];
     const usable = judged.filter((t) => t.oracleHash);
-    const m = matrixOf(p, usable.map((t) => ({ id: t.testId, suite: suiteOf(t.testId) })), verdicts(`${p.key}/reward`));
-    const r = aceLabels(m, undefined, { suspectLabel: env.config.ace.suspectLabel, minProgramsForSuspect: env.config.ace.minProgramsForSuspect, referenceIsRobust: false });
+    const m = matrixOf(
+      p,
+      usable.map((t) => ({ id: t.testId, suite: suiteOf(t.testId) })),
+      verdicts(`${p.key}/reward`),
+    );
+    const r = aceLabels(m, undefined, {
+      suspectLabel: env.config.ace.suspectLabel,
+      minProgramsForSuspect: env.config.ace.minProgramsForSuspect,
+      referenceIsRobust: false,
+    });
     const sft = new Set(r.sftPrograms);
     // SFT: the robust programs, each with weight 1; the others are not trained on.
     const code: RewardItem[] = p.solutions.map((s) => {

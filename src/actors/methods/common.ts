@@ -60,7 +60,9 @@ export function judgedEvents(args: {
 }): NewEvent[] {
   const { env, problem, round: p, judged } = args;
   const base = { round: p.round, problemId: p.problemId };
-  const usableBySuite = new Map(p.suites.map((s) => [s.suiteId, judged.filter((t) => t.oracleHash && suiteOf(t.testId) === s.suiteId).map((t) => t.oracleHash!)]));
+  const usableBySuite = new Map(
+    p.suites.map((s) => [s.suiteId, judged.filter((t) => t.oracleHash && suiteOf(t.testId) === s.suiteId).map((t) => t.oracleHash!)]),
+  );
   return [
     env.event('RewardsAssigned', { ...base, role: 'code', rewardFn: args.rewardFn, items: args.code }),
     env.event('RewardsAssigned', { ...base, role: 'test', rewardFn: args.rewardFn, items: args.test }),

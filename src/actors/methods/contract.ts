@@ -81,6 +81,6 @@ export interface MethodJudgement {
   plan(args: PlanArgs): Promise<NewEvent[]>;
   judge(args: JudgeArgs): Promise<NewEvent[]>;
   /** The same judgement in two steps, where the method has a settings-free part worth sharing. */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+
   steps?: JudgementSteps<any>;
 }

@@ -30,10 +30,14 @@ async function responseLengths(env: RunEnv, p: ProblemRound, sampleIds: readonly
   const lengths: number[] = [];
   for (const id of sampleIds) {
     const hash = p.responseTokens?.[id];
-    if (!hash) throw new Error(`CURE length regularization needs ${id}'s response length in tokens: no tokens were recorded for it (the policy records none, or its server returned none)`);
+    if (!hash)
+      throw new Error(
+        `CURE length regularization needs ${id}'s response length in tokens: no tokens were recorded for it (the policy records none, or its server returned none)`,
+      );
     const t = JSON.parse(await env.blobs.getText(hash)) as { tokenIds: unknown[] | null; tokenLogprobs: unknown[] | null };
     const n = t.tokenIds?.length ?? t.tokenLogprobs?.length;
-    if (n === undefined) throw new Error(`CURE length regularization needs ${id}'s response length in tokens: its record holds neither token ids nor log-probs`);
+    if (n === undefined)
+      throw new Error(`CURE length regularization needs ${id}'s response length in tokens: its record holds neither token ids nor log-probs`);
     lengths.push(n);
   }
   return lengths;
@@ -45,19 +49,47 @@ export const cure: MethodJudgement = {
     const gt = await groundTruthTests(env, problem);
     const judged = await judgeGenerated(env, p);
     const usable = judged.filter((t) => t.oracleHash).map((t) => ({ testId: t.testId, testHash: t.oracleHash! }));
-    const { heldout, kill } = await evaluationPairs(env, problem, p, usable.map((t) => t.testHash));
-    return planEvents(env, p, judged, [['reward', allPairs(p, [...gt, ...usable])], ['heldout', heldout], ['kill', kill]], split);
+    const { heldout, kill } = await evaluationPairs(
+      env,
+      problem,
+      p,
+      usable.map((t) => t.testHash),
+    );
+    return planEvents(
+      env,
+      p,
+      judged,
+      [
+        ['reward', allPairs(p, [...gt, ...usable])],
+        ['heldout', heldout],
+        ['kill', kill],
+      ],
+      split,
+    );
   },
   async judge({ env, problem, round: p, verdicts }) {
     const judged = p.judgedTests ?? [];
     const gt = await groundTruthTests(env, problem);
     const usable = judged.filter((t) => t.oracleHash);
-    const m = matrixOf(p, [...gt.map((t) => ({ id: t.testId, suite: GT_SUITE })), ...usable.map((t) => ({ id: t.testId, suite: suiteOf(t.testId) }))], verdicts(`${p.key}/reward`));
+    const m = matrixOf(
+      p,
+      [...gt.map((t) => ({ id: t.testId, suite: GT_SUITE })), ...usable.map((t) => ({ id: t.testId, suite: suiteOf(t.testId) }))],
+      verdicts(`${p.key}/reward`),
+    );
     const c = env.config.cure;
     const r = cureRewards(m, { gtSuite: GT_SUITE, postStage: c.postStage });
-    const advOptions = { enableEfficient: c.enableEfficient, lengthRegularize: c.lengthRegularize, maxLenThreshold: c.maxLenThreshold, minLenThreshold: c.minLenThreshold };
+    const advOptions = {
+      enableEfficient: c.enableEfficient,
+      lengthRegularize: c.lengthRegularize,
+      maxLenThreshold: c.maxLenThreshold,
+      minLenThreshold: c.minLenThreshold,
+    };
     const lengths = cureRegularizesLength(advOptions) ? (ids: string[]) => responseLengths(env, p, ids) : async () => undefined;
-    const codeAdv = cureAdvantages(r.programs.map((x) => x.reward), advOptions, await lengths(r.programs.map((x) => x.program)));
+    const codeAdv = cureAdvantages(
+      r.programs.map((x) => x.reward),
+      advOptions,
+      await lengths(r.programs.map((x) => x.program)),
+    );
     const code: RewardItem[] = r.programs.map((x, i) => ({
       sampleId: x.program,
       reward: x.reward,
@@ -71,7 +103,12 @@ export const cure: MethodJudgement = {
       sampleId: s.suiteId,
       reward: suiteRewards[i]!,
       advantage: testAdv?.[i] ?? 0,
-      components: { usableTests: usable.filter((t) => suiteOf(t.testId) === s.suiteId).length, correctPrograms: r.correctCount, incorrectPrograms: r.incorrectCount, selected: testAdv ? 1 : 0 },
+      components: {
+        usableTests: usable.filter((t) => suiteOf(t.testId) === s.suiteId).length,
+        correctPrograms: r.correctCount,
+        incorrectPrograms: r.incorrectCount,
+        selected: testAdv ? 1 : 0,
+      },
     }));
     return judgedEvents({ env, problem, round: p, verdicts, judged, rewardFn: r.rewardId, code, test });
   },

@@ -14,7 +14,12 @@ const cellKey = (programId: string, testId: string) => `${programId}\u0000${test
 
 /** Held-out pairs (every program on every official test) and kill pairs (each known-incorrect
  * program on each distinct usable test hash). */
-export async function evaluationPairs(env: RunEnv, problem: Problem, p: ProblemRound, usableHashes: readonly string[]): Promise<{ heldout: Pair[]; kill: Pair[] }> {
+export async function evaluationPairs(
+  env: RunEnv,
+  problem: Problem,
+  p: ProblemRound,
+  usableHashes: readonly string[],
+): Promise<{ heldout: Pair[]; kill: Pair[] }> {
   const heldout: Pair[] = [];
   const officialHashes: string[] = [];
   for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
@@ -43,7 +48,11 @@ export function evaluationFigures(
     const mine = heldout.filter((v) => v.programId === s.solutionId);
     return mine.length > 0 && mine.every((v) => v.verdict === 'accepted');
   }).length;
-  const failing = new Set(verdicts(`${p.key}/kill`).filter((v) => outcomeOf(v.verdict) === 'fail').map((v) => cellKey(v.programId, v.testHash)));
+  const failing = new Set(
+    verdicts(`${p.key}/kill`)
+      .filter((v) => outcomeOf(v.verdict) === 'fail')
+      .map((v) => cellKey(v.programId, v.testHash)),
+  );
   let killed = 0;
   for (const suite of p.suites) {
     const hashes = usableBySuite.get(suite.suiteId) ?? [];

@@ -24,16 +24,35 @@ export const evolveCoder: MethodJudgement = {
   async plan({ env, problem, round: p, split, evolved }) {
     const judged: JudgedTest[] = (await sampledTests(env, p)).map((t): JudgedTest => {
       if (t.test === null) return { testId: t.testId, testHash: t.testHash, valid: false, reason: 'malformed', status: 'invalid', oracleHash: null };
-      if (!codeA1HasExpected(t.test)) return { testId: t.testId, testHash: t.testHash, valid: false, reason: 'no-expected', status: 'invalid', oracleHash: null };
+      if (!codeA1HasExpected(t.test))
+        return { testId: t.testId, testHash: t.testHash, valid: false, reason: 'no-expected', status: 'invalid', oracleHash: null };
       return { testId: t.testId, testHash: t.testHash, valid: true, reason: 'ok', status: 'valid', oracleHash: t.testHash };
     });
     const programs = evolved?.programs ?? p.solutions.map((s) => ({ programId: s.solutionId, programHash: s.programHash }));
     const tests = [...new Set([...(evolved?.tests ?? []), ...judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!)])];
     // The fixed candidates evolve the tests; the round's sampled programs are measured on them too.
-    const measured = [...programs, ...p.solutions.filter((s) => !programs.some((c) => c.programId === s.solutionId)).map((s) => ({ programId: s.solutionId, programHash: s.programHash }))];
+    const measured = [
+      ...programs,
+      ...p.solutions.filter((s) => !programs.some((c) => c.programId === s.solutionId)).map((s) => ({ programId: s.solutionId, programHash: s.programHash })),
+    ];
     const reward = measured.flatMap((s) => tests.map((h) => ({ programId: s.programId, programHash: s.programHash, testId: testIdOf(h), testHash: h })));
-    const { heldout, kill } = await evaluationPairs(env, problem, p, judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!));
-    return planEvents(env, p, judged, [['reward', reward], ['heldout', heldout], ['kill', kill]], split);
+    const { heldout, kill } = await evaluationPairs(
+      env,
+      problem,
+      p,
+      judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!),
+    );
+    return planEvents(
+      env,
+      p,
+      judged,
+      [
+        ['reward', reward],
+        ['heldout', heldout],
+        ['kill', kill],
+      ],
+      split,
+    );
   },
   async judge({ env, problem, round: p, verdicts, evolved }) {
     const judged = p.judgedTests ?? [];
@@ -50,7 +69,12 @@ export const evolveCoder: MethodJudgement = {
     const rng = Rng.derive(env.config.seed, 'evolvecoder', p.problemId, p.round);
     const all = tests.map((_, i) => i);
     const filtered = lowPassFilter(m, all, ec.minPassRate).kept;
-    const adversarial = selectForAugmentation(m, filtered, { top: ec.top, mid: ec.mid, midLow: ec.midLow, midHigh: ec.midHigh, fallbackAbove: ec.minPassRate }, rng);
+    const adversarial = selectForAugmentation(
+      m,
+      filtered,
+      { top: ec.top, mid: ec.mid, midLow: ec.midLow, midHigh: ec.midHigh, fallbackAbove: ec.minPassRate },
+      rng,
+    );
     const reduced = reduceRedundancy(m, filtered, 1, rng);
     const similar = selectSimilarPrograms(m, reduced, ec.similar, rng);
     const base = { round: p.round, problemId: p.problemId };
@@ -69,13 +93,29 @@ export const evolveCoder: MethodJudgement = {
     if (p.round === env.config.rounds) {
       const f = finalFilter(m, all, { minPassRate: ec.minPassRate, perSignature: ec.perSignature, minTests: ec.minTests, maxPerfect: ec.maxPerfect }, rng);
       extra.push(
-        env.event('DatasetEvolved', { ...base, tests: f.tests.map((i) => tests[i]!), lowPass: f.lowPass.length, perfect: f.perfect, keepProblem: f.keepProblem, reason: f.reason }),
+        env.event('DatasetEvolved', {
+          ...base,
+          tests: f.tests.map((i) => tests[i]!),
+          lowPass: f.lowPass.length,
+          perfect: f.perfect,
+          keepProblem: f.keepProblem,
+          reason: f.reason,
+        }),
       );
     }
     // Recorded, never trained: a sampled program's pass rate on the evolved tests; a suite's share
     // of new tests that some top-2 candidate fails (what the augmentation asks for).
-    const sampled = matrixOf(p, tests.map((h) => ({ id: testIdOf(h), suite: 'evolved' })), cells);
-    const code: RewardItem[] = p.solutions.map((s, i) => ({ sampleId: s.solutionId, reward: countOutcomes(passVector(sampled, i)).rate, advantage: 0, components: { selected: 0 } }));
+    const sampled = matrixOf(
+      p,
+      tests.map((h) => ({ id: testIdOf(h), suite: 'evolved' })),
+      cells,
+    );
+    const code: RewardItem[] = p.solutions.map((s, i) => ({
+      sampleId: s.solutionId,
+      reward: countOutcomes(passVector(sampled, i)).rate,
+      advantage: 0,
+      components: { selected: 0 },
+    }));
     const column = new Map(tests.map((h, i) => [h, i]));
     const test: RewardItem[] = p.suites.map((s) => {
       const mine = judged.filter((t) => t.oracleHash && t.testId.startsWith(`${s.suiteId}/`));
@@ -85,5 +125,3 @@ export const evolveCoder: MethodJudgement = {
     return judgedEvents({ env, problem, round: p, verdicts, judged, rewardFn: 'evolvecoder/v1', code, test, extra });
   },
 };
-
-

@@ -15,15 +15,34 @@ export const golden: MethodJudgement = {
   async plan({ env, problem, round: p, split }) {
     const gt = await groundTruthTests(env, problem);
     const { heldout, kill } = await evaluationPairs(env, problem, p, []);
-    return planEvents(env, p, [], [['reward', allPairs(p, gt)], ['heldout', heldout], ['kill', kill]], split);
+    return planEvents(
+      env,
+      p,
+      [],
+      [
+        ['reward', allPairs(p, gt)],
+        ['heldout', heldout],
+        ['kill', kill],
+      ],
+      split,
+    );
   },
   async judge({ env, problem, round: p, verdicts }) {
     const gt = await groundTruthTests(env, problem);
     if (gt.length === 0) throw new Error(`problem ${p.problemId} has no public or generated test: the golden-tests baseline has nothing to reward with`);
-    const m = matrixOf(p, gt.map((t) => ({ id: t.testId, suite: 'gt' })), verdicts(`${p.key}/reward`));
+    const m = matrixOf(
+      p,
+      gt.map((t) => ({ id: t.testId, suite: 'gt' })),
+      verdicts(`${p.key}/reward`),
+    );
     const rewards = m.programs.map((_, i) => countOutcomes(passVector(m, i)).rate);
     const adv = groupAdvantages(rewards, { std: env.config.rewards.std });
-    const code = m.programs.map((prog, i) => ({ sampleId: prog.id, reward: rewards[i]!, advantage: adv[i]!, components: { gtPass: rewards[i]!, selected: 1 } }));
+    const code = m.programs.map((prog, i) => ({
+      sampleId: prog.id,
+      reward: rewards[i]!,
+      advantage: adv[i]!,
+      components: { gtPass: rewards[i]!, selected: 1 },
+    }));
     return judgedEvents({ env, problem, round: p, verdicts, judged: [], rewardFn: 'golden-tests/v1', code, test: untrainedSuites(p) });
   },
 };

@@ -16,13 +16,7 @@
  */
 import { countOutcomes, passVector, testVector } from '../../rewards/matrix.js';
 import { groupAdvantages } from '../../rewards/grpo.js';
-import {
-  rollTcsBuffer,
-  suitesAtFailureModes,
-  tcsStage1Reward,
-  tcsStage2Reward,
-  type TcsBufferedSuite,
-} from '../../rewards/tcs.js';
+import { rollTcsBuffer, suitesAtFailureModes, tcsStage1Reward, tcsStage2Reward, type TcsBufferedSuite } from '../../rewards/tcs.js';
 import type { JudgedTest, MethodJudgement, RewardItem } from './contract.js';
 import { evaluationPairs, mean } from './evaluation.js';
 import { allPairs, judgedEvents, matrixOf, suiteOf, planEvents } from './common.js';
@@ -60,15 +54,30 @@ export const tcs: MethodJudgement = {
     const buffer = tcsBufferAfter(tcsBuffer ?? [], p, judged, { bufferSize, maxStaleness });
     const usable = judged.filter((t) => t.oracleHash).map((t) => t.oracleHash!);
     const { heldout, kill } = await evaluationPairs(env, problem, p, usable);
-    return planEvents(env, p, judged, [['reward', allPairs(p, usableTests(buffer))], ['heldout', heldout], ['kill', kill]], split);
+    return planEvents(
+      env,
+      p,
+      judged,
+      [
+        ['reward', allPairs(p, usableTests(buffer))],
+        ['heldout', heldout],
+        ['kill', kill],
+      ],
+      split,
+    );
   },
   async judge({ env, problem, round: p, verdicts, stage, tcsBuffer }) {
     const cfg = env.config.tcs;
     const judged = p.judgedTests ?? [];
     const buffer = tcsBuffer ?? [];
-    if (!buffer.some((s) => s.round === p.round)) throw new Error(`TCS buffer of ${p.problemId} does not hold round ${p.round}'s suites: the Judge folded no TestsJudged for it`);
+    if (!buffer.some((s) => s.round === p.round))
+      throw new Error(`TCS buffer of ${p.problemId} does not hold round ${p.round}'s suites: the Judge folded no TestsJudged for it`);
     const tests = usableTests(buffer);
-    const m = matrixOf(p, tests.map((t) => ({ id: t.testId, suite: t.suite })), verdicts(`${p.key}/reward`));
+    const m = matrixOf(
+      p,
+      tests.map((t) => ({ id: t.testId, suite: t.suite })),
+      verdicts(`${p.key}/reward`),
+    );
     const column = new Map(tests.map((t, i) => [t.testId, i]));
     const failing = new Set(tests.filter((t) => testVector(m, column.get(t.testId)!).includes('fail')).map((t) => t.testId));
     const trained = new Set((stage === 1 ? buffer : suitesAtFailureModes(buffer, failing)).map((s) => s.suiteId));
@@ -85,16 +94,33 @@ export const tcs: MethodJudgement = {
         .filter((r): r is number => r !== null);
       const failureModes = s.tests.filter((t) => t.consistent === 1 && failing.has(t.testId)).length;
       const selected = trained.has(s.suiteId) ? 1 : 0;
-      return { sampleId: s.suiteId, reward: mean(rewards), advantage: 0, components: { stage, fromRound: s.round, policyVersion: s.policyVersion, failureModes, selected } };
+      return {
+        sampleId: s.suiteId,
+        reward: mean(rewards),
+        advantage: 0,
+        components: { stage, fromRound: s.round, policyVersion: s.policyVersion, failureModes, selected },
+      };
     });
     // One GRPO group per problem over the trained samples (black-box: one prompt).
     const group = items.filter((t) => t.components.selected === 1);
-    const adv = groupAdvantages(group.map((t) => t.reward), { std: env.config.rewards.std });
+    const adv = groupAdvantages(
+      group.map((t) => t.reward),
+      { std: env.config.rewards.std },
+    );
     group.forEach((t, i) => (t.advantage = adv[i]!));
     const own = new Set(p.suites.map((s) => s.suiteId));
     const current = tests.filter((t) => own.has(t.suite));
-    const cm = matrixOf(p, current.map((t) => ({ id: t.testId, suite: t.suite })), verdicts(`${p.key}/reward`));
-    const code: RewardItem[] = cm.programs.map((prog, i) => ({ sampleId: prog.id, reward: countOutcomes(passVector(cm, i)).rate, advantage: 0, components: { selected: 0 } }));
+    const cm = matrixOf(
+      p,
+      current.map((t) => ({ id: t.testId, suite: t.suite })),
+      verdicts(`${p.key}/reward`),
+    );
+    const code: RewardItem[] = cm.programs.map((prog, i) => ({
+      sampleId: prog.id,
+      reward: countOutcomes(passVector(cm, i)).rate,
+      advantage: 0,
+      components: { selected: 0 },
+    }));
     // The table's validity: tests consistent with the reference as stated (stage 1's reward).
     const validCount = judged.filter((t) => t.status === 'valid').length;
     return judgedEvents({ env, problem, round: p, verdicts, judged, rewardFn: `tcs/v2/stage${stage}`, code, test: items, validCount });

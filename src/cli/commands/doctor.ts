@@ -16,7 +16,10 @@ export function registerDoctor(program: Command): void {
     .command('doctor')
     .description('list the system pieces crucible uses (python, numpy, torch, bubblewrap, nats-server) and how to get what is missing')
     .option('--install', 'install the missing Debian packages the tests need (as root, with apt-get); otherwise print the command and exit 1')
-    .option('--for-run', 'with --install: only what `crucible run` needs (python3, bubblewrap); never fails, prints the command when it cannot install (npm\'s postinstall)')
+    .option(
+      '--for-run',
+      "with --install: only what `crucible run` needs (python3, bubblewrap); never fails, prints the command when it cannot install (npm's postinstall)",
+    )
     .option('--json', 'print the checks as JSON')
     .action((opts: { install?: boolean; forRun?: boolean; json?: boolean }) => {
       let checks = systemChecks();

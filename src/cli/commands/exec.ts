@@ -83,7 +83,14 @@ async function runBatch(file: string, o: ExecOptions): Promise<void> {
           comparison: (o.comparison ?? 'tokens') as ComparisonMode,
         })
         .catch((e: unknown) =>
-          run.tests.map((_, test) => ({ test, verdict: 'sandbox_error' as const, timeMs: 0, memoryKb: 0, isolated: sandbox.isolation === 'bwrap', message: `refused: ${(e as Error).message}` })),
+          run.tests.map((_, test) => ({
+            test,
+            verdict: 'sandbox_error' as const,
+            timeMs: 0,
+            memoryKb: 0,
+            isolated: sandbox.isolation === 'bwrap',
+            message: `refused: ${(e as Error).message}`,
+          })),
         );
     let next = 0;
     for (; next < Math.min(window, runs.length); next++) started.push(start(runs[next]!));

@@ -19,8 +19,16 @@ export function registerNats(program: Command): void {
       const port = opts.port === undefined ? undefined : Number(opts.port);
       if (port !== undefined && (!Number.isInteger(port) || port < 1 || port > 65535)) throw new UserError(`--port ${opts.port}: expected a port number`);
       try {
-        const cluster = await natsUp({ nodes: Number(opts.nodes) as 1 | 3, dir: opts.dir, auth: opts.auth, tls: opts.tls === true, ...(port !== undefined ? { port } : {}) });
-        process.stdout.write(`nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}${cluster.tls ? ' (TLS)' : ''}\n`);
+        const cluster = await natsUp({
+          nodes: Number(opts.nodes) as 1 | 3,
+          dir: opts.dir,
+          auth: opts.auth,
+          tls: opts.tls === true,
+          ...(port !== undefined ? { port } : {}),
+        });
+        process.stdout.write(
+          `nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}${cluster.tls ? ' (TLS)' : ''}\n`,
+        );
         process.stdout.write(`log location: ${cluster.urls.join(',')}\n`);
         if (cluster.auth) {
           process.stdout.write(`credentials (mode 0600, give each process its role's): ${NATS_ROLES.map((r) => credentialsFile(opts.dir, r)).join(' ')}\n`);

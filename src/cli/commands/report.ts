@@ -11,11 +11,16 @@ export function registerReport(program: Command): void {
     .description('write one self-contained HTML report of a run (charts, execution matrices, Mistake Book); more runs add compare tables')
     .argument('<run-dirs...>', 'the run to report, e.g. runs/<run-id>, then any runs to compare it with')
     .option('--out <file>', 'the HTML file to write', 'report.html')
-    .option('--top <n>', 'Mistake Book tests to list', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new UserError(`--top ${v}: expected a positive integer`);
-      return n;
-    }, 10)
+    .option(
+      '--top <n>',
+      'Mistake Book tests to list',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new UserError(`--top ${v}: expected a positive integer`);
+        return n;
+      },
+      10,
+    )
     .action(async (dirs: string[], opts: { out: string; top: number }) => {
       const outDir = path.dirname(path.resolve(opts.out));
       if (!existsSync(outDir)) mkdirSync(outDir, { recursive: true });
@@ -27,6 +32,8 @@ export function registerReport(program: Command): void {
       writeFileSync(tmp, html);
       renameSync(tmp, opts.out);
       const charts = (html.match(/<canvas /g) ?? []).length;
-      process.stdout.write(`wrote ${opts.out} (${(html.length / 1024).toFixed(0)} KiB, ${charts} charts) for run ${runs[0]!.runId}${runs.length > 1 ? ` compared with ${runs.length - 1} more` : ''}\n`);
+      process.stdout.write(
+        `wrote ${opts.out} (${(html.length / 1024).toFixed(0)} KiB, ${charts} charts) for run ${runs[0]!.runId}${runs.length > 1 ? ` compared with ${runs.length - 1} more` : ''}\n`,
+      );
     });
 }

@@ -77,43 +77,78 @@ export function registerRun(program: Command): void {
       if (!Number.isInteger(n) || n < 0) throw new UserError(`--seed ${v}: expected a non-negative integer`);
       return n;
     })
-    .option('--seeds <n>', 'run seeds seed..seed+n-1 one after another (each its own run directory; with --workers each as worker processes) and print mean and spread over them', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new UserError(`--seeds ${v}: expected a positive integer`);
-      return n;
-    })
+    .option(
+      '--seeds <n>',
+      'run seeds seed..seed+n-1 one after another (each its own run directory; with --workers each as worker processes) and print mean and spread over them',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new UserError(`--seeds ${v}: expected a positive integer`);
+        return n;
+      },
+    )
     .option('--dir <path>', 'run directory (default <config.dir>/<run-id>)')
     .option('--log <location>', 'keep the log on JetStream at nats://host:port (default: SQLite in the run directory)')
-    .option('--creds <file>', 'credentials for a JetStream log on a cluster with auth (DIR/admin.creds.json from `crucible nats up`: one process runs every role)')
+    .option(
+      '--creds <file>',
+      'credentials for a JetStream log on a cluster with auth (DIR/admin.creds.json from `crucible nats up`: one process runs every role)',
+    )
     .option('--workers <spec>', 'with --log nats://...: every role as its own worker processes, e.g. executor=2,judge=1 (roles not named run one)')
     .option('--json', 'print the table as JSON lines, one per round')
-    .option('--snapshot-every <n>', 'store each actor\'s state every n folded events, so that a resumed run folds only what came after (0: none; default 20000)', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0) throw new UserError(`--snapshot-every ${v}: expected a non-negative integer`);
-      return n;
-    })
-    .action(async (configPath: string, opts: { set: string[]; seed?: number; seeds?: number; dir?: string; log?: string; creds?: string; json?: boolean; snapshotEvery?: number; workers?: string }) => {
-      if (opts.log !== undefined && !isNatsLocation(opts.log)) throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
-      if (opts.creds !== undefined && opts.log === undefined) throw new UserError('--creds is for a log on JetStream: give --log nats://host:port too');
-      if (opts.workers !== undefined && opts.log === undefined) throw new UserError('--workers: worker processes share a JetStream log; add --log nats://host:port');
-      const counts = opts.workers === undefined ? undefined : parseWorkerCounts(opts.workers);
-      // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
-      const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
-      if (opts.seeds !== undefined) {
-        if (opts.dir !== undefined) throw new UserError('--dir names one run directory; with --seeds each seed gets its own under the config\'s dir');
-        const json = opts.json === true;
-        await runSeeds(config, opts.seeds, json, (c, label) =>
-          counts !== undefined ? runWorkers(c, undefined, json, opts.log!, counts, opts.creds, label) : runOne(c, undefined, json, label, opts.log, opts.snapshotEvery, opts.creds),
-        );
-        return;
-      }
-      const outcome = counts !== undefined ? await runWorkers(config, opts.dir, opts.json === true, opts.log!, counts, opts.creds) : await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
-      if (opts.json) {
-        for (const r of outcome.rows) process.stdout.write(`${JSON.stringify({ runId: outcome.runId, ...r })}\n`);
-      } else {
-        process.stdout.write(`run ${outcome.runId} in ${outcome.dir}${outcome.finished ? '' : ' (not finished)'}\n\n${roundTable(outcome.rows)}\n${trainedLine(outcome.rows)}`);
-      }
-    });
+    .option(
+      '--snapshot-every <n>',
+      "store each actor's state every n folded events, so that a resumed run folds only what came after (0: none; default 20000)",
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0) throw new UserError(`--snapshot-every ${v}: expected a non-negative integer`);
+        return n;
+      },
+    )
+    .action(
+      async (
+        configPath: string,
+        opts: {
+          set: string[];
+          seed?: number;
+          seeds?: number;
+          dir?: string;
+          log?: string;
+          creds?: string;
+          json?: boolean;
+          snapshotEvery?: number;
+          workers?: string;
+        },
+      ) => {
+        if (opts.log !== undefined && !isNatsLocation(opts.log))
+          throw new UserError(`--log ${opts.log}: expected nats://host:port (the SQLite log is the default)`);
+        if (opts.creds !== undefined && opts.log === undefined) throw new UserError('--creds is for a log on JetStream: give --log nats://host:port too');
+        if (opts.workers !== undefined && opts.log === undefined)
+          throw new UserError('--workers: worker processes share a JetStream log; add --log nats://host:port');
+        const counts = opts.workers === undefined ? undefined : parseWorkerCounts(opts.workers);
+        // Config, dataset, log and run-directory errors become one line and an exit status in cli/errors.ts.
+        const config = loadConfigFile(configPath, { overrides: opts.set, seed: opts.seed });
+        if (opts.seeds !== undefined) {
+          if (opts.dir !== undefined) throw new UserError("--dir names one run directory; with --seeds each seed gets its own under the config's dir");
+          const json = opts.json === true;
+          await runSeeds(config, opts.seeds, json, (c, label) =>
+            counts !== undefined
+              ? runWorkers(c, undefined, json, opts.log!, counts, opts.creds, label)
+              : runOne(c, undefined, json, label, opts.log, opts.snapshotEvery, opts.creds),
+          );
+          return;
+        }
+        const outcome =
+          counts !== undefined
+            ? await runWorkers(config, opts.dir, opts.json === true, opts.log!, counts, opts.creds)
+            : await runOne(config, opts.dir, opts.json === true, '', opts.log, opts.snapshotEvery, opts.creds);
+        if (opts.json) {
+          for (const r of outcome.rows) process.stdout.write(`${JSON.stringify({ runId: outcome.runId, ...r })}\n`);
+        } else {
+          process.stdout.write(
+            `run ${outcome.runId} in ${outcome.dir}${outcome.finished ? '' : ' (not finished)'}\n\n${roundTable(outcome.rows)}\n${trainedLine(outcome.rows)}`,
+          );
+        }
+      },
+    );
 }
 
 async function runOne(config: RunConfig, dir: string | undefined, json: boolean, label: string, log?: string, snapshotEvery?: number, credsFile?: string) {
@@ -142,7 +177,15 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
   return outcome;
 }
 
-async function runWorkers(config: RunConfig, dir: string | undefined, json: boolean, location: string, counts: Record<WorkerRole, number>, credsFile?: string, label = '') {
+async function runWorkers(
+  config: RunConfig,
+  dir: string | undefined,
+  json: boolean,
+  location: string,
+  counts: Record<WorkerRole, number>,
+  credsFile?: string,
+  label = '',
+) {
   const tty = process.stderr.isTTY && !json;
   const reporter = new ProgressReporter(tty, (text) => process.stderr.write(text), label);
   let outcome;
@@ -181,5 +224,7 @@ async function runSeeds(config: RunConfig, seeds: number, json: boolean, runSeed
     for (const r of summary) process.stdout.write(`${JSON.stringify({ runIds: ids, ...r })}\n`);
     return;
   }
-  process.stdout.write(`${config.name}: seeds ${config.seed}..${config.seed + seeds - 1} (runs ${ids.join(', ')})\nmean [min, max] over seeds\n\n${seedTable(summary)}\n${seedTrainedLine(summary)}`);
+  process.stdout.write(
+    `${config.name}: seeds ${config.seed}..${config.seed + seeds - 1} (runs ${ids.join(', ')})\nmean [min, max] over seeds\n\n${seedTable(summary)}\n${seedTrainedLine(summary)}`,
+  );
 }

@@ -66,7 +66,21 @@ export function registerRuns(program: Command): void {
       if (runs.length > 0) {
         out.push(
           formatTable(
-            ['run', 'config', 'method', 'seed', 'status', 'rounds', 'held-out pass', 'P(correct)', 'P(valid test)', 'validity', 'kill rate', 'mistake book', 'best-of-N'],
+            [
+              'run',
+              'config',
+              'method',
+              'seed',
+              'status',
+              'rounds',
+              'held-out pass',
+              'P(correct)',
+              'P(valid test)',
+              'validity',
+              'kill rate',
+              'mistake book',
+              'best-of-N',
+            ],
             runs.map((r) => [
               path.basename(r.dir),
               r.name,
@@ -110,7 +124,10 @@ export function registerRuns(program: Command): void {
       out.push(
         config.length === 0
           ? 'the same in every run'
-          : formatTable(['setting', ...runs.map((_, i) => runLabel(i))], config.map((d) => [d.key, ...d.values.map(formatSetting)])),
+          : formatTable(
+              ['setting', ...runs.map((_, i) => runLabel(i))],
+              config.map((d) => [d.key, ...d.values.map(formatSetting)]),
+            ),
       );
       for (const t of tables) {
         const headers = ['round', ...runs.flatMap((_, i) => (i === 0 ? [runLabel(0)] : [runLabel(i), `${runLabel(i)}-${runLabel(0)}`]))];

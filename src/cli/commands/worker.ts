@@ -15,56 +15,83 @@ const positiveInt = (flag: string) => (v: string) => {
 export function registerWorker(program: Command): void {
   program
     .command('worker')
-    .description('run one role of a run as its own process over the run\'s JetStream log (stops when the run is complete)')
+    .description("run one role of a run as its own process over the run's JetStream log (stops when the run is complete)")
     .requiredOption('--role <role>', 'conductor, solver, adversary, executor, judge or learner')
-    .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
+    .requiredOption('--log <location>', "the run's log: nats://host:port")
     .requiredOption('--run <id>', 'the run id (printed by `crucible run`)')
-    .option('--concurrency <n>', 'effects (programs, for executors) run at once; default 1 for singleton roles, 2 for solvers and adversaries, twice the sandbox\'s workers for executors', positiveInt('--concurrency'))
+    .option(
+      '--concurrency <n>',
+      "effects (programs, for executors) run at once; default 1 for singleton roles, 2 for solvers and adversaries, twice the sandbox's workers for executors",
+      positiveInt('--concurrency'),
+    )
     .option('--creds <file>', 'NATS credentials file')
     .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
-    .option('--lease-ms <ms>', 'a singleton\'s lease: a standby takes over this long after the live copy dies (default 6000)', positiveInt('--lease-ms'))
+    .option('--lease-ms <ms>', "a singleton's lease: a standby takes over this long after the live copy dies (default 6000)", positiveInt('--lease-ms'))
     .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
-    .option('--snapshots <file>', 'actor snapshots: start from the latest in this file and store new ones (a run directory\'s snapshots.db)')
-    .option('--snapshot-every <n>', 'with --snapshots: store the actor\'s state every n folded events (default 20000)', positiveInt('--snapshot-every'))
-    .option('--ping-ms <ms>', 'ping the server this often; after 2 unanswered pings go on through another server of the cluster (default 2000)', positiveInt('--ping-ms'))
-    .option('--ack-wait-ms <ms>', 'a claimed task (a program, a sampling) not acked within this goes to another process of the role (default 30000)', positiveInt('--ack-wait-ms'))
-    .action(async (opts: { role: string; log: string; run: string; concurrency?: number; creds?: string; cacheDir?: string; leaseMs?: number; heartbeatMs?: number; ackWaitMs?: number; pingMs?: number; snapshots?: string; snapshotEvery?: number }) => {
-      const role = parseRole(opts.role);
-      if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
-      const stop = new AbortController();
-      const onSignal = () => stop.abort();
-      process.once('SIGTERM', onSignal);
-      process.once('SIGINT', onSignal);
-      try {
-        const outcome = await runWorker({
-          role,
-          location: opts.log,
-          runId: opts.run,
-          ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
-          ...(opts.creds !== undefined ? { credsFile: opts.creds } : {}),
-          ...(opts.cacheDir !== undefined ? { cacheDir: opts.cacheDir } : {}),
-          ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
-          ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
-          ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
-          ...(opts.pingMs !== undefined ? { ping: { intervalMs: opts.pingMs } } : {}),
-          ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
-          say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
-          signal: stop.signal,
-        });
-        const f = outcome.figures;
-        process.stderr.write(
-          `crucible worker ${role} (pid ${process.pid}): ${outcome.completed ? 'run complete' : 'stopped'}; ${f.written} commits written, ${f.duplicates} already there, ${f.fenced} fenced\n`,
-        );
-      } finally {
-        process.off('SIGTERM', onSignal);
-        process.off('SIGINT', onSignal);
-      }
-    });
+    .option('--snapshots <file>', "actor snapshots: start from the latest in this file and store new ones (a run directory's snapshots.db)")
+    .option('--snapshot-every <n>', "with --snapshots: store the actor's state every n folded events (default 20000)", positiveInt('--snapshot-every'))
+    .option(
+      '--ping-ms <ms>',
+      'ping the server this often; after 2 unanswered pings go on through another server of the cluster (default 2000)',
+      positiveInt('--ping-ms'),
+    )
+    .option(
+      '--ack-wait-ms <ms>',
+      'a claimed task (a program, a sampling) not acked within this goes to another process of the role (default 30000)',
+      positiveInt('--ack-wait-ms'),
+    )
+    .action(
+      async (opts: {
+        role: string;
+        log: string;
+        run: string;
+        concurrency?: number;
+        creds?: string;
+        cacheDir?: string;
+        leaseMs?: number;
+        heartbeatMs?: number;
+        ackWaitMs?: number;
+        pingMs?: number;
+        snapshots?: string;
+        snapshotEvery?: number;
+      }) => {
+        const role = parseRole(opts.role);
+        if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
+        const stop = new AbortController();
+        const onSignal = () => stop.abort();
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+        try {
+          const outcome = await runWorker({
+            role,
+            location: opts.log,
+            runId: opts.run,
+            ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+            ...(opts.creds !== undefined ? { credsFile: opts.creds } : {}),
+            ...(opts.cacheDir !== undefined ? { cacheDir: opts.cacheDir } : {}),
+            ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
+            ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
+            ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
+            ...(opts.pingMs !== undefined ? { ping: { intervalMs: opts.pingMs } } : {}),
+            ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
+            say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
+            signal: stop.signal,
+          });
+          const f = outcome.figures;
+          process.stderr.write(
+            `crucible worker ${role} (pid ${process.pid}): ${outcome.completed ? 'run complete' : 'stopped'}; ${f.written} commits written, ${f.duplicates} already there, ${f.fenced} fenced\n`,
+          );
+        } finally {
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
+        }
+      },
+    );
 
   program
     .command('status')
     .description('the live workers of a run on JetStream: roles, states, lag, queue depth, lease holders')
-    .requiredOption('--log <location>', 'the run\'s log: nats://host:port')
+    .requiredOption('--log <location>', "the run's log: nats://host:port")
     .requiredOption('--run <id>', 'the run id')
     .option('--creds <file>', 'NATS credentials file')
     .option('--all', 'also list workers whose heartbeat stopped')
@@ -83,16 +110,30 @@ export function statusText(s: RunStatus, all: boolean): string {
   const now = Date.now();
   const rows = s.workers.filter((w) => all || !w.gone);
   // What did not answer is shown as "?", never as empty, and listed with the reason.
-  const leases = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r)).map((role) => `${role} ${role in s.leases ? (s.leases[role] ?? '-') : '?'}`).join(', ');
+  const leases = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r))
+    .map((role) => `${role} ${role in s.leases ? (s.leases[role] ?? '-') : '?'}`)
+    .join(', ');
   return (
     `run ${s.runId}: ${s.completed ? 'complete' : 'running'}; log head ${s.head}\n` +
-    `queues (waiting/claimed): ${Object.entries(s.queues).map(([name, d]) => `${name} ${d ? `${d.waiting}/${d.claimed}` : '?'}`).join(', ')}\n` +
+    `queues (waiting/claimed): ${Object.entries(s.queues)
+      .map(([name, d]) => `${name} ${d ? `${d.waiting}/${d.claimed}` : '?'}`)
+      .join(', ')}\n` +
     `leases: ${leases}\n` +
     (s.unreachable.length > 0 ? `could not reach: ${s.unreachable.join('; ')}\n` : '') +
     '\n' +
     formatTable(
       ['role', 'state', 'pid', 'host', 'lag', 'running', 'pending', 'commits', 'beat'],
-      rows.map((w) => [w.role, w.gone ? 'gone' : w.state, String(w.pid), w.host, String(w.lag), String(w.running), String(w.pending), String(w.done), `${((now - w.at) / 1000).toFixed(1)}s ago`]),
+      rows.map((w) => [
+        w.role,
+        w.gone ? 'gone' : w.state,
+        String(w.pid),
+        w.host,
+        String(w.lag),
+        String(w.running),
+        String(w.pending),
+        String(w.done),
+        `${((now - w.at) / 1000).toFixed(1)}s ago`,
+      ]),
     ) +
     '\n'
   );

@@ -17,7 +17,9 @@ import { randomValues } from './random-input.js';
 import type { DemoEntry, DemoProblemFile } from './schema.js';
 
 function inputOf(f: DemoProblemFile, e: DemoEntry): TestCase {
-  return f.style === 'stdio' ? { style: 'stdio', input: (e as { input: string }).input, output: null } : { style: 'call', args: (e as { args: unknown[] }).args };
+  return f.style === 'stdio'
+    ? { style: 'stdio', input: (e as { input: string }).input, output: null }
+    : { style: 'call', args: (e as { args: unknown[] }).args };
 }
 
 function keyOf(t: TestCase): string {
@@ -33,15 +35,20 @@ function sameTokens(a: string, b: string): boolean {
 /** The reference's verdict and value per test, through the sandbox (twice the time limit). */
 async function runReference(f: DemoProblemFile, sandbox: Sandbox, tests: TestCase[]) {
   const results = await sandbox.run({
-    program: f.reference, role: 'reference', tests, entryPoint: f.entryPoint,
+    program: f.reference,
+    role: 'reference',
+    tests,
+    entryPoint: f.entryPoint,
     limits: { timeSeconds: f.limits.timeSeconds * 2, memoryMb: f.limits.memoryMb },
   });
   return tests.map((_, i) => {
     const r = results.find((x) => x.test === i);
-    if (!r || r.verdict !== 'accepted' || r.output === undefined) return { ok: false as const, why: `${r?.verdict ?? 'no result'} ${r?.exceptionType ?? ''} ${r?.message ?? ''}` };
+    if (!r || r.verdict !== 'accepted' || r.output === undefined)
+      return { ok: false as const, why: `${r?.verdict ?? 'no result'} ${r?.exceptionType ?? ''} ${r?.message ?? ''}` };
     const value = f.style === 'stdio' ? r.output : (JSON.parse(r.output) as unknown);
     // JSON numbers past 2^53 are rounded when read: such a value cannot be stored exactly.
-    if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) return { ok: false as const, why: `result ${r.output} is past 2^53` };
+    if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value))
+      return { ok: false as const, why: `result ${r.output} is past 2^53` };
     return { ok: true as const, value };
   });
 }
@@ -58,7 +65,8 @@ async function buildOne(file: string, target: number, sandbox: Sandbox): Promise
     const fresh: TestCase[] = [];
     for (let i = 0; i < 40; i++) {
       const v = randomValues(f.input, rng);
-      const t: TestCase = f.style === 'stdio' ? { style: 'stdio', input: printStdio(f.input, v), output: null } : { style: 'call', args: valuesToArgs(f.input, v) };
+      const t: TestCase =
+        f.style === 'stdio' ? { style: 'stdio', input: printStdio(f.input, v), output: null } : { style: 'call', args: valuesToArgs(f.input, v) };
       if (!seen.has(keyOf(t))) {
         seen.add(keyOf(t));
         fresh.push(t);
@@ -78,7 +86,11 @@ async function buildOne(file: string, target: number, sandbox: Sandbox): Promise
 
   const parts = ['examples', 'heldout'] as const;
   const all = parts.flatMap((part) => f[part].map((e, i) => ({ part, i, e })));
-  const res = await runReference(f, sandbox, all.map((a) => inputOf(f, a.e)));
+  const res = await runReference(
+    f,
+    sandbox,
+    all.map((a) => inputOf(f, a.e)),
+  );
   all.forEach(({ part, i, e }, flat) => {
     const outcome = res[flat]!;
     if (!outcome.ok) throw new Error(`${base}: ${part}.${i}: the reference failed (${outcome.why.trim()})`);

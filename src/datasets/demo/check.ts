@@ -40,7 +40,10 @@ export async function checkDemoProblem(d: DemoProblem, sandbox: Sandbox): Promis
     ...extras.bugs.map((b) => ({ name: `bug:${b.name}`, kind: 'bug' as const, program: b.program })),
   ];
   const run = async (program: string, ts: readonly TestCase[], role: 'candidate' | 'reference' = 'candidate') =>
-    noSandboxError(problem.id, await sandbox.run({ program, role, tests: ts, entryPoint: problem.entryPoint, limits: problem.limits, comparison: problem.comparison }));
+    noSandboxError(
+      problem.id,
+      await sandbox.run({ program, role, tests: ts, entryPoint: problem.entryPoint, limits: problem.limits, comparison: problem.comparison }),
+    );
   const nPub = problem.tests.public.length;
   const [invalid, ...perProgram] = await Promise.all([run(programs[0]!.program, extras.invalid, 'reference'), ...programs.map((p) => run(p.program, tests))]);
   return {
@@ -51,7 +54,8 @@ export async function checkDemoProblem(d: DemoProblem, sandbox: Sandbox): Promis
       const ok = new Array<boolean>(tests.length).fill(false);
       for (const r of perProgram[j]!) ok[r.test] = r.verdict === 'accepted';
       return {
-        name: p.name, kind: p.kind,
+        name: p.name,
+        kind: p.kind,
         examplesPassed: ok.slice(0, nPub).filter(Boolean).length,
         heldoutPassed: ok.slice(nPub).filter(Boolean).length,
       };
@@ -65,11 +69,11 @@ async function main(): Promise<void> {
   const { createSandbox } = await import('../../sandbox/index.js');
   const sandbox = await createSandbox();
   try {
-  for (const d of loadDemo().filter((x) => only.length === 0 || only.some((o) => x.problem.id.includes(o)))) {
-    const c = await checkDemoProblem(d, sandbox);
-    const cells = c.programs.map((p) => `${p.name} ${p.examplesPassed}/${c.examples} ${p.heldoutPassed}/${c.heldout}`);
-    process.stdout.write(`${c.problemId}: invalid ${c.invalidRejected.map((r) => (r ? 'R' : '!')).join('')} | ${cells.join(' | ')}\n`);
-  }
+    for (const d of loadDemo().filter((x) => only.length === 0 || only.some((o) => x.problem.id.includes(o)))) {
+      const c = await checkDemoProblem(d, sandbox);
+      const cells = c.programs.map((p) => `${p.name} ${p.examplesPassed}/${c.examples} ${p.heldoutPassed}/${c.heldout}`);
+      process.stdout.write(`${c.problemId}: invalid ${c.invalidRejected.map((r) => (r ? 'R' : '!')).join('')} | ${cells.join(' | ')}\n`);
+    }
   } finally {
     await sandbox.close();
   }

@@ -67,8 +67,7 @@ function toTest(style: 'stdio' | 'call', e: DemoEntry, where: string, needExpect
 /** Converts a validated file into the shared record and the side record. */
 export function toDemoProblem(f: DemoProblemFile, file: string): DemoProblem {
   const base = path.basename(file);
-  const tests = (part: 'examples' | 'heldout', need: boolean) =>
-    f[part].map((e, i) => toTest(f.style, e, `${base}: ${part}.${i}`, need));
+  const tests = (part: 'examples' | 'heldout', need: boolean) => f[part].map((e, i) => toTest(f.style, e, `${base}: ${part}.${i}`, need));
   if (f.heldout.length < 10) throw new Error(`${base}: heldout: needs 10-20 tests, has ${f.heldout.length} (run build.ts)`);
   const problem = Problem.parse({
     id: f.id,

@@ -31,7 +31,10 @@ const CodeContestsRow = z.object({
   incorrect_solutions: Solutions.nullable().optional(),
   cf_tags: z.array(z.string()).nullable().optional(),
   cf_rating: z.number().nullable().optional(),
-  time_limit: z.object({ seconds: z.number().default(0), nanos: z.number().default(0) }).nullable().optional(),
+  time_limit: z
+    .object({ seconds: z.number().default(0), nanos: z.number().default(0) })
+    .nullable()
+    .optional(),
   memory_limit_bytes: z.number().nullable().optional(),
   input_file: z.string().nullable().optional(),
   output_file: z.string().nullable().optional(),
@@ -53,8 +56,7 @@ function enumName(value: number | string | null | undefined, names: string[], le
 const stdio = (t: z.infer<typeof Tests> | null | undefined): StdioTest[] =>
   t ? t.input.map((input, i) => ({ style: 'stdio', input, output: t.output[i]! })) : [];
 
-const python3 = (s: z.infer<typeof Solutions> | null | undefined): string[] =>
-  s ? unique(s.solution.filter((_, i) => PYTHON3.has(s.language[i]!))) : [];
+const python3 = (s: z.infer<typeof Solutions> | null | undefined): string[] => (s ? unique(s.solution.filter((_, i) => PYTHON3.has(s.language[i]!))) : []);
 
 export const codeContestsLoader: DatasetLoader = {
   format: 'codecontests',
@@ -85,11 +87,7 @@ export const codeContestsLoader: DatasetLoader = {
       incorrectSolutions: python3(row.incorrect_solutions),
       limits: withLimits(ctx.limits, tl && tl > 0 ? tl : undefined, mem),
       difficulty: enumName(row.difficulty, DIFFICULTIES, true),
-      tags: unique([
-        ...(row.cf_tags ?? []).filter(Boolean),
-        ...(source ? [`platform:${source}`] : []),
-        ...(row.cf_rating ? [`rating:${row.cf_rating}`] : []),
-      ]),
+      tags: unique([...(row.cf_tags ?? []).filter(Boolean), ...(source ? [`platform:${source}`] : []), ...(row.cf_rating ? [`rating:${row.cf_rating}`] : [])]),
     };
   },
 };

@@ -5,9 +5,7 @@ import { RowRejected } from './types.js';
 
 /** One line per zod issue: `path: message`. */
 export function formatIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join('.') : '(row)'}: ${issue.message}`)
-    .join('; ');
+  return error.issues.map((issue) => `${issue.path.length ? issue.path.join('.') : '(row)'}: ${issue.message}`).join('; ');
 }
 
 /** Validates a raw row against its format's schema, or rejects the row saying what is wrong. */
@@ -77,8 +75,28 @@ export function withLimits(base: Limits, time?: number, memory?: number): Limits
 export const unique = <T>(items: readonly T[]): T[] => [...new Set(items)];
 
 const WRAPPERS = new Set([
-  'set', 'sorted', 'list', 'tuple', 'abs', 'round', 'len', 'str', 'int', 'float', 'bool', 'dict',
-  'frozenset', 'isinstance', 'all', 'any', 'sum', 'min', 'max', 'math.isclose', 'isclose', 'type',
+  'set',
+  'sorted',
+  'list',
+  'tuple',
+  'abs',
+  'round',
+  'len',
+  'str',
+  'int',
+  'float',
+  'bool',
+  'dict',
+  'frozenset',
+  'isinstance',
+  'all',
+  'any',
+  'sum',
+  'min',
+  'max',
+  'math.isclose',
+  'isclose',
+  'type',
 ]);
 
 /** The entry point most asserts call, skipping wrappers like set(...) or math.isclose(...). */

@@ -22,8 +22,7 @@ const CureRow = z
   .refine((r) => r.example_input.length === r.example_output.length, { message: 'example_input and example_output differ in length' })
   .refine((r) => r.test_input.length === r.test_output.length, { message: 'test_input and test_output differ in length' });
 
-const stdio = (inputs: string[], outputs: string[]): StdioTest[] =>
-  inputs.map((input, i) => ({ style: 'stdio', input, output: outputs[i]! }));
+const stdio = (inputs: string[], outputs: string[]): StdioTest[] => inputs.map((input, i) => ({ style: 'stdio', input, output: outputs[i]! }));
 
 export const cureLoader: DatasetLoader = {
   format: 'cure',

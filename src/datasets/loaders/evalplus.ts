@@ -30,9 +30,7 @@ function convertEvalPlus(raw: unknown, ctx: ConvertContext): ProblemInput {
     throw new RowRejected('no base_input or plus_input: nothing to test', row.task_id);
   }
   // HumanEval+ gives a function body to append to the prompt; MBPP+ gives a whole program.
-  const solution = definesTopLevel(row.canonical_solution, row.entry_point)
-    ? row.canonical_solution
-    : row.prompt + row.canonical_solution;
+  const solution = definesTopLevel(row.canonical_solution, row.entry_point) ? row.canonical_solution : row.prompt + row.canonical_solution;
   return {
     id: `${ctx.source}/${row.task_id}`,
     source: ctx.source,

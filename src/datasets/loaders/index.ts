@@ -106,8 +106,6 @@ export async function loadDataset(format: string, path: string, options: LoaderO
 
 /** "row 12 (line 13, id X): reason" */
 export function describeRowError(e: RowError): string {
-  const where = [e.line !== undefined ? `line ${e.line}` : undefined, e.id !== undefined ? `id ${e.id}` : undefined]
-    .filter(Boolean)
-    .join(', ');
+  const where = [e.line !== undefined ? `line ${e.line}` : undefined, e.id !== undefined ? `id ${e.id}` : undefined].filter(Boolean).join(', ');
   return `row ${e.index}${where ? ` (${where})` : ''}: ${e.reason}`;
 }

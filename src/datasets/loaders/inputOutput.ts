@@ -23,8 +23,7 @@ export interface ParsedTests {
   tests: TestCase[];
 }
 
-const isWrapped = (outputs: unknown[]): boolean =>
-  outputs.length > 0 && outputs.every((o) => Array.isArray(o) && o.length === 1);
+const isWrapped = (outputs: unknown[]): boolean => outputs.length > 0 && outputs.every((o) => Array.isArray(o) && o.length === 1);
 
 /** Parses `input_output` (JSON text or already parsed) into tests. */
 export function testsFromInputOutput(value: unknown, starterCode: string | undefined, id: string): ParsedTests {
@@ -45,13 +44,11 @@ export function testsFromInputOutput(value: unknown, starterCode: string | undef
     });
     return { style: 'call', entryPoint: entryPointFor(fn_name, starterCode), tests };
   }
-  const tests = inputs.map(
-    (input, i): TestCase => ({
-      style: 'stdio',
-      input: asText(input, `input_output.inputs.${i}`, id),
-      output: asText(outputs[i], `input_output.outputs.${i}`, id),
-    }),
-  );
+  const tests = inputs.map((input, i): TestCase => ({
+    style: 'stdio',
+    input: asText(input, `input_output.inputs.${i}`, id),
+    output: asText(outputs[i], `input_output.outputs.${i}`, id),
+  }));
   return { style: 'stdio', tests };
 }
 

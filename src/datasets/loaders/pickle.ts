@@ -9,18 +9,13 @@
 import { inflateSync } from 'node:zlib';
 
 /** What a restricted pickle can hold. Tuples come back as arrays; dict keys as strings. */
-export type PickleValue =
-  | null
-  | boolean
-  | number
-  | bigint
-  | string
-  | Uint8Array
-  | PickleValue[]
-  | { [key: string]: PickleValue };
+export type PickleValue = null | boolean | number | bigint | string | Uint8Array | PickleValue[] | { [key: string]: PickleValue };
 
 export class PickleError extends Error {
-  constructor(message: string, readonly offset: number) {
+  constructor(
+    message: string,
+    readonly offset: number,
+  ) {
     super(`${message} (at byte ${offset})`);
     this.name = 'PickleError';
   }
@@ -122,14 +117,11 @@ function decodeLong(bytes: Uint8Array): number | bigint {
   return narrow(v);
 }
 
-const narrow = (v: bigint): number | bigint =>
-  v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v;
+const narrow = (v: bigint): number | bigint => (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v);
 
 /** Python's raw-unicode-escape (UNICODE opcode): only \uXXXX and \UXXXXXXXX are escapes. */
 function rawUnicodeEscape(text: string): string {
-  return text.replace(/\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})/g, (_, u4: string, u8: string) =>
-    String.fromCodePoint(parseInt(u4 ?? u8, 16)),
-  );
+  return text.replace(/\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})/g, (_, u4: string, u8: string) => String.fromCodePoint(parseInt(u4 ?? u8, 16)));
 }
 
 /** Protocol 0 STRING argument: a Python repr of a byte string, quoted. */

@@ -23,14 +23,19 @@ const TacoRow = z.object({
   name: Text,
   source: Text,
   url: Text,
-  tags: z.union([z.string(), z.array(z.string())]).nullable().optional(),
-  skill_types: z.union([z.string(), z.array(z.string())]).nullable().optional(),
+  tags: z
+    .union([z.string(), z.array(z.string())])
+    .nullable()
+    .optional(),
+  skill_types: z
+    .union([z.string(), z.array(z.string())])
+    .nullable()
+    .optional(),
   time_limit: z.union([z.string(), z.number()]).nullable().optional(),
   memory_limit: z.union([z.string(), z.number()]).nullable().optional(),
 });
 
-const tagList = (v: string | string[] | null | undefined): string[] =>
-  v == null ? [] : Array.isArray(v) ? v : pythonStringList(v);
+const tagList = (v: string | string[] | null | undefined): string[] => (v == null ? [] : Array.isArray(v) ? v : pythonStringList(v));
 
 const SpjLine = z.object({ idx: z.number().int().nonnegative(), special_judge: z.boolean(), case: z.number().int().optional() });
 

@@ -20,7 +20,10 @@ export interface LoadResult {
 
 /** Thrown by a converter for a row it cannot import; the driver turns it into a RowError. */
 export class RowRejected extends Error {
-  constructor(reason: string, readonly id?: string) {
+  constructor(
+    reason: string,
+    readonly id?: string,
+  ) {
     super(reason);
     this.name = 'RowRejected';
   }

@@ -86,7 +86,9 @@ export class JetStreamBlobStore implements BlobStore {
         const manifest = Buffer.from(JSON.stringify({ size: bytes.byteLength, chunks: n }));
         const h = headers();
         h.set('Crucible-Chunks', String(n));
-        await this.#log.refusedAs('store a blob', () => withRetry(this.#log.retryForMs, () => this.#log.js.publish(this.#manifest(hash), manifest, { msgID: `m.${hash}`, headers: h })));
+        await this.#log.refusedAs('store a blob', () =>
+          withRetry(this.#log.retryForMs, () => this.#log.js.publish(this.#manifest(hash), manifest, { msgID: `m.${hash}`, headers: h })),
+        );
       }
     }
     if (this.#stored.size > 200_000) this.#stored.clear();

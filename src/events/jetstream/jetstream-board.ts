@@ -134,7 +134,9 @@ export class WorkerBoard {
       // A heartbeat nobody renews is gone after a day; leases are renewed far more often.
       max_age: nanos(24 * 3600 * 1000),
     };
-    await ensureStream(log.jsm, log.retryForMs, want, true, (c) => (c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not a crucible worker board's`));
+    await ensureStream(log.jsm, log.retryForMs, want, true, (c) =>
+      c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not a crucible worker board's`,
+    );
     return board;
   }
 
@@ -183,7 +185,9 @@ export class WorkerBoard {
   }
 
   async beat(beat: Heartbeat): Promise<void> {
-    await withRetry(this.#log.retryForMs, () => this.#log.js.publish(`${this.#prefix}.hb.${token(beat.workerId)}`, Buffer.from(JSON.stringify(Heartbeat.parse(beat)))));
+    await withRetry(this.#log.retryForMs, () =>
+      this.#log.js.publish(`${this.#prefix}.hb.${token(beat.workerId)}`, Buffer.from(JSON.stringify(Heartbeat.parse(beat)))),
+    );
   }
 
   /** The last heartbeat of every worker that ever beat on this run. */

@@ -47,8 +47,6 @@ import { JetStreamBlobStore } from './jetstream-blobs.js';
 import type { NatsCredentials } from './nats-roles.js';
 import { connectFailure, credentialOptions, inboxRefusal, permissionFailure } from './nats-connect.js';
 import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
-
-export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
@@ -70,6 +68,8 @@ import { watchForStall, type StallWatch } from './stall-watch.js';
 import type { EventCodec } from '../registry.js';
 import { JetStreamWorkQueue } from './jetstream-queue.js';
 import { parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from '../work-queue.js';
+
+export { commitIdOf, ensureStream, isTransient, withRetry } from './jetstream-support.js';
 
 /** Bump when the message layout changes in a way older code cannot read. */
 export const JETSTREAM_LOG_FORMAT = 1;
@@ -189,8 +189,10 @@ export async function connectNats(
 ): Promise<NatsConnection> {
   const list = typeof servers === 'string' ? [servers] : [...servers];
   const ping = { ...DEFAULT_PING, ...opts.ping };
-  if (!Number.isInteger(ping.intervalMs) || ping.intervalMs < 100) throw new InvalidLogArgumentError('connect', [{ path: 'ping.intervalMs', message: `${ping.intervalMs}: expected an integer of at least 100 (ms)` }]);
-  if (!Number.isInteger(ping.maxOut) || ping.maxOut < 1) throw new InvalidLogArgumentError('connect', [{ path: 'ping.maxOut', message: `${ping.maxOut}: expected a positive integer` }]);
+  if (!Number.isInteger(ping.intervalMs) || ping.intervalMs < 100)
+    throw new InvalidLogArgumentError('connect', [{ path: 'ping.intervalMs', message: `${ping.intervalMs}: expected an integer of at least 100 (ms)` }]);
+  if (!Number.isInteger(ping.maxOut) || ping.maxOut < 1)
+    throw new InvalidLogArgumentError('connect', [{ path: 'ping.maxOut', message: `${ping.maxOut}: expected a positive integer` }]);
   try {
     // Every server given is tried (and those the cluster announces): a client whose server is
     // gone goes on through another.
@@ -210,7 +212,11 @@ export async function connectNats(
 }
 
 export async function openJetStreamLog(opts: JetStreamLogOptions): Promise<JetStreamEventLog> {
-  const nc = await connectNats(opts.servers, { ...(opts.credentials ? { credentials: opts.credentials } : {}), ...(opts.ping ? { ping: opts.ping } : {}), ...(opts.connectTimeoutMs !== undefined ? { timeoutMs: opts.connectTimeoutMs } : {}) });
+  const nc = await connectNats(opts.servers, {
+    ...(opts.credentials ? { credentials: opts.credentials } : {}),
+    ...(opts.ping ? { ping: opts.ping } : {}),
+    ...(opts.connectTimeoutMs !== undefined ? { timeoutMs: opts.connectTimeoutMs } : {}),
+  });
   try {
     const log = new JetStreamEventLog(nc, opts);
     await log.init();
@@ -294,11 +300,7 @@ export class JetStreamEventLog implements EventLog {
 
   /** A stall watch for a reader whose next message would be `next()` (stall-watch.ts). */
   watchForStall(next: () => number, giveUp: () => void): StallWatch {
-    return watchForStall(
-      this.#opts.stallMs ?? DEFAULT_STALL_MS,
-      async () => (await this.jsm.streams.info(this.streamName)).state.last_seq >= next(),
-      giveUp,
-    );
+    return watchForStall(this.#opts.stallMs ?? DEFAULT_STALL_MS, async () => (await this.jsm.streams.info(this.streamName)).state.last_seq >= next(), giveUp);
   }
 
   get connection(): NatsConnection {
@@ -311,9 +313,13 @@ export class JetStreamEventLog implements EventLog {
     if (!info) throw new LogUnavailableError(this.location, 'the server sent no INFO');
     const [maj = 0, min = 0] = info.version.split('.').map((x) => Number.parseInt(x, 10));
     if (maj < 2 || (maj === 2 && min < 9)) {
-      throw new UnsupportedServerError(info.version, 'crucible needs nats-server 2.9 or newer (expected-last-subject-sequence, named consumers, nak with delay)');
+      throw new UnsupportedServerError(
+        info.version,
+        'crucible needs nats-server 2.9 or newer (expected-last-subject-sequence, named consumers, nak with delay)',
+      );
     }
-    if (info.jetstream === false) throw new UnsupportedServerError(info.version, 'JetStream is not enabled on this server (start it with -js, or `crucible nats up`)');
+    if (info.jetstream === false)
+      throw new UnsupportedServerError(info.version, 'JetStream is not enabled on this server (start it with -js, or `crucible nats up`)');
     // A log on a cluster must survive a server: replicate unless told otherwise. The cluster's
     // size is not in the INFO (it lists the servers routed to now, fewer while one is away), so
     // R3 is asked, and R1 taken only when the cluster answers that it is too small for it.
@@ -346,7 +352,12 @@ export class JetStreamEventLog implements EventLog {
       // Checking an explicit id against the whole log would need an index the server lacks.
       refusesReusedEventIds: false,
     };
-    this.#blobs = new JetStreamBlobStore(this, { stream: `${this.streamName}_BLOBS`, subjectPrefix: `${this.prefix}-blobs`, replicas: this.#replicas, create: this.#opts.create ?? true });
+    this.#blobs = new JetStreamBlobStore(this, {
+      stream: `${this.streamName}_BLOBS`,
+      subjectPrefix: `${this.prefix}-blobs`,
+      replicas: this.#replicas,
+      create: this.#opts.create ?? true,
+    });
     await this.refusedAs(`create the blob stream "${this.streamName}_BLOBS"`, () => this.#blobs!.init());
   }
 
@@ -372,7 +383,8 @@ export class JetStreamEventLog implements EventLog {
       if (!m) return `its description is "${existing.description ?? ''}", not a crucible event log's (another application's stream?)`;
       const format = Number(m[1]);
       if (format > JETSTREAM_LOG_FORMAT) return `it has log format ${format}, newer than this crucible reads (${JETSTREAM_LOG_FORMAT}); upgrade crucible`;
-      if (format < JETSTREAM_LOG_FORMAT) return `it has log format ${format}, older than this crucible writes (${JETSTREAM_LOG_FORMAT}); export it with the crucible that wrote it`;
+      if (format < JETSTREAM_LOG_FORMAT)
+        return `it has log format ${format}, older than this crucible writes (${JETSTREAM_LOG_FORMAT}); export it with the crucible that wrote it`;
       const subjects = existing.subjects ?? [];
       // A log made before it held commit subjects only took everything under its prefix.
       const ok = subjects.length === 1 && (subjects[0] === this.#commitSubjects() || subjects[0] === `${this.prefix}.>`);
@@ -408,27 +420,29 @@ export class JetStreamEventLog implements EventLog {
     // stream-wide check is serialized, so a conditional append there also expects the stream's
     // last sequence, and starts over when only another stream moved it.
     const serialize = expectSubject !== undefined && this.#replicas > 1 && !this.features.serializedSubjectChecks;
-    const ack = await this.refusedAs(`append to stream "${args.stream}"`, () => withRetry(this.#retryForMs, async (attempt) => {
-      if (attempt > 0) lostReply = true;
-      for (let round = 0; ; round++) {
-        const streamSeq = serialize ? (await this.jsm.streams.info(this.streamName)).state.last_seq : undefined;
-        try {
-          return await this.#js.publish(subject, payload, {
-            msgID: commitId,
-            headers: h,
-            ...(expectSubject !== undefined
-              ? { expect: { lastSubjectSequence: expectSubject, ...(streamSeq !== undefined ? { lastSequence: streamSeq } : {}) } }
-              : {}),
-          });
-        } catch (err) {
-          if (!(err instanceof JetStreamApiError && (err.code === 10071 || err.code === 10164))) throw err;
-          const actual = await this.streamHead(args.stream);
-          if (!serialize || seqOf(actual) !== expectSubject) throw new ConcurrencyError(args.stream, expectedPosition ?? ORIGIN, actual);
-          // Another stream's append moved the stream: ours still holds, try again.
-          await sleep(Math.min(50, 1 + round * 2) * Math.random());
+    const ack = await this.refusedAs(`append to stream "${args.stream}"`, () =>
+      withRetry(this.#retryForMs, async (attempt) => {
+        if (attempt > 0) lostReply = true;
+        for (let round = 0; ; round++) {
+          const streamSeq = serialize ? (await this.jsm.streams.info(this.streamName)).state.last_seq : undefined;
+          try {
+            return await this.#js.publish(subject, payload, {
+              msgID: commitId,
+              headers: h,
+              ...(expectSubject !== undefined
+                ? { expect: { lastSubjectSequence: expectSubject, ...(streamSeq !== undefined ? { lastSequence: streamSeq } : {}) } }
+                : {}),
+            });
+          } catch (err) {
+            if (!(err instanceof JetStreamApiError && (err.code === 10071 || err.code === 10164))) throw err;
+            const actual = await this.streamHead(args.stream);
+            if (!serialize || seqOf(actual) !== expectSubject) throw new ConcurrencyError(args.stream, expectedPosition ?? ORIGIN, actual);
+            // Another stream's append moved the stream: ours still holds, try again.
+            await sleep(Math.min(50, 1 + round * 2) * Math.random());
+          }
         }
-      }
-    }));
+      }),
+    );
     const positions = commit.events.map((_, i) => eventPosition(ack.seq, i));
     // A retry after a lost reply finds our own first copy: that is our write, not someone else's.
     return { positions, duplicate: ack.duplicate && !lostReply };
@@ -486,7 +500,12 @@ export class JetStreamEventLog implements EventLog {
       throw new MalformedEventError(undefined, undefined, [{ path: '', message: 'stored commit is not valid JSON' }], { position: eventPosition(seq, 0) });
     }
     if (body.format !== JETSTREAM_LOG_FORMAT || !Array.isArray(body.events)) {
-      throw new MalformedEventError(undefined, undefined, [{ path: 'format', message: `stored commit has format ${String(body.format)}, this crucible reads ${JETSTREAM_LOG_FORMAT}` }], { position: eventPosition(seq, 0) });
+      throw new MalformedEventError(
+        undefined,
+        undefined,
+        [{ path: 'format', message: `stored commit has format ${String(body.format)}, this crucible reads ${JETSTREAM_LOG_FORMAT}` }],
+        { position: eventPosition(seq, 0) },
+      );
     }
     const out: EventEnvelope[] = [];
     const events = body.events as PayloadEvent[];
@@ -572,7 +591,10 @@ export class JetStreamEventLog implements EventLog {
     left = limit.left;
     let next = startSeq;
     const consumer = messages;
-    const watch = this.watchForStall(() => next, () => consumer.stop());
+    const watch = this.watchForStall(
+      () => next,
+      () => consumer.stop(),
+    );
     try {
       let page: EventEnvelope[] = [];
       for await (const m of messages) {
@@ -670,7 +692,10 @@ class JetStreamSubscription implements Subscription {
         this.#messages = messages;
         if (this.#closed) return;
         const from = next;
-        const watch = this.log.watchForStall(() => next, () => messages.stop());
+        const watch = this.log.watchForStall(
+          () => next,
+          () => messages.stop(),
+        );
         try {
           for await (const m of messages) {
             watch.busy();

@@ -48,7 +48,9 @@ export class JetStreamWorkQueue implements WorkQueue {
     try {
       const info = await withRetry(log.retryForMs, () => jsm.consumers.info(log.streamName, durable));
       if (info.config.ack_wait !== config.ack_wait || info.config.filter_subject !== config.filter_subject) {
-        await withRetry(log.retryForMs, () => jsm.consumers.update(log.streamName, durable, { ack_wait: config.ack_wait, filter_subject: config.filter_subject }));
+        await withRetry(log.retryForMs, () =>
+          jsm.consumers.update(log.streamName, durable, { ack_wait: config.ack_wait, filter_subject: config.filter_subject }),
+        );
       }
     } catch (err) {
       if (!(err instanceof JetStreamApiError && err.code === 10014)) throw err;

@@ -12,9 +12,8 @@
  * - A claimed task not acked within `ackWaitMs` (a process that died) is delivered again;
  *   `working()` pushes the deadline back while a long task runs.
  */
-import { headers } from '@nats-io/transport-node';
+import { headers, nanos } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, JetStreamApiError, RetentionPolicy, StorageType, type Consumer, type StreamConfig } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
 import type { JetStreamEventLog } from './jetstream-log.js';
 import { ensureStream, isTransient, sleep, withRetry } from './jetstream-support.js';
 import { InvalidLogArgumentError } from '../errors.js';
@@ -81,9 +80,11 @@ export class JetStreamTaskQueue {
   }
 
   static async open(log: JetStreamEventLog, options: TaskQueueOptions): Promise<JetStreamTaskQueue> {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.name)) throw new InvalidLogArgumentError('taskQueue', [{ path: 'name', message: `"${options.name}": letters, digits, '-' and '_' only (1-64)` }]);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.name))
+      throw new InvalidLogArgumentError('taskQueue', [{ path: 'name', message: `"${options.name}": letters, digits, '-' and '_' only (1-64)` }]);
     const ackWaitMs = options.ackWaitMs ?? 30_000;
-    if (!Number.isInteger(ackWaitMs) || ackWaitMs <= 0) throw new InvalidLogArgumentError('taskQueue', [{ path: 'ackWaitMs', message: `${ackWaitMs}: expected a positive integer` }]);
+    if (!Number.isInteger(ackWaitMs) || ackWaitMs <= 0)
+      throw new InvalidLogArgumentError('taskQueue', [{ path: 'ackWaitMs', message: `${ackWaitMs}: expected a positive integer` }]);
     const stream = taskStreamOf(log, options.name);
     const subject = taskSubjectOf(log, options.name);
     const want: Partial<StreamConfig> = {

@@ -24,11 +24,16 @@ export function connectFailure(location: string, err: unknown, creds: NatsCreden
   if (name === 'AuthorizationError' || /authorization violation|authentication/i.test(reason)) {
     return new LogAuthenticationError(
       location,
-      creds ? `it does not accept the ${creds.role} credentials (${reason}); were they written by \`crucible nats up\` for this cluster?` : `it requires credentials (${reason}): pass --creds DIR/<role>.creds.json`,
+      creds
+        ? `it does not accept the ${creds.role} credentials (${reason}); were they written by \`crucible nats up\` for this cluster?`
+        : `it requires credentials (${reason}): pass --creds DIR/<role>.creds.json`,
     );
   }
   if (/certificate|self[- ]signed|tls|ssl/i.test(reason)) {
-    return new LogAuthenticationError(location, `TLS failed (${reason})${creds?.ca ? '' : '; the cluster runs TLS: use credentials written by `crucible nats up --tls`, which carry its CA'}`);
+    return new LogAuthenticationError(
+      location,
+      `TLS failed (${reason})${creds?.ca ? '' : '; the cluster runs TLS: use credentials written by `crucible nats up --tls`, which carry its CA'}`,
+    );
   }
   return new LogUnavailableError(location, `${reason} (is nats-server running? \`crucible nats up --dir DIR\` starts one)`);
 }
@@ -54,7 +59,10 @@ export function inboxRefusal(err: unknown, location: string, creds: NatsCredenti
   for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
     const v = e as Error & { subject?: string; operation?: string };
     if (v.name === 'PermissionViolationError' && v.operation === 'subscription' && v.subject?.startsWith(`${prefix}.`)) {
-      return new LogAuthenticationError(location, `it does not let these credentials read the replies of role ${creds.role} (${v.message}): the key in them is not the ${creds.role}'s`);
+      return new LogAuthenticationError(
+        location,
+        `it does not let these credentials read the replies of role ${creds.role} (${v.message}): the key in them is not the ${creds.role}'s`,
+      );
     }
   }
   return null;

@@ -184,7 +184,8 @@ export function readCredentials(file: string): NatsCredentials {
   if (!existsSync(file)) throw new LogCredentialsError(file, 'no such file (`crucible nats up --dir DIR` writes one per role into DIR)');
   if (statSync(file).isDirectory()) throw new LogCredentialsError(file, 'a directory: give the file of one role, e.g. <dir>/admin.creds.json');
   const mode = statSync(file).mode & 0o777;
-  if ((mode & 0o077) !== 0) throw new LogCredentialsError(file, `it is readable by others (mode ${mode.toString(8).padStart(4, '0')}); it holds a secret key: chmod 600 ${file}`);
+  if ((mode & 0o077) !== 0)
+    throw new LogCredentialsError(file, `it is readable by others (mode ${mode.toString(8).padStart(4, '0')}); it holds a secret key: chmod 600 ${file}`);
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(file, 'utf8'));

@@ -25,20 +25,23 @@ export function watchForStall(ms: number, behind: () => Promise<boolean>, giveUp
   let since: number | null = Date.now();
   let stalled = false;
   let asking = false;
-  const timer = setInterval(() => {
-    if (stalled || asking || since === null || Date.now() - since < ms) return;
-    asking = true;
-    behind()
-      .then((yes) => {
-        if (yes && since !== null && Date.now() - since >= ms && !stalled) {
-          stalled = true;
-          clearInterval(timer);
-          giveUp();
-        }
-      })
-      .catch(() => undefined)
-      .finally(() => (asking = false));
-  }, Math.max(1, Math.floor(ms / 2)));
+  const timer = setInterval(
+    () => {
+      if (stalled || asking || since === null || Date.now() - since < ms) return;
+      asking = true;
+      behind()
+        .then((yes) => {
+          if (yes && since !== null && Date.now() - since >= ms && !stalled) {
+            stalled = true;
+            clearInterval(timer);
+            giveUp();
+          }
+        })
+        .catch(() => undefined)
+        .finally(() => (asking = false));
+    },
+    Math.max(1, Math.floor(ms / 2)),
+  );
   // A watch never keeps a process alive.
   timer.unref();
   return {

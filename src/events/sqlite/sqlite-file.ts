@@ -101,12 +101,7 @@ export function inspectCrucibleFile(path: string, k: CrucibleFileKind): Inspecti
     if (!tables.includes('crucible_meta')) {
       throw fail(`it is another SQLite database (tables: ${tables.slice(0, 5).join(', ')})`);
     }
-    const meta = new Map(
-      (db.prepare('SELECT key, value FROM crucible_meta').all() as { key: string; value: string }[]).map((r) => [
-        r.key,
-        r.value,
-      ]),
-    );
+    const meta = new Map((db.prepare('SELECT key, value FROM crucible_meta').all() as { key: string; value: string }[]).map((r) => [r.key, r.value]));
     const kind = meta.get('kind');
     if (kind !== k.kind) throw fail(`it is a crucible ${kind ?? 'file of unknown kind'}`);
     const format = Number(meta.get('format'));

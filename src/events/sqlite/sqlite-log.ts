@@ -216,7 +216,20 @@ export class SqliteEventLog implements EventLog {
       positions[i] = position as Position;
       try {
         const at = i > 0 && r.at === rows[i - 1]!.at ? AS_BEFORE : r.at;
-        this.#insertEvent.run(position, r.id, i === 0 ? commitId : AS_BEFORE, stream, r.type, r.v, r.runId, r.causationId, r.correlationId, at, storedData(r.data), storedSum(this.registry, r, stream, commitId));
+        this.#insertEvent.run(
+          position,
+          r.id,
+          i === 0 ? commitId : AS_BEFORE,
+          stream,
+          r.type,
+          r.v,
+          r.runId,
+          r.causationId,
+          r.correlationId,
+          at,
+          storedData(r.data),
+          storedSum(this.registry, r, stream, commitId),
+        );
       } catch (err) {
         if (isUniqueViolation(err) && this.#idExists.get(r.id) !== undefined) {
           throw new DuplicateEventIdError(r.id, { index: i, stream, commitId });
@@ -317,9 +330,7 @@ export class SqliteEventLog implements EventLog {
     let stmt = this.#pageStmts.get(key);
     if (!stmt) {
       // Walk the primary key in order (never a sort): pages stay cheap however large the log.
-      stmt = this.#db.prepare(
-        `SELECT ${COLUMNS} FROM events NOT INDEXED WHERE ${where.join(' AND ')} ORDER BY position LIMIT ?`,
-      ).raw();
+      stmt = this.#db.prepare(`SELECT ${COLUMNS} FROM events NOT INDEXED WHERE ${where.join(' AND ')} ORDER BY position LIMIT ?`).raw();
       this.#pageStmts.set(key, stmt);
     }
     return { stmt, params };
@@ -332,12 +343,18 @@ export class SqliteEventLog implements EventLog {
     const adjacent = before !== undefined && before[0] === position - 1;
     if (row[2] === AS_BEFORE) {
       const commitId = adjacent ? before[2] : (this.#commitBefore.get(position) as string | undefined);
-      if (commitId === undefined) throw new MalformedEventError(row[4], row[5], [{ path: 'commit_id', message: 'continues a commit, but no row before it starts one' }], { position: position as Position });
+      if (commitId === undefined)
+        throw new MalformedEventError(row[4], row[5], [{ path: 'commit_id', message: 'continues a commit, but no row before it starts one' }], {
+          position: position as Position,
+        });
       row[2] = commitId;
     }
     if (row[9] === AS_BEFORE) {
       const at = adjacent ? before[9] : (this.#atBefore.get(position) as string | undefined);
-      if (at === undefined) throw new MalformedEventError(row[4], row[5], [{ path: 'at', message: 'takes the time of the row before it, but there is none' }], { position: position as Position });
+      if (at === undefined)
+        throw new MalformedEventError(row[4], row[5], [{ path: 'at', message: 'takes the time of the row before it, but there is none' }], {
+          position: position as Position,
+        });
       row[9] = at;
     }
   }
@@ -349,7 +366,9 @@ export class SqliteEventLog implements EventLog {
     try {
       if (typeof stored !== 'string') bytes = dataBytes(stored);
     } catch (err) {
-      throw new MalformedEventError(type, v, [{ path: 'data', message: `stored data does not inflate (${(err as Error).message})` }], { position: position as Position });
+      throw new MalformedEventError(type, v, [{ path: 'data', message: `stored data does not inflate (${(err as Error).message})` }], {
+        position: position as Position,
+      });
     }
     const data = bytes === undefined ? (stored as string) : bytes.toString('utf8');
     return decodeChecked(this.registry, { id, type, v, runId, causationId, correlationId, at, data }, sum, position as Position, stream, commitId, bytes);
@@ -421,9 +440,5 @@ export class SqliteEventLog implements EventLog {
 }
 
 function isUniqueViolation(err: unknown): boolean {
-  return (
-    typeof err === 'object' &&
-    err !== null &&
-    (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE'
-  );
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE';
 }

@@ -23,7 +23,8 @@ function massOn(dist: Map<string, number>, ids: ReadonlySet<string>): number {
 }
 
 export function exactFigures(universe: CatalogUniverse, code: CatalogPolicy, test: CatalogPolicy, problemId: string, whiteBox: boolean): ExactFigures {
-  if (code.role !== 'code' || test.role !== 'test') throw new PolicyInputError(`exact figures need the code and test policies, got ${code.role} and ${test.role}`);
+  if (code.role !== 'code' || test.role !== 'test')
+    throw new PolicyInputError(`exact figures need the code and test policies, got ${code.role} and ${test.role}`);
   const programs = universe.programs[problemId];
   const valid = universe.validTests[problemId];
   if (!programs || !valid) throw new PolicyInputError(`the catalog has no candidates (or no test validity) for problem ${problemId}`);

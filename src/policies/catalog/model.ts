@@ -9,8 +9,14 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson } from '../../core/canonical-json.js';
 import {
-  GenerateRequest, PolicyInputError, TrainStepRequest, VersionError,
-  type Generation, type PolicyPort, type TrainerPort, type TrainStepResult,
+  GenerateRequest,
+  PolicyInputError,
+  TrainStepRequest,
+  VersionError,
+  type Generation,
+  type PolicyPort,
+  type TrainerPort,
+  type TrainStepResult,
 } from '../port.js';
 import type { Role } from '../../core/roles.js';
 import { Rng } from '../../core/rng.js';
@@ -38,10 +44,13 @@ export const CatalogState = z.object({
   /** Only contexts that were trained; the others are at the prior. */
   logits: Logits,
   /** Idempotency: batchId -> request hash and the result that was returned. */
-  applied: z.record(z.string(), z.object({
-    requestHash: z.string(),
-    result: z.object({ version: z.number().int(), metrics: z.record(z.string(), z.number()) }),
-  })),
+  applied: z.record(
+    z.string(),
+    z.object({
+      requestHash: z.string(),
+      result: z.object({ version: z.number().int(), metrics: z.record(z.string(), z.number()) }),
+    }),
+  ),
 });
 export type CatalogState = z.infer<typeof CatalogState>;
 
@@ -64,7 +73,12 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
   /** version -> logits, for recent versions (logits objects are never mutated in place). */
   readonly #history = new Map<number, Logits>();
 
-  constructor(readonly role: Role, universe: CatalogUniverse, opts: CatalogOptions = {}, state?: CatalogState) {
+  constructor(
+    readonly role: Role,
+    universe: CatalogUniverse,
+    opts: CatalogOptions = {},
+    state?: CatalogState,
+  ) {
     this.#universe = universe;
     this.#opts = { suiteSize: 8, keepVersions: 4, ...opts };
     this.#state = state ?? { role, version: 0, logits: {}, applied: {} };
@@ -74,7 +88,8 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
 
   static fromJSON(json: unknown, universe: CatalogUniverse, opts: CatalogOptions = {}): CatalogPolicy {
     const parsed = CatalogState.safeParse(json);
-    if (!parsed.success) throw new PolicyInputError(`not a catalog policy state: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new PolicyInputError(`not a catalog policy state: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
     return new CatalogPolicy(parsed.data.role, universe, opts, parsed.data);
   }
 
@@ -156,8 +171,12 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
           const { picks, logprob } = sampleWithoutReplacement(values, this.#opts.suiteSize, rng);
           const tests = picks.map((i) => this.#universe.tests[problemId]![i]!);
           out.push({
-            promptKey: prompt.key, index, text: serializeSuite(tests.map((t) => t.test)),
-            choiceKey: tests.map((t) => t.testId).join(','), contextKey, logprob,
+            promptKey: prompt.key,
+            index,
+            text: serializeSuite(tests.map((t) => t.test)),
+            choiceKey: tests.map((t) => t.testId).join(','),
+            contextKey,
+            logprob,
           });
         }
       }
@@ -186,7 +205,8 @@ export class CatalogPolicy implements PolicyPort, TrainerPort {
     const grads = new Map<string, { ids: string[]; before: number[]; grad: number[] }>();
     let weightSum = 0;
     req.samples.forEach((s, n) => {
-      if (s.contextKey === null || s.choiceKey === null) throw new PolicyInputError(`batch ${req.batchId}: sample ${n} has no contextKey/choiceKey (not a catalog generation)`);
+      if (s.contextKey === null || s.choiceKey === null)
+        throw new PolicyInputError(`batch ${req.batchId}: sample ${n} has no contextKey/choiceKey (not a catalog generation)`);
       let g = grads.get(s.contextKey);
       if (!g) {
         const ids = this.choices(s.contextKey);

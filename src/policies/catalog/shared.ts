@@ -6,7 +6,16 @@
  * different inputs to one set of weights.
  */
 import { z } from 'zod';
-import { GenerateRequest, PolicyInputError, TrainStepRequest, VersionError, type Generation, type PolicyPort, type TrainerPort, type TrainStepResult } from '../port.js';
+import {
+  GenerateRequest,
+  PolicyInputError,
+  TrainStepRequest,
+  VersionError,
+  type Generation,
+  type PolicyPort,
+  type TrainerPort,
+  type TrainStepResult,
+} from '../port.js';
 import type { Role } from '../../core/roles.js';
 import { CatalogPolicy, CatalogState, type CatalogOptions, type CatalogUniverse } from './model.js';
 
@@ -36,7 +45,8 @@ export class SharedCatalogPolicy implements PolicyPort, TrainerPort {
 
   static fromJSON(json: unknown, universe: CatalogUniverse, opts: CatalogOptions = {}): SharedCatalogPolicy {
     const parsed = SharedCatalogState.safeParse(json);
-    if (!parsed.success) throw new PolicyInputError(`not a shared catalog policy state: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new PolicyInputError(`not a shared catalog policy state: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
     return new SharedCatalogPolicy(universe, opts, parsed.data);
   }
 

@@ -60,7 +60,15 @@ const TokenIds = z.array(z.number().int().nonnegative()).nullish();
 const CompletionsBody = z.object({
   model: z.string().nullish(),
   system_fingerprint: z.string().nullish(),
-  choices: z.array(z.object({ index: z.number().int().nonnegative().optional(), text: z.string(), finish_reason: z.string().nullish(), logprobs: Logprobs, token_ids: TokenIds })),
+  choices: z.array(
+    z.object({
+      index: z.number().int().nonnegative().optional(),
+      text: z.string(),
+      finish_reason: z.string().nullish(),
+      logprobs: Logprobs,
+      token_ids: TokenIds,
+    }),
+  ),
 });
 const ChatBody = z.object({
   model: z.string().nullish(),
@@ -102,7 +110,15 @@ export class OpenAIClient {
   /** The request body as sent: what a sample records as its sampling parameters. */
   body(req: CompletionRequest): Record<string, unknown> {
     const o = this.options;
-    const common = { model: req.model ?? o.model, n: req.n, seed: req.seed, temperature: o.temperature, top_p: o.topP, max_tokens: o.maxTokens, ...(o.stop.length ? { stop: o.stop } : {}) };
+    const common = {
+      model: req.model ?? o.model,
+      n: req.n,
+      seed: req.seed,
+      temperature: o.temperature,
+      top_p: o.topP,
+      max_tokens: o.maxTokens,
+      ...(o.stop.length ? { stop: o.stop } : {}),
+    };
     if (o.api === 'chat') return { ...common, messages: [{ role: 'user', content: req.prompt }], ...(o.logprobs ? { logprobs: true } : {}) };
     return { ...common, prompt: req.prompt, ...(o.logprobs ? { logprobs: 1 } : {}) };
   }
@@ -172,23 +188,27 @@ export class OpenAIClient {
     if (this.options.api === 'chat') {
       const parsed = ChatBody.safeParse(json);
       if (!parsed.success) throw new TryFailed('bad-shape', `not a chat completion: ${z.prettifyError(parsed.error).slice(0, 300)}`, status);
-      return sortByIndex(parsed.data.choices.map((c, i) => ({
-        index: c.index ?? i,
-        text: c.message.content ?? '',
-        finishReason: c.finish_reason ?? null,
-        tokenIds: c.token_ids ?? null,
-        tokenLogprobs: logprobsOf(c.logprobs?.content?.map((t) => t.logprob)),
-      })));
+      return sortByIndex(
+        parsed.data.choices.map((c, i) => ({
+          index: c.index ?? i,
+          text: c.message.content ?? '',
+          finishReason: c.finish_reason ?? null,
+          tokenIds: c.token_ids ?? null,
+          tokenLogprobs: logprobsOf(c.logprobs?.content?.map((t) => t.logprob)),
+        })),
+      );
     }
     const parsed = CompletionsBody.safeParse(json);
     if (!parsed.success) throw new TryFailed('bad-shape', `not a completion: ${z.prettifyError(parsed.error).slice(0, 300)}`, status);
-    return sortByIndex(parsed.data.choices.map((c, i) => ({
-      index: c.index ?? i,
-      text: c.text,
-      finishReason: c.finish_reason ?? null,
-      tokenIds: c.token_ids ?? null,
-      tokenLogprobs: logprobsOf(c.logprobs?.token_logprobs),
-    })));
+    return sortByIndex(
+      parsed.data.choices.map((c, i) => ({
+        index: c.index ?? i,
+        text: c.text,
+        finishReason: c.finish_reason ?? null,
+        tokenIds: c.token_ids ?? null,
+        tokenLogprobs: logprobsOf(c.logprobs?.token_logprobs),
+      })),
+    );
   }
 }
 

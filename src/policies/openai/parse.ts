@@ -62,17 +62,41 @@ export function parseProgram(text: string): { program: string; outcome: ParseOut
   if (complete.length > 0) {
     const program = `${complete[complete.length - 1]!.body.trimEnd()}\n`;
     const several = complete.length > 1;
-    return { program, outcome: { status: 'ok', form: several ? 'several-fenced' : 'fenced', found: complete.length, usable: 1, detail: several ? `${complete.length} code blocks; the last is the program` : null } };
+    return {
+      program,
+      outcome: {
+        status: 'ok',
+        form: several ? 'several-fenced' : 'fenced',
+        found: complete.length,
+        usable: 1,
+        detail: several ? `${complete.length} code blocks; the last is the program` : null,
+      },
+    };
   }
   const truncated = code.find((f) => !f.closed);
   if (truncated) {
-    return { program: truncated.body, outcome: { status: 'invalid', form: 'truncated', found: 1, usable: 0, detail: 'the code block is not closed (the answer was cut off)' } };
+    return {
+      program: truncated.body,
+      outcome: { status: 'invalid', form: 'truncated', found: 1, usable: 0, detail: 'the code block is not closed (the answer was cut off)' },
+    };
   }
   if (fences.length > 0) {
-    return { program: '', outcome: { status: 'invalid', form: 'fenced', found: 0, usable: 0, detail: `no python block (blocks tagged ${fences.map((f) => f.info || 'none').join(', ')})` } };
+    return {
+      program: '',
+      outcome: {
+        status: 'invalid',
+        form: 'fenced',
+        found: 0,
+        usable: 0,
+        detail: `no python block (blocks tagged ${fences.map((f) => f.info || 'none').join(', ')})`,
+      },
+    };
   }
   // No fence: the answer may be bare code; the sandbox says whether it compiles.
-  return { program: `${text.trimEnd()}\n`, outcome: { status: 'ok', form: 'bare', found: 1, usable: 1, detail: 'no code fence; the whole answer is the program' } };
+  return {
+    program: `${text.trimEnd()}\n`,
+    outcome: { status: 'ok', form: 'bare', found: 1, usable: 1, detail: 'no code fence; the whole answer is the program' },
+  };
 }
 
 export type ReadTest = { ok: true; test: TestCase } | { ok: false; reason: string; text: string };
@@ -131,7 +155,10 @@ export function readCallLine(line: string, entryPoint: string): ReadTest {
 function candidateLines(text: string): string[] {
   const fences = fencedBlocks(text).filter((f) => CODE_INFOS.has(f.info));
   const source = fences.length ? fences.map((f) => f.body).join('\n') : text;
-  return source.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  return source
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
 }
 
 function outcomeOf(form: string, tests: ReadTest[], dropped: readonly { reason: string }[]): ParseOutcome {
@@ -141,7 +168,13 @@ function outcomeOf(form: string, tests: ReadTest[], dropped: readonly { reason: 
   if (bad.length) notes.push(`${bad.length} unusable (first: ${bad[0]!.reason})`);
   if (dropped.length) notes.push(`${dropped.length} assert${dropped.length > 1 ? 's' : ''} in the code block not read as tests (first: ${dropped[0]!.reason})`);
   const status: ParseStatus = usable === 0 ? 'invalid' : bad.length ? 'partial' : 'ok';
-  return { status, form: tests.length ? form : 'none', found: tests.length, usable, detail: notes.length ? notes.join('; ') : tests.length ? null : 'no test found' };
+  return {
+    status,
+    form: tests.length ? form : 'none',
+    found: tests.length,
+    usable,
+    detail: notes.length ? notes.join('; ') : tests.length ? null : 'no test found',
+  };
 }
 
 /**
@@ -159,14 +192,19 @@ export function parseTests(text: string, style: TestStyle, entryPoint: string | 
     const tests = readIoBlocks(text);
     return { tests, outcome: outcomeOf('io-blocks', tests, []) };
   }
-  if (style === 'call' && !entryPoint) return { tests: [], outcome: { status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'the problem names no entry point to call' } };
+  if (style === 'call' && !entryPoint)
+    return { tests: [], outcome: { status: 'invalid', form: 'none', found: 0, usable: 0, detail: 'the problem names no entry point to call' } };
   if (options.inputsOnly) {
     let tests: ReadTest[];
     if (style === 'call') {
       const fn = entryPoint!.split('.').pop()!;
-      tests = candidateLines(text).filter((l) => l.startsWith('assert') || callAt(l, fn) === 0).map((l) => readCallLine(l, entryPoint!));
+      tests = candidateLines(text)
+        .filter((l) => l.startsWith('assert') || callAt(l, fn) === 0)
+        .map((l) => readCallLine(l, entryPoint!));
     } else {
-      tests = candidateLines(text).filter((l) => l.startsWith('assert')).map((l): ReadTest => ({ ok: true, test: { style: 'assert', code: l } }));
+      tests = candidateLines(text)
+        .filter((l) => l.startsWith('assert'))
+        .map((l): ReadTest => ({ ok: true, test: { style: 'assert', code: l } }));
     }
     return { tests, outcome: outcomeOf(style === 'call' ? 'call-lines' : 'assert-lines', tests, []) };
   }

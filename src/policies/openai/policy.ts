@@ -52,7 +52,14 @@ export class OpenAIPolicy implements PolicyPort {
     if (!problem) throw new PolicyInputError(`prompt ${p.key}: problem ${problemId} is not in this run's dataset`);
     const program = p.context.program;
     const t = templateFor(method, role, role === 'test' && program !== undefined, client.options.prompts);
-    const prompt = renderPrompt(t, { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, starterCode: problem.starterCode, suiteSize, program });
+    const prompt = renderPrompt(t, {
+      statement: problem.statement,
+      style: problem.style,
+      entryPoint: problem.entryPoint,
+      starterCode: problem.starterCode,
+      suiteSize,
+      program,
+    });
     const model = this.init.model !== undefined ? { model: this.init.model } : {};
     const answer = await client.complete({ prompt: prompt.text, n: req.n, seed, ...model });
     const { prompt: _p, messages: _m, ...params } = client.body({ prompt: '', n: req.n, seed, ...model });

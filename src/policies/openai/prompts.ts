@@ -143,7 +143,8 @@ const TEMPLATES: PromptTemplate[] = [
     version: 1,
     role: 'test',
     whiteBox: false,
-    render: (f) => `Tests (${f.style === 'stdio' ? 'Input/Output blocks' : 'assert lines'}) for a Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n`,
+    render: (f) =>
+      `Tests (${f.style === 'stdio' ? 'Input/Output blocks' : 'assert lines'}) for a Python 3 program; ${briefInterface(f)}.\n${firstParagraph(f.statement)}\n`,
   },
   {
     // Code-A1's white-box adversary in brief: the program under test follows the statement, so
@@ -162,7 +163,10 @@ function briefInterface(f: PromptFields): string {
 }
 
 function firstParagraph(statement: string): string {
-  return statement.trim().split(/\n\s*\n/)[0]!.trim();
+  return statement
+    .trim()
+    .split(/\n\s*\n/)[0]!
+    .trim();
 }
 
 const byKey = new Map(TEMPLATES.map((t) => [`${t.id}@v${t.version}`, t]));

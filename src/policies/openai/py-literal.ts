@@ -44,7 +44,11 @@ class Reader {
     if (c === '{') return this.dict();
     if (c === '"' || c === "'") return this.str();
     if (c === '-' || c === '+' || c === '.' || /[0-9]/.test(c)) return this.num();
-    for (const [word, v] of [['True', true], ['False', false], ['None', null]] as const) {
+    for (const [word, v] of [
+      ['True', true],
+      ['False', false],
+      ['None', null],
+    ] as const) {
       if (this.s.startsWith(word, this.i) && !/[\w]/.test(this.s[this.i + word.length] ?? '')) {
         this.i += word.length;
         return v;

@@ -26,7 +26,10 @@ export function pythonLiteral(v: unknown): string {
   if (typeof v === 'number') return Number.isFinite(v) ? String(v) : v > 0 ? "float('inf')" : v < 0 ? "float('-inf')" : "float('nan')";
   if (typeof v === 'string') return JSON.stringify(v);
   if (Array.isArray(v)) return `[${v.map(pythonLiteral).join(', ')}]`;
-  if (typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pythonLiteral(x)}`).join(', ')}}`;
+  if (typeof v === 'object')
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}: ${pythonLiteral(x)}`)
+      .join(', ')}}`;
   throw new Error(`no Python literal for ${typeof v}`);
 }
 
@@ -39,7 +42,8 @@ export function formatTests(problem: Problem, tests: readonly TestCase[]): strin
   for (const t of tests) {
     if (t.style === 'call' && t.expected !== undefined) lines.push(`assert ${fn}(${t.args.map(pythonLiteral).join(', ')}) == ${pythonLiteral(t.expected)}`);
     else if (t.style === 'assert') lines.push(t.code.trim());
-    else if (t.style === 'stdio' && t.output !== null) parts.push(`Input:\n\`\`\`\n${t.input.replace(/\n$/, '')}\n\`\`\`\nOutput:\n\`\`\`\n${t.output.replace(/\n$/, '')}\n\`\`\``);
+    else if (t.style === 'stdio' && t.output !== null)
+      parts.push(`Input:\n\`\`\`\n${t.input.replace(/\n$/, '')}\n\`\`\`\nOutput:\n\`\`\`\n${t.output.replace(/\n$/, '')}\n\`\`\``);
   }
   if (lines.length) parts.push(['```python', ...lines, '```'].join('\n'));
   return parts.join('\n');
@@ -67,7 +71,13 @@ export function suiteSelections<T>(tests: readonly T[], max: number): T[][] {
  * (suiteSelections); white-box, each known program shown in the prompt (the tests do not depend
  * on it: they state the statement's expected values). */
 export function sftRows(problem: Problem, role: Role, opts: { method: string; whiteBox: boolean; suiteSize: number; prompts: PromptSet }): SftRow[] {
-  const fields = { statement: problem.statement, style: problem.style, entryPoint: problem.entryPoint, starterCode: problem.starterCode, suiteSize: opts.suiteSize };
+  const fields = {
+    statement: problem.statement,
+    style: problem.style,
+    entryPoint: problem.entryPoint,
+    starterCode: problem.starterCode,
+    suiteSize: opts.suiteSize,
+  };
   const programs = [...problem.solutions, ...problem.incorrectSolutions];
   const rows: Omit<SftRow, 'id'>[] = [];
   if (role === 'code') {

@@ -40,7 +40,13 @@ export async function stateExpected(
   const out = tests.slice();
   for (const [candidateId, idx] of byProgram) {
     const program = programs.find((p) => p.candidateId === candidateId)!.program;
-    const results = await sandbox.run(runRequest(source, program, idx.map((i) => tests[i]!.test)));
+    const results = await sandbox.run(
+      runRequest(
+        source,
+        program,
+        idx.map((i) => tests[i]!.test),
+      ),
+    );
     for (const r of results) {
       const i = idx[r.test]!;
       if (r.verdict !== 'accepted' || r.output === undefined) continue;

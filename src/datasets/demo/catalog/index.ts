@@ -34,7 +34,14 @@ export async function referenceAccepted(source: CatalogSource, sandbox: Sandbox,
   if (reference === undefined) throw new Error(`${source.problem.id}: no reference solution`);
   const stated = (t: TestCase) => (t.style === 'stdio' ? t.output !== null : t.style === 'call' ? t.expected !== undefined : true);
   const inputOnly = (t: TestCase): TestCase => (t.style === 'stdio' ? { ...t, output: null } : t.style === 'call' ? { style: 'call', args: t.args } : t);
-  const results = await sandbox.run({ ...runRequest(source, reference, tests.map((t) => inputOnly(t.test))), role: 'reference' });
+  const results = await sandbox.run({
+    ...runRequest(
+      source,
+      reference,
+      tests.map((t) => inputOnly(t.test)),
+    ),
+    role: 'reference',
+  });
   const broken = results.find((r) => r.verdict === 'sandbox_error');
   if (broken) throw new Error(`${source.problem.id}: the sandbox failed while running the reference on candidate tests: ${broken.message ?? 'no detail'}`);
   const ran = new Set(results.filter((r) => r.verdict === 'accepted').map((r) => r.test));
@@ -48,15 +55,17 @@ export async function buildCatalogUniverse(
   opts: { programs?: ProgramCatalogOptions; tests?: TestCatalogOptions } = {},
 ): Promise<CatalogUniverse> {
   const universe: CatalogUniverse = { programs: {}, tests: {}, validTests: {} };
-  const built = await Promise.all(demo.map(async (d) => {
-    const source = catalogSource(d);
-    const programs = await buildProgramCatalog(source, sandbox, opts.programs);
-    // Candidate tests state an expected value, as a test-writing model does (sometimes wrongly).
-    const tests = await stateExpected(source, programs, buildTestCatalog(source, opts.tests), sandbox, { seed: opts.tests?.seed });
-    // Valid as the Judge counts it: the reference accepts the input and agrees with the stated value.
-    const valid = await referenceAccepted(source, sandbox, tests);
-    return { id: d.problem.id, programs, tests, valid };
-  }));
+  const built = await Promise.all(
+    demo.map(async (d) => {
+      const source = catalogSource(d);
+      const programs = await buildProgramCatalog(source, sandbox, opts.programs);
+      // Candidate tests state an expected value, as a test-writing model does (sometimes wrongly).
+      const tests = await stateExpected(source, programs, buildTestCatalog(source, opts.tests), sandbox, { seed: opts.tests?.seed });
+      // Valid as the Judge counts it: the reference accepts the input and agrees with the stated value.
+      const valid = await referenceAccepted(source, sandbox, tests);
+      return { id: d.problem.id, programs, tests, valid };
+    }),
+  );
   for (const b of built) {
     universe.programs[b.id] = b.programs;
     universe.tests[b.id] = b.tests;

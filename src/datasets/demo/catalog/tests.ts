@@ -4,10 +4,7 @@
  * rejects them and the Judge marks them invalid). No expected values: the Judge gets oracles
  * from the reference. No candidate equals a held-out input (CatalogSource.avoid).
  */
-import {
-  argsToValues, parseStdio, printStdio, valuesToArgs,
-  type InputParam, type InputSpec, type InputValues,
-} from '../input-spec.js';
+import { argsToValues, parseStdio, printStdio, valuesToArgs, type InputParam, type InputSpec, type InputValues } from '../input-spec.js';
 import { randomValues } from '../random-input.js';
 import type { TestCase } from '../../../core/problem.js';
 import { Rng } from '../../../core/rng.js';
@@ -34,24 +31,45 @@ type Value = number | number[] | string;
 
 function intMutations(p: Extract<InputParam, { type: 'int' }>, v: number): [string, number][] {
   return [
-    ['zero', 0], ['one', 1], ['minus-one', -1], ['plus1', v + 1], ['minus1', v - 1],
-    ['min', p.min], ['max', p.max], ['below-min', p.min - 1], ['above-max', p.max + 1],
-    ['double', v * 2], ['half', Math.trunc(v / 2)], ['two', 2], ['negated', -v],
+    ['zero', 0],
+    ['one', 1],
+    ['minus-one', -1],
+    ['plus1', v + 1],
+    ['minus1', v - 1],
+    ['min', p.min],
+    ['max', p.max],
+    ['below-min', p.min - 1],
+    ['above-max', p.max + 1],
+    ['double', v * 2],
+    ['half', Math.trunc(v / 2)],
+    ['two', 2],
+    ['negated', -v],
   ];
 }
 
 function listMutations(p: Extract<InputParam, { type: 'int[]' }>, v: number[], rng: Rng): [string, number[]][] {
   const fill = (n: number) => Array.from({ length: n }, () => rng.between(p.min, p.max));
   const out: [string, number[]][] = [
-    ['empty', []], ['reversed', v.slice().reverse()], ['sorted', v.slice().sort((a, b) => a - b)],
-    ['sorted-desc', v.slice().sort((a, b) => b - a)], ['large', fill(p.maxLen)], ['too-long', fill(p.maxLen + 1)],
-    ['all-min', v.map(() => p.min)], ['all-max', v.map(() => p.max)],
+    ['empty', []],
+    ['reversed', v.slice().reverse()],
+    ['sorted', v.slice().sort((a, b) => a - b)],
+    ['sorted-desc', v.slice().sort((a, b) => b - a)],
+    ['large', fill(p.maxLen)],
+    ['too-long', fill(p.maxLen + 1)],
+    ['all-min', v.map(() => p.min)],
+    ['all-max', v.map(() => p.max)],
   ];
   if (v.length > 0) {
     const first = v[0] as number;
-    out.push(['single', [first]], ['duplicates', [...v, first]], ['all-same', v.map(() => first)],
-      ['elem-below-min', [p.min - 1, ...v.slice(1)]], ['elem-above-max', [...v.slice(0, -1), p.max + 1]],
-      ['negated', v.map((x) => -x)], ['drop-last', v.slice(0, -1)]);
+    out.push(
+      ['single', [first]],
+      ['duplicates', [...v, first]],
+      ['all-same', v.map(() => first)],
+      ['elem-below-min', [p.min - 1, ...v.slice(1)]],
+      ['elem-above-max', [...v.slice(0, -1), p.max + 1]],
+      ['negated', v.map((x) => -x)],
+      ['drop-last', v.slice(0, -1)],
+    );
   }
   return out;
 }
@@ -60,8 +78,12 @@ function strMutations(p: Extract<InputParam, { type: 'str' }>, v: string, rng: R
   const pick = () => p.alphabet[rng.between(0, p.alphabet.length - 1)] as string;
   const long = (n: number) => Array.from({ length: n }, pick).join('');
   const out: [string, string][] = [
-    ['empty', ''], ['one-char', v.slice(0, 1) || pick()], ['repeated', v + v], ['long', long(p.maxLen)],
-    ['too-long', long(p.maxLen + 1)], ['reversed', [...v].reverse().join('')],
+    ['empty', ''],
+    ['one-char', v.slice(0, 1) || pick()],
+    ['repeated', v + v],
+    ['long', long(p.maxLen)],
+    ['too-long', long(p.maxLen + 1)],
+    ['reversed', [...v].reverse().join('')],
   ];
   if (v.length > 0) out.push(['all-same', (v[0] as string).repeat(v.length)], ['drop-last', v.slice(0, -1)]);
   return out;
@@ -74,9 +96,7 @@ function mutateParam(p: InputParam, v: Value, rng: Rng): [string, Value][] {
 }
 
 function toTest(problem: CatalogSource['problem'], spec: InputSpec, values: InputValues): TestCase {
-  return problem.style === 'stdio'
-    ? { style: 'stdio', input: printStdio(spec, values), output: null }
-    : { style: 'call', args: valuesToArgs(spec, values) };
+  return problem.style === 'stdio' ? { style: 'stdio', input: printStdio(spec, values), output: null } : { style: 'call', args: valuesToArgs(spec, values) };
 }
 
 function readExample(problem: CatalogSource['problem'], spec: InputSpec, t: TestCase): InputValues {
