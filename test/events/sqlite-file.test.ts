@@ -40,7 +40,7 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('opening files', () => {
-  it('creates a WAL-mode log marked with its kind and format', async () => {
+  it('creates a WAL-mode log marked with its kind, format and an identity of its own', async () => {
     const file = join(dir, 'new.db');
     const log = await openSqliteLog(file);
     await log.close();
@@ -49,6 +49,7 @@ describe('opening files', () => {
     expect(db.prepare('SELECT key, value FROM crucible_meta ORDER BY key').all()).toEqual([
       { key: 'format', value: '3' },
       { key: 'kind', value: 'event-log' },
+      { key: 'log-id', value: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/) },
     ]);
     db.close();
   });
@@ -306,7 +307,7 @@ describe('stored rows that went bad', () => {
 
 describe('several processes on one file', () => {
   const childAppender = `
-    import { openSqliteLog } from './src/events/sqlite-log.ts';
+    import { openSqliteLog } from './src/events/sqlite/sqlite-log.ts';
     import { makeEvent } from './src/events/catalog.ts';
     import { ConcurrencyError } from './src/events/errors.ts';
     const log = await openSqliteLog(process.env.LOG_FILE, { busyTimeoutMs: 10000 });

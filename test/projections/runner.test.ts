@@ -119,7 +119,7 @@ describe('catch-up', () => {
   it('a process killed between batches resumes without loss or double counting', async () => {
     await seed(95);
     const child = `
-      import { openSqliteLog } from './src/events/sqlite-log.ts';
+      import { openSqliteLog } from './src/events/sqlite/sqlite-log.ts';
       import { ProjectionRunner } from './src/projections/runner.ts';
       import { eventCounts } from './src/projections/event-counts.ts';
       const log = await openSqliteLog(process.env.LOG);
