@@ -195,6 +195,9 @@ describe(`a run as worker processes on many machines (${where})`, () => {
         watcher = (async () => {
           const runId = runIdOf(config);
           const status = () => runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
+          // Status answers within its bound or says it could not reach the log (a server just
+          // killed, a loaded machine): asked again until it answers.
+          const statusNow = () => until('the run status', 60_000, status);
           const workersLog = () => readFileSync(path.join(dir, 'workers.log'), 'utf8');
           // 1. SIGKILL the server of an executor running programs, and start it again 2 s later.
           const seen = await until('an executor running a program', 120_000, async () => {
@@ -204,7 +207,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           if (seen === 'completed') return;
           const busy = seen;
           const node = nodeAt(readCluster(natsDir).nodes, serversOfWorkers(workersLog()).get(busy.pid)!.server)!;
-          if ((await status()).completed) return;
+          if ((await statusNow()).completed) return;
           killed = node.name;
           killedExecutor = busy.pid;
           process.kill(node.pid, 'SIGKILL');
@@ -216,7 +219,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           const nodes = readCluster(natsDir).nodes;
           const talkedTo = [...serversOfWorkers(workersLog()).values()].map((w) => nodeAt(nodes, w.server)!.name).filter((n) => n !== killed);
           cut = talkedTo[0]!;
-          if ((await status()).completed) return;
+          if ((await statusNow()).completed) return;
           faults.push(`cut ${cut}`);
           await m.partition(cut, 10_000);
         })();
