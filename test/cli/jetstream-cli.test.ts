@@ -4,6 +4,7 @@
  * `nats up` and `nats down` run as processes of their own (the servers outlive the first); the
  * other commands run in this process through the CLI's entry point, as bin/crucible.js calls it.
  */
+import { smallDemoArgs } from '../support/small-config.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,23 +21,7 @@ const natsDir = path.join(dir, 'nats');
 const crucibleProcess = runProcess;
 
 // Both runs share the config (so the run id and seed), each with its own run directory.
-const small = [
-  '--set',
-  'rounds=2',
-  '--set',
-  'dataset.limit=2',
-  '--set',
-  'sampling.problemsPerRound=2',
-  '--set',
-  'sampling.groupSize=4',
-  '--set',
-  'policies.code.mutants=2',
-  '--set',
-  'policies.test.candidates=12',
-  '--set',
-  `dir=${dir}`,
-  '--json',
-];
+const small = [...smallDemoArgs(dir), '--json'];
 type Row = Record<string, unknown> & { runId: string; round: number };
 const rowsOf = (stdout: string) =>
   stdout

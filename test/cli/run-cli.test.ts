@@ -1,4 +1,5 @@
 /** `crucible run` and `crucible replay` as a user runs them: the real command, in a child process. */
+import { smallDemoArgs } from '../support/small-config.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,22 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const crucible = runProcess;
 
-const small = [
-  '--set',
-  'rounds=2',
-  '--set',
-  'dataset.limit=2',
-  '--set',
-  'sampling.problemsPerRound=2',
-  '--set',
-  'sampling.groupSize=4',
-  '--set',
-  'policies.code.mutants=2',
-  '--set',
-  'policies.test.candidates=12',
-  '--set',
-  `dir=${dir}`,
-];
+const small = [...smallDemoArgs(dir)];
 
 describe('the crucible command', () => {
   let rows: (RoundRow & { runId: string })[] = [];

@@ -8,6 +8,7 @@
  * Where namespaces cannot be made (not root, no iproute2), the same tests run on loopback and say
  * so in their names; the partition is then a server frozen by SIGSTOP for 10 s.
  */
+import { smallDemoArgs } from '../support/small-config.js';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -140,23 +141,7 @@ describe(`JetStream log across machines (${where})`, () => {
   }, 180_000);
 
   it('a demo run on another machine survives a 10 s partition of one server with the table of a run on one machine', async () => {
-    const small = [
-      '--set',
-      'rounds=2',
-      '--set',
-      'dataset.limit=2',
-      '--set',
-      'sampling.problemsPerRound=2',
-      '--set',
-      'sampling.groupSize=4',
-      '--set',
-      'policies.code.mutants=2',
-      '--set',
-      'policies.test.candidates=12',
-      '--set',
-      `dir=${m.dir}`,
-      '--json',
-    ];
+    const small = [...smallDemoArgs(m.dir), '--json'];
     const crucible = (host: string | null, args: string[]) =>
       finished(
         host === null

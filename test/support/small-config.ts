@@ -53,3 +53,18 @@ export function servedRunConfig(
     learner: { bridge: { backend: 'toy', seed: 0, device: 'cpu', reload: { adminTokenEnv: opts.tokenEnv } } },
   });
 }
+
+/** `crucible run configs/demo.yaml` overrides for a demo run of the CLI small enough for a test:
+ * two problems of four programs, in `dir`. */
+export function smallDemoArgs(dir: string, rounds = 2): string[] {
+  const set = {
+    rounds,
+    'dataset.limit': 2,
+    'sampling.problemsPerRound': 2,
+    'sampling.groupSize': 4,
+    'policies.code.mutants': 2,
+    'policies.test.candidates': 12,
+    dir,
+  };
+  return Object.entries(set).flatMap(([k, v]) => ['--set', `${k}=${v}`]);
+}

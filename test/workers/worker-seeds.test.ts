@@ -3,6 +3,7 @@
  * command in a child process, a real nats-server): each seed's run as worker processes, one
  * after another, summarized as the in-process runs of the same seeds are.
  */
+import { smallDemoArgs } from '../support/small-config.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,22 +29,7 @@ const crucible = runProcess;
 
 /** A small demo. The in-process runs go to a directory of their own: in the workers' one, a run
  * of the same config would resume the run on the server instead of running in-process. */
-const small = (sub: string) => [
-  '--set',
-  'rounds=1',
-  '--set',
-  'dataset.limit=2',
-  '--set',
-  'sampling.problemsPerRound=2',
-  '--set',
-  'sampling.groupSize=4',
-  '--set',
-  'policies.code.mutants=2',
-  '--set',
-  'policies.test.candidates=12',
-  '--set',
-  `dir=${path.join(dir, sub)}`,
-];
+const small = (sub: string) => [...smallDemoArgs(path.join(dir, sub), 1)];
 
 describe('run --workers --seeds', () => {
   it('runs each seed as worker processes and prints the summary of the in-process runs of those seeds', async () => {
