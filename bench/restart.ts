@@ -12,7 +12,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/load.js';
 import { SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
-import { ActorRuntime, type RestartReport } from '../src/actors/runtime.js';
+import { ActorRuntime, stateSchemasOf, type RestartReport } from '../src/actors/runtime.js';
 import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { checkStoredState } from '../src/actors/snapshot-schema.js';
 import { conductor } from '../src/actors/conductor.js';
@@ -103,14 +103,14 @@ function checkingCost(table: SqliteSnapshotTable, repeat: number) {
   let open = 0;
   for (let k = 0; k < repeat; k++) {
     const t0 = performance.now();
-    const body = JSON.parse(text) as { machine: { context: { open: object } }; index: unknown };
+    const body = JSON.parse(text) as { machine: { children: object }; index: unknown };
     const t1 = performance.now();
-    const checked = checkStoredState('judge', { context: judge.context, index: judge.index!.schema! }, body);
+    const checked = checkStoredState('judge', stateSchemasOf(judge as never), body);
     const t2 = performance.now();
     if (!checked.ok) throw new Error(`the judge's snapshot does not match its schemas: ${checked.reason}`);
     parseMs = Math.min(parseMs, t1 - t0);
     checkMs = Math.min(checkMs, t2 - t1);
-    open = Object.keys(body.machine.context.open).length;
+    open = Object.keys(body.machine.children).length;
   }
   return { bytes: stored.body.byteLength, open, parseMs, checkMs };
 }

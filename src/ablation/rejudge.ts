@@ -13,8 +13,9 @@
  * A verdict the log does not hold refuses the variant, naming the settings that asked for it, or
  * with --execute is run into the variant's own log (./execute.ts).
  */
-import { initialTransition, transition, type SnapshotFrom } from 'xstate';
-import { judgeMachine } from '../actors/judge.js';
+import type { SnapshotFrom } from 'xstate';
+import { judgeMachine, openRound } from '../actors/judge.js';
+import { ActorFold, FoldError } from '../actors/actor-fold.js';
 import { judgementOf } from '../actors/methods/index.js';
 import type { JudgeArgs, Pair, Verdicts } from '../actors/methods/contract.js';
 import { RunEnv, type PolicyBackend } from '../actors/env.js';
@@ -145,7 +146,8 @@ export class RecordedAnswers {
  * under the same book and Mistake Book settings.
  */
 export class RecordedJudge {
-  #snapshot: SnapshotFrom<typeof judgeMachine> = initialTransition(judgeMachine)[0];
+  /** The Judge's machine, folded as the runtime folds it. */
+  readonly #fold = new ActorFold(judgeMachine);
   /** Per open problem-round: what variants computed alike, by the identities of its inputs. */
   readonly #shared = new Map<string, Map<unknown, unknown>>();
   /** Mistake Books after a change, by the book and the change list (both shared objects). */
@@ -154,19 +156,22 @@ export class RecordedJudge {
   /** Folds one recorded event (after every variant has stepped over it). */
   fold(e: EventEnvelope): void {
     if (!MACHINE_TYPES.has(e.type) || (e.type === 'MistakeBookUpdated' && e.stream === JUDGE_STREAM)) return;
-    const [next] = transition(judgeMachine, this.#snapshot, { type: e.type, envelope: e });
-    if (next.status === 'error') throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(next.error)}`);
-    this.#snapshot = next;
+    try {
+      this.#fold.fold(e);
+    } catch (err) {
+      if (!(err instanceof FoldError)) throw err;
+      throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(err.cause)}`);
+    }
     // The problem-round is closed: its bases are not asked for again.
     if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#shared.delete(roundKey(e.data as { round: number; problemId: string }));
   }
 
   get context(): SnapshotFrom<typeof judgeMachine>['context'] {
-    return this.#snapshot.context;
+    return this.#fold.snapshot.context;
   }
 
   open(key: string): ProblemRound {
-    const p = this.#snapshot.context.open[key];
+    const p = openRound(this.#fold.snapshot, key);
     if (!p) throw new AblationError(`the log judges ${key} before it is scheduled and sampled: not a complete crucible run`);
     return p;
   }

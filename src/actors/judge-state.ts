@@ -27,22 +27,23 @@ export const SuiteRef = z.strictObject({
 });
 export type SuiteRef = z.infer<typeof SuiteRef>;
 
-export const JudgePhase = z.enum(['sampling', 'oracle', 'executing', 'judged']);
-export type JudgePhase = z.infer<typeof JudgePhase>;
-
 export const ProblemRound = z.strictObject({
   key: z.string(),
   round: z.int().nonnegative(),
   problemId: z.string(),
   groupSize: z.int().nonnegative(),
+  /** Suites sampled per program (the run's sampling.suitesPerProgram): all are in at groupSize x this. */
+  suitesPerProgram: z.int().positive(),
   /** The test-policy version the round's suites were sampled from (ProblemScheduled). */
   testVersion: z.int(),
   solutions: z.array(SolutionRef),
   suites: z.array(SuiteRef),
-  phase: JudgePhase,
   /** Requests this Judge issued for the problem-round, and those whose verdicts are all in. */
   issued: z.array(z.string()),
   completed: z.array(z.string()),
+  /** Per issued request not yet complete, the program hashes whose results are still to come
+   * (see problem-round.ts). */
+  awaiting: z.record(z.string(), z.array(z.string())),
   judgedTests: events.TestsJudged.schema.shape.tests.nullable(),
   /** CURE runs: each sample's recorded tokens (ModelSampled.tokensHash, null when the server
    * returned none), by solution or suite id: length regularization reads response lengths. */
@@ -71,9 +72,10 @@ const TcsBufferedSuite = z.strictObject({
 });
 agree<Agree<z.infer<typeof TcsBufferedSuite>, RewardsTcsSuite>>();
 
+/** The Judge's own context: what outlives a problem-round. The open problem-rounds are its
+ * child actors (problem-round.ts), each with its ProblemRound as context. */
 export const JudgeContext = z.strictObject({
   suitesPerProgram: z.int().positive(),
-  open: z.record(z.string(), ProblemRound),
   mistakeBooks: z.record(z.string(), MistakeBookState),
   /** EvolveCoder: each problem's fixed candidates and evolving tests. */
   evolved: z.record(z.string(), EvolvedState),
@@ -85,10 +87,6 @@ export const JudgeContext = z.strictObject({
   tcs: z.strictObject({ bufferSize: z.int().positive(), maxStaleness: z.int().nonnegative().nullable() }).nullable(),
   /** CURE: the samples' recorded tokens are kept with their problem-round (response lengths). */
   keepsTokens: z.boolean().optional(),
-  /** Per open request, the program hashes whose results are still to come: executors may
-   * record a request's programs in one commit or in one commit each (separate processes).
-   * Sharded by request id (see shardOf in judge.ts). */
-  awaiting: z.record(z.string(), z.record(z.string(), z.array(z.string()))),
 });
 export type JudgeContext = z.infer<typeof JudgeContext>;
 

@@ -9,9 +9,11 @@
  * Each step is an effect whose output is in the log before the next step is considered, so a
  * Judge killed anywhere resumes at the step it had not recorded yet.
  */
-import { assign, setup } from 'xstate';
-import type { SnapshotFrom } from 'xstate';
-import type { ActorDefinition, LogEvent } from './runtime.js';
+import { assign, enqueueActions, setup } from 'xstate';
+import type { ActorRefFrom, SnapshotFrom } from 'xstate';
+import type { ActorDefinition } from './runtime.js';
+import type { LogEvent } from './actor-fold.js';
+import { problemRoundMachine, roundOfRequest, workOfRound } from './problem-round.js';
 import type { RunEnv } from './env.js';
 import { configOf, dataOf } from './events.js';
 import { requestBody, requestPairs, requestSize, reusedPairs, type EventData, type ExecutionPair } from '../events/catalog.js';
@@ -19,70 +21,73 @@ import type { EventEnvelope } from '../events/envelope.js';
 import { emptyMistakeBook, applyMistakeBookChanges } from '../rewards/mistake-book.js';
 import { judgementOf } from './methods/index.js';
 import { tcsBufferAfter } from './methods/tcs.js';
-import { JudgeContext, VerdictIndexData, type ProblemRound } from './judge-state.js';
+import { JudgeContext, ProblemRound, VerdictIndexData } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
 import { PairRows } from './pair-rows.js';
-import { insertById } from './content-order.js';
 import { pairResultsOf, type PairResult } from '../events/program-executed.js';
 import type { ModuleLoad } from '../core/module-load.js';
 
-export type { EvolvedState, JudgePhase, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
+export type { EvolvedState, ProblemRound, SolutionRef, SuiteRef } from './judge-state.js';
 
 export { JudgeContext };
 
-/** The shard of a request in `awaiting`: a program's results copy one shard (a few requests)
- * and the list of shards, not the entry of every request in flight (a thousand in a step of
- * Code-A1's size, copied once per program's results). */
-function shardOf(requestId: string): string {
-  let h = 0;
-  for (let i = 0; i < requestId.length; i++) h = (h * 31 + requestId.charCodeAt(i)) & 63;
-  return String(h);
-}
-
-function withAwaiting(awaiting: JudgeContext['awaiting'], requestId: string, programs: string[] | null): JudgeContext['awaiting'] {
-  const s = shardOf(requestId);
-  const shard = { ...(awaiting[s] ?? {}) };
-  if (programs) shard[requestId] = programs;
-  else delete shard[requestId];
-  const next = { ...awaiting, [s]: shard };
-  // Emptied shards go: the context holds the work in flight only.
-  if (Object.keys(shard).length === 0) delete next[s];
-  return next;
-}
-
 const key = (round: number, problemId: string) => `${round}/${problemId}`;
 
-function update(ctx: JudgeContext, k: string, f: (p: ProblemRound) => Partial<ProblemRound>): Partial<JudgeContext> {
-  const p = ctx.open[k];
-  if (!p) return {};
-  return { open: { ...ctx.open, [k]: { ...p, ...f(p) } } };
+/** The problem-round a log event names (null: none, or an event the Judge reads whole). */
+function roundKeyOf(event: LogEvent): string | null {
+  const e = event.envelope;
+  switch (e.type) {
+    case 'SolutionSampled':
+    case 'TestsSampled':
+    case 'ExecutionRequested':
+    case 'TestsJudged':
+    case 'ProblemEvaluated': {
+      const d = e.data as { round: number; problemId: string };
+      return key(d.round, d.problemId);
+    }
+    case 'ModelSampled':
+      // Sample ids are `<round>/<problemId>/s<i>` (programs) and `<that>/t<j>` (suites).
+      return dataOf(e, 'ModelSampled').sampleId.replace(/\/s\d+(\/t\d+)?$/, '');
+    case 'ProgramExecuted':
+    case 'ExecutionCompleted':
+      return roundOfRequest((e.data as { requestId: string }).requestId);
+    default:
+      return null;
+  }
 }
 
-/** A program's results arrived: the request is complete once every program it names has its
- * ProgramExecuted. A repeat (the same program recorded again) changes nothing. */
-function programExecuted(ctx: JudgeContext, requestId: string, programHash: string): Partial<JudgeContext> {
-  const left = ctx.awaiting[shardOf(requestId)]?.[requestId];
-  // Not awaited (issued by an older log without the list, or already complete): its first
-  // result completes it, as when a request's results were always one commit.
-  if (left === undefined) return completedRequest(ctx, requestId);
-  if (!left.includes(programHash)) return {};
-  const rest = left.filter((h) => h !== programHash);
-  if (rest.length > 0) return { awaiting: withAwaiting(ctx.awaiting, requestId, rest) };
-  return { ...completedRequest(ctx, requestId), awaiting: withAwaiting(ctx.awaiting, requestId, null) };
+type Snapshot = SnapshotFrom<typeof judgeMachine>;
+type RoundActor = ActorRefFrom<typeof problemRoundMachine>;
+
+/** The open problem-round actors, by key, in the order they were scheduled. */
+function roundsOf(snapshot: { children: Record<string, unknown> }): [string, RoundActor][] {
+  return Object.entries(snapshot.children).filter((e): e is [string, RoundActor] => e[1] !== undefined);
 }
 
-/** requestId is "<round>/<problemId>/<purpose>". */
-function completedRequest(ctx: JudgeContext, requestId: string): Partial<JudgeContext> {
-  const k = requestId.slice(0, requestId.lastIndexOf('/'));
-  if (ctx.open[k]?.completed.includes(requestId) ?? true) return {};
-  return update(ctx, k, (p) => ({ completed: [...p.completed, requestId] }));
+/** An open problem-round's state (undefined: not open). */
+export function openRound(snapshot: Snapshot, k: string): ProblemRound | undefined {
+  return (snapshot.children[k] as RoundActor | undefined)?.getSnapshot().context;
+}
+
+/** The open problem-rounds' states, in the order they were scheduled. */
+export function openRounds(snapshot: Snapshot): ProblemRound[] {
+  return roundsOf(snapshot).map(([, r]) => r.getSnapshot().context);
 }
 
 export const judgeMachine = setup({
   types: { context: {} as JudgeContext, events: {} as LogEvent },
+  actors: { problemRound: problemRoundMachine },
+  actions: {
+    /** A log event that names an open problem-round goes to its actor. */
+    forward: enqueueActions(({ event, enqueue, self }) => {
+      const k = roundKeyOf(event);
+      const round = k === null ? undefined : (self.getSnapshot().children[k] as RoundActor | undefined);
+      if (round) enqueue.sendTo(round, event);
+    }),
+  },
 }).createMachine({
   id: 'judge',
-  context: { suitesPerProgram: 1, open: {}, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null, awaiting: {} },
+  context: { suitesPerProgram: 1, mistakeBooks: {}, stages: {}, evolved: {}, tcsBuffers: {}, tcs: null },
   on: {
     RunStarted: {
       actions: assign(({ event }) => {
@@ -91,102 +96,44 @@ export const judgeMachine = setup({
         return { suitesPerProgram: config.sampling.suitesPerProgram, tcs, keepsTokens: config.method === 'cure' };
       }),
     },
-    ModelSampled: {
-      actions: assign(({ context, event }) => {
-        if (!context.keepsTokens) return {};
-        const d = dataOf(event.envelope, 'ModelSampled');
-        // Sample ids are `<round>/<problemId>/s<i>` (programs) and `<that>/t<j>` (suites).
-        const k = d.sampleId.replace(/\/s\d+(\/t\d+)?$/, '');
-        return update(context, k, (p) => ({ responseTokens: { ...(p.responseTokens ?? {}), [d.sampleId]: d.tokensHash } }));
-      }),
-    },
     ProblemScheduled: {
-      actions: assign(({ context, event }) => {
+      actions: enqueueActions(({ context, event, enqueue }) => {
         const d = dataOf(event.envelope, 'ProblemScheduled');
         const k = key(d.round, d.problemId);
-        const p: ProblemRound = {
+        const input: ProblemRound = {
           key: k,
           round: d.round,
           problemId: d.problemId,
           groupSize: d.groupSize,
+          suitesPerProgram: context.suitesPerProgram,
           testVersion: d.testVersion,
           solutions: [],
           suites: [],
-          phase: 'sampling',
           issued: [],
           completed: [],
+          awaiting: {},
           judgedTests: null,
         };
-        return { open: { ...context.open, [k]: p } };
+        enqueue.spawnChild('problemRound', { id: k, input });
       }),
     },
-    SolutionSampled: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'SolutionSampled');
-        return update(context, key(d.round, d.problemId), (p) => ({
-          // By id, not arrival: the order of solutions and suites sets reward groups and ties.
-          solutions: insertById(
-            p.solutions,
-            { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId },
-            (x) => x.solutionId,
-          ),
-        }));
-      }),
-    },
-    TestsSampled: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'TestsSampled');
-        return update(context, key(d.round, d.problemId), (p) => {
-          const suites = insertById(
-            p.suites,
-            {
-              suiteId: d.suiteId,
-              targetSolutionId: d.targetSolutionId,
-              nonprintableRatio: d.nonprintableRatio,
-              candidateId: d.sampling.candidateId,
-              tests: d.tests,
-            },
-            (x) => x.suiteId,
-          );
-          const all = p.solutions.length === p.groupSize && suites.length === p.groupSize * context.suitesPerProgram;
-          return { suites, phase: all ? 'oracle' : p.phase };
-        });
-      }),
-    },
-    ExecutionRequested: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'ExecutionRequested');
-        // An empty request has nothing to wait for: it is complete when issued.
-        const issued = update(context, key(d.round, d.problemId), (p) => ({
-          issued: [...p.issued, d.requestId],
-          completed: requestSize(d) === 0 ? [...p.completed, d.requestId] : p.completed,
-        }));
-        if (requestSize(d) === 0 || issued.open === undefined) return issued;
-        // From the stored lists: expanding every pair into an object to find a few programs
-        // cost more than the rest of the fold.
-        const programs = new Set<string>();
-        for (let i = 0; i < d.pairs.length; i += 2) programs.add(d.programs[d.pairs[i]!]!.programHash);
-        return { ...issued, awaiting: withAwaiting(context.awaiting, d.requestId, [...programs]) };
-      }),
-    },
-    ProgramExecuted: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'ProgramExecuted');
-        return programExecuted(context, d.requestId, d.programHash);
-      }),
-    },
-    ExecutionCompleted: {
-      actions: assign(({ context, event }) => completedRequest(context, dataOf(event.envelope, 'ExecutionCompleted').requestId)),
-    },
+    SolutionSampled: { actions: 'forward' },
+    TestsSampled: { actions: 'forward' },
+    // CURE's length regularization reads the samples' recorded tokens; other methods keep none.
+    ModelSampled: { guard: ({ context }) => context.keepsTokens === true, actions: 'forward' },
+    ExecutionRequested: { actions: 'forward' },
+    ProgramExecuted: { actions: 'forward' },
+    ExecutionCompleted: { actions: 'forward' },
     TestsJudged: {
-      actions: assign(({ context, event }) => {
+      actions: enqueueActions(({ context, event, enqueue, self }) => {
         const d = dataOf(event.envelope, 'TestsJudged');
-        const k = key(d.round, d.problemId);
-        const open = update(context, k, () => ({ judgedTests: d.tests, phase: 'executing' }));
-        const p = context.open[k];
-        if (!context.tcs || !p) return open;
-        const buffer = tcsBufferAfter(context.tcsBuffers[d.problemId] ?? [], p, d.tests, context.tcs);
-        return { ...open, tcsBuffers: { ...context.tcsBuffers, [d.problemId]: buffer } };
+        const round = self.getSnapshot().children[key(d.round, d.problemId)] as RoundActor | undefined;
+        if (!round) return;
+        if (context.tcs) {
+          const buffer = tcsBufferAfter(context.tcsBuffers[d.problemId] ?? [], round.getSnapshot().context, d.tests, context.tcs);
+          enqueue.assign({ tcsBuffers: { ...context.tcsBuffers, [d.problemId]: buffer } });
+        }
+        enqueue.sendTo(round, event);
       }),
     },
     MistakeBookUpdated: {
@@ -208,34 +155,31 @@ export const judgeMachine = setup({
         return { stages: { ...context.stages, [d.round]: d.stage } };
       }),
     },
+    // The round is judged: its actor ends, and the Judge's state holds no more of it.
     ProblemEvaluated: {
-      actions: assign(({ context, event }) => {
+      actions: enqueueActions(({ event, enqueue, self }) => {
         const d = dataOf(event.envelope, 'ProblemEvaluated');
-        const { [key(d.round, d.problemId)]: _closed, ...open } = context.open;
-        return { open };
+        const round = self.getSnapshot().children[key(d.round, d.problemId)] as RoundActor | undefined;
+        if (!round) return;
+        enqueue.sendTo(round, event);
+        enqueue.stopChild(round);
       }),
     },
   },
 });
-
-type Snapshot = SnapshotFrom<typeof judgeMachine>;
 
 export type JudgeEffect =
   | { key: string; kind: 'oracle'; problem: ProblemRound }
   | { key: string; kind: 'plan'; problem: ProblemRound }
   | { key: string; kind: 'judge'; problem: ProblemRound };
 
+/** The work each open problem-round's state calls for (see workOfRound). */
 export function judgePending(snapshot: Snapshot): JudgeEffect[] {
   const effects: JudgeEffect[] = [];
-  for (const p of Object.values(snapshot.context.open)) {
-    const oracleId = `${p.key}/oracle`;
-    if (p.phase === 'oracle' && !p.issued.includes(oracleId)) {
-      effects.push({ key: `${p.key}/oracle`, kind: 'oracle', problem: p });
-    } else if (p.phase === 'oracle' && p.completed.includes(oracleId)) {
-      effects.push({ key: `${p.key}/plan`, kind: 'plan', problem: p });
-    } else if (p.phase === 'executing' && p.issued.every((id) => p.completed.includes(id))) {
-      effects.push({ key: `${p.key}/judge`, kind: 'judge', problem: p });
-    }
+  for (const [k, round] of roundsOf(snapshot)) {
+    const state = round.getSnapshot();
+    const kind = workOfRound(state);
+    if (kind) effects.push({ key: `${k}/${kind}`, kind, problem: state.context });
   }
   return effects;
 }
@@ -449,8 +393,9 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // request id. ProgramExecuted is folded one by one: each names the program it completes.
   foldOncePerCommit: ['ExecutionCompleted'],
   context: JudgeContext,
+  children: { problemRound: { machine: problemRoundMachine, context: ProblemRound } },
   // Between steps: no problem open, so the body holds the Mistake Books, not a step's suites.
-  atRest: (snapshot) => Object.keys(snapshot.context.open).length === 0,
+  atRest: (snapshot) => roundsOf(snapshot).length === 0,
   index: {
     create: () => new VerdictIndex(),
     observe: (verdicts, envelope) => verdicts.observe(envelope),

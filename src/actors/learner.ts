@@ -3,8 +3,14 @@
  * per role from the Judge's advantages, drives one training step through the trainer port, and
  * publishes the new version. Rewards, advantages and selection are computed upstream (in the
  * log); the trainer only applies them.
+ *
+ * Its states: `waiting` for the run to start; `initializing` until both roles' first versions
+ * are published (the init effect); `collecting` the rounds' rewards; `training` while a round
+ * has all its rewards (the train effect, oldest such round first). Publishing the trained
+ * version is not a state of its own: the step's commit publishes it, so no log holds a trained
+ * step whose version is unpublished.
  */
-import { assign, setup } from 'xstate';
+import { assign, not, setup } from 'xstate';
 import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
@@ -59,7 +65,6 @@ const RoundWork = z.strictObject({
 
 /** Its machine context, which a snapshot stores (see snapshot-schema.ts). */
 export const LearnerContext = z.strictObject({
-  started: z.boolean(),
   whiteBox: z.boolean(),
   /** TCS trains test-policy samples of earlier rounds again (its rolling buffer): their
    * references are kept after their round is trained. */
@@ -76,6 +81,15 @@ export const LearnerContext = z.strictObject({
 });
 export type LearnerContext = z.infer<typeof LearnerContext>;
 
+/** The rounds whose rewards are all in, for both roles: each is a training step to take. */
+function trainableRounds(c: LearnerContext): number[] {
+  const done = (work: z.infer<typeof RoundWork>, role: Role) => new Set(work.rewards[role].map((r) => r.problemId)).size === work.problemIds.length;
+  return Object.values(c.rounds)
+    .filter((work) => done(work, 'code') && done(work, 'test'))
+    .map((work) => work.round)
+    .sort((a, b) => a - b);
+}
+
 const withSample = (samples: LearnerContext['samples'], ref: SampleRef): LearnerContext['samples'] => ({
   ...samples,
   [ref.problemId]: { ...samples[ref.problemId], [ref.sampleId]: ref },
@@ -83,10 +97,27 @@ const withSample = (samples: LearnerContext['samples'], ref: SampleRef): Learner
 
 export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
+  actions: {
+    configure: assign(({ event }) => {
+      const config = configOf(event.envelope);
+      return { whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
+    }),
+  },
+  guards: {
+    published: ({ context }) => context.versions.code >= 0 && context.versions.test >= 0,
+    roundComplete: ({ context }) => trainableRounds(context).length > 0,
+  },
 }).createMachine({
   id: 'learner',
+  initial: 'waiting',
+  states: {
+    waiting: { on: { RunStarted: { target: 'initializing', actions: 'configure' } } },
+    initializing: { always: { guard: 'published', target: 'collecting' } },
+    collecting: { always: { guard: 'roundComplete', target: 'training' } },
+    // Left when the round's trained versions are published and no other round is complete.
+    training: { always: { guard: not('roundComplete'), target: 'collecting' } },
+  },
   context: {
-    started: false,
     whiteBox: true,
     keepTestSamples: false,
     shared: false,
@@ -96,12 +127,6 @@ export const learnerMachine = setup({
     rounds: {},
   },
   on: {
-    RunStarted: {
-      actions: assign(({ event }) => {
-        const config = configOf(event.envelope);
-        return { started: true, whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
-      }),
-    },
     RoundStarted: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'RoundStarted');
@@ -187,16 +212,11 @@ type Snapshot = SnapshotFrom<typeof learnerMachine>;
 export type LearnerEffect = { key: string; kind: 'init' } | { key: string; kind: 'train'; round: number };
 
 export function learnerPending(snapshot: Snapshot): LearnerEffect[] {
-  const c = snapshot.context;
-  if (!c.started) return [];
-  if (c.versions.code < 0 || c.versions.test < 0) return [{ key: 'init', kind: 'init' }];
-  const effects: LearnerEffect[] = [];
-  for (const work of Object.values(c.rounds)) {
-    const done = (role: Role) => new Set(work.rewards[role].map((r) => r.problemId)).size === work.problemIds.length;
-    if (done('code') && done('test')) effects.push({ key: `train/${work.round}`, kind: 'train', round: work.round });
-  }
+  if (snapshot.matches('initializing')) return [{ key: 'init', kind: 'init' }];
+  if (!snapshot.matches('training')) return [];
   // One step at a time, oldest round first: a step needs the version the previous one made.
-  return effects.sort((a, b) => (a.kind === 'train' && b.kind === 'train' ? a.round - b.round : 0)).slice(0, 1);
+  const round = trainableRounds(snapshot.context)[0]!;
+  return [{ key: `train/${round}`, kind: 'train', round }];
 }
 
 async function publish(env: RunEnv, role: Role, round: number, from?: LearnerTrainer) {

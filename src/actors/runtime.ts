@@ -18,7 +18,8 @@
  * begins from its latest usable snapshot and folds only what came after it, snapshotting as it
  * folds.
  */
-import { createActor, initialTransition, type AnyActorScope, type AnyStateMachine, type ContextFrom, type SnapshotFrom } from 'xstate';
+import type { AnyStateMachine, ContextFrom, SnapshotFrom } from 'xstate';
+import { ActorFold, FoldError, eventTypesOfMachine, stateIdsOf, type LogEvent } from './actor-fold.js';
 import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
@@ -38,7 +39,7 @@ import { DEFAULT_RETRY, type EffectFailure, type RetryPolicy } from './effect-fa
 import { ActorFailedError, EffectRunner, type EffectTask } from './effect-runner.js';
 import { IN_ORDER, type StepScheduler } from './step-scheduler.js';
 
-export { ActorFailedError };
+export { ActorFailedError, type LogEvent };
 
 export interface Effect {
   /** Unique and deterministic for the work it names: the commit id of its output. */
@@ -49,12 +50,6 @@ export interface Effect {
  * so folding an event that finishes nothing copies nothing. */
 export function withoutKey<T extends Effect>(items: T[], key: string): T[] {
   return items.some((i) => i.key === key) ? items.filter((i) => i.key !== key) : items;
-}
-
-/** The machines receive log events wrapped so that xstate can route on `type`. */
-export interface LogEvent {
-  type: string;
-  envelope: EventEnvelope;
 }
 
 /** An index an actor keeps beside its machine (e.g. recorded verdicts by pair), so each event
@@ -90,6 +85,9 @@ export interface ActorDefinition<M extends AnyStateMachine, E extends Effect, En
   /** Does the work and returns the events to append (all in one commit). */
   run(effect: E, env: Env, snapshot: SnapshotFrom<M>, index: I): Promise<NewEvent[]>;
   readonly index?: SideIndex<I>;
+  /** The machines its machine spawns as children, by the name it spawns them under, with the
+   * schema of each one's context: part of its snapshots' version and checked on restore. */
+  readonly children?: Readonly<Record<string, { machine: AnyStateMachine; context: z.ZodType }>>;
   /** The schema of its machine's context: its snapshots' version is derived from it (with the
    * machine's shape and the index's schema, see snapshot-schema.ts), and a context read from a
    * snapshot is checked against it before it is restored. A change of what a field means that
@@ -117,29 +115,19 @@ type AnyActor<Env> = ActorDefinition<AnyStateMachine, Effect, Env, unknown>;
 
 interface LiveActor<Env> {
   def: AnyActor<Env>;
-  snapshot: SnapshotFrom<AnyStateMachine> | null;
+  /** Its machine's state, folded from the log (null: not alive). */
+  fold: ActorFold<AnyStateMachine> | null;
   /** The actor's own side index (see SideIndex); undefined when it keeps none. */
   index: unknown;
   /** Event types this actor folds: a transition costs microseconds, most events concern few actors. */
   types: ReadonlySet<string>;
-  /** One inert actor scope per machine, reused by every transition: xstate's `transition()`
-   * builds a new actor for each call, which cost more than the transitions themselves. The
-   * machines are pure (assign only), so nothing is ever executed through it. */
-  scope: AnyActorScope;
   /** What its snapshots are versioned by and checked against (see snapshot-schema.ts). */
   schemas: StateSchemas;
   /** Version of its snapshots (see snapshot-schema.ts). */
   version: string;
   /** Whether it can be snapshotted (its index, if any, serializes and has a schema). */
   snapshottable: boolean;
-  /** Event types its machine handles (the others only feed its index). */
-  machineTypes: ReadonlySet<string>;
-  once: ReadonlySet<string>;
-  /** Commit and type of the last event folded of a `once` type. */
-  lastOnce: string;
 }
-
-type Node = { id: string; events: string[]; states: Record<string, Node> };
 
 /** The event types an actor folds: those its machine handles and those its index reads. */
 export function eventTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
@@ -149,42 +137,27 @@ export function eventTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never
 }
 
 function machineTypesOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): Set<string> {
-  const types = new Set<string>();
-  const visit = (node: Node) => {
-    for (const t of node.events) types.add(t);
-    for (const child of Object.values(node.states)) visit(child);
-  };
-  visit(def.machine.root as unknown as Node);
-  return types;
+  return eventTypesOfMachine(def.machine);
 }
 
-/** State ids and event types: what a snapshot of this machine must agree with. */
+/** State ids and event types, its child machines' too: what a snapshot of this machine must
+ * agree with. */
 function shapeOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): string[] {
-  const out = [`actor ${def.name}`, ...[...eventTypesOf(def)].sort()];
-  const visit = (node: Node) => {
-    out.push(`state ${node.id}`);
-    for (const child of Object.values(node.states)) visit(child);
-  };
-  visit(def.machine.root as unknown as Node);
+  const out = [`actor ${def.name}`, ...[...eventTypesOf(def)].sort(), ...stateIdsOf(def.machine).map((id) => `state ${id}`)];
+  for (const [src, child] of Object.entries(def.children ?? {})) {
+    out.push(`child ${src}`, ...[...eventTypesOfMachine(child.machine)].sort(), ...stateIdsOf(child.machine).map((id) => `state ${id}`));
+  }
   return out;
 }
 
-const atRest = <Env>(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>): boolean => actor.def.atRest?.(snapshot) ?? true;
-
-function inertScope(machine: AnyStateMachine): AnyActorScope {
-  const self = createActor(machine);
-  return {
-    self,
-    id: '',
-    sessionId: '',
-    system: self.system,
-    logger: () => {},
-    defer: () => {},
-    stopChild: () => {},
-    emit: () => {},
-    actionExecutor: () => {},
-  } as unknown as AnyActorScope;
+/** What an actor's snapshots are versioned by and checked against: its context's schema, its
+ * index's and its child machines' (see snapshot-schema.ts). */
+export function stateSchemasOf(def: ActorDefinition<AnyStateMachine, Effect, never, unknown>): StateSchemas {
+  const children = def.children ? Object.fromEntries(Object.entries(def.children).map(([src, c]) => [src, c.context])) : undefined;
+  return { context: def.context, ...(def.index?.schema ? { index: def.index.schema } : {}), ...(children ? { children } : {}) };
 }
+
+const atRest = <Env>(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>): boolean => actor.def.atRest?.(snapshot) ?? true;
 
 /** Process-wide read models fed by the dispatcher (e.g. where each policy version is). */
 export interface RuntimeView {
@@ -238,7 +211,7 @@ export interface RuntimeHooks {
 
 interface Begun<Env> {
   actor: LiveActor<Env>;
-  snapshot: SnapshotFrom<AnyStateMachine>;
+  fold: ActorFold<AnyStateMachine>;
   index: unknown;
   report: RestartReport;
 }
@@ -271,19 +244,15 @@ export class ActorRuntime<Env> {
     this.#runId = runId;
     this.#env = env;
     for (const def of actors) {
-      const schemas: StateSchemas = { context: def.context, ...(def.index?.schema ? { index: def.index.schema } : {}) };
+      const schemas = stateSchemasOf(def as never);
       this.#actors.set(def.name, {
         def,
         schemas,
-        snapshot: null,
+        fold: null,
         index: undefined,
         types: eventTypesOf(def as never),
-        scope: inertScope(def.machine),
         version: snapshotVersion(shapeOf(def as never), schemas),
         snapshottable: !def.index || (def.index.serialize !== undefined && def.index.restore !== undefined && def.index.schema !== undefined),
-        machineTypes: machineTypesOf(def as never),
-        once: new Set(def.foldOncePerCommit ?? []),
-        lastOnce: '',
       });
     }
   }
@@ -322,7 +291,7 @@ export class ActorRuntime<Env> {
       }
     }
     const begun = [];
-    for (const actor of this.#actors.values()) if (actor.snapshot === null) begun.push(this.#begin(actor, head));
+    for (const actor of this.#actors.values()) if (actor.fold === null) begun.push(this.#begin(actor, head));
     if (begun.length > 0) await this.#foldInto(begun, head);
     this.#position = head;
   }
@@ -330,19 +299,21 @@ export class ActorRuntime<Env> {
   /** Drops an actor's state, as if its process died. Its work waits until it is restarted. */
   kill(name: string): void {
     const actor = this.#require(name);
-    actor.snapshot = null;
+    actor.fold?.stop();
+    actor.fold = null;
     actor.index = undefined;
   }
 
   isAlive(name: string): boolean {
-    return this.#require(name).snapshot !== null;
+    return this.#require(name).fold !== null;
   }
 
   /** Rebuilds an actor up to the dispatcher's position, from its latest usable snapshot or from
    * the start (replay: no effects). */
   async restart(name: string): Promise<void> {
     const actor = this.#require(name);
-    actor.snapshot = null;
+    actor.fold?.stop();
+    actor.fold = null;
     await this.#foldInto([this.#begin(actor, this.#position)], this.#position);
   }
 
@@ -350,22 +321,21 @@ export class ActorRuntime<Env> {
    * index (null when it keeps none). Null when the actor is not alive. */
   persistedStateOf(name: string): { machine: unknown; index: unknown } | null {
     const actor = this.#require(name);
-    return actor.snapshot === null ? null : this.#persisted(actor, actor.snapshot, actor.index);
+    return actor.fold === null ? null : this.#persisted(actor, actor.fold, actor.index);
   }
 
   /** An actor's state as a snapshot body stores it (its side rows apart). */
-  #persisted(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown): { machine: Record<string, unknown>; index: unknown } {
+  #persisted(actor: LiveActor<Env>, fold: ActorFold<AnyStateMachine>, index: unknown): { machine: Record<string, unknown>; index: unknown } {
     const serialized = actor.def.index?.serialize ? packJson(actor.def.index.serialize(index) as Json) : null;
-    return { machine: actor.def.machine.getPersistedSnapshot(snapshot) as Record<string, unknown>, index: serialized };
+    return { machine: fold.persisted(), index: serialized };
   }
 
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
   #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
-    actor.lastOnce = '';
     const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> => ({
       actor,
-      snapshot: initialTransition(actor.def.machine)[0],
+      fold: this.#newFold(actor),
       index: actor.def.index?.create(),
       report: { actor: name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
     });
@@ -374,8 +344,8 @@ export class ActorRuntime<Env> {
     const { ref } = stored;
     if (ref.version !== actor.version) return fresh('ignored');
     try {
-      const { snapshot, index } = this.#restore(actor, stored, upTo);
-      return { actor, snapshot, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 } };
+      const { fold, index } = this.#restore(actor, stored, upTo);
+      return { actor, fold, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 } };
     } catch (err) {
       if (!(err instanceof SnapshotRefusedError)) throw err;
       return fresh('refused', err);
@@ -410,12 +380,17 @@ export class ActorRuntime<Env> {
     if (!checked.ok) throw refuse(`its state does not match the schema: ${checked.reason}`);
     const { machine, index: indexData } = checked;
     try {
-      const snapshot = actor.def.machine.restoreSnapshot(machine as never, actor.scope) as SnapshotFrom<AnyStateMachine>;
+      const fold = this.#newFold(actor, machine);
       const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name)) : undefined;
-      return { snapshot, index };
+      return { fold, index };
     } catch (err) {
       throw refuse(`its state does not restore (${(err as Error).message})`);
     }
+  }
+
+  /** A fold of the actor's machine, fresh or from a persisted state already checked. */
+  #newFold(actor: LiveActor<Env>, persisted?: Record<string, unknown>): ActorFold<AnyStateMachine> {
+    return new ActorFold(actor.def.machine, persisted, { oncePerCommit: actor.def.foldOncePerCommit ?? [] });
   }
 
   /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live.
@@ -439,12 +414,12 @@ export class ActorRuntime<Env> {
             if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
             const s = saving.get(b)!;
             // Due and at rest (as the live run would wait), or due long enough.
-            if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.snapshot) || s.last.position - s.savedAt >= 2 * every)) {
-              this.#save([{ actor: b.actor, snapshot: b.snapshot, index: b.index }], s.last.position);
+            if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.fold.snapshot) || s.last.position - s.savedAt >= 2 * every)) {
+              this.#save([{ actor: b.actor, fold: b.fold, index: b.index }], s.last.position);
               s.savedAt = s.last.position;
               s.due = false;
             }
-            b.snapshot = this.#fold(b.actor, b.snapshot, b.index, envelope);
+            this.#fold(b.actor, b.fold, b.index, envelope);
             b.report.eventsFolded++;
             s.last = envelope;
             if (every > 0 && b.actor.snapshottable && envelope.position - s.savedAt >= every) s.due = true;
@@ -453,7 +428,7 @@ export class ActorRuntime<Env> {
       }
     }
     for (const b of begun) {
-      b.actor.snapshot = b.snapshot;
+      b.actor.fold = b.fold;
       b.actor.index = b.index;
       this.#onRestart?.(b.report);
     }
@@ -488,7 +463,7 @@ export class ActorRuntime<Env> {
   /** The actor's pending work as of the last fold ([] when it is not alive). */
   pendingOf(name: string): readonly Effect[] {
     const actor = this.#require(name);
-    return actor.snapshot === null ? [] : actor.def.pending(actor.snapshot);
+    return actor.fold === null ? [] : actor.def.pending(actor.fold.snapshot);
   }
 
   /** The actor's side index (undefined when it keeps none or is not alive). */
@@ -501,7 +476,7 @@ export class ActorRuntime<Env> {
    * `run()` uses), without appending it. */
   async runEffect(name: string, effect: Effect): Promise<CommitRequest> {
     const actor = this.#require(name);
-    const snapshot = actor.snapshot;
+    const snapshot = actor.fold?.snapshot ?? null;
     if (snapshot === null) throw new ActorFailedError(name, effect.key, new Error('the actor is not alive'));
     return this.#runner.run(this.#task({ actor, effect, snapshot }), String(this.#position));
   }
@@ -521,7 +496,7 @@ export class ActorRuntime<Env> {
   }
 
   snapshotOf(name: string): SnapshotFrom<AnyStateMachine> | null {
-    return this.#require(name).snapshot;
+    return this.#require(name).fold?.snapshot ?? null;
   }
 
   #require(name: string): LiveActor<Env> {
@@ -530,21 +505,15 @@ export class ActorRuntime<Env> {
     return actor;
   }
 
-  #fold(actor: LiveActor<Env>, snapshot: SnapshotFrom<AnyStateMachine>, index: unknown, envelope: EventEnvelope) {
-    const def = actor.def;
-    def.index?.observe(index, envelope);
-    if (!actor.machineTypes.has(envelope.type)) return snapshot;
-    if (actor.once.has(envelope.type)) {
-      const k = `${envelope.type}\u0000${envelope.commitId}`;
-      if (k === actor.lastOnce) return snapshot;
-      actor.lastOnce = k;
+  /** Folds one event into an actor: its side index observes it, its machine takes it. */
+  #fold(actor: LiveActor<Env>, fold: ActorFold<AnyStateMachine>, index: unknown, envelope: EventEnvelope): void {
+    actor.def.index?.observe(index, envelope);
+    try {
+      fold.fold(envelope);
+    } catch (err) {
+      if (!(err instanceof FoldError)) throw err;
+      throw new ActorFailedError(actor.def.name, `fold of ${envelope.type} at ${envelope.position}`, err.cause);
     }
-    const event: LogEvent = { type: envelope.type, envelope };
-    const next = def.machine.transition(snapshot, event, actor.scope) as SnapshotFrom<AnyStateMachine>;
-    if (next.status === 'error') {
-      throw new ActorFailedError(def.name, `fold of ${envelope.type} at ${envelope.position}`, next.error);
-    }
-    return next;
   }
 
   async #foldNewEvents(): Promise<boolean> {
@@ -554,7 +523,7 @@ export class ActorRuntime<Env> {
       for (const envelope of page) {
         for (const view of this.#views) if (view.types.includes(envelope.type)) view.observe(envelope);
         for (const actor of live) {
-          if (actor.snapshot !== null && actor.types.has(envelope.type)) actor.snapshot = this.#fold(actor, actor.snapshot, actor.index, envelope);
+          if (actor.fold !== null && actor.types.has(envelope.type)) this.#fold(actor, actor.fold, actor.index, envelope);
         }
         this.#position = envelope.position;
         this.#saw(envelope);
@@ -583,15 +552,15 @@ export class ActorRuntime<Env> {
     const since = this.#folded - this.#snapshotAt;
     if (every <= 0 || since < every) return false;
     if (since >= 2 * every) return true;
-    for (const actor of this.#actors.values()) if (actor.snapshottable && actor.snapshot !== null && !atRest(actor, actor.snapshot)) return false;
+    for (const actor of this.#actors.values()) if (actor.snapshottable && actor.fold !== null && !atRest(actor, actor.fold.snapshot)) return false;
     return true;
   }
 
   /** Stores a snapshot of every live, snapshottable actor at the dispatcher's position. */
   #takeSnapshots(): void {
-    const live = [...this.#actors.values()].filter((a) => a.snapshottable && a.snapshot !== null);
+    const live = [...this.#actors.values()].filter((a) => a.snapshottable && a.fold !== null);
     this.#save(
-      live.map((actor) => ({ actor, snapshot: actor.snapshot!, index: actor.index })),
+      live.map((actor) => ({ actor, fold: actor.fold!, index: actor.index })),
       this.#position,
     );
     this.#snapshotAt = this.#folded;
@@ -599,9 +568,9 @@ export class ActorRuntime<Env> {
 
   /** Stores the given actors' states as their snapshots at `position`, all in one transaction;
    * each index is then told its side rows are saved (and may drop them from memory). */
-  #save(states: readonly { actor: LiveActor<Env>; snapshot: SnapshotFrom<AnyStateMachine>; index: unknown }[], position: Position): void {
+  #save(states: readonly { actor: LiveActor<Env>; fold: ActorFold<AnyStateMachine>; index: unknown }[], position: Position): void {
     const taken: { stored: StoredSnapshot; index: unknown }[] = [];
-    for (const { actor, snapshot, index } of states) {
+    for (const { actor, fold, index } of states) {
       const body: SnapshotBody = {
         format: SNAPSHOT_FORMAT,
         runId: this.#runId,
@@ -609,7 +578,7 @@ export class ActorRuntime<Env> {
         actor: actor.def.name,
         version: actor.version,
         position,
-        ...this.#persisted(actor, snapshot, index),
+        ...this.#persisted(actor, fold, index),
       };
       let text: string;
       try {
@@ -638,9 +607,10 @@ export class ActorRuntime<Env> {
   async #runPendingEffects(): Promise<boolean> {
     const pending: Work<Env>[] = [];
     for (const actor of this.#actors.values()) {
-      if (actor.snapshot === null) continue;
-      for (const effect of actor.def.pending(actor.snapshot)) {
-        pending.push({ actor, effect, snapshot: actor.snapshot });
+      if (actor.fold === null) continue;
+      const snapshot = actor.fold.snapshot;
+      for (const effect of actor.def.pending(snapshot)) {
+        pending.push({ actor, effect, snapshot });
       }
     }
     if (pending.length === 0) return false;

@@ -16,6 +16,8 @@ export interface StateSchemas {
   readonly context: z.ZodType;
   /** Its side index's serialized data, when it keeps one. */
   readonly index?: z.ZodType;
+  /** The contexts of the child machines it spawns, by the name they are spawned under. */
+  readonly children?: Readonly<Record<string, z.ZodType>>;
 }
 
 /** The JSON Schema of a zod schema as canonical text: two schemas that accept the same data in
@@ -34,16 +36,40 @@ export function snapshotVersion(shape: readonly string[], schemas: StateSchemas)
   const hash = createHash('sha256').update(shape.join('\n'));
   hash.update(`\ncontext ${schemaText(schemas.context)}`);
   if (schemas.index) hash.update(`\nindex ${schemaText(schemas.index)}`);
+  for (const [src, schema] of Object.entries(schemas.children ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) hash.update(`\nchild ${src} ${schemaText(schema)}`);
   return `${SNAPSHOT_FORMAT}/${hash.digest('hex').slice(0, 12)}`;
 }
 
-/** xstate's persisted snapshot of a machine, its context apart (see StateSchemas.context): the
- * actors' machines spawn no child and end in a final state at most. */
+const StateValue: z.ZodType = z.union([
+  z.string(),
+  z.record(
+    z.string(),
+    z.lazy(() => StateValue),
+  ),
+]);
+
+/** xstate's persisted snapshot of a child machine the actor spawned, its context apart (see
+ * StateSchemas.children): children spawn none of their own. */
+const PersistedChild = z.strictObject({
+  snapshot: z.object({
+    status: z.enum(['active', 'done']),
+    value: StateValue,
+    historyValue: z.record(z.string(), z.unknown()),
+    children: z.strictObject({}),
+    context: z.unknown(),
+  }),
+  src: z.string(),
+  systemId: z.string().optional(),
+  syncSnapshot: z.boolean().optional(),
+});
+
+/** xstate's persisted snapshot of a machine, its context and its children's contexts apart (see
+ * StateSchemas): the actors' machines end in a final state at most. */
 export const PersistedMachine = z.object({
   status: z.enum(['active', 'done']),
-  value: z.union([z.string(), z.record(z.string(), z.unknown())]),
+  value: StateValue,
   historyValue: z.record(z.string(), z.unknown()),
-  children: z.strictObject({}),
+  children: z.record(z.string(), PersistedChild),
   context: z.unknown(),
 });
 
@@ -72,7 +98,15 @@ export function checkStoredState(actor: string, schemas: StateSchemas, body: { m
   if (!persisted.ok) return persisted;
   const context = checkState(`${actor}.context`, schemas.context, body.machine.context);
   if (!context.ok) return context;
-  const machine = { ...(persisted.data as Record<string, unknown>), context: context.data };
+  const children: Record<string, unknown> = {};
+  for (const [id, child] of Object.entries((persisted.data as z.infer<typeof PersistedMachine>).children)) {
+    const schema = schemas.children?.[child.src];
+    if (!schema) return { ok: false, reason: `${actor}.children.${id}: a child of unknown kind ${child.src}` };
+    const checked = checkState(`${actor}.children.${id}.context`, schema, child.snapshot.context);
+    if (!checked.ok) return checked;
+    children[id] = { ...child, snapshot: { ...child.snapshot, context: checked.data } };
+  }
+  const machine = { ...(persisted.data as Record<string, unknown>), context: context.data, children };
   if (!schemas.index) return { ok: true, machine, index: body.index };
   let unpacked: unknown;
   try {

@@ -1,11 +1,12 @@
 /**
- * Each actor's logic on its own: its machine folded over hand-made log events with xstate's pure
- * `initialTransition`/`transition` (no log, no runtime, no effects), and its `pending` read
- * from the snapshot after each step.
+ * Each actor's logic on its own: its machine folded over hand-made log events by the fold the
+ * runtime uses (ActorFold: no log, no runtime, no effects), and its `pending` read from the
+ * snapshot after each step.
  */
 import { asPosition } from '../../src/events/log.js';
 import { describe, expect, it } from 'vitest';
-import { initialTransition, transition, type AnyStateMachine, type SnapshotFrom } from 'xstate';
+import type { AnyStateMachine, SnapshotFrom } from 'xstate';
+import { ActorFold } from '../../src/actors/actor-fold.js';
 import { makeEvent, type EventDataInput, type EventType, requestBody, requestSize } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -13,7 +14,7 @@ import { conductor, conductorMachine, problemsForRound } from '../../src/actors/
 import { solver, solverMachine } from '../../src/actors/solver.js';
 import { adversary, adversaryMachine } from '../../src/actors/adversary.js';
 import { executor, executorMachine } from '../../src/actors/executor.js';
-import { judgeMachine, judgePending } from '../../src/actors/judge.js';
+import { judgeMachine, judgePending, openRounds } from '../../src/actors/judge.js';
 import { learnerMachine, learnerPending, shuffledAdvantageSources } from '../../src/actors/learner.js';
 
 const H = (c: string) => c.repeat(64);
@@ -38,17 +39,17 @@ function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelop
   };
 }
 
-/** Folds events into a snapshot, purely. */
+/** The fold each snapshot came from, so a test goes on from the snapshot it holds. */
+const folds = new WeakMap<object, ActorFold<AnyStateMachine>>();
+
+/** Folds events into a fresh machine, or on from a snapshot this helper returned (the latest of
+ * its fold). A machine that throws fails the test (FoldError). */
 function fold<M extends AnyStateMachine>(machine: M, events: EventEnvelope[], from?: SnapshotFrom<M>): SnapshotFrom<M> {
-  const m: AnyStateMachine = machine;
-  let snap: SnapshotFrom<AnyStateMachine> = from ?? initialTransition(m)[0];
-  for (const envelope of events) {
-    const [next] = transition(m, snap, { type: envelope.type, envelope });
-    // An action that throws leaves an error snapshot instead of raising.
-    expect(next.status, `fold of ${envelope.type}`).not.toBe('error');
-    snap = next;
-  }
-  return snap as SnapshotFrom<M>;
+  const f = from === undefined ? new ActorFold<AnyStateMachine>(machine) : folds.get(from);
+  if (!f || (from !== undefined && f.snapshot !== from)) throw new Error('fold goes on from the latest snapshot of its fold only');
+  for (const envelope of events) f.fold(envelope);
+  folds.set(f.snapshot, f);
+  return f.snapshot as SnapshotFrom<M>;
 }
 
 const config = (over: Record<string, unknown> = {}) =>
@@ -217,16 +218,24 @@ describe('executor', () => {
   });
 });
 
+/** The state of an open problem-round's actor (undefined: not open). */
+const roundState = (s: SnapshotFrom<typeof judgeMachine>, k: string) =>
+  (s.children[k] as { getSnapshot(): { value: unknown } } | undefined)?.getSnapshot().value;
+
 describe('judge', () => {
   it('oracle when every suite is sampled, plan when the oracle is in, judge when every verdict is in', () => {
     let s = fold(judgeMachine, [runStarted(), scheduled(1, 'p1'), sampledSolution(1, 'p1', 's1'), sampledSuite(1, 'p1', 's1', 's1/t0')]);
     expect(judgePending(s)).toEqual([]);
+    expect(roundState(s, '1/p1')).toBe('sampling');
     s = fold(judgeMachine, [sampledSuite(1, 'p1', 's1', 's1/t1')], s);
     expect(judgePending(s).map((e) => [e.key, e.kind])).toEqual([['1/p1/oracle', 'oracle']]);
+    expect(roundState(s, '1/p1')).toEqual({ awaitingOracle: 'unasked' });
     s = fold(judgeMachine, [requested(1, 'p1', 'oracle')], s);
     expect(judgePending(s)).toEqual([]);
+    expect(roundState(s, '1/p1')).toEqual({ awaitingOracle: 'asked' });
     s = fold(judgeMachine, [completed('1/p1/oracle')], s);
     expect(judgePending(s).map((e) => [e.key, e.kind])).toEqual([['1/p1/plan', 'plan']]);
+    expect(roundState(s, '1/p1')).toEqual({ awaitingOracle: 'answered' });
     s = fold(
       judgeMachine,
       [
@@ -242,15 +251,18 @@ describe('judge', () => {
       s,
     );
     expect(judgePending(s)).toEqual([]);
+    expect(roundState(s, '1/p1')).toEqual({ awaitingExecutions: 'running' });
     s = fold(judgeMachine, [completed('1/p1/reward')], s);
     expect(judgePending(s)).toEqual([]);
     s = fold(judgeMachine, [completed('1/p1/heldout')], s);
+    expect(roundState(s, '1/p1')).toEqual({ awaitingExecutions: 'allIn' });
     const [judge] = judgePending(s);
     expect(judge?.kind).toBe('judge');
     expect(judge?.problem.judgedTests).toHaveLength(1);
     s = fold(judgeMachine, [evaluated(1, 'p1')], s);
     expect(judgePending(s)).toEqual([]);
-    expect(s.context.open).toEqual({});
+    expect(openRounds(s)).toEqual([]);
+    expect(s.children).toEqual({});
   });
 
   it('keeps each problem-round apart and folds Mistake Book changes per problem', () => {
@@ -275,19 +287,24 @@ describe('learner', () => {
   it('publishes the initial policies once the run starts, then trains a round when both roles are rewarded on every problem', () => {
     let s = fold(learnerMachine, []);
     expect(learnerPending(s)).toEqual([]);
+    expect(s.value).toBe('waiting');
     s = fold(learnerMachine, [runStarted()], s);
     expect(learnerPending(s)).toEqual([{ key: 'init', kind: 'init' }]);
+    expect(s.value).toBe('initializing');
     s = fold(learnerMachine, [published('code', 0, 0), published('test', 0, 0), ev('RoundStarted', { round: 1, problemIds: ['p1', 'p2'] })], s);
     expect(learnerPending(s)).toEqual([]);
+    expect(s.value).toBe('collecting');
     s = fold(learnerMachine, [rewards(1, 'p1', 'code'), rewards(1, 'p1', 'test'), rewards(1, 'p2', 'code')], s);
     expect(learnerPending(s)).toEqual([]);
     s = fold(learnerMachine, [rewards(1, 'p2', 'test')], s);
     expect(learnerPending(s)).toEqual([{ key: 'train/1', kind: 'train', round: 1 }]);
+    expect(s.value).toBe('training');
     // Both roles are published in one commit, test last: only then is the round trained.
     s = fold(learnerMachine, [published('code', 1, 1)], s);
     expect(learnerPending(s)).toEqual([{ key: 'train/1', kind: 'train', round: 1 }]);
     s = fold(learnerMachine, [published('test', 1, 1)], s);
     expect(learnerPending(s)).toEqual([]);
+    expect(s.value).toBe('collecting');
     expect(s.context.trainedRounds).toEqual([1]);
     expect(s.context.versions).toEqual({ code: 1, test: 1 });
   });

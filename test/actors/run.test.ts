@@ -70,8 +70,8 @@ describe('crucible run on the demo set', () => {
         for (const actor of actors) {
           if (killedAt[actor] >= 0 || !runtime.isAlive(actor)) continue;
           const snap = runtime.snapshotOf(actor);
-          const ctx = snap?.context as { open?: Record<string, unknown>; requests?: unknown[] };
-          const busy = actor === 'judge' ? Object.keys(ctx.open ?? {}).length > 0 : (ctx.requests ?? []).length > 0;
+          const ctx = snap?.context as { requests?: unknown[] };
+          const busy = actor === 'judge' ? Object.keys(snap?.children ?? {}).length > 0 : (ctx.requests ?? []).length > 0;
           if (busy) {
             runtime.kill(actor);
             killedAt[actor] = runtime.position;

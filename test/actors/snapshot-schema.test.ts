@@ -7,7 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { initialTransition } from 'xstate';
 import { z } from 'zod';
-import { checkState, snapshotVersion } from '../../src/actors/snapshot-schema.js';
+import { checkState, checkStoredState, snapshotVersion } from '../../src/actors/snapshot-schema.js';
+import { ActorFold } from '../../src/actors/actor-fold.js';
+import { ProblemRound } from '../../src/actors/judge-state.js';
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
@@ -47,10 +49,11 @@ describe('snapshot versions', () => {
     }
   });
 
-  it("a change to a nested schema (the Judge's problem-rounds) or to the index's schema sets another version", () => {
-    const open = JudgeContext.shape.open.valueType as unknown as ObjectSchema;
-    const nested = JudgeContext.extend({ open: z.record(z.string(), open.extend({ phase: z.string() })) });
-    expect(snapshotVersion(SHAPE, { context: nested })).not.toBe(snapshotVersion(SHAPE, { context: JudgeContext }));
+  it("a change to a child machine's schema (the Judge's problem-rounds) or to the index's schema sets another version", () => {
+    const children = { problemRound: ProblemRound };
+    const nested = { problemRound: ProblemRound.extend({ phase: z.string() }) };
+    expect(snapshotVersion(SHAPE, { context: JudgeContext, children: nested })).not.toBe(snapshotVersion(SHAPE, { context: JudgeContext, children }));
+    expect(snapshotVersion(SHAPE, { context: JudgeContext, children })).not.toBe(snapshotVersion(SHAPE, { context: JudgeContext }));
     const index = judge.index!.schema! as unknown as ObjectSchema;
     const withIndex = snapshotVersion(SHAPE, { context: JudgeContext, index });
     expect(withIndex).not.toBe(snapshotVersion(SHAPE, { context: JudgeContext }));
@@ -72,13 +75,46 @@ describe('checking a stored state', () => {
 
   it('a mismatch names the first failing path and how many more there are', () => {
     const context = JSON.parse(JSON.stringify(initialTransition(judge.machine)[0].context)) as Record<string, unknown>;
-    context.open = { '1/p': { key: '1/p', round: 'one' } };
+    context.mistakeBooks = { p: { entries: [{ testKey: 1 }] } };
     const checked = checkState('judge.context', judge.context, context);
     expect(checked.ok).toBe(false);
-    expect(!checked.ok && checked.reason).toMatch(/^judge\.context\.open\.1\/p\.round: .*number.*\(and \d+ more\)$/);
-    expect(checkState('judge.context', judge.context, { ...context, open: {}, extra: 1 })).toEqual({
+    expect(!checked.ok && checked.reason).toMatch(/^judge\.context\.mistakeBooks\.p\.entries\.0\.testKey: .*string.*\(and \d+ more\)$/);
+    expect(checkState('judge.context', judge.context, { ...context, mistakeBooks: {}, extra: 1 })).toEqual({
       ok: false,
       reason: expect.stringMatching(/^judge\.context: .*extra/),
+    });
+  });
+});
+
+describe("a stored state with child machines (the Judge's open problem-rounds)", () => {
+  const schemas = { context: judge.context, children: { problemRound: ProblemRound } };
+  const envelope = (type: string, data: unknown, n: number) =>
+    ({ id: `e${n}`, type, v: 1, runId: 'r', stream: 't', position: n, commitId: `c${n}`, causationId: null, correlationId: null, at: '', data }) as never;
+  /** A Judge with one problem-round open, as its snapshot stores it. */
+  function persisted() {
+    const fold = new ActorFold(judge.machine);
+    fold.fold(envelope('ProblemScheduled', { round: 1, problemId: 'p', groupSize: 2, testVersion: 0, codeVersion: 0 }, 1));
+    return JSON.parse(JSON.stringify(fold.persisted())) as { children: Record<string, { snapshot: { context: Record<string, unknown> } }> };
+  }
+
+  it('restores with each child in its state', () => {
+    const machine = persisted();
+    const checked = checkStoredState('judge', schemas, { machine, index: null });
+    expect(checked.ok).toBe(true);
+    const restored = new ActorFold(judge.machine, checked.ok ? checked.machine : undefined);
+    const round = restored.snapshot.children['1/p'] as { getSnapshot(): { value: unknown; context: { groupSize: number } } };
+    expect(round.getSnapshot().value).toBe('sampling');
+    expect(round.getSnapshot().context.groupSize).toBe(2);
+  });
+
+  it("a child's context of another shape is refused, its path named; a child of an unknown kind too", () => {
+    const machine = persisted();
+    machine.children['1/p']!.snapshot.context.round = 'one';
+    const checked = checkStoredState('judge', schemas, { machine, index: null });
+    expect(checked).toEqual({ ok: false, reason: expect.stringMatching(/^judge\.children\.1\/p\.context\.round: /) });
+    expect(checkStoredState('judge', { context: judge.context }, { machine: persisted(), index: null })).toEqual({
+      ok: false,
+      reason: expect.stringMatching(/^judge\.children\.1\/p: a child of unknown kind problemRound/),
     });
   });
 });

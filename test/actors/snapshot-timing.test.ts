@@ -46,7 +46,7 @@ beforeAll(async () => {
     cacheDir: catalogCache(),
     snapshotEvery: EVERY,
     onStep: (runtime) => {
-      const open = Object.keys((runtime.snapshotOf('judge')!.context as { open: object }).open).length;
+      const open = Object.keys(runtime.snapshotOf('judge')!.children).length;
       const requests = (runtime.snapshotOf('executor')!.context as { requests: unknown[] }).requests.length;
       steps.push({ position: runtime.position, open, requests, snapshotAt: judgeSnapshotAt(path.join(root, 'run')) });
     },
@@ -106,8 +106,8 @@ describe('snapshot timing', () => {
       let after = 0;
       let atRest = 0;
       for (const s of ofJudge) {
-        const body = JSON.parse(Buffer.from(s.body).toString('utf8')) as { machine: { context: { open: object } } };
-        const open = Object.keys(body.machine.context.open).length;
+        const body = JSON.parse(Buffer.from(s.body).toString('utf8')) as { machine: { children: object } };
+        const open = Object.keys(body.machine.children).length;
         expect(s.ref.position - after).toBeGreaterThanOrEqual(EVERY);
         if (open > 0) expect(s.ref.position - after, `snapshot at ${s.ref.position} with ${open} problems open`).toBeGreaterThanOrEqual(2 * EVERY);
         else atRest++;

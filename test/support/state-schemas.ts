@@ -3,7 +3,7 @@
  * stricter than what a method's run folds would refuse that method's snapshots and refold.
  */
 import { expect } from 'vitest';
-import type { ActorRuntime } from '../../src/actors/runtime.js';
+import { stateSchemasOf, type ActorRuntime } from '../../src/actors/runtime.js';
 import { checkStoredState } from '../../src/actors/snapshot-schema.js';
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
@@ -20,7 +20,7 @@ export function expectStatesMatchSchemas(runtime: ActorRuntime<unknown>): void {
     if (state === null) continue;
     // As stored: through JSON, as a snapshot body is.
     const body = JSON.parse(JSON.stringify(state)) as { machine: Record<string, unknown>; index: unknown };
-    const checked = checkStoredState(actor.name, { context: actor.context, ...(actor.index?.schema ? { index: actor.index.schema } : {}) }, body);
+    const checked = checkStoredState(actor.name, stateSchemasOf(actor as never), body);
     expect(checked.ok ? null : checked.reason, actor.name).toBeNull();
   }
 }
