@@ -483,7 +483,7 @@ describe('actor snapshots', () => {
     const snapDb = new Database(path.join(dir, 'snapshots.db'));
     // One flipped letter inside the Judge's state: still JSON, still a snapshot, wrong content.
     const flipped = snapDb
-      .prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"open\"', '\"oPen\"') AS BLOB) WHERE actor = 'judge'")
+      .prepare("UPDATE actor_snapshots SET body = CAST(replace(CAST(body AS TEXT), '\"mistakeBooks\"', '\"mistakeBoOks\"') AS BLOB) WHERE actor = 'judge'")
       .run();
     expect(flipped.changes).toBe(1);
     const body = snapDb.prepare("SELECT body FROM actor_snapshots WHERE actor = 'judge'").pluck().get() as Buffer;
