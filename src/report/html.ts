@@ -14,6 +14,7 @@ import type { RoundSelection } from '../projections/answer-selection.js';
 import type { RunDetail, RunSummary } from './run-data.js';
 import type { ProblemMatrix } from './matrix.js';
 import { compareRuns, formatValue, runLabel, type CompareTable } from './compare.js';
+import { formatEffect, pairBySeed, seedEffects } from './seed-effect.js';
 
 /** The Chart.js UMD bundle of the installed package, source-map comment removed (no fetch). */
 export function chartJsSource(): string {
@@ -101,6 +102,18 @@ function compareHtml(runs: readonly RunSummary[], tables: readonly CompareTable[
     return `<div class="cmp"><h3>${esc(t.label)}</h3><table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table></div>`;
   });
   return `<ul class="legend">${legend}</ul><div class="cmps">${parts.join('')}</div>`;
+}
+
+/** The effect of training over seeds, when the runs are seeds of a config and of its control. */
+function effectHtml(runs: readonly RunSummary[]): string {
+  const paired = pairBySeed(runs);
+  if (!paired.ok || paired.pairs.trained.runs.length < 2) return '';
+  const { trained, control, differences } = paired.pairs;
+  const tables = seedEffects(paired.pairs);
+  const head = ['metric', ...tables[0]!.rows.map((r) => (r.round === 'last' ? `rounds ${r.rounds[0]}–${r.rounds.at(-1)}` : `round ${r.round}`))];
+  const body = tables.map((t) => `<tr>${[t.label, ...t.rows.map((r) => formatEffect(r.effect))].map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`);
+  const seeds = trained.runs.map((r) => r.seed).join(', ');
+  return `<h2>Effect over seeds</h2><p class="meta">${esc(trained.label)} minus ${esc(control.label)}, paired by seed (${esc(seeds)}): mean and bootstrap 95% interval over ${trained.runs.length} seeds, in points; the configs differ in ${esc(differences.join(', ') || 'nothing but their names')}</p><table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead><tbody>${body.join('')}</tbody></table>`;
 }
 
 function replayedHtml(run: RunDetail): string {
@@ -281,7 +294,7 @@ ${card('Test rewards', 'chart-rewards-test')}
 ${replayedHtml(run)}
 ${
   runs.length > 1
-    ? `<h2>Compared runs</h2><div class="grid">${card('Held-out pass per run', 'chart-compare')}</div>${compareHtml(runs, compareRuns(runs))}`
+    ? `${effectHtml(runs)}<h2>Compared runs</h2><div class="grid">${card('Held-out pass per run', 'chart-compare')}</div>${compareHtml(runs, compareRuns(runs))}`
     : ''
 }
 <script type="application/json" id="report-data">${json}</script>

@@ -87,6 +87,60 @@ describe('crucible compare', () => {
   });
 });
 
+describe('crucible compare over seeds', () => {
+  // The config of run A under a second seed, and its frozen control under both seeds.
+  let c: RunOutcome;
+  let controls: RunOutcome[];
+  beforeAll(async () => {
+    const cacheDir = catalogCache();
+    c = await runExperiment({ config: twoProblemConfig(path.join(root, 'seeds'), { rounds: 2, seed: 4 }), cacheDir });
+    controls = [];
+    for (const seed of [3, 4]) {
+      controls.push(await runExperiment({ config: twoProblemConfig(path.join(root, 'seeds'), { rounds: 2, seed, learner: { control: 'frozen' } }), cacheDir }));
+    }
+  }, 300_000);
+
+  it('prints trained minus control per round and over the last rounds, paired by seed, with a bootstrap interval', async () => {
+    const dirs = [controls[1]!.dir, a.dir, controls[0]!.dir, c.dir];
+    const out = await crucible(['compare', ...dirs, '--json']);
+    expect(out.code, out.stderr).toBe(0);
+    type Effect = { mean: number; lo: number; hi: number; seeds: number } | null;
+    const parsed = JSON.parse(out.stdout) as {
+      tables: ReturnType<typeof compareRuns>;
+      effect: {
+        trained: string;
+        control: string;
+        seeds: number[];
+        differences: string[];
+        tables: { metric: string; rows: { round: number | 'last'; rounds: number[]; effect: Effect }[] }[];
+      };
+    };
+    expect(parsed.effect.seeds).toEqual([3, 4]);
+    expect(parsed.effect.differences).toEqual(['learner.control']);
+    expect(parsed.effect.control).toMatch(/learner\.control="frozen"/);
+    // From the side-by-side tables: runs in the order given (control 4, trained 3, control 3, trained 4).
+    const pass = parsed.tables.find((t) => t.metric === 'heldOutPass')!;
+    const effect = parsed.effect.tables.find((t) => t.metric === 'heldOutPass')!;
+    for (const round of [1, 2]) {
+      const v = pass.rows.find((r) => r.round === round)!.values as number[];
+      const diffs = [v[1]! - v[2]!, v[3]! - v[0]!];
+      const e = effect.rows.find((r) => r.round === round)!.effect!;
+      expect(e.mean).toBeCloseTo((diffs[0]! + diffs[1]!) / 2, 12);
+      expect(e.lo).toBeCloseTo(Math.min(...diffs), 12);
+      expect(e.hi).toBeCloseTo(Math.max(...diffs), 12);
+      expect(e.seeds).toBe(2);
+    }
+    expect(effect.rows.at(-1)).toMatchObject({ round: 'last', rounds: [2] });
+    const text = await crucible(['compare', ...dirs, '--last', '2']);
+    expect(text.stdout).toMatch(/^effect over seeds: small \(learner\.control="none"\) minus small \(learner\.control="frozen"\), paired by seed \(3, 4\)/m);
+    expect(text.stdout).toMatch(/^\s*held-out pass\s+[-+]?\d+\.\d pt \[[-+]?\d+\.\d, [-+]?\d+\.\d\]/m);
+    expect(text.stdout).toMatch(/rounds 1-2/);
+    // Seeds that do not pair are said, not guessed at.
+    const unpaired = await crucible(['compare', a.dir, c.dir, b.dir]);
+    expect(unpaired.stdout).toMatch(/^effect over seeds: not computed \(only one seed in common\)$/m);
+  }, 120_000);
+});
+
 describe('damaged files', () => {
   it('crucible runs lists every readable run and marks the others unreadable with the reason', async () => {
     const dir = path.join(root, 'listing');

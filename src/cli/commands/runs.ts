@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { LOG_FILE, loadRunSummary, NotARunError, type RunSummary } from '../../report/run-data.js';
 import { compareRuns, formatValue, runLabel } from '../../report/compare.js';
+import { formatEffect, pairBySeed, seedEffects, type SeedPairs } from '../../report/seed-effect.js';
 import { configDiff, formatSetting } from '../../report/config-diff.js';
 import { EXIT_FAILED, UserError, userFacing } from '../errors.js';
 import { formatTable } from '../table.js';
@@ -26,6 +27,17 @@ function headline(s: RunSummary) {
     last: last ?? null,
     lastSelection: sel ?? null,
   };
+}
+
+function parseLast(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new UserError(`--last must be a whole number of rounds >= 1, got ${v}`);
+  return n;
+}
+
+/** Which configs an effect over seeds compares, on which seeds, differing in what. */
+function effectSummary(pairs: SeedPairs) {
+  return { trained: pairs.trained.label, control: pairs.control.label, seeds: pairs.trained.runs.map((r) => r.seed), differences: pairs.differences };
 }
 
 export function registerRuns(program: Command): void {
@@ -108,14 +120,25 @@ export function registerRuns(program: Command): void {
     .description('print the round tables of several runs side by side, with differences from the first')
     .argument('<run-dirs...>', 'two or more run directories, e.g. runs/<a> runs/<b>')
     .option('--json', 'print JSON')
-    .action(async (dirs: string[], opts: { json?: boolean }) => {
+    .option('--last <n>', 'rounds at the end whose mean the effect over seeds also reports (default: the last half)', parseLast)
+    .action(async (dirs: string[], opts: { json?: boolean; last?: number }) => {
       if (dirs.length < 2) throw new UserError('compare needs at least two run directories');
       const runs: RunSummary[] = [];
       for (const d of dirs) runs.push(await loadRunSummary(d));
       const tables = compareRuns(runs);
       const config = configDiff(runs.map((r) => r.config));
+      // Several seeds of a config and of its control: the effect of training, paired by seed.
+      const paired = pairBySeed(runs);
+      const effect =
+        paired.ok && paired.pairs.trained.runs.length >= 2
+          ? { ...effectSummary(paired.pairs), tables: seedEffects(paired.pairs, opts.last ? { last: opts.last } : {}) }
+          : null;
+      // More than two runs: the effect is asked for, so say why there is none.
+      const why = effect === null && runs.length > 2 ? (paired.ok ? 'only one seed in common' : paired.reason) : null;
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ runs: runs.map((r, i) => ({ label: runLabel(i), ...headline(r) })), config, tables })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ runs: runs.map((r, i) => ({ label: runLabel(i), ...headline(r) })), config, tables, effect, ...(why ? { effectNotComputed: why } : {}) })}\n`,
+        );
         return;
       }
       const out: string[] = [];
@@ -137,6 +160,20 @@ export function registerRuns(program: Command): void {
         ]);
         out.push('', t.label, formatTable(headers, rows));
       }
+      if (effect) {
+        out.push(
+          '',
+          `effect over seeds: ${effect.trained} minus ${effect.control}, paired by seed (${effect.seeds.join(', ')}), mean and bootstrap 95% interval over ${effect.seeds.length} seeds`,
+          `  the configs differ in: ${effect.differences.join(', ') || 'nothing but their names'}`,
+        );
+        const rounds = effect.tables[0]!.rows.map((r) => (r.round === 'last' ? `rounds ${r.rounds[0]}-${r.rounds.at(-1)}` : String(r.round)));
+        out.push(
+          formatTable(
+            ['metric', ...rounds],
+            effect.tables.map((t) => [t.label, ...t.rows.map((r) => formatEffect(r.effect))]),
+          ),
+        );
+      } else if (why) out.push('', `effect over seeds: not computed (${why})`);
       process.stdout.write(`${out.join('\n')}\n`);
     });
 }
