@@ -69,6 +69,16 @@ describe('crucible export --format parquet', () => {
     expect(readdirSync(out).sort()).toEqual(EXPORT_TABLES.map((t) => `${t.name}.parquet`).sort());
   });
 
+  it('--json prints the run and each file with its rows; parquet is the default format', async () => {
+    const again = path.join(root, 'again');
+    const r = await runMain(['export', runDir, '--out', again, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({
+      runId: summary.runId,
+      tables: EXPORT_TABLES.map((t) => ({ name: t.name, file: path.join(again, `${t.name}.parquet`), rows: rowsOf(t.name).length })),
+    });
+  });
+
   it('each file has the documented columns, types and nullability, and names its table and run', () => {
     const PARQUET = {
       string: ['BYTE_ARRAY', 'UTF8'],

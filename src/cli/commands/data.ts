@@ -193,7 +193,7 @@ export function registerData(program: Command): void {
   sandboxOptions(
     data
       .command('import')
-      .description('convert a dataset file (or APPS folder) into a problem file; bad rows are reported and skipped')
+      .description('convert a dataset (a file, Parquet shards, or an APPS folder) into a problem file; bad rows are reported and skipped')
       .argument('<format>', `one of: ${FORMATS.join(', ')}`)
       .argument(
         '<paths...>',
