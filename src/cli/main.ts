@@ -7,6 +7,7 @@ import { registerData } from './commands/data.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerRuns } from './commands/runs.js';
 import { registerReport } from './commands/report.js';
+import { registerExport } from './commands/export.js';
 import { registerEvolved } from './commands/evolved.js';
 import { registerNats } from './commands/nats.js';
 import { registerLog } from './commands/log.js';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerRuns(program);
   registerReport(program);
+  registerExport(program);
   registerEvolved(program);
   registerNats(program);
   registerLog(program);

@@ -1,5 +1,5 @@
 /**
- * Reading dataset files record by record: JSON lines (optionally gzipped) or one JSON array.
+ * Reading JSON dataset files record by record: JSON lines (optionally gzipped) or one JSON array.
  * A line that is not JSON is yielded as an error with its line number, never thrown, so one bad
  * row cannot stop an import.
  */
@@ -15,6 +15,10 @@ export interface RawRecord {
   index: number;
   /** 1-based line number in the file, for JSON lines input. */
   line?: number;
+  /** The file the record is in, where a source has several files (Parquet shards). */
+  file?: string;
+  /** 0-based row of the record in that file, for Parquet input. */
+  row?: number;
   /** The parsed value; absent when `error` is set. */
   value?: unknown;
   error?: string;
@@ -30,6 +34,9 @@ function openText(path: string): Readable {
   raw.on('error', (err) => gunzip.destroy(err));
   return raw.pipe(gunzip);
 }
+
+/** Whether a name says JSON (lines), gzipped or not. */
+export const isJsonName = (path: string): boolean => /\.(jsonl|ndjson|json)(\.gz)?$/i.test(path);
 
 /** Whether the file holds one JSON document (an array of rows) rather than JSON lines. */
 async function isJsonDocument(path: string): Promise<boolean> {
@@ -61,7 +68,7 @@ async function assertFile(path: string): Promise<void> {
 
 /** Yields every record of a `.jsonl`, `.jsonl.gz`, `.json` or `.json.gz` file. A JSON document
  * must be an array of rows, or an object whose only array-valued entry holds the rows. */
-export async function* readRecords(path: string): AsyncGenerator<RawRecord> {
+export async function* readJsonRecords(path: string): AsyncGenerator<RawRecord> {
   await assertFile(path);
   if (await isJsonDocument(path)) yield* readJsonDocument(path);
   else yield* readJsonLines(path);

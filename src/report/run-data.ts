@@ -85,7 +85,9 @@ async function firstOf<T extends 'RunStarted' | 'RunCompleted' | 'RunFailed'>(lo
   return undefined;
 }
 
-async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: ProjectionRunner, summary: RunSummary) => Promise<T>): Promise<T> {
+/** Opens a run directory read-only (its read models brought up to date, or rebuilt in a scratch
+ * file for a run that may still be going) for `f`, and closes it after. */
+export async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: ProjectionRunner, summary: RunSummary) => Promise<T>): Promise<T> {
   const logPath = path.join(dir, LOG_FILE);
   if (!existsSync(logPath)) throw new NotARunError(dir, `no ${LOG_FILE} here: not a crucible run directory`);
   const log = await openSqliteLog(logPath, { create: false, readOnly: true });

@@ -64,9 +64,12 @@ function oracleNotes(r: OracleResult): string[] {
   return lines;
 }
 
-async function runImport(format: string, path: string, o: ImportFlags): Promise<void> {
+/** The paths as one phrase, for the summary lines. */
+const describePaths = (paths: readonly string[]): string => (paths.length === 1 ? paths[0]! : `${paths.length} files (${paths[0]} ... ${paths.at(-1)})`);
+
+async function runImport(format: string, paths: string[], o: ImportFlags): Promise<void> {
   const loader = getLoader(format);
-  if (!existsSync(path)) throw new UserError(`dataset not found: ${path}`);
+  for (const path of paths) if (!existsSync(path)) throw new UserError(`dataset not found: ${path}`);
   const outDir = dirname(resolve(o.out));
   if (!existsSync(outDir)) throw new UserError(`output folder does not exist: ${outDir}`);
   const options: LoaderOptions = {
@@ -102,7 +105,7 @@ async function runImport(format: string, path: string, o: ImportFlags): Promise<
     }
   };
   try {
-    for await (const item of importRows(format, path, options)) {
+    for await (const item of importRows(format, paths, options)) {
       if (!item.ok) {
         errors.push(item.error);
         if (!o.quiet) warn(`skipped ${describeRowError(item.error)}`);
@@ -118,7 +121,7 @@ async function runImport(format: string, path: string, o: ImportFlags): Promise<
     if (sandbox) await flush();
     if (out.count === 0) {
       await out.abort();
-      throw new UserError(`no problem could be imported from ${path} as ${format} (${errors.length} rows skipped)`, 1);
+      throw new UserError(`no problem could be imported from ${describePaths(paths)} as ${format} (${errors.length} rows skipped)`, 1);
     }
     await out.close();
   } catch (err) {
@@ -190,9 +193,12 @@ export function registerData(program: Command): void {
   sandboxOptions(
     data
       .command('import')
-      .description('convert a dataset file (or APPS folder) into a problem file; bad rows are reported and skipped')
+      .description('convert a dataset (a file, Parquet shards, or an APPS folder) into a problem file; bad rows are reported and skipped')
       .argument('<format>', `one of: ${FORMATS.join(', ')}`)
-      .argument('<path>', 'dataset file (.jsonl, .jsonl.gz, .json) or, for apps, a problem folder')
+      .argument(
+        '<paths...>',
+        'dataset file (.jsonl, .jsonl.gz, .json, .parquet), Parquet shards of one split in order (data/train-*.parquet), a folder of them, or, for apps, a problem folder',
+      )
       .requiredOption('--out <file>', 'problem file to write (JSON lines)')
       .option('--source <name>', 'source label and id prefix (default: the format name)')
       .option('--spj <file>', "taco: TACO's output_spj.jsonl, marks problems that need a checker")
@@ -200,7 +206,7 @@ export function registerData(program: Command): void {
       .option('--memory-limit <mb>', 'memory limit for rows that state none')
       .option('--oracle', 'fill expected values of input-only tests by running the reference solution')
       .option('--quiet', 'do not list skipped rows'),
-  ).action((format: string, path: string, o: ImportFlags) => runImport(format, path, o));
+  ).action((format: string, paths: string[], o: ImportFlags) => runImport(format, paths, o));
 
   sandboxOptions(
     data

@@ -1,14 +1,15 @@
 /**
- * APPS, in either layout: Hugging Face rows (problem_id, question, solutions and input_output as
- * JSON text, starter_code, difficulty, url), or the original one-folder-per-problem layout
- * (question.txt, input_output.json, solutions.json, metadata.json, starter_code.py, and CodeRL's
- * gen_solutions.json whose programs labelled `result: false` are kept as incorrect solutions).
+ * APPS, in either layout: Hugging Face rows (JSON lines or Parquet; problem_id, question,
+ * solutions and input_output as JSON text, starter_code, difficulty, url), or the original
+ * one-folder-per-problem layout (question.txt, input_output.json, solutions.json, metadata.json,
+ * starter_code.py, and CodeRL's gen_solutions.json whose programs labelled `result: false` are
+ * kept as incorrect solutions).
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { ProblemInput } from '../../core/problem.js';
-import { readRecords, type RawRecord } from '../jsonl.js';
+import { isParquetSource, readRecords, type RawRecord } from '../records.js';
 import { parseRow, unique } from './common.js';
 import { programList, testsFromInputOutput } from './inputOutput.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
@@ -92,7 +93,8 @@ export const appsLoader: DatasetLoader = {
   // APPS's harness runs each test with a 4 s timeout; memory is unstated.
   defaultLimits: { timeSeconds: 4, memoryMb: 1024 },
   async *rows(path: string) {
-    if ((await stat(path).catch(() => undefined))?.isDirectory()) yield* folderRows(path);
+    // A folder of Parquet shards is rows, like a file; any other folder is the folder layout.
+    if ((await stat(path).catch(() => undefined))?.isDirectory() && !(await isParquetSource(path))) yield* folderRows(path);
     else yield* readRecords(path);
   },
   convert(raw: unknown, ctx: ConvertContext): ProblemInput {

@@ -4,7 +4,7 @@
  * and the import goes on.
  */
 import { DatasetError } from '../errors.js';
-import { readRecords } from '../jsonl.js';
+import { readRecords, type RawRecord } from '../records.js';
 import { Problem } from '../../core/problem.js';
 import { appsLoader } from './apps.js';
 import { codeContestsLoader } from './codecontests.js';
@@ -57,15 +57,36 @@ function rawId(value: unknown): string | undefined {
 
 export type ImportItem = { ok: true; problem: Problem } | { ok: false; error: RowError };
 
-/** Converts a dataset file (or folder, for APPS) row by row, in order. Never throws for a row. */
-export async function* importRows(format: string, path: string, options: LoaderOptions = {}): AsyncGenerator<ImportItem> {
+/** The records of one path or several (shards of one table, in the order given): indexes
+ * continue from one path to the next, and each record of several paths names its file. */
+async function* sourceRecords(loader: DatasetLoader, paths: readonly string[]): AsyncGenerator<RawRecord> {
+  let offset = 0;
+  for (const path of paths) {
+    let next = offset;
+    for await (const rec of loader.rows ? loader.rows(path) : readRecords(path)) {
+      next = offset + rec.index + 1;
+      yield { ...rec, index: offset + rec.index, ...(paths.length > 1 && rec.file === undefined ? { file: path } : {}) };
+    }
+    offset = next;
+  }
+}
+
+/** Converts a dataset file, folder (APPS, Parquet shards) or list of files row by row, in order.
+ * Never throws for a row; a file that cannot be read at all is a DatasetError. */
+export async function* importRows(format: string, path: string | readonly string[], options: LoaderOptions = {}): AsyncGenerator<ImportItem> {
   const loader = getLoader(format);
   const source = options.source ?? loader.defaultSource;
   const limits = { ...loader.defaultLimits, ...options.defaultLimits };
   const seen = new Map<string, number>();
-  const rows = loader.rows ? loader.rows(path) : readRecords(path);
-  for await (const rec of rows) {
-    const where = { index: rec.index, ...(rec.line !== undefined ? { line: rec.line } : {}) };
+  const paths = typeof path === 'string' ? [path] : path;
+  if (paths.length === 0) throw new DatasetError('no dataset path given');
+  for await (const rec of sourceRecords(loader, paths)) {
+    const where = {
+      index: rec.index,
+      ...(rec.line !== undefined ? { line: rec.line } : {}),
+      ...(rec.file !== undefined ? { file: rec.file } : {}),
+      ...(rec.row !== undefined ? { row: rec.row } : {}),
+    };
     if (rec.error !== undefined) {
       yield { ok: false, error: { ...where, reason: rec.error } };
       continue;
@@ -94,8 +115,8 @@ export async function* importRows(format: string, path: string, options: LoaderO
   }
 }
 
-/** All problems of a dataset file plus the rows that were skipped, with reasons. */
-export async function loadDataset(format: string, path: string, options: LoaderOptions = {}): Promise<LoadResult> {
+/** All problems of a dataset file (or files) plus the rows that were skipped, with reasons. */
+export async function loadDataset(format: string, path: string | readonly string[], options: LoaderOptions = {}): Promise<LoadResult> {
   const result: LoadResult = { problems: [], errors: [] };
   for await (const item of importRows(format, path, options)) {
     if (item.ok) result.problems.push(item.problem);
@@ -104,8 +125,10 @@ export async function loadDataset(format: string, path: string, options: LoaderO
   return result;
 }
 
-/** "row 12 (line 13, id X): reason" */
+/** "row 12 (line 13, id X): reason"; "row 1012 (data/train-00001.parquet row 12, id X): reason" */
 export function describeRowError(e: RowError): string {
-  const where = [e.line !== undefined ? `line ${e.line}` : undefined, e.id !== undefined ? `id ${e.id}` : undefined].filter(Boolean).join(', ');
+  const inFile = e.row !== undefined ? `row ${e.row}` : e.line !== undefined ? `line ${e.line}` : undefined;
+  const place = e.file !== undefined ? [e.file, inFile].filter(Boolean).join(' ') : inFile;
+  const where = [place, e.id !== undefined ? `id ${e.id}` : undefined].filter(Boolean).join(', ');
   return `row ${e.index}${where ? ` (${where})` : ''}: ${e.reason}`;
 }

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { ProblemInput } from '../../core/problem.js';
-import { readRecords } from '../jsonl.js';
+import { readJsonRecords } from '../jsonl.js';
 import { DatasetError } from '../errors.js';
 import { parseMegabytes, parseRow, parseSeconds, pythonStringList, unique, withLimits } from './common.js';
 import { programList, testsFromInputOutput } from './inputOutput.js';
@@ -42,7 +42,7 @@ const SpjLine = z.object({ idx: z.number().int().nonnegative(), special_judge: z
 /** Reads TACO's output_spj.jsonl: row index -> whether that problem needs a special judge. */
 export async function readSpecialJudge(path: string): Promise<Map<number, SpecialJudgeInfo>> {
   const out = new Map<number, SpecialJudgeInfo>();
-  for await (const rec of readRecords(path)) {
+  for await (const rec of readJsonRecords(path)) {
     const parsed = SpjLine.safeParse(rec.value);
     if (rec.error || !parsed.success) {
       throw new DatasetError(`${path}: record ${rec.index + 1} is not {idx, special_judge, case}`);

@@ -4,10 +4,15 @@ import type { RawRecord } from '../jsonl.js';
 
 /** A row that could not be imported: reported, skipped, never fatal to the import. */
 export interface RowError {
-  /** 0-based index of the row in its file (or of the problem folder, for folder layouts). */
+  /** 0-based index of the row in its source (or of the problem folder, for folder layouts); the
+   * rows of several files (Parquet shards) are counted as one table, in order. */
   index: number;
   /** 1-based line number, when the input is JSON lines. */
   line?: number;
+  /** The file holding the row, when the source is Parquet or several files. */
+  file?: string;
+  /** 0-based row in that file, for Parquet input. */
+  row?: number;
   /** The row's id when it could be read. */
   id?: string;
   reason: string;
@@ -58,7 +63,8 @@ export interface DatasetLoader {
   readonly defaultSource: string;
   /** Default limits of the benchmark's own harness, for rows that state none. */
   readonly defaultLimits: Limits;
-  /** Where the rows come from; default: the records of a JSON / JSON lines file. */
+  /** Where the rows come from; default: the records of a JSON / JSON lines / Parquet file or a
+   * folder of Parquet shards (records.ts). */
   rows?(path: string): AsyncIterable<RawRecord>;
   /** Converts one raw row; throws RowRejected (or any error) for a row it cannot import. */
   convert(row: unknown, ctx: ConvertContext): ProblemInput;
