@@ -10,7 +10,7 @@
  * version is not a state of its own: the step's commit publishes it, so no log holds a trained
  * step whose version is unpublished.
  */
-import { assign, not, setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import type { SnapshotFrom } from 'xstate';
 import type { ActorDefinition, LogEvent } from './runtime.js';
@@ -98,6 +98,31 @@ const withSample = (samples: LearnerContext['samples'], ref: SampleRef): Learner
 export const learnerMachine = setup({
   types: { context: {} as LearnerContext, events: {} as LogEvent },
   actions: {
+    addRewards: assign(({ context, event }) => {
+      const d = dataOf(event.envelope, 'RewardsAssigned');
+      const work = context.rounds[d.round];
+      if (!work) return {};
+      const rewards = { ...work.rewards, [d.role]: [...work.rewards[d.role], d] };
+      return { rounds: { ...context.rounds, [d.round]: { ...work, rewards } } };
+    }),
+    published: assign(({ context, event }) => {
+      const d = dataOf(event.envelope, 'PolicyVersionPublished');
+      const versions = { ...context.versions, [d.policy.role]: d.policy.version };
+      if (d.round === 0 || d.policy.role !== 'test') return { versions };
+      // Both roles of a round are published in one commit, test last: the round is trained.
+      const { [d.round]: done, ...rounds } = context.rounds;
+      const samples = { ...context.samples };
+      for (const role of ['code', 'test'] as const) {
+        if (role === 'test' && context.keepTestSamples) continue;
+        for (const r of done?.rewards[role] ?? []) {
+          const kept = { ...samples[r.problemId] };
+          for (const i of r.items) delete kept[i.sampleId];
+          if (Object.keys(kept).length > 0) samples[r.problemId] = kept;
+          else delete samples[r.problemId];
+        }
+      }
+      return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
+    }),
     configure: assign(({ event }) => {
       const config = configOf(event.envelope);
       return { whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
@@ -113,9 +138,11 @@ export const learnerMachine = setup({
   states: {
     waiting: { on: { RunStarted: { target: 'initializing', actions: 'configure' } } },
     initializing: { always: { guard: 'published', target: 'collecting' } },
-    collecting: { always: { guard: 'roundComplete', target: 'training' } },
-    // Left when the round's trained versions are published and no other round is complete.
-    training: { always: { guard: not('roundComplete'), target: 'collecting' } },
+    // Only rewards complete a round and only a published version ends one: the choice is made
+    // after those events, not after every event (a guard over every open round's rewards).
+    collecting: { on: { RewardsAssigned: { actions: 'addRewards', target: 'deciding' } } },
+    training: { on: { PolicyVersionPublished: { actions: 'published', target: 'deciding' } } },
+    deciding: { always: [{ guard: 'roundComplete', target: 'training' }, { target: 'collecting' }] },
   },
   context: {
     whiteBox: true,
@@ -175,35 +202,8 @@ export const learnerMachine = setup({
         return { samples: withSample(context.samples, { ...ref, promptHash: d.promptHash, responseHash: d.responseHash, tokensHash: d.tokensHash }) };
       }),
     },
-    RewardsAssigned: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'RewardsAssigned');
-        const work = context.rounds[d.round];
-        if (!work) return {};
-        const rewards = { ...work.rewards, [d.role]: [...work.rewards[d.role], d] };
-        return { rounds: { ...context.rounds, [d.round]: { ...work, rewards } } };
-      }),
-    },
-    PolicyVersionPublished: {
-      actions: assign(({ context, event }) => {
-        const d = dataOf(event.envelope, 'PolicyVersionPublished');
-        const versions = { ...context.versions, [d.policy.role]: d.policy.version };
-        if (d.round === 0 || d.policy.role !== 'test') return { versions };
-        // Both roles of a round are published in one commit, test last: the round is trained.
-        const { [d.round]: done, ...rounds } = context.rounds;
-        const samples = { ...context.samples };
-        for (const role of ['code', 'test'] as const) {
-          if (role === 'test' && context.keepTestSamples) continue;
-          for (const r of done?.rewards[role] ?? []) {
-            const kept = { ...samples[r.problemId] };
-            for (const i of r.items) delete kept[i.sampleId];
-            if (Object.keys(kept).length > 0) samples[r.problemId] = kept;
-            else delete samples[r.problemId];
-          }
-        }
-        return { versions, rounds, samples, trainedRounds: [...context.trainedRounds, d.round] };
-      }),
-    },
+    RewardsAssigned: { actions: 'addRewards' },
+    PolicyVersionPublished: { actions: 'published' },
   },
 });
 
