@@ -43,6 +43,8 @@ export type NatsCluster = z.infer<typeof ClusterRecord> & { dir: string; urls: s
 export { NatsServerError };
 
 const STATE = 'nats.json';
+/** Written by `down` while it stops the servers: a supervisor seeing it restarts none. */
+export const STOPPING = 'nats.stopping';
 
 /** The nats-server binary: $NATS_SERVER, then PATH, then Debian's /usr/sbin. */
 export function natsServerBinary(): string {
@@ -131,6 +133,8 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       );
     }
   }
+  // A `down` that died midway left its marker: these servers are started anew.
+  rmSync(path.join(dir, STOPPING), { force: true });
   if (opts.hosts !== undefined && opts.hosts.length !== opts.nodes) throw new NatsServerError(`${opts.hosts.length} hosts given for ${opts.nodes} servers`);
   const hosts: readonly NatsHost[] = opts.hosts ?? Array.from({ length: opts.nodes }, () => ({ address: '127.0.0.1' }));
   const binary = opts.binary ?? natsServerBinary();
@@ -280,16 +284,28 @@ export async function restartNode(dir: string, name: string, binary = natsServer
   const cluster = readCluster(dir);
   const node = cluster.nodes.find((n) => n.name === name);
   if (!node) throw new NatsServerError(`${dir} has no server named ${name}`);
-  if (alive(node.pid)) return node;
+  if (nodeRuns(cluster.dir, node)) return node;
   const updated = { ...node, pid: startServer(binary, node.configFile, node.logFile, node.launcher) };
   const nodes = cluster.nodes.map((n) => (n.name === name ? updated : n));
   writeFileSync(path.join(cluster.dir, STATE), `${JSON.stringify({ version: cluster.version, auth: cluster.auth, tls: cluster.tls, nodes }, null, 2)}\n`);
-  while (!(await portOpen(node.port, node.host))) await sleep(50);
+  const deadline = Date.now() + 15_000;
+  while (!(await portOpen(node.port, node.host))) {
+    if (!alive(updated.pid)) throw new NatsServerError(`nats-server ${name} exited at start: ${tail(node.logFile)}`);
+    if (Date.now() > deadline)
+      throw new NatsServerError(`nats-server ${name} (pid ${updated.pid}) did not open port ${node.port} within 15 s: ${tail(node.logFile)}`);
+    await sleep(50);
+  }
   return updated;
 }
 
 function pidFileOf(nodeDir: string): string {
   return path.join(nodeDir, 'nats.pid');
+}
+
+/** Whether the node's server runs: one of its pids is a live nats-server with its config (a
+ * pid recorded may since be another process's, or a zombie's). */
+export function nodeRuns(dir: string, node: NatsNode): boolean {
+  return pidsOf(dir, node).some((pid) => alive(pid) && runsConfig(pid, node.configFile));
 }
 
 /** Whether `pid` is a nats-server started with `configFile` (a pid file may outlive its
@@ -319,6 +335,7 @@ function pidsOf(dir: string, node: NatsNode): number[] {
  * among them); with `wipe`, deletes their data too. */
 export async function natsDown(dir: string, opts: { wipe?: boolean } = {}): Promise<number> {
   const cluster = readCluster(dir);
+  writeFileSync(path.join(cluster.dir, STOPPING), `${process.pid}\n`);
   let stopped = 0;
   for (const n of cluster.nodes) {
     for (const pid of pidsOf(cluster.dir, n)) {
@@ -328,6 +345,7 @@ export async function natsDown(dir: string, opts: { wipe?: boolean } = {}): Prom
     }
   }
   rmSync(path.join(cluster.dir, STATE), { force: true });
+  rmSync(path.join(cluster.dir, STOPPING), { force: true });
   if (opts.wipe) for (const n of cluster.nodes) rmSync(path.join(cluster.dir, n.name), { recursive: true, force: true });
   return stopped;
 }

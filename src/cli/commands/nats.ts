@@ -1,7 +1,38 @@
 import type { Command } from 'commander';
 import { NATS_ROLES, credentialsFile } from '../../events/jetstream/nats-roles.js';
 import { NatsServerError, natsDown, natsUp } from '../../nats-ops/nats-server.js';
+import { superviseNats } from '../../nats-ops/nats-supervise.js';
 import { UserError } from '../errors.js';
+
+/** `nats up --supervise`: one timestamped line per thing it does; a signal stops the servers. */
+async function supervise(dir: string): Promise<void> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  process.stdout.write(`${new Date().toISOString()} supervising (pid ${process.pid}): a server that dies is started again\n`);
+  try {
+    const ended = await superviseNats(dir, {
+      signal: stop.signal,
+      onEvent: (e) => {
+        const what =
+          e.kind === 'restarted'
+            ? `${e.node} was not running: started again, pid ${e.pid}`
+            : e.kind === 'restart-failed'
+              ? `${e.node} was not running and did not start again: ${e.detail}`
+              : 'nats down stopped the servers: supervision ends';
+        process.stdout.write(`${e.at} ${what}\n`);
+      },
+    });
+    if (ended === 'aborted') {
+      const n = await natsDown(dir);
+      process.stdout.write(`${new Date().toISOString()} signalled: stopped ${n} nats-server${n === 1 ? '' : 's'}\n`);
+    }
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}
 
 export function registerNats(program: Command): void {
   const nats = program.command('nats').description('start and stop local nats-servers with JetStream (for a run log on JetStream)');
@@ -13,7 +44,8 @@ export function registerNats(program: Command): void {
     .option('--port <port>', 'client port of the first server (default: a free port)')
     .option('--no-auth', 'let any client in (default: a user per role, credentials written to DIR/<role>.creds.json)')
     .option('--tls', 'TLS for clients and cluster routes, with a CA made in DIR/tls (needs openssl)')
-    .action(async (opts: { dir: string; nodes: string; port?: string; auth: boolean; tls?: boolean }) => {
+    .option('--supervise', 'stay in the foreground and start again any server that dies, until `nats down` (or SIGTERM/SIGINT, which stops the servers)')
+    .action(async (opts: { dir: string; nodes: string; port?: string; auth: boolean; tls?: boolean; supervise?: boolean }) => {
       if (opts.nodes !== '1' && opts.nodes !== '3') throw new UserError(`--nodes ${opts.nodes}: expected 1 or 3`);
       if (opts.tls && !opts.auth) throw new UserError('--tls needs auth: clients get the CA in their credentials files (drop --no-auth)');
       const port = opts.port === undefined ? undefined : Number(opts.port);
@@ -35,6 +67,7 @@ export function registerNats(program: Command): void {
         } else {
           process.stdout.write('no auth: any client that reaches these ports may read and write every run\n');
         }
+        if (opts.supervise) await supervise(opts.dir);
       } catch (err) {
         if (err instanceof NatsServerError) throw new UserError(err.message);
         throw err;
