@@ -29,8 +29,23 @@ def _read_token(path, env: str):
     return tok
 
 
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc serve tensors up to 32 MiB from its heap and keep freed memory there:
+    by default each such tensor is a fresh mmap whose pages fault in one by one, which made a
+    copy of a 4 MB cache 50x slower than from reused memory (measured on a loaded 2-core box)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (32 MiB is glibc's maximum)
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator's defaults stay
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _keep_freed_memory()
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="gpu_bridge %(levelname)s %(message)s")
     if argv[:1] == ["serve"]:
         return _serve(argv[1:])
@@ -76,7 +91,12 @@ def _serve(argv) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--admin-token-file", help="file holding the admin token (else $GPU_BRIDGE_ADMIN_TOKEN); no token: admin disabled")
+    ap.add_argument("--batch-window-ms", type=float, default=5.0,
+                    help="how long the first waiting request waits for others to share its batch (it goes at once when every open connection has one in)")
+    ap.add_argument("--max-batch-rows", type=int, default=256, help="rows (prompts x n) decoded together at most")
     a = ap.parse_args(argv)
+    if a.batch_window_ms < 0 or a.max_batch_rows < 1:
+        sys.exit("gpu_bridge serve: --batch-window-ms must be >= 0 and --max-batch-rows >= 1")
     from .serve import Served, run_server
 
     name = a.served_model_name or (os.path.basename(os.path.normpath(a.model)) if a.model else f"{a.backend}-policy")
@@ -86,7 +106,8 @@ def _serve(argv) -> int:
         served = Served(a.backend, a.model, name, a.device, a.seed, json.loads(a.config) if a.config else None)
     except BridgeError as e:
         sys.exit(f"gpu_bridge serve: {e.code}: {e.message}")
-    run_server(served, a.host, a.port, _read_token(a.admin_token_file, "GPU_BRIDGE_ADMIN_TOKEN"))
+    run_server(served, a.host, a.port, _read_token(a.admin_token_file, "GPU_BRIDGE_ADMIN_TOKEN"),
+               window_ms=a.batch_window_ms, max_rows=a.max_batch_rows)
     return 0
 
 

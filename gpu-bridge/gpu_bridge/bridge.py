@@ -22,7 +22,7 @@ from .backends import BACKENDS, backend_class, capabilities
 from .batch import Sample, sha256_file
 from .errors import BridgeError, bad_request, not_found
 from .losses import AGGREGATIONS
-from .sampling import SamplingParams, make_generator, sample_batch
+from .sampling import SamplingParams, sample_batch
 from .trainer import PolicyState, is_oom, peak_memory
 
 OPS = ("hello", "load_policy", "generate", "logprobs", "train_step", "publish", "save_state",
@@ -195,9 +195,8 @@ class Bridge:
             prompt_ids = [tok.encode(p, add_bos=True) for p in prompts]
         elif not isinstance(prompt_ids, list) or not all(isinstance(p, list) for p in prompt_ids):
             raise bad_request("prompt_ids must be a list of token id lists")
-        gen = make_generator(st.policy.device, params.seed)
         t0 = time.perf_counter()
-        outputs = sample_batch(st.policy, prompt_ids, params, gen)
+        outputs = sample_batch(st.policy, prompt_ids, params)
         n_tok = sum(len(r["token_ids"]) for res in outputs for r in res)
         secs = time.perf_counter() - t0
         return {"version": st.version, "outputs": outputs, "prompt_ids": prompt_ids if args.get("return_prompt_ids") else None,

@@ -1,11 +1,15 @@
 """OpenAI-compatible HTTP server over one policy (`python3 -m gpu_bridge serve`).
 
-Endpoints: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (n, temperature,
-top_p, max_tokens, stop, seed, logprobs), GET /health, and an admin endpoint that swaps in a
-published version, as vLLM's load_lora_adapter and SGLang's update_weights_from_disk do:
-POST /admin/load_version {path} | {root, version?} (alias /update_weights_from_disk
-{model_path}), which needs `Authorization: Bearer <admin token>`. Only stable, hash-verified
-checkpoints load; a failed load leaves the served weights as they were.
+Endpoints: GET /v1/models (and /v1/models/{id}), POST /v1/completions, POST /v1/chat/completions
+(n, temperature, top_p, max_tokens, stop, seed, logprobs, stream), GET /health, and an admin
+endpoint that swaps in a published version, as vLLM's load_lora_adapter and SGLang's
+update_weights_from_disk do: POST /admin/load_version {path} | {root, version?} (alias
+/update_weights_from_disk {model_path}), which needs `Authorization: Bearer <admin token>`. Only
+stable, hash-verified checkpoints load; a failed load leaves the served weights as they were.
+
+Each connection has its own thread; generation requests go to one Batcher, which decodes the
+requests that arrive together as one batch. A batch holds the model's lock while it decodes, so
+a weight swap waits for the batch in flight and the next batch samples from the new weights.
 """
 
 from __future__ import annotations
@@ -13,22 +17,25 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import queue
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
-
-import torch
+from typing import List, Optional
 
 from . import checkpoint as ck
+from . import openai_api as api
 from .backends import backend_class
+from .batcher import Batcher, Job
 from .bridge import pick_device
 from .errors import BridgeError
-from .sampling import SamplingParams, make_generator, sample_batch
+from .sampling import decode_rows, make_rows
 
 MAX_BODY = 8 << 20
+STATUS = {"bad_request": 400, "unauthorized": 401, "not_found": 404, "torn_checkpoint": 409, "hash_mismatch": 409,
+          "unavailable": 503, "oom": 503, "internal": 500}
 
 
 class Served:
@@ -52,6 +59,8 @@ class Served:
         if config:
             args["config"] = config
         self.policy = backend_class(backend).create(args, pick_device(device), seed)
+        tok = self.policy.tokenizer
+        self.vocab = getattr(tok, "vocab_size", None) or len(tok.tok)
 
     def load(self, body: dict) -> dict:
         path = body.get("path") or body.get("model_path")
@@ -66,22 +75,31 @@ class Served:
             self.version, self.sha256 = v, digest
         return {"success": True, "version": v, "path": path, "sha256": digest}
 
-
-def _params(body: dict, chat: bool) -> SamplingParams:
-    a = {k: body[k] for k in ("n", "temperature", "top_p", "stop", "seed") if body.get(k) is not None}
-    a["max_tokens"] = body.get("max_completion_tokens") or body.get("max_tokens") or 16
-    if chat:
-        a["logprobs"] = bool(body.get("logprobs"))
-        a["top_logprobs"] = int(body.get("top_logprobs") or 0)
-    elif body.get("logprobs") is not None:
-        a["logprobs"] = True
-        a["top_logprobs"] = int(body["logprobs"])
-    return SamplingParams.from_json(a)
+    def run_batch(self, jobs: List[Job]) -> None:
+        """Decode every row of the jobs as one batch, on the weights of one version."""
+        with self.lock:
+            for j in jobs:
+                j.version = self.version
+            decode_rows(self.policy, [r for j in jobs for r in j.rows])
 
 
-def make_handler(served: Served, admin_token: Optional[str]):
+def _error_body(status: int, message: str, code: str) -> dict:
+    typ = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}.get(status)
+    typ = typ or ("server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": typ, "param": None, "code": code}}
+
+
+def make_handler(served: Served, batcher: Batcher, admin_token: Optional[str]):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            batcher.connection(+1)
+
+        def finish(self):
+            batcher.connection(-1)
+            super().finish()
 
         def log_message(self, fmt, *args):  # to stderr, terse
             sys.stderr.write("serve: " + (fmt % args) + "\n")
@@ -94,8 +112,8 @@ def make_handler(served: Served, admin_token: Optional[str]):
             self.end_headers()
             self.wfile.write(data)
 
-        def _error(self, status: int, message: str, code: str, typ: str = "invalid_request_error") -> None:
-            self._send(status, {"error": {"message": message, "type": typ, "param": None, "code": code}})
+        def _error(self, status: int, message: str, code: str) -> None:
+            self._send(status, _error_body(status, message, code))
 
         def _body(self) -> Optional[dict]:
             n = int(self.headers.get("Content-Length") or 0)
@@ -114,13 +132,19 @@ def make_handler(served: Served, admin_token: Optional[str]):
                 return None
             return body
 
+        def _model(self) -> dict:
+            return {"id": served.name, "object": "model", "created": 0, "owned_by": "crucible",
+                    "version": served.version, "sha256": served.sha256}
+
         def do_GET(self):
             if self.path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{
-                    "id": served.name, "object": "model", "created": 0, "owned_by": "crucible",
-                    "version": served.version, "sha256": served.sha256}]})
+                self._send(200, {"object": "list", "data": [self._model()]})
+            elif self.path == f"/v1/models/{served.name}":
+                self._send(200, self._model())
+            elif self.path.startswith("/v1/models/"):
+                self._error(404, f"model {self.path[len('/v1/models/'):]!r} is not served here; serving {served.name!r}", "model_not_found")
             elif self.path == "/health":
-                self._send(200, {"ok": True, "version": served.version})
+                self._send(200, {"ok": True, "version": served.version, **batcher.stats})
             else:
                 self._error(404, f"no route GET {self.path}", "not_found")
 
@@ -134,105 +158,133 @@ def make_handler(served: Served, admin_token: Optional[str]):
                         return
                     self._send(200, served.load(body))
                 elif self.path == "/v1/completions":
-                    self._completions(body)
+                    self._generate(body, chat=False)
                 elif self.path == "/v1/chat/completions":
-                    self._chat(body)
+                    self._generate(body, chat=True)
                 else:
                     self._error(404, f"no route POST {self.path}", "not_found")
             except BridgeError as e:
-                status = 404 if e.code == "not_found" else 409 if e.code in ("torn_checkpoint", "hash_mismatch") else 400
-                self._error(status, e.message, e.code)
+                self._error(STATUS.get(e.code, 400), e.message, e.code)
             except (ValueError, TypeError) as e:
                 self._error(400, str(e), "bad_request")
 
         def _authorized(self) -> bool:
             if admin_token is None:
-                self._error(403, "the admin endpoint is disabled: start serve with --admin-token-file", "admin_disabled", "permission_error")
+                self._error(403, "the admin endpoint is disabled: start serve with --admin-token-file", "admin_disabled")
                 return False
             given = self.headers.get("Authorization", "")
             if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), admin_token.encode())):
-                self._error(401, "missing or wrong admin token (Authorization: Bearer ...)", "unauthorized", "authentication_error")
+                self._error(401, "missing or wrong admin token (Authorization: Bearer ...)", "unauthorized")
                 return False
             return True
 
-        def _check_model(self, body: dict) -> bool:
+        def _generate(self, body: dict, chat: bool) -> None:
             m = body.get("model")
             if m not in (None, served.name):
-                self._error(404, f"model {m!r} is not served here; serving {served.name!r}", "model_not_found")
-                return False
-            return True
-
-        def _run(self, prompts, params):
-            with served.lock:
-                tok = served.policy.tokenizer
-                gen = make_generator(served.policy.device, params.seed)
-                ids = [tok.encode(p, add_bos=True) for p in prompts]
-                return list(zip(ids, sample_batch(served.policy, ids, params, gen))), served.version
-
-        def _completions(self, body: dict):
-            if not self._check_model(body):
-                return
-            prompt = body.get("prompt")
-            prompts = [prompt] if isinstance(prompt, str) else prompt
-            if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
-                return self._error(400, "prompt must be a string or a non-empty list of strings", "bad_request")
-            params = _params(body, chat=False)
-            outs, version = self._run(prompts, params)
-            choices, p_tok, c_tok = [], 0, 0
-            for ids, res in outs:
-                p_tok += len(ids)
-                for r in res:
-                    c_tok += len(r["token_ids"])
-                    lp = None
-                    if "logprobs" in r:
-                        offs, o = [], 0
-                        for t in r["tokens"]:
-                            offs.append(o)
-                            o += len(t)
-                        lp = {"tokens": r["tokens"], "token_logprobs": r["logprobs"],
-                              "top_logprobs": r.get("top_logprobs"), "text_offset": offs}
-                    choices.append({"index": len(choices), "text": r["text"], "logprobs": lp,
-                                    "finish_reason": r["finish_reason"], "token_ids": r["token_ids"]})
-            self._send(200, {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-                             "model": served.name, "system_fingerprint": f"v{version}", "choices": choices,
-                             "usage": {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok}})
-
-        def _chat(self, body: dict):
-            if not self._check_model(body):
-                return
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in msgs):
-                return self._error(400, "messages must be a non-empty list of {role, content}", "bad_request")
-            params = _params(body, chat=True)
-            prompt = served.policy.tokenizer.chat_prompt(msgs)
-            outs, version = self._run([prompt], params)
-            ids, res = outs[0]
+                return self._error(404, f"model {m!r} is not served here; serving {served.name!r}", "model_not_found")
             tok = served.policy.tokenizer
-            choices, c_tok = [], 0
-            for i, r in enumerate(res):
-                c_tok += len(r["token_ids"])
-                lp = None
-                if "logprobs" in r:
-                    content = []
-                    for j, (t, l) in enumerate(zip(r["token_ids"], r["logprobs"])):
-                        top = r.get("top_logprobs", [])
-                        content.append({"token": tok.token_text(t), "logprob": l, "bytes": tok.token_bytes(t),
-                                        "top_logprobs": [{"token": k, "logprob": v, "bytes": list(k.encode("utf-8"))}
-                                                         for k, v in (top[j].items() if j < len(top) else [])]})
-                    lp = {"content": content}
-                choices.append({"index": i, "message": {"role": "assistant", "content": r["text"]}, "logprobs": lp,
-                                "finish_reason": r["finish_reason"]})
-            self._send(200, {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                             "model": served.name, "system_fingerprint": f"v{version}", "choices": choices,
-                             "usage": {"prompt_tokens": len(ids), "completion_tokens": c_tok, "total_tokens": len(ids) + c_tok}})
+            req = api.read_chat(body, tok) if chat else api.read_completions(body, tok, served.vocab)
+            events: Optional[queue.Queue] = queue.Queue() if req.stream else None
+            sink = (lambda row, d: events.put(("delta", row.index, d))) if events is not None else None
+            job = batcher.submit(Job(make_rows(served.policy, req.prompts, req.params, sink), events))
+            ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+            if req.stream:
+                return self._stream(job, req, chat, ident)
+            job.done.wait()
+            if job.error is not None:
+                raise job.error
+            choice = api.chat_choice if chat else api.completion_choice
+            choices = [choice(tok, r.index, r) for r in job.rows]
+            self._send(200, {"id": ident, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+                             "model": served.name, "system_fingerprint": f"v{job.version}", "choices": choices,
+                             "usage": api.usage(req.prompts, sum(len(r.ids) for r in job.rows))})
+
+        # --- server-sent events ---
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        def _event(self, obj) -> None:
+            self._chunk(b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode("utf-8")) + b"\n\n")
+
+        def _stream(self, job: Job, req: api.Request, chat: bool, ident: str) -> None:
+            first = job.events.get()
+            if first[0] == "end" and first[1] is not None:  # failed before any token: a plain error reply
+                raise first[1]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            tok = served.policy.tokenizer
+            base = {"id": ident, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
+                    "model": served.name, "system_fingerprint": f"v{job.version}"}
+            offsets = [0] * len(job.rows)  # completions: text_offset so far, per choice
+            started = [False] * len(job.rows)  # chat: role sent
+            finished = [False] * len(job.rows)
+            tokens = 0
+            try:
+                ev = first
+                while ev[0] == "delta":
+                    _, i, d = ev
+                    tokens += len(d["token_ids"])
+                    for c in self._choices(tok, chat, i, d, offsets, started):
+                        self._event({**base, "choices": [c]})
+                    finished[i] = finished[i] or d["finish_reason"] is not None
+                    ev = job.events.get()
+                if ev[1] is not None:
+                    e = ev[1]
+                    self._event(_error_body(STATUS.get(e.code, 500), e.message, e.code))
+                else:
+                    for i, r in enumerate(job.rows):  # rows with nothing to sample (max_tokens 0)
+                        if not finished[i]:
+                            d = {"token_ids": [], "tokens": [], "logprobs": [] if r.params.logprobs else None, "top_logprobs": None, "text": "", "finish_reason": r.finish or "length"}
+                            for c in self._choices(tok, chat, i, d, offsets, started):
+                                self._event({**base, "choices": [c]})
+                    if req.include_usage:
+                        self._event({**base, "choices": [], "usage": api.usage(req.prompts, tokens)})
+                self._event(b"[DONE]")
+                self._chunk(b"")
+            except (BrokenPipeError, ConnectionResetError):
+                job.abandon()
+                self.close_connection = True
+
+        @staticmethod
+        def _choices(tok, chat: bool, i: int, d: dict, offsets: list, started: list) -> list:
+            lp = None
+            tops = d["top_logprobs"]
+            if chat:
+                out = []
+                if not started[i]:
+                    started[i] = True
+                    out.append({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None})
+                if d["token_ids"]:
+                    if d["logprobs"] is not None:
+                        lp = api.chat_logprobs(tok, d["token_ids"], d["tokens"], d["logprobs"], tops)
+                    out.append({"index": i, "delta": {"content": d["text"]}, "logprobs": lp, "finish_reason": None, "token_ids": d["token_ids"]})
+                if d["finish_reason"] is not None:
+                    out.append({"index": i, "delta": {}, "logprobs": None, "finish_reason": d["finish_reason"]})
+                return out
+            if d["logprobs"] is not None:
+                lp = api.completion_logprobs(tok, d["tokens"], d["logprobs"], tops, offsets[i])
+            offsets[i] += len(d["text"])
+            return [{"index": i, "text": d["text"], "logprobs": lp, "finish_reason": d["finish_reason"], "token_ids": d["token_ids"]}]
 
     return Handler
 
 
-def run_server(served: Served, host: str, port: int, admin_token: Optional[str], ready=None) -> None:
-    httpd = ThreadingHTTPServer((host, port), make_handler(served, admin_token))
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog is 5: the kernel may drop the connections of a burst of
+    # more new clients, whose retry (TCP's first, a second later) misses their peers' batch.
+    request_queue_size = 128
+
+
+def run_server(served: Served, host: str, port: int, admin_token: Optional[str], ready=None,
+               window_ms: float = 5.0, max_rows: int = 256) -> None:
+    batcher = Batcher(served.run_batch, window_ms / 1000.0, max_rows).start()
+    httpd = _Server((host, port), make_handler(served, batcher, admin_token))
     httpd.daemon_threads = True
-    print(f"gpu_bridge serve: {served.name} v{served.version} on http://{host}:{httpd.server_address[1]}", file=sys.stderr, flush=True)
+    print(f"gpu_bridge serve: {served.name} v{served.version} on http://{host}:{httpd.server_address[1]} "
+          f"(batch window {window_ms:g} ms, up to {max_rows} rows)", file=sys.stderr, flush=True)
     if ready:
         ready(httpd.server_address[1])
     httpd.serve_forever()

@@ -1,6 +1,7 @@
 /**
  * Starts gpu-bridge's OpenAI-compatible `serve` (`python3 -m gpu_bridge serve`) on a loopback
- * port (a free one by default) and says where it listens, once it does.
+ * port (a free one by default) and says where it listens, once it does. The server batches
+ * concurrent requests (`batchWindowMs`, `maxBatchRows`).
  */
 import { spawn } from 'node:child_process';
 import { DEFAULT_PYTHON, GPU_BRIDGE_DIR } from './client.js';
@@ -28,6 +29,11 @@ export interface ServeOptions {
   python?: string;
   /** torch CPU threads of the server (OMP_NUM_THREADS). */
   threads?: number;
+  /** How long a request waits for others to share its batch (default 5; it goes at once when
+   * every open connection has a request in). */
+  batchWindowMs?: number;
+  /** Rows (prompts x n) decoded together at most (default 256). */
+  maxBatchRows?: number;
 }
 
 /** The environment that caps a bridge process's CPU threads: torch's own (OpenMP) and those of
@@ -55,6 +61,8 @@ export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess>
   ];
   if (opts.model) args.push('--model', opts.model);
   if (opts.config) args.push('--config', JSON.stringify(opts.config));
+  if (opts.batchWindowMs !== undefined) args.push('--batch-window-ms', String(opts.batchWindowMs));
+  if (opts.maxBatchRows !== undefined) args.push('--max-batch-rows', String(opts.maxBatchRows));
   const child = spawn(opts.python ?? DEFAULT_PYTHON, args, {
     cwd: GPU_BRIDGE_DIR,
     env: {

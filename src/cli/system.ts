@@ -119,9 +119,20 @@ export function systemChecks(): Check[] {
     ok: openblasOk,
     detail: openblasOk ? 'libopenblas0-pthread installed' : 'not installed: torch on CPU uses the reference BLAS',
     debian: 'libopenblas0-pthread',
-    usedBy: 'the neural demo (the toy model trained on CPU); optional',
-    forTests: false,
+    usedBy: 'gpu-bridge on CPU (the neural demo, serve, the bridge tests): Debian makes it the libblas.so.3 torch loads',
+    forTests: true,
   });
+  const blas = torch.ok ? torchBlas() : null;
+  if (blas) {
+    checks.push({
+      name: 'torch BLAS',
+      ok: blas.kind !== 'reference',
+      detail: blas.detail,
+      debian: 'libopenblas0-pthread',
+      usedBy: 'torch on CPU: every matrix product of gpu-bridge',
+      forTests: false,
+    });
+  }
   const chromium = onPath('chromium');
   let chromiumDetail = 'not installed';
   if (chromium) {
@@ -137,6 +148,55 @@ export function systemChecks(): Check[] {
     forTests: true,
   });
   return checks;
+}
+
+export interface BlasFacts {
+  /** BLAS_INFO of `torch.__config__.show()` (how torch was built: generic, mkl, open, ...). */
+  blasInfo: string | null;
+  /** The BLAS libraries mapped into a python that imported torch (real paths). */
+  libs: string[];
+}
+
+export type BlasKind = 'openblas' | 'mkl' | 'reference' | 'unknown';
+
+/** Which BLAS torch runs on, from what it was built with and what it loaded: Debian's torch is
+ * built against the generic libblas.so.3, which is whichever alternative is installed (the
+ * reference libblas3, or OpenBLAS once libopenblas0-* is). */
+export function describeBlas(f: BlasFacts): { kind: BlasKind; detail: string } {
+  const lib = (re: RegExp) => f.libs.find((l) => re.test(l));
+  const built = f.blasInfo ? `built with BLAS_INFO=${f.blasInfo}` : 'build info unknown';
+  const open = lib(/openblas/i);
+  if (open) {
+    const variant = /openblas-(pthread|openmp|serial)/.exec(open)?.[1];
+    return { kind: 'openblas', detail: `OpenBLAS${variant ? ` (${variant})` : ''}: ${open} (${built})` };
+  }
+  const mkl = lib(/mkl/i);
+  if (mkl || f.blasInfo === 'mkl') return { kind: 'mkl', detail: `MKL${mkl ? `: ${mkl}` : ''} (${built})` };
+  const ref = lib(/\/blas\/libblas\.so/);
+  if (ref) return { kind: 'reference', detail: `the reference BLAS (libblas3, about 20x slower than OpenBLAS): ${ref} (${built})` };
+  return { kind: 'unknown', detail: `no BLAS library among those loaded (${built}${f.libs.length ? `; ${f.libs.join(', ')}` : ''})` };
+}
+
+const BLAS_PROBE = `
+import json, os, re, torch
+info = re.search(r"BLAS_INFO=(\\w+)", torch.__config__.show())
+torch.ones(64, 64) @ torch.ones(64, 64)
+libs = set()
+for line in open("/proc/self/maps"):
+    path = line.split()[-1]
+    if re.search(r"blas|mkl", os.path.basename(path), re.I):
+        libs.add(os.path.realpath(path))
+print(json.dumps({"blasInfo": info.group(1) if info else None, "libs": sorted(libs)}))
+`;
+
+function torchBlas(): { kind: BlasKind; detail: string } | null {
+  const r = spawnSync(SYSTEM_PYTHON, ['-c', BLAS_PROBE], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) return { kind: 'unknown', detail: `could not ask torch: ${(r.stderr ?? '').trim().split('\n').pop() ?? ''}` };
+  try {
+    return describeBlas(JSON.parse(r.stdout) as BlasFacts);
+  } catch {
+    return { kind: 'unknown', detail: `unreadable answer from torch: ${r.stdout.slice(0, 120)}` };
+  }
 }
 
 /** The apt-get command that installs every missing piece the tests need. */

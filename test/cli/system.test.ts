@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { installCommand, systemChecks, type Check } from '../../src/cli/system.js';
+import { describeBlas, installCommand, systemChecks, type Check } from '../../src/cli/system.js';
 
 const check = (name: string, debian: string, ok: boolean, forRun = false): Check => ({ name, ok, detail: '', debian, usedBy: '', forTests: true, forRun });
 
@@ -23,6 +23,30 @@ describe('system checks', () => {
       expect(c.debian, c.name).not.toBe('');
       expect(c.usedBy, c.name).not.toBe('');
     }
+  });
+});
+
+describe('which BLAS torch uses', () => {
+  it('names OpenBLAS, MKL or the reference BLAS from the libraries torch loaded', () => {
+    const debian = 'generic';
+    expect(describeBlas({ blasInfo: debian, libs: ['/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3'] })).toEqual({
+      kind: 'openblas',
+      detail: 'OpenBLAS (pthread): /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 (built with BLAS_INFO=generic)',
+    });
+    expect(describeBlas({ blasInfo: debian, libs: ['/usr/lib/x86_64-linux-gnu/blas/libblas.so.3'] })).toMatchObject({ kind: 'reference' });
+    expect(describeBlas({ blasInfo: 'mkl', libs: [] })).toMatchObject({ kind: 'mkl' });
+    expect(describeBlas({ blasInfo: null, libs: [] })).toMatchObject({ kind: 'unknown' });
+  });
+
+  it('the report has a torch BLAS line that installing libopenblas0-pthread fixes', () => {
+    const checks = systemChecks();
+    const torch = checks.find((c) => c.name === 'torch')!;
+    const blas = checks.find((c) => c.name === 'torch BLAS');
+    if (!torch.ok) return expect(blas).toBeUndefined();
+    expect(blas?.detail).toMatch(/^(OpenBLAS|MKL|the reference BLAS|no BLAS library)/);
+    expect(blas?.debian).toBe('libopenblas0-pthread');
+    // the package is among what --install installs for the tests
+    expect(checks.find((c) => c.name === 'openblas')).toMatchObject({ debian: 'libopenblas0-pthread', forTests: true });
   });
 });
 

@@ -30,6 +30,7 @@ class HfTokenizer:
         self.eos_id = tok.eos_token_id
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         self.bos_id = tok.bos_token_id
+        self.vocab_size = len(tok)
 
     def encode(self, text: str, add_bos: bool = False) -> List[int]:
         ids = self.tok.encode(text, add_special_tokens=False)
@@ -127,10 +128,21 @@ class HfPolicy:
     def forward_logits(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=ids, attention_mask=attention_mask, use_cache=False).logits
 
-    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor):
+    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor, room: int = 0):
+        # room is unused: transformers' caches grow by themselves
         out = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
                          past_key_values=past, use_cache=True)
         return out.logits[:, -1, :], out.past_key_values
+
+    def select_rows(self, past, rows: torch.Tensor):
+        """The cache of the given batch rows only, or None for a cache type this does not know
+        (the sampler then keeps finished rows to the end of the chunk)."""
+        if hasattr(past, "batch_select_indices"):
+            past.batch_select_indices(rows)
+            return past
+        if isinstance(past, (tuple, list)) and all(isinstance(layer, (tuple, list)) for layer in past):
+            return tuple(tuple(t.index_select(0, rows) for t in layer) for layer in past)
+        return None
 
     def make_reference(self):
         if self.lora:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..errors import bad_request
 
-Cache = List[Tuple[torch.Tensor, torch.Tensor]]
+Cache = List["LayerKV"]
 
 
 class ByteTokenizer:
@@ -38,8 +38,12 @@ class ByteTokenizer:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
     def token_text(self, i: int) -> str:
+        """The token alone: its character when its byte is one (ASCII), else OpenAI's
+        `bytes:\\xNN` for a byte that is part of a longer UTF-8 character."""
+        if i < 128:
+            return chr(i)
         if i < 256:
-            return bytes([i]).decode("latin-1")
+            return f"bytes:\\x{i:02x}"
         return {256: "<bos>", 257: "<eos>", 258: "<pad>"}.get(i, f"<{i}>")
 
     def token_bytes(self, i: int) -> List[int]:
@@ -84,17 +88,20 @@ class Block(nn.Module):
         self.ff2 = nn.Linear(cfg.d_ff, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, past: Optional[Tuple[torch.Tensor, torch.Tensor]],
-                key_mask: Optional[torch.Tensor] = None):
+    def forward(self, x: torch.Tensor, past: Optional["LayerKV"], key_mask: Optional[torch.Tensor] = None,
+                cache: bool = False, room: int = 0):
         b, t, d = x.shape
         h = self.n_heads
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q = q.view(b, t, h, d // h).transpose(1, 2)
         k = k.view(b, t, h, d // h).transpose(1, 2)
         v = v.view(b, t, h, d // h).transpose(1, 2)
+        kv = None
         if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
+            kv = past
+            k, v = past.append(k, v)
+        elif cache:
+            kv = LayerKV.start(k, v, room)
         s = k.shape[2]
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
         # Query i (at absolute position s - t + i) sees keys 0..s - t + i.
@@ -107,7 +114,44 @@ class Block(nn.Module):
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.drop(self.proj(y))
         x = x + self.drop(self.ff2(F.gelu(self.ff1(self.ln2(x)))))
-        return x, (k, v)
+        return x, kv
+
+
+class LayerKV:
+    """A layer's keys and values for decoding, in buffers with room to grow: a step writes its
+    column in place instead of copying the whole cache (a torch.cat per step and layer cost more
+    than the step's own compute at a few hundred tokens)."""
+
+    __slots__ = ("k", "v", "n")
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, n: int):
+        self.k, self.v, self.n = k, v, n
+
+    @staticmethod
+    def start(k: torch.Tensor, v: torch.Tensor, room: int) -> "LayerKV":
+        """Buffers for these positions and `room` more (it grows by doubling past that)."""
+        cap = k.shape[2] + max(room, 1)
+        kv = LayerKV(k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3]), v.new_empty(v.shape[0], v.shape[1], cap, v.shape[3]), 0)
+        kv.append(k, v)
+        return kv
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Add t positions; the keys and values so far (views into the buffers)."""
+        t = k.shape[2]
+        if self.n + t > self.k.shape[2]:
+            cap = max(2 * self.k.shape[2], self.n + t)
+            for name in ("k", "v"):
+                old = getattr(self, name)
+                new = old.new_empty(old.shape[0], old.shape[1], cap, old.shape[3])
+                new[:, :, : self.n] = old[:, :, : self.n]
+                setattr(self, name, new)
+        self.k[:, :, self.n:self.n + t] = k
+        self.v[:, :, self.n:self.n + t] = v
+        self.n += t
+        return self.k[:, :, : self.n], self.v[:, :, : self.n]
+
+    def select(self, rows: torch.Tensor) -> "LayerKV":
+        return LayerKV(self.k.index_select(0, rows), self.v.index_select(0, rows), self.n)
 
 
 class ToyLM(nn.Module):
@@ -130,21 +174,25 @@ class ToyLM(nn.Module):
             nn.init.zeros_(m.bias)
 
     def forward(self, ids: torch.Tensor, past: Optional[Cache] = None, positions: Optional[torch.Tensor] = None,
-                key_mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Cache]:
+                key_mask: Optional[torch.Tensor] = None, last_only: bool = False,
+                cache: bool = False, room: int = 0) -> Tuple[torch.Tensor, Optional[Cache]]:
         """`positions` (B, t) and `key_mask` (B, past + t) serve left-padded batches (sampling);
-        training pads right and needs neither."""
-        offset = 0 if not past else past[0][0].shape[2]
+        training pads right and needs neither. `last_only`: logits of the last position only (what
+        decoding needs: the head over a whole prompt costs about a tenth of its forward)."""
+        offset = 0 if not past else past[0].n
         t = ids.shape[1]
         if offset + t > self.cfg.max_seq_len:
             raise bad_request(f"sequence of {offset + t} tokens exceeds the toy model's max_seq_len {self.cfg.max_seq_len}")
         pos = torch.arange(offset, offset + t, device=ids.device) if positions is None else positions
         x = self.drop(self.tok(ids) + self.pos(pos))
-        cache: Cache = []
+        layers: Cache = []
         for i, blk in enumerate(self.blocks):
-            x, kv = blk(x, past[i] if past else None, key_mask)
-            cache.append(kv)
+            x, kv = blk(x, past[i] if past else None, key_mask, cache, room)
+            layers.append(kv)
+        if last_only:
+            x = x[:, -1:]
         logits = self.ln(x) @ self.tok.weight.t()  # tied head
-        return logits, cache
+        return logits, layers if (past or cache) else None
 
 
 class ToyPolicy:
@@ -194,11 +242,17 @@ class ToyPolicy:
         logits, _ = self.model(ids)
         return logits
 
-    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor):
+    def step(self, ids: torch.Tensor, past, attention_mask: torch.Tensor, positions: torch.Tensor, room: int = 0):
         """One incremental decode step for the sampler (left-padded rows): last-position logits
-        and the cache. `attention_mask` covers the cache plus `ids`."""
-        logits, cache = self.model(ids, past, positions, attention_mask)
+        and the cache. `attention_mask` covers the cache plus `ids`; `room`: how many more
+        tokens a new cache should have room for."""
+        logits, cache = self.model(ids, past, positions, attention_mask, last_only=True, cache=True, room=room)
         return logits[:, -1, :], cache
+
+    def select_rows(self, past, rows: torch.Tensor):
+        """The cache of the given batch rows only (repeats allowed: the sampler copies a shared
+        prompt's cache out to its rows, and drops finished rows)."""
+        return [kv.select(rows) for kv in past]
 
     def reference_logits(self, ref: "ToyPolicy", ids, attention_mask):
         return ref.forward_logits(ids, attention_mask)
