@@ -2,9 +2,9 @@
  * A `crucible run` process SIGKILLed in the middle of its warm start (learner.sft, recorded three
  * steps at a time with the trainer's checkpoint) is resumed from its last recorded step: the
  * resumed process trains only the steps after it, each step is in the log once, and the warm
- * start ends at the checkpoint (by hash) an uninterrupted run of the same config ends at, every
- * step with the same loss. The uninterrupted run is `crucible run` too, and says where its warm
- * start stands. Policies sample from a stand-in server; the trainer is a real gpu-bridge (toy
+ * start ends at the checkpoint (by hash) an uninterrupted run ends at, every step with the same
+ * loss. The uninterrupted run is `crucible run` too, records after every step, and says where
+ * its warm start stands. Policies sample from a stand-in server; the trainer is a real gpu-bridge (toy
  * model, CPU). Each run's folder is its own, so neither finds the other's warm start in a cache.
  */
 import { spawn } from 'node:child_process';
@@ -96,25 +96,32 @@ describe.skipIf(missing !== null)(`a run killed mid-warm-start${missing ? ` [ski
       timeoutMs: 30_000,
       retry: { attempts: 2, baseDelayMs: 10 },
     };
-    const config = parseConfig({
-      ...smallConfig(root),
-      name: 'warm-resume',
-      rounds: 1,
-      // A problem whose programs are short: its rows fit the toy model's context.
-      dataset: { format: 'demo', ids: ['demo/digital-root'] },
-      sampling: { problemsPerRound: 1, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
-      policies: { code: { backend: 'openai', lr: 0.001, mutants: 0, openai }, test: { backend: 'openai', lr: 0.001, openai } },
-      learner: {
-        bridge: { backend: 'toy', seed: 0, device: 'cpu', threads: 1, config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 512 } },
-        sft: { steps: STEPS, batchSize: 4, lr: 0.003, record: { steps: 3 } },
-      },
-    });
+    const configOf = (record: Record<string, number>) =>
+      parseConfig({
+        ...smallConfig(root),
+        name: 'warm-resume',
+        rounds: 1,
+        // A problem whose programs are short: its rows fit the toy model's context.
+        dataset: { format: 'demo', ids: ['demo/digital-root'] },
+        sampling: { problemsPerRound: 1, groupSize: 2, suitesPerProgram: 1, suiteSize: 2, whiteBox: false },
+        policies: { code: { backend: 'openai', lr: 0.001, mutants: 0, openai }, test: { backend: 'openai', lr: 0.001, openai } },
+        learner: {
+          bridge: { backend: 'toy', seed: 0, device: 'cpu', threads: 1, config: { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 512 } },
+          sft: { steps: STEPS, batchSize: 4, lr: 0.003, record },
+        },
+      });
+    // The run to kill records three steps at a time; the uninterrupted one records after every
+    // step (a chunk ends once a millisecond has passed: a step takes longer), so the two agree
+    // however the steps were cut into chunks.
+    const config = configOf({ steps: 3 });
     configFile = path.join(root, 'warm-resume.yaml');
     writeFileSync(configFile, stringify(config));
+    const uninterruptedFile = path.join(root, 'warm-uninterrupted.yaml');
+    writeFileSync(uninterruptedFile, stringify(configOf({ steps: 100, seconds: 0.001 })));
     // Each run directory in a folder of its own: the warm-start cache is the folder's.
     for (const d of ['a', 'b']) mkdirSync(path.join(root, d));
 
-    const a = await runProcess(['run', configFile, '--dir', path.join(root, 'a', 'run'), '--json']);
+    const a = await runProcess(['run', uninterruptedFile, '--dir', path.join(root, 'a', 'run'), '--json']);
     uninterrupted = {
       events: existsSync(path.join(root, 'a', 'run', 'log.db')) ? await recordedEvents(path.join(root, 'a', 'run')) : [],
       stderr: a.stderr,
@@ -145,10 +152,13 @@ describe.skipIf(missing !== null)(`a run killed mid-warm-start${missing ? ` [ski
   const ofType = (events: EventEnvelope[], t: string) => events.filter((e) => e.type === t).map((e) => e.data as Record<string, any>);
   const warmSteps = (events: EventEnvelope[]) => ofType(events, 'TrainingStepCompleted').filter((s) => s.round === 0);
 
-  it('the uninterrupted run records its warm start three steps at a time and says where it stands', () => {
+  it('the uninterrupted run records its warm start after every step (learner.sft.record.seconds) and says where it stands', () => {
     expect(uninterrupted.code, uninterrupted.stderr).toBe(0);
     const recorded = ofType(uninterrupted.events, 'WarmStartCheckpointed');
-    expect(recorded.map((c) => `${c.role}:${c.step}`)).toEqual(['code:3', 'code:6', 'code:9', 'code:12', 'test:3', 'test:4']);
+    expect(recorded.map((c) => `${c.role}:${c.step}`)).toEqual([
+      ...Array.from({ length: STEPS.code }, (_, i) => `code:${i + 1}`),
+      ...Array.from({ length: STEPS.test }, (_, i) => `test:${i + 1}`),
+    ]);
     // Without a terminal: a line as each role's warm start ends, with the last step's loss.
     const lines = uninterrupted.stderr.split('\n').filter((l) => l.startsWith('crucible: warm start'));
     expect(lines.map((l) => l.replace(/loss \d+\.\d{3}/, 'loss L').replace(/position \d+/, 'position P'))).toEqual([
@@ -157,9 +167,10 @@ describe.skipIf(missing !== null)(`a run killed mid-warm-start${missing ? ` [ski
     ]);
   });
 
-  it('was killed with part of its warm start recorded and nothing published', () => {
+  it('was killed with part of its warm start recorded, three steps at a time, and nothing published', () => {
     const recorded = ofType(atKill, 'WarmStartCheckpointed');
     expect(recorded.length).toBeGreaterThan(0);
+    expect(recorded.map((c) => `${c.role}:${c.step}`)).toEqual(['code:3', 'code:6', 'code:9', 'code:12', 'test:3'].slice(0, recorded.length));
     expect(ofType(atKill, 'PolicyVersionPublished')).toEqual([]);
     // Only whole chunks are in the log: each recorded step is followed by its chunk's checkpoint.
     const last = recorded.at(-1)!;
@@ -183,13 +194,15 @@ describe.skipIf(missing !== null)(`a run killed mid-warm-start${missing ? ` [ski
     expect(resumedEvents.slice(0, atKill.length).map((e) => e.id)).toEqual(atKill.map((e) => e.id));
   });
 
-  it('ends at the checkpoint of the uninterrupted run, every step with the same loss', async () => {
+  it('ends at the checkpoint of the uninterrupted run, under the same warm-start key, every step with the same loss', async () => {
     const last = async (dir: string, events: EventEnvelope[]) => {
       const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false, readOnly: true });
       try {
         const out: string[] = [];
         for (const c of ofType(events, 'WarmStartCheckpointed').filter((r) => r.step === r.steps)) {
-          out.push(`${c.role}:${c.step}:${(JSON.parse(await log.blobs.getText(c.checkpoint)) as { checkpoint: { sha256: string } }).checkpoint.sha256}`);
+          out.push(
+            `${c.role}:${c.step}:${c.key}:${(JSON.parse(await log.blobs.getText(c.checkpoint)) as { checkpoint: { sha256: string } }).checkpoint.sha256}`,
+          );
         }
         return out;
       } finally {
