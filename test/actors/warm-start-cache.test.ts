@@ -7,6 +7,7 @@
  * single SFT step, records that it did and under which key, and samples round 1 from the same
  * weights: the same round-1 samples and figures.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +22,8 @@ import { runExperiment, type RunOutcome } from '../../src/actors/run.js';
 import type { LearnerTrainer, PolicyBackend } from '../../src/actors/env.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+import { trainerCodeVersion } from '../../src/bridge/trainer-code.js';
+import { canonicalJson } from '../../src/core/canonical-json.js';
 
 const missing = torchMissing();
 let root: string;
@@ -114,11 +117,25 @@ describe.skipIf(missing !== null)(`a warm start computed once for a run and its 
       const dir = path.join(root, '.cache', 'warm-start', c.key);
       expect(existsSync(path.join(dir, 'MANIFEST.json'))).toBe(true);
       expect(readFileSync(path.join(dir, 'STABLE'), 'utf8').trim()).toBe(checkpointOf('trained', c.checkpoint));
-      expect(JSON.parse(readFileSync(`${dir}.json`, 'utf8'))).toMatchObject({
+      // What the key stands for: the rows, the step settings and the trainer (model, options,
+      // code); the key is the sha256 of those parts.
+      const about = JSON.parse(readFileSync(`${dir}.json`, 'utf8')) as Record<string, unknown>;
+      const { key: _key, sha256: _sha256, computedBy: _by, ...parts } = about;
+      expect(createHash('sha256').update(canonicalJson(parts)).digest('hex')).toBe(c.key);
+      expect(about).toMatchObject({
+        key: c.key,
         role: c.role,
+        rows: expect.stringMatching(/^[0-9a-f]{64}$/),
         steps: c.steps,
         batchSize: 4,
         lr: 0.003,
+        seed: expect.any(Number),
+        trainer: {
+          trainer: 'gpu-bridge',
+          code: trainerCodeVersion(),
+          torch: expect.any(String),
+          options: { backend: 'toy', seed: 0, device: 'cpu', threads: 1 },
+        },
         computedBy: t.outcome.runId,
       });
     }
