@@ -5,7 +5,8 @@
  * last published version), so the four add up to the round's time; and the warm start (SFT)
  * before round 1. Beside training, the baseline from the same run: the seconds the bridge itself
  * reported for its steps (TrainingStepCompleted metrics.seconds), so the rest of the training
- * phase is the Learner's overhead (batch files, publish, weight sync).
+ * phase is the Learner's overhead (batch files, publish, weight sync; in the warm start, its
+ * recorded checkpoints).
  * Without --run it runs configs/neural-demo.yaml cut to N rounds (default 2) and reads that.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -35,7 +36,7 @@ export interface RoundSplit {
 /** The split of each round (critical path: each phase runs from the previous phase's last event
  * to its own last event), and the warm start before round 1. */
 export function splitRounds(events: readonly EventEnvelope[]): {
-  warmStart: { seconds: number; bridgeStepSeconds: number; steps: number };
+  warmStart: { seconds: number; bridgeStepSeconds: number; steps: number; checkpoints: number; cached: number };
   rounds: RoundSplit[];
 } {
   const t = (e: EventEnvelope) => Date.parse(e.at) / 1000;
@@ -70,7 +71,17 @@ export function splitRounds(events: readonly EventEnvelope[]): {
       open = null;
     }
   }
-  return { warmStart: { seconds: started && warm ? t(warm) - t(started) : 0, bridgeStepSeconds: stepSeconds(warmSteps), steps: warmSteps.length }, rounds };
+  const checkpoints = events.filter((e) => e.type === 'WarmStartCheckpointed').map((e) => e.data as { cached: boolean });
+  return {
+    warmStart: {
+      seconds: started && warm ? t(warm) - t(started) : 0,
+      bridgeStepSeconds: stepSeconds(warmSteps),
+      steps: warmSteps.length,
+      checkpoints: checkpoints.length,
+      cached: checkpoints.filter((c) => c.cached).length,
+    },
+    rounds,
+  };
 }
 
 function arg(args: string[], name: string): string | undefined {
@@ -96,7 +107,7 @@ export async function runBench(args: string[]): Promise<void> {
     const f = (x: number) => x.toFixed(1).padStart(10);
     console.log(`neural run ${path.basename(dir)}: wall seconds per round, from the log's event times`);
     console.log(
-      `warm start (SFT, ${warmStart.steps} steps): ${warmStart.seconds.toFixed(1)} s, of which the bridge's steps ${warmStart.bridgeStepSeconds.toFixed(1)} s`,
+      `warm start (SFT, ${warmStart.steps} steps, ${warmStart.checkpoints} checkpoints recorded, ${warmStart.cached} of them from the warm-start cache): ${warmStart.seconds.toFixed(1)} s, of which the bridge's steps ${warmStart.bridgeStepSeconds.toFixed(1)} s`,
     );
     console.log(
       `${'round'.padStart(5)} ${'generation'.padStart(10)} ${'execution'.padStart(10)} ${'judging'.padStart(10)} ${'training'.padStart(10)} ${'total'.padStart(10)}   ${'bridge steps (baseline)'}`,

@@ -24,10 +24,28 @@ export interface SamplingPolicy {
 
 export interface LearnerTrainer {
   readonly name: string;
+  /** The version it holds, where it can tell without a snapshot (absent: ask snapshot()). */
+  readonly version?: number;
   trainStep(request: TrainStepRequest): Promise<TrainStepResult>;
   /** Version and serialized parameters (stored as a blob: the checkpoint); for a served
    * policy, the weight sync that loaded this version into its server. */
   snapshot(): Promise<{ version: number; params: string; synced?: WeightSyncRecord }>;
+  /** The same checkpoint without the weight sync: a point to resume training from (the warm
+   * start's), not a version to sample. Absent: the trainer cannot resume mid-way. */
+  checkpoint?(): Promise<{ version: number; params: string }>;
+}
+
+/** Trained checkpoints shared by the runs of one folder (the warm start's cache, see
+ * warm-start.ts), for backends whose trainers publish checkpoints. */
+export interface WarmStartCache {
+  /** What besides the rows and the step settings determines a role's trained weights (the
+   * model, the trainer's options and code): part of the cache key. */
+  identity(role: Role): Promise<Record<string, unknown>>;
+  /** The parameters of the entry under `key`, its checkpoint's files put into the run's blob
+   * store; null when there is none. */
+  get(key: string, role: Role): Promise<{ version: number; params: string } | null>;
+  /** Keeps the checkpoint these parameters name as the entry under `key`, `about` beside it. */
+  put(key: string, role: Role, params: string, about: Record<string, unknown>): Promise<void>;
 }
 
 /** Exact per-problem figures of a pair of policies (what the sampled figures estimate). */
@@ -52,6 +70,8 @@ export interface PolicyBackend {
   trainer(role: Role, params: string, version: number): LearnerTrainer;
   /** Release what the backend started (a trainer process), at the end of the run. */
   close?(): Promise<void>;
+  /** Where warm starts are kept between runs; absent: every run computes its own. */
+  readonly warmStartCache?: WarmStartCache;
 }
 
 export class RunEnv {
@@ -65,7 +85,7 @@ export class RunEnv {
   /** problemId -> blob of its record, from RunStarted: where every process reads the problems. */
   readonly #problemHashes = new Map<string, string>();
   readonly #reading = new Map<string, Promise<Problem>>();
-  /** role/version -> checkpoint blob, from PolicyVersionPublished. */
+  /** role/version -> checkpoint blob, from PolicyVersionPublished and WarmStartCheckpointed. */
   readonly #checkpoints = new Map<string, string>();
   readonly #trainers = new Map<Role, { version: number; trainer: LearnerTrainer }>();
   readonly #samplers = new Map<string, SamplingPolicy>();
@@ -83,7 +103,7 @@ export class RunEnv {
 
   /** Fed by the runtime: where each policy version's parameters are. */
   readonly view: RuntimeView = {
-    types: ['RunStarted', 'PolicyVersionPublished'],
+    types: ['RunStarted', 'PolicyVersionPublished', 'WarmStartCheckpointed'],
     observe: (envelope: EventEnvelope): void => {
       if (envelope.type === 'RunStarted') {
         if (envelope.runId !== this.runId) return;
@@ -198,19 +218,18 @@ export class RunEnv {
   }
 
   /** The trainer of a role; with `atVersion`, restored from that version's checkpoint when the
-   * one in memory is elsewhere (after a restart). Without it: a fresh trainer at version 0. */
+   * one in memory is elsewhere (after a restart), or fresh at version 0 when none is recorded
+   * (a warm start's first steps, tried again). Without it: the one held, else a fresh one. */
   async trainer(role: Role, atVersion?: number): Promise<LearnerTrainer> {
     const held = this.#trainers.get(role);
-    if (atVersion === undefined) {
-      if (held) return held.trainer;
+    const fresh = () => {
       const trainer = this.backend.trainer(role, this.backend.initialParams(role), 0);
       this.#trainers.set(role, { version: 0, trainer });
       return trainer;
-    }
-    if (held) {
-      const snap = await held.trainer.snapshot();
-      if (snap.version === atVersion) return held.trainer;
-    }
+    };
+    if (atVersion === undefined) return held ? held.trainer : fresh();
+    if (held && (held.trainer.version ?? (await held.trainer.snapshot()).version) === atVersion) return held.trainer;
+    if (atVersion === 0 && !this.#checkpoints.has(`${role}/0`)) return fresh();
     const trainer = this.backend.trainer(role, await this.#params(role, atVersion), atVersion);
     this.#trainers.set(role, { version: atVersion, trainer });
     return trainer;

@@ -1,5 +1,6 @@
 /**
- * The Learner publishes the initial policies, then after each round forms one training batch
+ * The Learner warms the policies up when asked (learner.sft: warm-start.ts) and publishes the
+ * initial policies, then after each round forms one training batch
  * per role from the Judge's advantages, drives one training step through the trainer port, and
  * publishes the new version. Rewards, advantages and selection are computed upstream (in the
  * log); the trainer only applies them.
@@ -21,7 +22,16 @@ import type { TrainSample } from '../policies/port.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { algorithmOf } from './methods/index.js';
 import { Rng } from '../core/rng.js';
-import { sftRows, type SftRow } from '../policies/openai/sft.js';
+import {
+  NO_WARM_START,
+  WarmStartState,
+  foldWarmStartCheckpoint,
+  runWarmStartChunk,
+  warmStartPending,
+  warmStartPlan,
+  warmVersions,
+  type WarmStartEffect,
+} from './warm-start.js';
 
 import { Role } from '../core/roles.js';
 
@@ -78,6 +88,8 @@ export const LearnerContext = z.strictObject({
    * every sample of the round. */
   samples: z.record(z.string(), z.record(z.string(), SampleRef)),
   rounds: z.record(z.string(), RoundWork),
+  /** learner.sft: the warm start's plan and its last recorded checkpoint per role (warm-start.ts). */
+  warmStart: WarmStartState,
 });
 export type LearnerContext = z.infer<typeof LearnerContext>;
 
@@ -125,7 +137,7 @@ export const learnerMachine = setup({
     }),
     configure: assign(({ event }) => {
       const config = configOf(event.envelope);
-      return { whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared };
+      return { whiteBox: config.sampling.whiteBox, keepTestSamples: config.method === 'tcs', shared: config.policies.shared, warmStart: warmStartPlan(config) };
     }),
   },
   guards: {
@@ -152,8 +164,12 @@ export const learnerMachine = setup({
     trainedRounds: [],
     samples: {},
     rounds: {},
+    warmStart: NO_WARM_START,
   },
   on: {
+    WarmStartCheckpointed: {
+      actions: assign(({ context, event }) => ({ warmStart: foldWarmStartCheckpoint(context.warmStart, dataOf(event.envelope, 'WarmStartCheckpointed')) })),
+    },
     RoundStarted: {
       actions: assign(({ context, event }) => {
         const d = dataOf(event.envelope, 'RoundStarted');
@@ -209,10 +225,13 @@ export const learnerMachine = setup({
 
 type Snapshot = SnapshotFrom<typeof learnerMachine>;
 
-export type LearnerEffect = { key: string; kind: 'init' } | { key: string; kind: 'train'; round: number };
+export type LearnerEffect = { key: string; kind: 'init' } | WarmStartEffect | { key: string; kind: 'train'; round: number };
 
 export function learnerPending(snapshot: Snapshot): LearnerEffect[] {
-  if (snapshot.matches('initializing')) return [{ key: 'init', kind: 'init' }];
+  if (snapshot.matches('initializing')) {
+    // The warm start's chunks first, then the initial versions (the warm ones) are published.
+    return [warmStartPending(snapshot.context.warmStart) ?? { key: 'init', kind: 'init' }];
+  }
   if (!snapshot.matches('training')) return [];
   // One step at a time, oldest round first: a step needs the version the previous one made.
   const round = trainableRounds(snapshot.context)[0]!;
@@ -263,61 +282,6 @@ export class TrainingStepError extends Error {
   }
 }
 
-/** learner.sft: supervised steps on the problems' known programs and public tests before round
- * 1, one recorded batch and step each (round 0, batch ids `<run>/sft/<step>/<role>`), then the
- * trained version is published: round 1 samples it. Every control takes the same steps, so the
- * trained run and its controls start from one warm policy. */
-async function warmStart(env: RunEnv) {
-  const sft = env.config.learner.sft!;
-  const events = [];
-  for (const role of sft.roles) {
-    const trainer = await env.trainer(role);
-    const opts = {
-      method: env.config.method,
-      whiteBox: env.config.sampling.whiteBox,
-      suiteSize: env.config.sampling.suiteSize,
-      prompts: env.config.policies[role].openai?.prompts ?? 'full',
-    };
-    const rows = (await env.allProblems()).flatMap((p) => sftRows(p, role, opts));
-    if (rows.length === 0) throw new Error(`learner.sft: the ${role} role has no row to train on (no known program or public test with an expected value)`);
-    const rng = Rng.derive(env.seed('sft', role), 'order');
-    let order: SftRow[] = [];
-    let version = (await trainer.snapshot()).version;
-    const steps = typeof sft.steps === 'number' ? sft.steps : sft.steps[role];
-    for (let step = 1; step <= steps; step++) {
-      // Seeded passes over all rows, batchSize at a time (a new shuffle for each pass).
-      const batch: SftRow[] = [];
-      while (batch.length < Math.min(sft.batchSize, rows.length)) {
-        if (order.length === 0) order = rng.shuffle(rows);
-        batch.push(order.shift()!);
-      }
-      const samples: TrainSample[] = batch.map((r) => ({ prompt: r.prompt, response: r.completion, advantage: 0, contextKey: r.problemId, choiceKey: null }));
-      const batchId = `${env.runId}/sft/${step}/${role}`;
-      const batchHash = await env.blobs.put(samples.map((s) => canonicalJson(s)).join('\n'));
-      events.push(
-        env.event('TrainingBatchFormed', {
-          round: 0,
-          batchId,
-          role,
-          policy: { role, name: trainer.name, version },
-          batchHash,
-          size: samples.length,
-          sampleIds: batch.map((r) => r.id),
-          control: 'none',
-          advantageFrom: null,
-          staleness: { maxStaleness: null, dropped: [] },
-        }),
-      );
-      const result = await trainer.trainStep({ batchId, role, expectedVersion: version, algorithm: 'sft', samples, hyper: { lr: sft.lr } });
-      for (const f of result.failures ?? []) events.push(env.event('TrainingStepFailed', { batchId, role, error: f.error, retryable: f.retryable }));
-      events.push(env.event('TrainingStepCompleted', { round: 0, batchId, role, fromVersion: version, toVersion: result.version, metrics: result.metrics }));
-      version = result.version;
-    }
-    events.push(...(await publish(env, role, 0, trainer)));
-  }
-  return events;
-}
-
 export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunEnv> = {
   name: 'learner',
   failureEvent(_effect, failure, env) {
@@ -330,9 +294,17 @@ export const learner: ActorDefinition<typeof learnerMachine, LearnerEffect, RunE
   context: LearnerContext,
   pending: learnerPending,
   async run(effect, env, snapshot) {
+    if (effect.kind === 'sft') return runWarmStartChunk(env, effect);
     if (effect.kind === 'init') {
-      const initial = [...(await publish(env, 'code', 0)), ...(await publish(env, 'test', 0))];
-      return env.config.learner.sft ? [...initial, ...(await warmStart(env))] : initial;
+      // A warmed role publishes its warm version (its trainer restored from the last recorded
+      // checkpoint when not in memory), the others their fresh version 0.
+      const warm = warmVersions(snapshot.context.warmStart);
+      const events = [];
+      for (const role of ['code', 'test'] as const) {
+        const at = warm[role];
+        events.push(...(await publish(env, role, 0, at === undefined ? undefined : await env.trainer(role, at))));
+      }
+      return events;
     }
     const c = snapshot.context;
     const work = c.rounds[effect.round]!;

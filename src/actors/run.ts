@@ -25,6 +25,7 @@ import { adversary } from './adversary.js';
 import { executor } from './executor.js';
 import { judge } from './judge.js';
 import { learner } from './learner.js';
+import { WarmStartWatch, type WarmStartProgress } from './warm-start.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun, type PreparedRun } from './sources.js';
 import type { ServedBackend } from './served-backend.js';
@@ -72,6 +73,8 @@ export interface RunProgress {
   position: number;
   /** Program-test pairs executed in the whole run (earlier processes' included). */
   executions: number;
+  /** Before round 1 of a run with a warm start (learner.sft): its last recorded step. */
+  warmStart?: WarmStartProgress | null;
 }
 
 /** What a process that resumes a recorded run starts from. */
@@ -267,8 +270,9 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
         executions += (e.data as EventData<'ProgramExecuted'>).pairs.length;
       },
     };
+    const warmStart = new WarmStartWatch();
     const runtime = new ActorRuntime(log, runId, env, [conductor, solver, adversary, executor, judge, learner] as never, {
-      views: [env.view, executionsView],
+      views: [env.view, executionsView, warmStart],
       snapshots: { table: snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY },
       ...(opts.onRestart ? { onRestart: opts.onRestart } : {}),
       ...(opts.retry ? { retry: opts.retry } : {}),
@@ -282,7 +286,14 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     await readingDerived(viewsFile, dir, () => live.catchUp());
     let round = 0;
     if (started) await recordResume(log, runId, runtime, views, config.rounds, opts.onResume);
-    const progress = (): RunProgress => ({ round, rounds: config.rounds, events: runtime.eventsFolded, position: Number(runtime.position), executions });
+    const progress = (): RunProgress => ({
+      round,
+      rounds: config.rounds,
+      events: runtime.eventsFolded,
+      position: Number(runtime.position),
+      executions,
+      ...(warmStart.current ? { warmStart: warmStart.current } : {}),
+    });
     let stopped = false;
     const finished = await runtime.run({
       onStep: async () => {

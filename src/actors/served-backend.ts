@@ -9,7 +9,18 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Problem } from '../core/problem.js';
-import { BridgeClient, localCheckpoint, startServe, threadEnv, type BridgeEvent, type ServeProcess } from '../bridge/index.js';
+import {
+  BridgeClient,
+  CheckpointCache,
+  localCheckpoint,
+  startServe,
+  storeCheckpoint,
+  threadEnv,
+  trainerCodeVersion,
+  type BridgeEvent,
+  type HelloResult,
+  type ServeProcess,
+} from '../bridge/index.js';
 import type { BlobStore } from '../events/blobs.js';
 import { BridgeParams, BridgeTrainer } from '../policies/bridge-trainer.js';
 import type { Role } from '../core/roles.js';
@@ -17,7 +28,7 @@ import type { RunConfig } from '../config/schema.js';
 import { OpenAIClient, OpenAIPolicy } from '../policies/openai/index.js';
 import { PolicyInputError, VersionError } from '../policies/port.js';
 import { servedModelFor, syncWeights, type WeightSyncTarget } from '../policies/weight-sync.js';
-import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } from './env.js';
+import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy, WarmStartCache } from './env.js';
 
 const ROLES = ['code', 'test'] as const satisfies readonly Role[];
 
@@ -38,6 +49,9 @@ export class ServedBackend implements PolicyBackend {
   #serveToken: string | null = null;
 
   #bridge: Promise<BridgeClient> | null = null;
+  /** What the trainer bridge said when it started (its torch and device: part of a warm start's key). */
+  #hello: HelloResult | null = null;
+  #warmStartCache: WarmStartCache | undefined;
 
   constructor(
     readonly config: RunConfig,
@@ -113,7 +127,10 @@ export class ServedBackend implements PolicyBackend {
         timeoutMs: 600_000,
         ...(b.threads ? { env: threadEnv(b.threads) } : {}),
         ...(observe ? { onEvent: (e: BridgeEvent) => client && observe(e, client) } : {}),
-      }).then((r) => (client = r.client));
+      }).then((r) => {
+        this.#hello = r.hello;
+        return (client = r.client);
+      });
     }
     return this.#bridge!;
   }
@@ -170,6 +187,50 @@ export class ServedBackend implements PolicyBackend {
         return gens;
       },
     };
+  }
+
+  /** Warm starts (learner.sft) kept for every run of the folder that holds this run's directory,
+   * in its `.cache/warm-start`: an entry is the checkpoint of a role's last SFT step, keyed by
+   * what determines it (see warm-start.ts), the trainer's part of which is said here. */
+  get warmStartCache(): WarmStartCache | undefined {
+    const bridge = this.config.learner.bridge;
+    if (!bridge) return undefined;
+    if (this.#warmStartCache) return this.#warmStartCache;
+    const cache = new CheckpointCache(path.join(path.dirname(path.resolve(this.runDir)), '.cache', 'warm-start'));
+    const label = (role: Role, key: string) => `${role} warm start ${key.slice(0, 12)}`;
+    this.#warmStartCache = {
+      identity: async () => {
+        await this.#client();
+        const h = this.#hello!;
+        const { backend, model, config, seed, device, microBatchSize, threads } = bridge;
+        return {
+          trainer: 'gpu-bridge',
+          code: trainerCodeVersion(),
+          bridge: h.bridge,
+          torch: h.torch,
+          device: { type: h.device.type, name: h.device.name },
+          options: { backend, model: model ?? null, config: config ?? null, seed, device, microBatchSize: microBatchSize ?? null, threads: threads ?? null },
+        };
+      },
+      get: async (key, role) => {
+        const hit = cache.get(key);
+        if (!hit) return null;
+        // Into this run's blob store: the run stays whole without the cache.
+        const files = this.blobs ? await storeCheckpoint(hit.path, hit.sha256, this.blobs, label(role, key)) : undefined;
+        const params: BridgeParams = {
+          backend: 'bridge',
+          version: hit.version,
+          checkpoint: { path: hit.path, sha256: hit.sha256, ...(files ? { files } : {}) },
+        };
+        return { version: hit.version, params: JSON.stringify(params) };
+      },
+      put: async (key, role, params, about) => {
+        const cp = BridgeParams.parse(JSON.parse(params)).checkpoint;
+        if (!cp) throw new PolicyInputError(`the ${role} warm start's parameters name no checkpoint to keep`);
+        cache.put(key, await localCheckpoint(cp, this.blobs, this.#cacheDir, label(role, key)), cp.sha256, about);
+      },
+    };
+    return this.#warmStartCache;
   }
 
   /** Checkpoints read from the blob store (absolute: servers run in another directory). */

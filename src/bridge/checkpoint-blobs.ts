@@ -77,7 +77,7 @@ export async function storeCheckpoint(dir: string, sha256: string, blobs: BlobSt
 
 /** The directory holds this checkpoint: its markers name the hash and every file has its size
  * (the bridge checks every file's sha256 when it loads one). */
-function holds(dir: string, sha256: string): boolean {
+export function holdsCheckpoint(dir: string, sha256: string): boolean {
   try {
     if (readFileSync(path.join(dir, STABLE), 'utf8').trim() !== sha256) return false;
     const body = readFileSync(path.join(dir, MANIFEST));
@@ -110,9 +110,9 @@ async function blob(blobs: BlobStore, hash: string, label: string, file: string)
  * renamed, so a reader never finds half a copy). `label` names the version in errors.
  */
 export async function localCheckpoint(ref: CheckpointRef, blobs: BlobStore | null, cacheRoot: string, label: string): Promise<string> {
-  if (holds(ref.path, ref.sha256)) return ref.path;
+  if (holdsCheckpoint(ref.path, ref.sha256)) return ref.path;
   const dest = path.resolve(cacheRoot, ref.sha256);
-  if (holds(dest, ref.sha256)) return dest;
+  if (holdsCheckpoint(dest, ref.sha256)) return dest;
   if (!blobs) throw new CheckpointBlobError(label, null, `${ref.path} is missing or differs, and no blob store is at hand to read it from`);
   const body = await blob(blobs, ref.sha256, label, MANIFEST);
   if (sha256Hex(body) !== ref.sha256) throw new CheckpointBlobError(label, MANIFEST, `blob ${ref.sha256} has other bytes`);
@@ -143,12 +143,12 @@ export async function localCheckpoint(ref: CheckpointRef, blobs: BlobStore | nul
     writeFileSync(path.join(tmp, STABLE), `${ref.sha256}\n`);
     // Another reader of this cache (a second sampler process) may have finished the same copy
     // meanwhile: keep it, it may be loading. Only a torn or foreign directory is replaced.
-    if (holds(dest, ref.sha256)) return dest;
+    if (holdsCheckpoint(dest, ref.sha256)) return dest;
     if (existsSync(dest)) rmSync(dest, { recursive: true, force: true });
     try {
       renameSync(tmp, dest);
     } catch (e) {
-      if (!holds(dest, ref.sha256)) throw e;
+      if (!holdsCheckpoint(dest, ref.sha256)) throw e;
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true });

@@ -208,7 +208,8 @@ export const RunConfig = z
         /** Warm start before round 1 (served policies through the bridge): SFT steps on the
          * problems' known programs (statement -> program: the correct ones and the labelled
          * wrong ones) and their public tests (statement -> tests), recorded as round-0 training
-         * events and published as the version round 1 samples. Every control takes the same SFT. */
+         * events and published as the version round 1 samples. Every control takes the same SFT,
+         * computed once: the result is kept in the runs' warm-start cache (docs/models.md). */
         sft: z
           .object({
             /** Steps per role: one number for both, or each role's own (a test policy drilled
@@ -223,6 +224,13 @@ export const RunConfig = z
               .array(z.enum(['code', 'test']))
               .min(1)
               .default(['code', 'test']),
+            /** How the steps are recorded: appended to the log with the trainer's checkpoint (a
+             * stopped run resumes from the last one) after this many steps, or sooner once that
+             * many seconds have passed since the last record (absent: no time bound). */
+            record: z
+              .object({ steps: z.number().int().positive().default(10), seconds: z.number().positive().optional() })
+              .strict()
+              .default({ steps: 10 }),
           })
           .strict()
           .optional(),

@@ -182,7 +182,8 @@ export async function runBlobHashes(events: AsyncIterable<EventEnvelope>, store:
   const params = new Set<string>();
   for await (const e of events) {
     blobHashesIn(e.data, named);
-    if (e.type === 'PolicyVersionPublished') {
+    // A published version, or a warm start's checkpoint (what a resumed warm start loads).
+    if (e.type === 'PolicyVersionPublished' || e.type === 'WarmStartCheckpointed') {
       const cp = (e.data as { checkpoint?: unknown }).checkpoint;
       if (isBlobHash(cp)) params.add(cp);
     }

@@ -464,6 +464,24 @@ const definitions = {
     version: 1,
     schema: z.strictObject({ batchId: Id, role: Role, error: z.string().min(1), retryable: z.boolean() }),
   }),
+  /** Learner, warm start (learner.sft): the role's supervised steps reached `step` of `steps`,
+   * and the trainer's checkpoint there is `checkpoint` (its parameters blob, as
+   * PolicyVersionPublished names one): a resumed run goes on from the last of these. `key` is the
+   * blob of what determines the warm policy (model, trainer code, rows, steps, batch size, lr,
+   * seed): the key of the runs' warm-start cache. `cached`: the checkpoint was that cache's entry
+   * under `key` (no step trained here; `step` is then `steps`). */
+  WarmStartCheckpointed: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      role: Role,
+      step: Count,
+      steps: z.int().positive(),
+      policy: PolicyRef,
+      checkpoint: Hash,
+      key: Hash,
+      cached: z.boolean(),
+    }),
+  }),
   /** Learner: a published version was loaded into the server that samples the role (weight
    * sync): which kind of server, the request as sent (URL and JSON body, no token) and its
    * answer's status, and the model name the version's samples ask for. */

@@ -167,9 +167,9 @@ export class BridgeTrainer {
     }
   }
 
-  /** Publishes the current version (idempotent) and loads it into the server when asked; the
-   * sync's request and answer come back with every snapshot of that version, for the log. */
-  async snapshot(): Promise<{ version: number; params: string; synced?: WeightSyncRecord }> {
+  /** Publishes the current version (idempotent; its files into the blob store) without loading
+   * it into any server: a checkpoint to resume from, not a version to sample. */
+  async checkpoint(): Promise<{ version: number; params: string }> {
     const client = await this.init.client();
     await this.#ensureLoaded(client);
     if (!this.#params.checkpoint) {
@@ -180,6 +180,13 @@ export class BridgeTrainer {
       const files = this.init.blobs ? await storeCheckpoint(p.path, p.sha256, this.init.blobs, `${this.init.role} version ${p.version}`) : undefined;
       this.#params = { backend: 'bridge', version: p.version, checkpoint: { path: p.path, sha256: p.sha256, ...(files ? { files } : {}) } };
     }
+    return { version: this.#params.version, params: JSON.stringify(this.#params) };
+  }
+
+  /** Publishes the current version (idempotent) and loads it into the server when asked; the
+   * sync's request and answer come back with every snapshot of that version, for the log. */
+  async snapshot(): Promise<{ version: number; params: string; synced?: WeightSyncRecord }> {
+    await this.checkpoint();
     const cp = this.#params.checkpoint!;
     if (this.init.reload && this.#synced?.sha256 !== cp.sha256) {
       // A checkpoint published elsewhere is synced from this disk's copy.

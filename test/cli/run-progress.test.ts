@@ -40,6 +40,35 @@ describe('the progress reporter', () => {
     expect(lines).toHaveLength(2);
   });
 
+  it('before round 1 of a run with a warm start: its last recorded step and loss, a line per minute and one as each role ends', () => {
+    const warm = (role: 'code' | 'test', step: number, steps: number, loss: number | null): RunProgress => ({
+      ...at(0, 100 + step, 0),
+      warmStart: { role, step, steps, loss },
+    });
+    expect(progressBar(warm('code', 40, 250, 1.23456), null)).toBe(
+      `\r[${'#'.repeat(5)}${'.'.repeat(25)}] warm start code step 40/250, loss 1.235  position 140`,
+    );
+    const lines: string[] = [];
+    const r = new ProgressReporter(false, (t) => lines.push(t));
+    r.report(warm('code', 10, 20, 2.5), 0);
+    r.report(warm('code', 15, 20, 2.0), LINE_EVERY_MS - 1);
+    expect(lines).toEqual([]);
+    r.report(warm('code', 18, 20, 1.5), LINE_EVERY_MS);
+    r.report(warm('code', 20, 20, 1.25), LINE_EVERY_MS + 1);
+    r.report(warm('code', 20, 20, 1.25), LINE_EVERY_MS + 2);
+    // A role's checkpoint from the warm-start cache has no loss of its own.
+    r.report(warm('test', 8, 8, null), LINE_EVERY_MS + 3);
+    expect(lines).toEqual([
+      'crucible: warm start code step 18/20, loss 1.500: log position 118\n',
+      'crucible: warm start code step 20/20, loss 1.250: log position 120\n',
+      'crucible: warm start test step 8/8 (cached): log position 108\n',
+    ]);
+    // Then the rounds, whose estimate leaves the warm start's minutes out.
+    r.report(at(0, 200, 0), 10 * LINE_EVERY_MS);
+    r.report(at(1, 300, 50), 10 * LINE_EVERY_MS + 100_000);
+    expect(lines[3]).toBe('crucible: round 1/4 done: log position 300, 50 executions, about 5m 00s left\n');
+  });
+
   it('on a terminal, redraws a bar with the log position, the executions and the time left', () => {
     expect(progressBar(at(2, 1234, 812), 125)).toBe(`\r[${'#'.repeat(15)}${'.'.repeat(15)}] round 2/4  position 1234  812 executions  about 2m 05s left`);
     expect([duration(42), duration(3725)]).toEqual(['42s', '1h 02m']);

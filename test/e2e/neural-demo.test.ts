@@ -2,8 +2,10 @@
  * configs/neural-demo.yaml end to end, cut to a tiny size (one problem, two rounds, two SFT
  * steps, a smaller toy model): the run starts its own gpu-bridge servers, warms both policies up
  * by SFT (recorded as round-0 training events on the problems' known programs and public tests,
- * in the prompts the policies sample with), publishes the warm version and syncs it into the
- * servers, then trains by GRPO each round. The figures of the full demo are in docs/models.md.
+ * in the prompts the policies sample with, and the trainer's checkpoint), publishes the warm
+ * version and syncs it into the servers, then trains by GRPO each round. The figures of the full
+ * demo are in docs/models.md; recording, resuming and caching the warm start are tested in
+ * test/actors/warm-start-*.test.ts.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -63,14 +65,19 @@ describe.skipIf(missing !== null)(`the neural demo, tiny${missing ? ` [skipped: 
     expect(outcome.rows.map((r) => r.round)).toEqual([1, 2]);
   });
 
-  it('SFT before round 1: two recorded steps per role on the known programs and public tests, then the warm version is published and synced', () => {
+  it('SFT before round 1: two recorded steps per role on the known programs and public tests, a checkpoint, then the warm version is published and synced', () => {
     const firstRound = events.findIndex((e) => e.type === 'RoundStarted');
     const before = events.slice(0, firstRound);
     const steps = before.filter((e) => e.type === 'TrainingStepCompleted').map((e) => e.data as Record<string, any>);
     expect(steps.map((s) => `${s.round}:${s.role}:${s.fromVersion}->${s.toVersion}`)).toEqual(['0:code:0->1', '0:code:1->2', '0:test:0->1', '0:test:1->2']);
+    // Each role's steps end with the trainer's checkpoint (one chunk: fewer steps than
+    // learner.sft.record.steps); then the warm versions are published and synced, nothing before.
+    const checkpoints = before.filter((e) => e.type === 'WarmStartCheckpointed').map((e) => e.data as Record<string, any>);
+    expect(checkpoints.map((c) => `${c.role}:${c.step}/${c.steps}:v${c.policy.version}:${c.cached}`)).toEqual(['code:2/2:v2:false', 'test:2/2:v2:false']);
     const published = before.filter((e) => e.type === 'PolicyVersionPublished').map((e) => e.data as Record<string, any>);
-    expect(published.map((p) => `${p.policy.role}:${p.policy.version}`)).toEqual(['code:0', 'test:0', 'code:2', 'test:2']);
-    expect(before.filter((e) => e.type === 'WeightsSynced')).toHaveLength(4);
+    expect(published.map((p) => `${p.policy.role}:${p.policy.version}`)).toEqual(['code:2', 'test:2']);
+    expect(published.map((p) => p.paramsHash)).toEqual(checkpoints.map((c) => c.checkpoint));
+    expect(before.filter((e) => e.type === 'WeightsSynced')).toHaveLength(2);
     const problem = loadDemoProblems().find((p) => p.id === 'demo/digital-root')!;
     const batches = before.filter((e) => e.type === 'TrainingBatchFormed').map((e) => e.data as Record<string, any>);
     expect(batches.map((b) => b.batchId)).toEqual([

@@ -129,4 +129,34 @@ describe('moving a run between logs', () => {
     expect((await copyRun(from, to, 'run-x')).blobs).toBe(5);
     expect([...(await to.blobs.get(model))]).toEqual([1, 2, 3, 4]);
   });
+
+  it("copies the files of a warm start's recorded checkpoints, from which a copied run resumes its warm start", async () => {
+    const from = openMemoryLog();
+    const model = await from.blobs.put(new Uint8Array([9, 9]));
+    const manifest = await from.blobs.put('{"files":{"model.pt":{}}}');
+    const params = await from.blobs.put(
+      JSON.stringify({
+        backend: 'bridge',
+        version: 3,
+        checkpoint: { path: '/elsewhere/code/v3', sha256: manifest, files: { 'model.pt': { sha256: model, size: 2 } } },
+      }),
+    );
+    const key = await from.blobs.put('{"steps":10}');
+    await from.append(
+      'learner',
+      [
+        makeEvent('WarmStartCheckpointed', 'run-x', {
+          role: 'code',
+          step: 3,
+          steps: 10,
+          policy: { role: 'code', name: 'bridge:code', version: 3 },
+          checkpoint: params,
+          key,
+          cached: false,
+        }),
+      ],
+      { commitId: 'run-x/sft' },
+    );
+    expect(await runBlobHashes(from.read({}, { runId: 'run-x' }), from.blobs)).toEqual([model, manifest, params, key].sort());
+  });
 });

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { UserError } from '../errors.js';
 
 /** Each benchmark is a module `bench/<name>.ts` exporting `runBench(args: string[])`. */
-const BENCHES = ['log', 'exec', 'orchestration', 'restart', 'bridge', 'ablate', 'openai', 'scale', 'nats-auth', 'workers', 'neural', 'fold'] as const;
+const BENCHES = ['log', 'exec', 'orchestration', 'restart', 'bridge', 'ablate', 'openai', 'scale', 'nats-auth', 'workers', 'neural', 'fold', 'warm-start'] as const;
 
 export function registerBench(program: Command): void {
   program
