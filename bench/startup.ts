@@ -3,7 +3,8 @@
  * folder of 20 runs, each run from the compiled build in dist/ and from the TypeScript sources
  * through tsx (CRUCIBLE_FROM_SOURCES=1), beside `node -e 0` (the floor: starting node itself),
  * all measured in this run. Wall time of each process, repeated (the commands taking turns),
- * median and min.
+ * median and min, and its CPU time (user + system, from the children's times in /proc/self/stat,
+ * in 10 ms ticks): on a shared machine wall time grows with the load, CPU time much less.
  *
  * The 20 runs are copies of one small demo run made here (two problems, two rounds), unless
  * `--runs DIR` names a folder of runs.
@@ -11,7 +12,7 @@
  *   npm run bench -- startup [--repeat 7] [--runs DIR]
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -48,13 +49,25 @@ interface Case {
   env?: Record<string, string>;
 }
 
-/** Seconds of one process's life, from spawn to exit; throws when it fails. */
-function timed(c: Case): number {
+/** CPU seconds of this process's children that have exited (cutime + cstime; Linux's 100 Hz
+ * clock ticks), or NaN where /proc is absent. */
+function childrenCpu(): number {
+  try {
+    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[13]) + Number(fields[14])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Wall and CPU seconds of one process, from spawn to exit; throws when it fails. */
+function timed(c: Case): { wall: number; cpu: number } {
+  const cpu = childrenCpu();
   const t = performance.now();
   const r = spawnSync(process.execPath, c.args, { env: { ...process.env, ...c.env }, encoding: 'utf8', cwd: PACKAGE_ROOT });
-  const s = (performance.now() - t) / 1000;
+  const wall = (performance.now() - t) / 1000;
   if (r.status !== 0) throw new Error(`${c.label}: exit status ${r.status}: ${r.stderr}`);
-  return s;
+  return { wall, cpu: childrenCpu() - cpu };
 }
 
 const median = (xs: number[]) => {
@@ -84,11 +97,15 @@ export async function runBench(args: string[]): Promise<void> {
     // One untimed pass fills the page cache and tsx's transform cache, as a user's second
     // command finds them.
     for (const c of cases) timed(c);
-    const times = cases.map(() => [] as number[]);
+    const times = cases.map(() => [] as { wall: number; cpu: number }[]);
     for (let i = 0; i < repeat; i++) cases.forEach((c, j) => times[j]!.push(timed(c)));
     const width = Math.max(...cases.map((c) => c.label.length));
-    console.log(`${'command'.padEnd(width)}  median s  min s   (${repeat} runs each)`);
-    cases.forEach((c, j) => console.log(`${c.label.padEnd(width)}  ${median(times[j]!).toFixed(3).padStart(8)}  ${Math.min(...times[j]!).toFixed(3)}`));
+    console.log(`${'command'.padEnd(width)}  wall s: median    min  CPU s: median   (${repeat} runs each; load average ${os.loadavg()[0]!.toFixed(1)})`);
+    cases.forEach((c, j) => {
+      const wall = times[j]!.map((t) => t.wall);
+      const cpu = median(times[j]!.map((t) => t.cpu));
+      console.log(`${c.label.padEnd(width)}  ${median(wall).toFixed(3).padStart(13)}  ${Math.min(...wall).toFixed(3)}  ${cpu.toFixed(2).padStart(13)}`);
+    });
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -10,15 +10,18 @@ export const DIST = 'dist';
  * content the number of input files then. */
 export const STAMP = path.join(DIST, '.built');
 
-/** Files under the inputs (Python's byte-code caches left out: the sandbox never writes them,
- * a tool run by hand may). */
+/** Files the build leaves out: tests (vitest runs them from the sources) and documentation. */
+const notBuilt = (name) => name.endsWith('.test.ts') || name.endsWith('.md') || name === '__pycache__';
+
+/** The files the build reads, with their mtimes (Python's byte-code caches left out: the
+ * sandbox never writes them, a tool run by hand may). */
 export function inputFiles(root) {
   const files = [];
   const walk = (p) => {
     const st = statSync(p, { throwIfNoEntry: false });
     if (!st) return;
     if (!st.isDirectory()) return void files.push({ file: p, mtimeMs: st.mtimeMs });
-    for (const name of readdirSync(p)) if (name !== '__pycache__') walk(path.join(p, name));
+    for (const name of readdirSync(p)) if (!notBuilt(name)) walk(path.join(p, name));
   };
   for (const input of BUILD_INPUTS) walk(path.join(root, input));
   return files;
