@@ -7,7 +7,7 @@
  * the older build: without tsx the command says so, with tsx it runs the edited source.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -34,6 +34,22 @@ function linkPackages(): void {
 const tsxLink = () => path.join(root, 'node_modules', 'tsx');
 const withTsx = () => symlinkSync(realpathSync(path.join(REPO, 'node_modules', 'tsx')), tsxLink());
 const withoutTsx = () => rmSync(tsxLink(), { force: true });
+
+/** Runs `f` with the copy's links to `packages` removed (and dist/vendor/'s bundles, when
+ * `vendor`): a command that loaded one of them would fail. */
+async function hiding<T>(packages: readonly string[], vendor: boolean, f: () => Promise<T>): Promise<T> {
+  const modules = path.join(root, 'node_modules');
+  const vendored = path.join(root, 'dist/vendor');
+  const targets = new Map(packages.map((p) => [p, realpathSync(path.join(modules, p))]));
+  for (const p of packages) rmSync(path.join(modules, p));
+  if (vendor) renameSync(vendored, `${vendored}.hidden`);
+  try {
+    return await f();
+  } finally {
+    for (const [p, target] of targets) symlinkSync(target, path.join(modules, p));
+    if (vendor) renameSync(`${vendored}.hidden`, vendored);
+  }
+}
 
 const build = () => execFileSync(process.execPath, [path.join(root, 'scripts/build.js')], { cwd: root, encoding: 'utf8' });
 
@@ -67,9 +83,10 @@ afterAll(() => {
 });
 
 describe('the compiled command, without tsx installed', () => {
-  it('the build is fresh and --version answers from it', async () => {
+  it('the build is fresh and --version answers from it, loading no package but commander', async () => {
     expect(staleness(root)).toBeNull();
-    const r = await crucible(['--version']);
+    const others = readdirSync(path.join(root, 'node_modules')).filter((p) => p !== 'commander');
+    const r = await hiding(others, true, () => crucible(['--version']));
     expect(r).toEqual({ code: 0, stdout: '0.1.0\n', stderr: '' });
   });
 
@@ -106,6 +123,10 @@ describe('the compiled command, without tsx installed', () => {
       ['a0', 'answered'],
       ['a5', 'answered'],
     ]);
+    // `runs` reads the run without the actors' packages, the sandbox's or the browser's.
+    const listed = await hiding(['xstate', '@nats-io', 'piscina', 'playwright-core', 'chart.js', 'yaml'], false, () => crucible(['runs', runs]));
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(runId);
   }, 300_000);
 
   describe('with a nats-server', () => {
