@@ -11,7 +11,8 @@ import { DIST, inputFiles, STAMP } from './compiled.js';
 
 /** Packages of hundreds of ES modules each (kysely 263, zod 95): loading them file by file was
  * most of `crucible runs`' start-up, so each is bundled into one file, dist/vendor/<name>.js,
- * which the compiled code imports instead. Nothing else imports them. */
+ * which the compiled code imports instead. No installed package imports them, so no second copy
+ * meets these. */
 const VENDORED = ['kysely', 'zod'];
 
 const root = fileURLToPath(new URL('..', import.meta.url));
