@@ -16,6 +16,7 @@ import { loadConfigFile } from '../src/config/load.js';
 import { runExperiment } from '../src/actors/run.js';
 import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import type { EventEnvelope } from '../src/events/envelope.js';
+import { PACKAGE_ROOT } from '../src/core/package-root.js';
 
 const PHASES = {
   generation: ['SolutionSampled', 'TestsSampled', 'ModelSampled'],
@@ -95,7 +96,7 @@ export async function runBench(args: string[]): Promise<void> {
   if (!dir) {
     const rounds = Number(arg(args, '--rounds') ?? 2);
     scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-neural-'));
-    const config = loadConfigFile(path.join(import.meta.dirname, '..', 'configs', 'neural-demo.yaml'), { overrides: [`rounds=${rounds}`, `dir=${scratch}`] });
+    const config = loadConfigFile(path.join(PACKAGE_ROOT, 'configs', 'neural-demo.yaml'), { overrides: [`rounds=${rounds}`, `dir=${scratch}`] });
     dir = (await runExperiment({ config, cacheDir: path.join(scratch, 'cache') })).dir;
   }
   try {

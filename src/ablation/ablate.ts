@@ -54,7 +54,8 @@ export interface AblationRequest {
   /** Stop after this log position (default: the head). */
   to?: Position;
   /** Threads projecting several variants at once (default 1: this thread). Measured on 2 cores
-   * (`npm run bench -- ablate`), threads lose: each one loads the projection code through tsx. */
+   * (`npm run bench -- ablate`), threads lose: each one loads the projection code again (measured from the sources
+   * through tsx, before the compiled build). */
   threads?: number;
   /** Run the executions a variant needs that the log lacks, into the variant's own log
    * (without it, such a variant is refused). */

@@ -21,6 +21,9 @@ import {
   type EffectFailure,
   type RetryPolicy,
 } from './effect-failures.js';
+import { ActorFailedError } from './errors.js';
+
+export { ActorFailedError };
 
 /** What an effect needs to run: the actor's `run` and, optionally, its own failure event. */
 export interface EffectTask<E extends { key: string }, Env> {
@@ -29,19 +32,6 @@ export interface EffectTask<E extends { key: string }, Env> {
   run(): Promise<NewEvent[]>;
   failureEvent?(effect: E, failure: EffectFailure, env: Env): NewEvent | null;
   env: Env;
-}
-
-/** An actor that broke its contract (an effect with no output, work that stays pending after
- * its output was recorded): a bug of the actor, never retried. */
-export class ActorFailedError extends Error {
-  constructor(
-    readonly actor: string,
-    readonly effectKey: string,
-    cause: unknown,
-  ) {
-    super(`actor ${actor} failed on ${effectKey}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'ActorFailedError';
-  }
 }
 
 export class EffectRunner {

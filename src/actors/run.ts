@@ -33,15 +33,11 @@ import { roundRows, type RoundRow, type RoundTableState } from '../projections/r
 import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
 import { RUN_PROJECTIONS } from '../projections/run-views.js';
 import { readingDerived } from '../projections/damaged-file.js';
+import { RunMismatchError } from './errors.js';
+
+export { RunMismatchError };
 
 export const CRUCIBLE_VERSION = '0.1.0';
-
-export class RunMismatchError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'RunMismatchError';
-  }
-}
 
 /** The run's sandbox: verdicts that train a policy come from an isolated sandbox unless the
  * config opts out with `executor.isolation: none`. */

@@ -21,13 +21,9 @@ import type { LearnerTrainer, PolicyBackend, PolicyFigures, SamplingPolicy } fro
 import type { Role } from '../core/roles.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { ServedBackend } from './served-backend.js';
+import { UnsupportedSourceError } from './errors.js';
 
-export class UnsupportedSourceError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UnsupportedSourceError';
-  }
-}
+export { UnsupportedSourceError };
 
 // 3: mutants chosen by examples and probes through the sandbox, never by held-out tests.
 // 5: candidate tests state an expected value (a candidate program's output), and the reference's

@@ -10,7 +10,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { connect as tlsConnect } from 'node:tls';
-import { fileURLToPath } from 'node:url';
+import { PACKAGE_ROOT } from '../core/package-root.js';
 import type { z } from 'zod';
 import { BridgeDeadError, BridgeError, BridgeProtocolError, BridgeRemoteError, BridgeRequestTooLargeError, BridgeTimeoutError } from './errors.js';
 import {
@@ -33,7 +33,7 @@ import {
 } from './protocol.js';
 
 /** The Python package's directory (holds `gpu_bridge/`). */
-export const GPU_BRIDGE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../gpu-bridge');
+export const GPU_BRIDGE_DIR = path.join(PACKAGE_ROOT, 'gpu-bridge');
 /** Debian's python3-torch only works under the system interpreter. */
 export const DEFAULT_PYTHON = '/usr/bin/python3';
 const DEFAULT_MAX_REQUEST_BYTES = 16 << 20;

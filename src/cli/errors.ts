@@ -1,11 +1,11 @@
-import { ConfigError } from '../config/load.js';
-import { RunMismatchError } from '../actors/run.js';
-import { ActorFailedError } from '../actors/runtime.js';
-import { ReadModelError } from '../projections/readmodel.js';
+// Each layer's error types from its errors module, none of its code: this module is loaded by
+// every command, `crucible runs` and `crucible --version` among them (see main.ts).
+import { ConfigError } from '../config/errors.js';
+import { ActorFailedError, RunMismatchError, UnsupportedSourceError } from '../actors/errors.js';
 import { RunFailedError } from '../actors/effect-failures.js';
-import { UnsupportedSourceError } from '../actors/sources.js';
+import { DamagedFileError, ReadModelError, ReadModelOfAnotherLogError } from '../projections/errors.js';
 import { DatasetError } from '../datasets/errors.js';
-import { SandboxInputError, SandboxSetupError } from '../sandbox/index.js';
+import { SandboxInputError, SandboxSetupError } from '../sandbox/errors.js';
 import {
   EventLogError,
   IncompatibleStreamError,
@@ -15,13 +15,11 @@ import {
   NewerLogFormatError,
   NotACrucibleLogError,
 } from '../events/errors.js';
-import { NotARunError } from '../report/run-data.js';
-import { ReadModelOfAnotherLogError } from '../projections/runner.js';
+import { NotARunError } from '../report/errors.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
 import { RunNotFoundError, StatusUnavailableError, WorkerError, WorkerUsageError } from '../workers/errors.js';
-import { DamagedFileError } from '../projections/damaged-file.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {

@@ -1,45 +1,48 @@
 import { Command, CommanderError } from 'commander';
-import { registerRun } from './commands/run.js';
-import { registerReplay } from './commands/replay.js';
-import { registerExec } from './commands/exec.js';
-import { registerBench } from './commands/bench.js';
-import { registerData } from './commands/data.js';
-import { registerDoctor } from './commands/doctor.js';
-import { registerRuns } from './commands/runs.js';
-import { registerReport } from './commands/report.js';
-import { registerExport } from './commands/export.js';
-import { registerEvolved } from './commands/evolved.js';
-import { registerNats } from './commands/nats.js';
-import { registerLog } from './commands/log.js';
-import { registerAblate } from './commands/ablate.js';
-import { registerWorker } from './commands/worker.js';
-import { userFacing } from './errors.js';
 
-/** Builds the `crucible` command tree; each subcommand lives in its own module. */
-export function buildProgram(): Command {
+type Register = (program: Command) => void;
+
+/** Each subcommand's module and the commands it registers. A command line loads only the module
+ * of its command (their imports are most of the start-up time); help and unknown commands load
+ * them all, `--version` none. */
+const COMMANDS: ReadonlyArray<{ names: readonly string[]; load: () => Promise<Register> }> = [
+  { names: ['run'], load: async () => (await import('./commands/run.js')).registerRun },
+  { names: ['replay'], load: async () => (await import('./commands/replay.js')).registerReplay },
+  { names: ['exec'], load: async () => (await import('./commands/exec.js')).registerExec },
+  { names: ['bench'], load: async () => (await import('./commands/bench.js')).registerBench },
+  { names: ['data'], load: async () => (await import('./commands/data.js')).registerData },
+  { names: ['doctor'], load: async () => (await import('./commands/doctor.js')).registerDoctor },
+  { names: ['runs', 'compare'], load: async () => (await import('./commands/runs.js')).registerRuns },
+  { names: ['report'], load: async () => (await import('./commands/report.js')).registerReport },
+  { names: ['export'], load: async () => (await import('./commands/export.js')).registerExport },
+  { names: ['evolved'], load: async () => (await import('./commands/evolved.js')).registerEvolved },
+  { names: ['nats'], load: async () => (await import('./commands/nats.js')).registerNats },
+  { names: ['log'], load: async () => (await import('./commands/log.js')).registerLog },
+  { names: ['ablate'], load: async () => (await import('./commands/ablate.js')).registerAblate },
+  { names: ['worker', 'status'], load: async () => (await import('./commands/worker.js')).registerWorker },
+];
+
+/** The subcommand modules a command line (process.argv's shape) needs; all without one. */
+export function commandModules(argv?: readonly string[]): ReadonlyArray<{ names: readonly string[]; load: () => Promise<Register> }> {
+  const first = argv?.[2];
+  if (first === '-V' || first === '--version') return [];
+  const one = first === undefined ? undefined : COMMANDS.find((c) => c.names.includes(first));
+  return one ? [one] : COMMANDS;
+}
+
+/** Builds the `crucible` command tree; each subcommand lives in its own module. Given the
+ * command line, only what it runs is loaded. */
+export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const program = new Command('crucible')
     .description('Adversarial co-evolution of code models and test models, on an event log')
     .version('0.1.0')
     .showHelpAfterError();
-  registerRun(program);
-  registerReplay(program);
-  registerExec(program);
-  registerBench(program);
-  registerData(program);
-  registerDoctor(program);
-  registerRuns(program);
-  registerReport(program);
-  registerExport(program);
-  registerEvolved(program);
-  registerNats(program);
-  registerLog(program);
-  registerAblate(program);
-  registerWorker(program);
+  for (const register of await Promise.all(commandModules(argv).map((c) => c.load()))) register(program);
   return program;
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   program.exitOverride();
   try {
     await program.parseAsync(argv);
@@ -48,6 +51,8 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = err.exitCode;
       return;
     }
+    // Loaded only here: the error types it tells apart come from every layer.
+    const { userFacing } = await import('./errors.js');
     const known = userFacing(err);
     if (known) {
       process.stderr.write(`crucible: ${known.message}\n`);

@@ -2,14 +2,9 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { RunConfig } from './schema.js';
+import { ConfigError } from './errors.js';
 
-/** A config that cannot be used: says which file and which key, and why. */
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
 
 /** Applies `a.b.c=value` overrides; the value is read as a YAML scalar (numbers, booleans...). */
 export function applyOverrides(raw: Record<string, unknown>, overrides: readonly string[]): Record<string, unknown> {

@@ -7,19 +7,9 @@
 import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { NotAReadModelError } from './readmodel.js';
+import { DamagedFileError } from './errors.js';
 
-export class DamagedFileError extends Error {
-  constructor(
-    /** The damaged file. */
-    readonly file: string,
-    /** The run directory whose log rebuilds it. */
-    readonly runDir: string,
-    readonly reason: string,
-  ) {
-    super(`${file}: ${reason}`);
-    this.name = 'DamagedFileError';
-  }
-}
+export { DamagedFileError };
 
 /** SQLite's codes for a file that is damaged or not a database. */
 const DAMAGE_CODES = /^SQLITE_(CORRUPT|NOTADB)/;

@@ -9,6 +9,9 @@ import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { inspectCrucibleFile } from '../events/sqlite/sqlite-file.js';
 import { canonicalJson } from '../core/canonical-json.js';
+import { ReadModelError } from './errors.js';
+
+export { ReadModelError };
 
 /** blob: bytes (a Buffer or Uint8Array), read back as a Buffer; state hashes see it as hex. */
 export type ColumnType = 'text' | 'integer' | 'real' | 'boolean' | 'json' | 'blob';
@@ -45,13 +48,6 @@ export const del = (table: string, key: Row): RowWrite => ({ op: 'delete', table
 /** Read access for a projection's `apply`: sees the writes of earlier events, batch included. */
 export interface ReadView {
   get(table: string, key: Row): Row | undefined;
-}
-
-export class ReadModelError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
 }
 
 export class NotAReadModelError extends ReadModelError {

@@ -28,6 +28,9 @@ import type { EventEnvelope } from '../events/envelope.js';
 import { ORIGIN, asPosition, type EventLog, type Position, type ReadFilter, type Subscription } from '../events/log.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { BatchWriter, ReadModel, ReadModelError, Table, type ReadView, type Row, type RowWrite, type TableSpec } from './readmodel.js';
+import { ReadModelOfAnotherLogError } from './errors.js';
+
+export { ReadModelOfAnotherLogError };
 
 export interface RowProjection {
   name: string;
@@ -71,22 +74,6 @@ export interface RunnerOptions {
   /** Only the read model as it stands is read (states, state hashes), whichever log built it (a
    * run's read models after the run was copied to another log); catching up is refused. */
   readOnly?: boolean;
-}
-
-/** A read model built from another log than the one it is opened with: its checkpoints are
- * positions of that log, which mean nothing in this one. */
-export class ReadModelOfAnotherLogError extends ReadModelError {
-  constructor(
-    readonly path: string,
-    /** The identity of the log that built it (EventLog.identity). */
-    readonly builtFrom: string,
-    readonly log: EventLog,
-  ) {
-    super(
-      `${path} holds read models built from another log (${builtFrom}), not from ${log.location} (${log.identity}): ` +
-        `their checkpoints are positions of that log. Delete ${path} to rebuild them from this log, or keep this log's read models in another file`,
-    );
-  }
 }
 
 /** The crucible_meta row naming the log a read model's checkpoints belong to. */

@@ -18,20 +18,12 @@ import { readProblemSelections } from '../projections/answer-selection-rows.js';
 import { collectMatrices, type ProblemMatrix, type ReplayedTest } from './matrix.js';
 import { VERDICT_EVENT_TYPES } from '../projections/recorded-verdicts.js';
 import { readingDerived } from '../projections/damaged-file.js';
+import { NotARunError } from './errors.js';
+
+export { NotARunError };
 
 export const LOG_FILE = 'log.db';
 export const VIEWS_FILE = 'views.db';
-
-/** A directory that is not a readable crucible run: the message names it and why. */
-export class NotARunError extends Error {
-  constructor(
-    readonly dir: string,
-    reason: string,
-  ) {
-    super(`${dir}: ${reason}`);
-    this.name = 'NotARunError';
-  }
-}
 
 export type RunStatus = 'finished' | 'failed' | 'unfinished';
 

@@ -6,3 +6,11 @@ export class SandboxInputError extends Error {
     this.name = 'SandboxInputError';
   }
 }
+
+/** The sandbox cannot start as asked (no interpreter, isolation required but unavailable). */
+export class SandboxSetupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SandboxSetupError';
+  }
+}

@@ -8,12 +8,13 @@ import { DEFAULT_LIMITS, resolveLimits, type SandboxLimits } from './limits.js';
 import { ServerPool } from './pool.js';
 import { ForkServerSandbox } from './sandbox.js';
 import { TextComparer } from './text-compare.js';
+import { SandboxSetupError } from './errors.js';
 
 export type { Sandbox, RunRequest, TestResult, Verdict, ComparisonMode, IsolationLayers } from './api.js';
 export { isolationReport, type IsolationReport } from './isolation.js';
 export { VERDICTS } from './api.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './limits.js';
-export { SandboxInputError } from './errors.js';
+export { SandboxInputError, SandboxSetupError } from './errors.js';
 
 export interface CreateSandboxOptions {
   /** Interpreter for candidate programs; default /usr/bin/python3 (Debian's). */
@@ -34,14 +35,6 @@ export interface CreateSandboxOptions {
   requireIsolation?: boolean;
   /** Memory and pids cgroups per fork-server where this process can make them; default true. */
   cgroups?: boolean;
-}
-
-/** The sandbox cannot start as asked (no interpreter, isolation required but unavailable). */
-export class SandboxSetupError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SandboxSetupError';
-  }
 }
 
 export const SERVER_PATH = fileURLToPath(new URL('./python/forkserver.py', import.meta.url));

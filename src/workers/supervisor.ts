@@ -8,13 +8,13 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import { roleCredentialsFile } from '../events/jetstream/nats-roles.js';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { WORKER_ROLES, type WorkerRole } from './roles.js';
 import { WorkerError } from './errors.js';
 import { stampLines } from './stamped-lines.js';
+import { PACKAGE_ROOT } from '../core/package-root.js';
 
 /** The `crucible` entry point of this checkout. */
-export const CRUCIBLE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/crucible.js');
+export const CRUCIBLE_BIN = path.join(PACKAGE_ROOT, 'bin/crucible.js');
 
 export interface SupervisorOptions {
   location: string;

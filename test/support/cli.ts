@@ -15,7 +15,7 @@ export async function runCli(args: readonly string[]): Promise<{ code: number; o
   const before = process.exitCode;
   process.exitCode = 0;
   try {
-    await buildProgram().parseAsync(['node', 'crucible', ...args]);
+    await (await buildProgram()).parseAsync(['node', 'crucible', ...args]);
     return { code: Number(process.exitCode ?? 0), out };
   } finally {
     process.stdout.write = write;
