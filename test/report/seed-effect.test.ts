@@ -5,14 +5,27 @@
  */
 import { describe, expect, it } from 'vitest';
 import { formatEffect, pairBySeed, pairedBootstrap, seedEffects } from '../../src/report/seed-effect.js';
-import type { RunSummary } from '../../src/report/run-data.js';
+import type { RunDetail, RunSummary } from '../../src/report/run-data.js';
+import { renderReport } from '../../src/report/html.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 
 /** A run whose round r has held-out pass `pass[r - 1]` (the other figures absent). */
 function run(name: string, seed: number, pass: readonly number[], control: string | null = null, over: Record<string, unknown> = {}): RunSummary {
-  const rows = pass.map(
-    (p, i) => ({ round: i + 1, heldOutPass: p, exactCorrect: null, exactValid: null, validity: null, killRate: null }) as unknown as RoundRow,
-  );
+  const rows = pass.map((p, i): RoundRow => ({
+    round: i + 1,
+    problems: 1,
+    heldOutPass: p,
+    exactCorrect: null,
+    validity: null,
+    exactValid: null,
+    trainedCorrect: null,
+    trainedValid: null,
+    killRate: null,
+    mistakeBook: null,
+    codeReward: 0,
+    testReward: null,
+    seconds: null,
+  }));
   return {
     dir: `runs/${name}-s${seed}`,
     runId: `${name}-s${seed}`,
@@ -136,5 +149,18 @@ describe('the effect per round and over the last rounds', () => {
     const paired = pairBySeed([run('t', 1, [0.5, 0.6, 0.7]), run('c', 1, [0.1, 0.2], 'frozen')]);
     if (!paired.ok) throw new Error(paired.reason);
     expect(seedEffects(paired.pairs)[0]!.rows.map((r) => r.round)).toEqual([1, 2, 'last']);
+  });
+});
+
+describe('the report', () => {
+  it('shows the effect over seeds when its runs are seeds of a config and of its control, and not otherwise', () => {
+    const detail = (r: RunSummary): RunDetail => ({ ...r, problems: [], rewards: [], mistakeBook: [], matrices: [], replayed: [], texts: {} });
+    const runs = [run('t', 1, [0.5, 0.9]), run('t', 2, [0.4, 0.8]), run('c', 1, [0.1, 0.2], 'frozen'), run('c', 2, [0.2, 0.2], 'frozen')].map(detail);
+    const html = renderReport(runs, '');
+    expect(html).toContain('<h2>Effect over seeds</h2>');
+    expect(html).toContain('t minus c, paired by seed (1, 2)');
+    // Round 1: seed 1 +40 pt, seed 2 +20 pt; round 2 (and the last half): +70 and +60.
+    expect(html).toContain('<td>held-out pass</td><td>+30.0 pt [+20.0, +40.0]</td><td>+65.0 pt [+60.0, +70.0]</td><td>+65.0 pt [+60.0, +70.0]</td>');
+    expect(renderReport(runs.slice(0, 2), '')).not.toContain('Effect over seeds');
   });
 });
