@@ -38,6 +38,14 @@ describe('policies.*.backend: openai', () => {
     expect(() => parseConfig({ policies: both(), learner: { control: 'frozen', sft: { steps: 2 } } })).toThrow(/learner\.sft.*needs learner\.bridge/);
   });
 
+  it('records the warm start every 10 steps unless learner.sft.record says otherwise, and refuses a record of no steps', () => {
+    const sft = (record?: unknown) => parseConfig({ policies: both(), learner: { bridge: {}, sft: { steps: 20, ...(record ? { record } : {}) } } }).learner.sft;
+    expect(sft()?.record).toEqual({ steps: 10 });
+    expect(sft({ steps: 25, seconds: 30 })?.record).toEqual({ steps: 25, seconds: 30 });
+    expect(() => sft({ steps: 0 })).toThrow(/learner\.sft\.record\.steps/);
+    expect(() => sft({ every: 5 })).toThrow(/learner\.sft\.record/);
+  });
+
   it('the catalog default is unchanged', () => {
     const c = parseConfig({});
     expect(c.policies.code.backend).toBe('catalog');
