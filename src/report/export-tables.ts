@@ -6,9 +6,9 @@
  * sample, sampled test and training step) from the log's events, streamed in log order.
  */
 import type Database from 'better-sqlite3';
-import type { EventData } from '../events/catalog.js';
+import { requestPairs, type EventData } from '../events/catalog.js';
+import { pairResultsOf } from '../events/program-executed.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import { verdictOfCode } from '../core/verdicts.js';
 import type { RunViewsDb } from '../projections/run-views.js';
 import { all, queryBuilder } from '../projections/typed-sql.js';
 import type { ColumnSpec, ColumnType, Row, TableSpec } from './parquet-table.js';
@@ -179,54 +179,34 @@ const executionsTable: ExportTable = {
   async *rows({ events, summary }) {
     // The pairs of each request, until its executions are read (they follow it in the log).
     const requests = new Map<string, Requested>();
+    const pairsOf = new Map<string, ReturnType<typeof requestPairs>>();
     const base = (d: Requested) => ({ run_id: summary.runId, round: d.round, problem_id: d.problemId, request_id: d.requestId, purpose: d.purpose });
     for await (const e of events(['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'])) {
       if (e.type === 'ExecutionRequested') {
         const d = e.data as Requested;
         requests.set(d.requestId, d);
-      } else if (e.type === 'ProgramExecuted') {
-        const d = e.data as EventData<'ProgramExecuted'>;
-        const req = requests.get(d.requestId);
-        if (!req) continue;
-        const cached = new Set(d.cached);
-        for (let i = 0; i < d.pairs.length; i++) {
-          const at = d.pairs[i]!;
-          const program = req.programs[req.pairs[2 * at]!]!;
-          const test = req.tests[req.pairs[2 * at + 1]!]!;
-          yield {
-            ...base(req),
-            program_id: program.programId,
-            program_hash: program.programHash,
-            test_id: test.testId,
-            test_hash: test.testHash,
-            verdict: verdictOfCode(d.verdicts[i]!),
-            time_ms: d.timeMs[i]!,
-            memory_kb: d.memoryKb[i]!,
-            exception_type: d.exceptions[String(i)] ?? null,
-            output_hash: d.outputs[String(i)] ?? null,
-            cached: cached.has(i),
-            isolated: d.isolated,
-            load: d.load,
-          };
-        }
-      } else {
-        const d = e.data as EventData<'ExecutionCompleted'>;
-        const req = requests.get(d.requestId);
+        pairsOf.set(d.requestId, requestPairs(d));
+        continue;
+      }
+      // The event's own codec (program-executed.ts) expands a program's compact results.
+      const load = e.type === 'ProgramExecuted' ? (e.data as EventData<'ProgramExecuted'>).load : null;
+      for (const r of pairResultsOf(e, (id) => pairsOf.get(id))) {
+        const req = requests.get(r.requestId);
         if (!req) continue;
         yield {
           ...base(req),
-          program_id: d.programId,
-          program_hash: d.programHash,
-          test_id: d.testId,
-          test_hash: d.testHash,
-          verdict: d.verdict,
-          time_ms: d.timeMs,
-          memory_kb: d.memoryKb,
-          exception_type: d.exceptionType,
-          output_hash: d.outputHash,
-          cached: d.cached,
-          isolated: d.isolated,
-          load: null,
+          program_id: r.programId,
+          program_hash: r.programHash,
+          test_id: r.testId,
+          test_hash: r.testHash,
+          verdict: r.verdict,
+          time_ms: r.timeMs,
+          memory_kb: r.memoryKb,
+          exception_type: r.exceptionType,
+          output_hash: r.outputHash,
+          cached: r.cached,
+          isolated: r.isolated,
+          load,
         };
       }
     }

@@ -17,6 +17,8 @@ import { EXPORT_TABLES } from '../../src/report/export-tables.js';
 import { loadRunSummary, type RunSummary } from '../../src/report/run-data.js';
 import { executionVerdicts } from '../../src/projections/executions.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+import { requestPairs, type EventData } from '../../src/events/catalog.js';
+import { pairResultsOf } from '../../src/events/program-executed.js';
 
 type Row = Record<string, unknown>;
 interface Table {
@@ -137,7 +139,7 @@ describe('crucible export --format parquet', () => {
     );
   });
 
-  it('executions: one row per verdict of the executions read model, with time and memory from the log', () => {
+  it('executions: one row per verdict of the executions read model, with time and memory from the log', async () => {
     const verdicts = withViews((db) => executionVerdicts(db));
     const key = (v: { requestId: string; programId: string; programHash: string; testId: string; testHash: string; verdict: string; cached: boolean }) =>
       JSON.stringify([v.requestId, v.programId, v.programHash, v.testId, v.testHash, v.verdict, v.cached]);
@@ -160,10 +162,25 @@ describe('crucible export --format parquet', () => {
     ).toEqual(verdicts.map(key).sort());
     // Every purpose the Judge asks for in a Code-A1 round is there, each run timed.
     expect(new Set(rows.map((r) => r.purpose))).toEqual(new Set(['oracle', 'reward', 'heldout', 'kill']));
-    for (const r of rows) {
-      expect(r.time_ms as number).toBeGreaterThanOrEqual(0);
-      expect(r.round === 1 || r.round === 2).toBe(true);
+    for (const r of rows) expect(r.round === 1 || r.round === 2).toBe(true);
+    // Time and memory as the log recorded them, pair by pair.
+    const recorded = new Map<string, [number, number]>();
+    const log = await openSqliteLog(path.join(runDir, 'log.db'), { create: false, readOnly: true });
+    try {
+      const pairs = new Map<string, ReturnType<typeof requestPairs>>();
+      for await (const e of log.read({}, { types: ['ExecutionRequested', 'ProgramExecuted'] })) {
+        if (e.type === 'ExecutionRequested') {
+          const d = e.data as EventData<'ExecutionRequested'>;
+          pairs.set(d.requestId, requestPairs(d));
+        } else for (const v of pairResultsOf(e, (id) => pairs.get(id))) recorded.set(`${v.requestId} ${v.programId} ${v.testId}`, [v.timeMs, v.memoryKb]);
+      }
+    } finally {
+      await log.close();
     }
+    expect(rows.map((r) => [r.time_ms, r.memory_kb])).toEqual(
+      rows.map((r) => recorded.get(`${r.request_id as string} ${r.program_id as string} ${r.test_id as string}`)),
+    );
+    expect(rows.some((r) => (r.time_ms as number) > 0)).toBe(true);
     expect(rows.some((r) => r.verdict === 'accepted') && rows.some((r) => r.verdict !== 'accepted')).toBe(true);
   });
 
