@@ -51,6 +51,17 @@ def device_info() -> dict:
     return {"type": "cpu", "count": 1, "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
 
 
+def blas_libraries() -> list:
+    """The BLAS and LAPACK files this process loaded (Debian picks them by alternatives): the
+    same step on another BLAS rounds differently, so a cached result of training names them."""
+    try:
+        with open("/proc/self/maps") as f:
+            found = {line.split()[-1] for line in f if "blas" in line.lower() or "lapack" in line.lower()}
+    except OSError:
+        return []
+    return sorted(p for p in found if p.startswith("/"))
+
+
 class Bridge:
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
         self.policies: Dict[str, PolicyState] = {}
@@ -130,7 +141,7 @@ class Bridge:
         return {
             "protocol": PROTOCOL_VERSION, "bridge": __version__, "python": platform.python_version(),
             "torch": torch.__version__, "numpy": numpy.__version__, "pid": os.getpid(),
-            "device": device_info(),
+            "device": device_info(), "blas": blas_libraries(),
             "capabilities": {"backends": capabilities(), "ops": list(OPS), "algorithms": ["grpo", "kto", "sft"],
                              "aggregations": list(AGGREGATIONS)},
             "max_request_bytes": self.max_request_bytes,

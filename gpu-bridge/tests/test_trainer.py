@@ -276,8 +276,13 @@ class BackendAvailabilityTest(unittest.TestCase):
         import importlib.util
 
         br = Bridge()
-        caps = ok(br, "hello")["capabilities"]["backends"]
+        hello = ok(br, "hello")
+        caps = hello["capabilities"]["backends"]
         self.assertTrue(caps["toy"]["available"])
+        # The BLAS files loaded, by path (Debian's torch loads the one its alternatives name).
+        self.assertTrue(all(p.startswith("/") for p in hello["blas"]))
+        if torch.__file__.startswith("/usr/lib/python3/"):
+            self.assertTrue(any("blas" in p for p in hello["blas"]), hello["blas"])
         if importlib.util.find_spec("transformers") is not None:
             self.skipTest("transformers is installed here; this checks the message where it is absent")
         self.assertFalse(caps["hf"]["available"])

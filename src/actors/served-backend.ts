@@ -209,6 +209,7 @@ export class ServedBackend implements PolicyBackend {
           bridge: h.bridge,
           torch: h.torch,
           device: { type: h.device.type, name: h.device.name },
+          blas: h.blas,
           options: { backend, model: model ?? null, config: config ?? null, seed, device, microBatchSize: microBatchSize ?? null, threads: threads ?? null },
         };
       },

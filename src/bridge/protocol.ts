@@ -33,6 +33,8 @@ export const HelloResult = z.object({
   torch: z.string(),
   pid: z.number().int(),
   device: z.looseObject({ type: z.enum(['cpu', 'cuda']), count: z.number().int(), name: z.string() }),
+  /** The BLAS and LAPACK files the bridge loaded (a bridge before this field: none said). */
+  blas: z.array(z.string()).default([]),
   capabilities: z.object({
     backends: z.record(z.string(), z.looseObject({ available: z.boolean(), missing: z.array(z.string()) })),
     ops: z.array(z.string()),

@@ -134,6 +134,7 @@ describe.skipIf(missing !== null)(`a warm start computed once for a run and its 
           trainer: 'gpu-bridge',
           code: trainerCodeVersion(),
           torch: expect.any(String),
+          blas: expect.any(Array),
           options: { backend: 'toy', seed: 0, device: 'cpu', threads: 1 },
         },
         computedBy: t.outcome.runId,
