@@ -7,9 +7,28 @@ import type { EventData } from '../events/catalog.js';
 import { del, put, type TableSpec } from './readmodel.js';
 import type { DatabaseOf } from './typed-sql.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
-import { emptyRoundTable, reduceRoundTable, roundRows, type RoundTableState } from './round-table.js';
+import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from './round-table.js';
 import { answerSelectionProjection } from './answer-selection-rows.js';
 import { executionsProjection } from './executions.js';
+
+/** A round of the round table as its read-model row (and `crucible export`'s `rounds` columns). */
+export function roundRecord(r: RoundRow) {
+  return {
+    round: r.round,
+    problems: r.problems,
+    held_out_pass: r.heldOutPass,
+    exact_correct: r.exactCorrect,
+    validity: r.validity,
+    exact_valid: r.exactValid,
+    trained_correct: r.trainedCorrect,
+    trained_valid: r.trainedValid,
+    kill_rate: r.killRate,
+    mistake_book: r.mistakeBook,
+    code_reward: r.codeReward,
+    test_reward: r.testReward,
+    seconds: r.seconds,
+  };
+}
 
 export { answerSelectionProjection, executionsProjection };
 
@@ -42,21 +61,7 @@ export const roundTableProjection: ReducerProjection<RoundTableState> = {
     },
   },
   rows: (state) => ({
-    rounds: roundRows(state).map((r) => ({
-      round: r.round,
-      problems: r.problems,
-      held_out_pass: r.heldOutPass,
-      exact_correct: r.exactCorrect,
-      validity: r.validity,
-      exact_valid: r.exactValid,
-      trained_correct: r.trainedCorrect,
-      trained_valid: r.trainedValid,
-      kill_rate: r.killRate,
-      mistake_book: r.mistakeBook,
-      code_reward: r.codeReward,
-      test_reward: r.testReward,
-      seconds: r.seconds,
-    })),
+    rounds: roundRows(state).map(roundRecord),
   }),
 };
 

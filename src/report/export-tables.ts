@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import { requestPairs, type EventData } from '../events/catalog.js';
 import { pairResultsOf } from '../events/program-executed.js';
 import type { EventEnvelope } from '../events/envelope.js';
-import type { RunViewsDb } from '../projections/run-views.js';
+import { roundRecord, type RunViewsDb } from '../projections/run-views.js';
 import { all, queryBuilder } from '../projections/typed-sql.js';
 import type { ColumnSpec, ColumnType, Row, TableSpec } from './parquet-table.js';
 import type { RunSummary } from './run-data.js';
@@ -101,23 +101,7 @@ const roundsTable: ExportTable = {
     col('test_reward', 'double', 'Mean test reward; null when no generated test was judged.', true),
     col('seconds', 'double', 'Wall time of the round, less any time the run was stopped (informational).', true),
   ],
-  rows: ({ summary }) =>
-    summary.rows.map((r) => ({
-      run_id: summary.runId,
-      round: r.round,
-      problems: r.problems,
-      held_out_pass: r.heldOutPass,
-      exact_correct: r.exactCorrect,
-      validity: r.validity,
-      exact_valid: r.exactValid,
-      trained_correct: r.trainedCorrect,
-      trained_valid: r.trainedValid,
-      kill_rate: r.killRate,
-      mistake_book: r.mistakeBook,
-      code_reward: r.codeReward,
-      test_reward: r.testReward,
-      seconds: r.seconds,
-    })),
+  rows: ({ summary }) => summary.rows.map((r) => ({ run_id: summary.runId, ...roundRecord(r) })),
 };
 
 const rewardsTable: ExportTable = {
