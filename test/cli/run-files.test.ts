@@ -82,6 +82,9 @@ describe('crucible compare', () => {
     expect(text.stdout).toMatch(/^config\n\s*setting\s+A\s+B\n[- ]+\n\s*rewards\.alpha\s+0\.5\s+0\.3\n\s*seed\s+3\s+4$/m);
     expect(text.stdout).toMatch(/^P\(correct\)\nround\s+A\s+B\s+B-A$/m);
     expect(text.stdout).toMatch(/^P\(valid test\)\nround\s+A\s+B\s+B-A$/m);
+    const badLast = await crucible(['compare', a.dir, b.dir, '--last', '0']);
+    expect(badLast.code).toBe(2);
+    expect(badLast.stderr).toMatch(/--last must be a whole number of rounds >= 1, got 0/);
     const same = await crucible(['compare', a.dir, a.dir]);
     expect(same.stdout).toMatch(/^config\nthe same in every run$/m);
   });
