@@ -101,7 +101,7 @@ def launcher(sock):
     os.close(null)
     sfd = sock.fileno()
     recvmsg, send, fork, close, wait4, pidfd_open, monotonic = \
-        sock.recvmsg, sock.send, os.fork, os.close, os.wait4, os.pidfd_open, time.monotonic
+        sock.recvmsg, sock.send, limits.fork, os.close, os.wait4, os.pidfd_open, time.monotonic
     unpack, pack, unpack_fds = SPEC.unpack, STATUS.pack, _unpack_fds
     limits.measure_vm()
     poller = select.poll()

@@ -151,3 +151,32 @@ class Module(unittest.TestCase):
 
 if __name__ == '__main__':
     unittest.main()
+
+
+class Fork(unittest.TestCase):
+    """limits.fork: libc's fork without Python's at-fork hooks, in a fresh single-threaded
+    interpreter as the launcher is; a child can still use threads as CPython's shutdown does."""
+
+    def test_child_runs_threads_and_skips_hooks(self):
+        import subprocess
+        script = '''
+import os, sys, threading
+sys.path.insert(0, %r)
+from crucible_sandbox import limits
+os.register_at_fork(after_in_child=lambda: os.write(1, b'hook ran\\n'))
+r, w = os.pipe()
+pid = limits.fork()
+if pid == 0:
+    out = []
+    t = threading.Thread(target=lambda: out.append(threading.current_thread() is not threading.main_thread()))
+    t.start()
+    threading._shutdown()  # joins t, as harness.finish does
+    os.write(w, ('%%s %%s' %% (out == [True], threading.current_thread() is threading.main_thread())).encode())
+    os._exit(7)
+os.close(w)
+_, status = os.waitpid(pid, 0)
+print(os.read(r, 100).decode(), os.waitstatus_to_exitcode(status))
+''' % os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.stderr, '')
+        self.assertEqual(out.stdout.strip(), 'True True 7')
