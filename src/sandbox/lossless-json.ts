@@ -133,3 +133,21 @@ class Parser {
     return out;
   }
 }
+
+/** parseJsonLossless for values that are kept and sent on as JSON (a dataset's call tests, held
+ * in problem records and events): an integer past 2^53 becomes the codec's `{ $int: "digits" }`
+ * instead of a BigInt, which JSON cannot hold. A whole float stays `{ $float }`. */
+export function parseJsonValues(text: string): unknown {
+  return jsonSafe(parseJsonLossless(text));
+}
+
+function jsonSafe(v: unknown): unknown {
+  if (typeof v === 'bigint') return { $int: v.toString() };
+  if (Array.isArray(v)) return v.map(jsonSafe);
+  if (typeof v === 'object' && v !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) Object.defineProperty(out, k, { value: jsonSafe(x), enumerable: true, writable: true, configurable: true });
+    return out;
+  }
+  return v;
+}

@@ -33,10 +33,17 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A JSON value from a test file (expected outputs, arguments) as a tagged value. A whole float
- * written `3.0` reaches here as `{ $float: "3.0" }` (see lossless-json.ts) and stays a float. */
+ * written `3.0` reaches here as `{ $float: "3.0" }` (see lossless-json.ts) and stays a float; an
+ * integer past 2^53 as a BigInt or `{ $int: "digits" }`. (A dict whose one key is `$float` or
+ * `$int` is read the same way: such a test value cannot be told from these.) */
 export function fromJson(v: unknown): Tagged {
   if (v === null || typeof v === 'boolean' || typeof v === 'string') return v;
   if (isObj(v) && Object.keys(v).length === 1 && typeof v.$float === 'string' && FLOAT_TEXT.test(v.$float)) return { $float: v.$float };
+  // An integer past 2^53 kept as digits by parseJsonValues (a dataset's call test).
+  if (isObj(v) && Object.keys(v).length === 1 && typeof v.$int === 'string' && INT_TEXT.test(v.$int)) {
+    const n = Number(v.$int);
+    return Number.isSafeInteger(n) ? n : { $int: BigInt(v.$int).toString() };
+  }
   if (typeof v === 'bigint') return Number.isSafeInteger(Number(v)) && BigInt(Number(v)) === v ? Number(v) : { $int: v.toString() };
   if (typeof v === 'number') {
     // A whole number past 2^53 was an integer literal JSON.parse rounded: an int, as Python reads it.

@@ -58,7 +58,8 @@ async function folderRow(dir: string, name: string): Promise<unknown> {
     problem_id: name,
     question,
     solutions: await json('solutions.json'),
-    input_output: (await json('input_output.json')) ?? '',
+    // As text: its call arguments are read as Python reads them (testsFromInputOutput).
+    input_output: (await file('input_output.json')) ?? '',
     starter_code: await file('starter_code.py'),
     difficulty: metadata.difficulty,
     url: metadata.url,

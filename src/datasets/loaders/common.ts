@@ -2,6 +2,7 @@
 import type { z } from 'zod';
 import type { Limits } from '../../core/problem.js';
 import { RowRejected } from './types.js';
+import { parseJsonValues } from '../../sandbox/lossless-json.js';
 
 /** One line per zod issue: `path: message`. */
 export function formatIssues(error: z.ZodError): string {
@@ -19,6 +20,16 @@ export function parseRow<S extends z.ZodType>(schema: S, value: unknown, id?: st
 export function jsonField(text: string, field: string, id?: string): unknown {
   try {
     return JSON.parse(text);
+  } catch (err) {
+    throw new RowRejected(`${field} is not valid JSON: ${(err as Error).message}`, id);
+  }
+}
+
+/** Parses a field of test values (call arguments, expected values) as Python reads them: a whole
+ * float stays a float (`3.0` is not the int 3) and an integer past 2^53 stays exact. */
+export function valuesField(text: string, field: string, id?: string): unknown {
+  try {
+    return parseJsonValues(text);
   } catch (err) {
     throw new RowRejected(`${field} is not valid JSON: ${(err as Error).message}`, id);
   }

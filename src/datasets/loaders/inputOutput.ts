@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import type { TestCase } from '../../core/problem.js';
-import { asText, entryPointFor, formatIssues, jsonField } from './common.js';
+import { asText, entryPointFor, formatIssues, jsonField, valuesField } from './common.js';
 import { RowRejected } from './types.js';
 
 const InputOutput = z.object({
@@ -28,7 +28,7 @@ const isWrapped = (outputs: unknown[]): boolean => outputs.length > 0 && outputs
 /** Parses `input_output` (JSON text or already parsed) into tests. */
 export function testsFromInputOutput(value: unknown, starterCode: string | undefined, id: string): ParsedTests {
   if (value === '' || value === null || value === undefined) throw new RowRejected('input_output is empty: no tests', id);
-  const parsed = typeof value === 'string' ? jsonField(value, 'input_output', id) : value;
+  const parsed = typeof value === 'string' ? valuesField(value, 'input_output', id) : value;
   const result = InputOutput.safeParse(parsed);
   if (!result.success) throw new RowRejected(`input_output: ${formatIssues(result.error)}`, id);
   const { inputs, outputs, fn_name } = result.data;

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { ProblemInput, TestCase } from '../../core/problem.js';
-import { entryPointFor, formatIssues, jsonField, parseRow } from './common.js';
+import { entryPointFor, formatIssues, jsonField, parseRow, valuesField } from './common.js';
 import { decodeBase64ZlibPickle, PickleError } from './pickle.js';
 import { RowRejected, type ConvertContext, type DatasetLoader } from './types.js';
 
@@ -58,8 +58,8 @@ export function decodePrivateTests(text: string, id: string): LcbTest[] {
 function toTestCase(t: LcbTest, where: string, id: string): TestCase {
   if (t.testtype === 'stdin') return { style: 'stdio', input: t.input, output: t.output };
   const lines = t.input.replace(/\n+$/, '');
-  const args = lines === '' ? [] : lines.split('\n').map((line, i) => jsonField(line, `${where}.input line ${i + 1}`, id));
-  return { style: 'call', args, expected: jsonField(t.output, `${where}.output`, id) };
+  const args = lines === '' ? [] : lines.split('\n').map((line, i) => valuesField(line, `${where}.input line ${i + 1}`, id));
+  return { style: 'call', args, expected: valuesField(t.output, `${where}.output`, id) };
 }
 
 export const liveCodeBenchLoader: DatasetLoader = {
