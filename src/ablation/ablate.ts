@@ -37,7 +37,8 @@ import {
   type ProjectionJob,
   type SharedJob,
 } from './project.js';
-import { JUDGE_STREAM, RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
+import { RecordedAnswers, RecordedJudge, VariantJudge } from './rejudge.js';
+import { isJudgeStream } from '../core/judge-shares.js';
 import { resolveVariant, type Variant, type VariantSpec } from './variant.js';
 import { removeTemporaries, storedFileOfKey, writeVariantSettings } from './housekeeping.js';
 
@@ -392,7 +393,7 @@ async function rejudgeAll(
         }
       }
       recordedJudge.fold(e);
-      if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) {
+      if (e.type === 'ProblemEvaluated' && isJudgeStream(e.stream)) {
         // Every variant has judged this problem-round: its per-request lists can go.
         const r = e.data as EventData<'ProblemEvaluated'>;
         const k = `${r.round}/${r.problemId}`;

@@ -13,6 +13,7 @@
  * A verdict the log does not hold refuses the variant, naming the settings that asked for it, or
  * with --execute is run into the variant's own log (./execute.ts).
  */
+import { isJudgeStream, JUDGE_STREAM } from '../core/judge-shares.js';
 import type { SnapshotFrom } from 'xstate';
 import { judgeMachine, openRound } from '../actors/judge.js';
 import { ActorFold, FoldError } from '../actors/actor-fold.js';
@@ -35,7 +36,6 @@ import { BOOK_SETTINGS, type Variant } from './variant.js';
 import type { VariantExecutions } from './execute.js';
 
 /** The stream the Judge writes to (runtime.ts appends each actor's outputs under its name). */
-export const JUDGE_STREAM = 'judge';
 const HIST_SUITE = 'mistake-book/';
 /** The purpose (and request id suffix) of the executions a variant runs with --execute. */
 const EXECUTED_PURPOSE = 'mistake-book';
@@ -155,7 +155,7 @@ export class RecordedJudge {
 
   /** Folds one recorded event (after every variant has stepped over it). */
   fold(e: EventEnvelope): void {
-    if (!MACHINE_TYPES.has(e.type) || (e.type === 'MistakeBookUpdated' && e.stream === JUDGE_STREAM)) return;
+    if (!MACHINE_TYPES.has(e.type) || (e.type === 'MistakeBookUpdated' && isJudgeStream(e.stream))) return;
     try {
       this.#fold.fold(e);
     } catch (err) {
@@ -163,7 +163,7 @@ export class RecordedJudge {
       throw new AblationError(`the Judge's fold failed on ${e.type} at recorded position ${e.position}: ${String(err.cause)}`);
     }
     // The problem-round is closed: its bases are not asked for again.
-    if (e.type === 'ProblemEvaluated' && e.stream === JUDGE_STREAM) this.#shared.delete(roundKey(e.data as { round: number; problemId: string }));
+    if (e.type === 'ProblemEvaluated' && isJudgeStream(e.stream)) this.#shared.delete(roundKey(e.data as { round: number; problemId: string }));
   }
 
   get context(): SnapshotFrom<typeof judgeMachine>['context'] {
@@ -263,7 +263,7 @@ export class VariantJudge {
   step(e: EventEnvelope, verdicts: RecordedAnswers, ordinal: number, moved: EventEnvelope | null): Promise<void> | void {
     this.#ordinal = ordinal;
     this.#written = 0;
-    if (e.stream !== JUDGE_STREAM) return this.#pass(e, moved);
+    if (!isJudgeStream(e.stream)) return this.#pass(e, moved);
     if (e.type === 'ExecutionRequested') {
       const d = e.data as EventData<'ExecutionRequested'>;
       if (d.purpose === 'reward' && this.#rederivesBook) {

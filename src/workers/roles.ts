@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { WorkerUsageError } from './errors.js';
+import { MAX_JUDGE_SHARES } from '../core/judge-shares.js';
 
 export const WORKER_ROLES = ['conductor', 'solver', 'adversary', 'executor', 'judge', 'learner'] as const;
 export const WorkerRole = z.enum(WORKER_ROLES);
@@ -11,7 +12,8 @@ export type WorkerRole = z.infer<typeof WorkerRole>;
 
 /** Roles whose work is split among its processes through a task queue (executors per program,
  * samplers per effect); every other role is a singleton: one live process (fenced by a lease),
- * the others standing by. */
+ * the others standing by; except that `judge=K` runs K live judges, each owning a share of the
+ * problems (core/judge-shares.ts). */
 export const SHARED_ROLES: ReadonlySet<WorkerRole> = new Set(['solver', 'adversary', 'executor']);
 
 export const isSamplerRole = (role: WorkerRole): role is 'solver' | 'adversary' => role === 'solver' || role === 'adversary';
@@ -38,6 +40,8 @@ export function parseWorkerCounts(spec: string): Record<WorkerRole, number> {
     seen.add(role.data);
     const n = Number(m[2]);
     if (n < 1 || n > 64) throw new WorkerUsageError(`--workers "${spec}": ${role.data}=${n}: every role needs 1 to 64 processes`);
+    if (role.data === 'judge' && n > MAX_JUDGE_SHARES)
+      throw new WorkerUsageError(`--workers "${spec}": judge=${n}: the Judge splits in at most ${MAX_JUDGE_SHARES} shares`);
     counts[role.data] = n;
   }
   return counts;

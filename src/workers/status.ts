@@ -11,6 +11,7 @@ import { LogNotFoundError } from '../events/errors.js';
 import { openRunLog } from '../events/open-log.js';
 import { RunNotFoundError, StatusUnavailableError, WorkerUsageError } from './errors.js';
 import { leaseNameOf, PROGRAM_QUEUE, TASK_QUEUES } from './names.js';
+import { MAX_JUDGE_SHARES, shareLeaseName } from '../core/judge-shares.js';
 import { WORKER_ROLES, SHARED_ROLES, type WorkerRole } from './roles.js';
 
 export interface WorkerRow extends Heartbeat {
@@ -28,7 +29,8 @@ export interface RunStatus {
   programs: TaskQueueDepth | null;
   /** Every task queue by name (the program queue and the samplers' queues); null: not reached. */
   queues: Record<string, TaskQueueDepth | null>;
-  /** Each singleton role's lease holder (null: free); a role in `unreachable` was not reached. */
+  /** Each singleton role's lease holder (null: free), and each held share of a split Judge
+   * (`judge/s<i>`); a role in `unreachable` was not reached. */
   leases: Record<string, string | null>;
   workers: WorkerRow[];
   /** What did not answer within the status's time, and why: shown as such, never as empty. */
@@ -91,7 +93,7 @@ export async function runStatus(
     const unreachable: string[] = [];
     const part = <T>(what: string, fn: () => Promise<T>) => bounded(what, partMs, unreachable, fn);
     const board = part('the worker board', () => WorkerBoard.open(jlog));
-    const [started, completed, head, queueDepths, leaseHolders, beats] = await Promise.all([
+    const [started, completed, head, queueDepths, leaseHolders, beats, shareHolders] = await Promise.all([
       part("the run's start", async () => {
         for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunStarted'] })) return { found: true };
         return { found: false };
@@ -108,12 +110,18 @@ export async function runStatus(
         ),
       ),
       part("the workers' heartbeats", async () => (await board)!.heartbeats()),
+      part('the judge shares', async () => {
+        const b = (await board)!;
+        return Promise.all(Array.from({ length: MAX_JUDGE_SHARES }, async (_, i) => [`judge/s${i}`, await b.holderOf(shareLeaseName('judge', i))] as const));
+      }),
     ]);
     if (started !== null && !started.found) throw new RunNotFoundError(runId, location);
     const queues: Record<string, TaskQueueDepth | null> = {};
     TASK_QUEUES.forEach((name, i) => (queues[name] = queueDepths[i] ?? null));
     const leases: Record<string, string | null> = {};
     for (const [role, found] of leaseHolders) if (found !== null) leases[role] = found.holder;
+    // A Judge split in shares holds its shares' leases, not the role's: each held one is listed.
+    for (const [share, holder] of shareHolders ?? []) if (holder !== null) leases[share] = holder;
     const now = Date.now();
     const stale = opts.staleAfterMs ?? 10_000;
     const order = (r: string) => WORKER_ROLES.indexOf(r as WorkerRole);

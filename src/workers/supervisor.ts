@@ -89,6 +89,8 @@ export class WorkerSupervisor {
       '--run',
       this.#opts.runId,
       ...(this.#opts.args ?? []),
+      // `judge=K`: K live judges, each owning a share of the problems.
+      ...(role === 'judge' && this.#opts.counts.judge > 1 ? ['--shares', String(this.#opts.counts.judge)] : []),
       ...(this.#opts.credsFile !== undefined ? ['--creds', roleCredentialsFile(this.#opts.credsFile, role)] : []),
     ];
     const options: SpawnOptions = { stdio: ['ignore', 'ignore', 'pipe'] };

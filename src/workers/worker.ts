@@ -65,6 +65,9 @@ export interface WorkerOptions {
   /** How long a singleton's lease lasts unrenewed: a standby takes over about this long after
    * the live copy dies. Default 6000 ms. */
   leaseMs?: number;
+  /** A judge's shares: the run's Judge split by problem among this many live judges (each
+   * process started with the same number). Default 1: one live judge, the others standing by. */
+  shares?: number;
   /** Heartbeats on the worker board every this many ms. Default 2000. */
   heartbeatMs?: number;
   /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default 30000. */
@@ -197,7 +200,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     const ackWaitMs = opts.ackWaitMs ?? 30_000;
     if (opts.role === 'executor') await runExecutor(ctx, work!, { ackWaitMs });
     else if (isSamplerRole(ctx.role)) await runSampler({ ...ctx, role: ctx.role }, { ackWaitMs });
-    else await runSingleton(ctx, opts.leaseMs ?? 6000);
+    else await runSingleton(ctx, opts.leaseMs ?? 6000, opts.role === 'judge' ? (opts.shares ?? 1) : 1);
     figures.state = 'stopping';
     await heartbeat();
     return { workerId, completed: completion.completed, figures };

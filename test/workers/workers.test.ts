@@ -278,38 +278,29 @@ describe('a run as worker processes', () => {
     expect(executionFacts(events).problems).toEqual([]);
   }, 300_000);
 
-  it('with two live judges only the lease holder writes; once it is killed a judge standing by takes over and writes the rest', async () => {
+  it('with the Judge split in two shares, both judges write; once one is killed its share moves on: the in-process table and commits, every pair once', async () => {
     let before: RunStatus | null = null;
     let killedId = '';
-    let standbyId = '';
-    let tookId = '';
-    const run = await workersRun('two-judges', 'judge=2', async (location, runId) => {
-      before = await until('one live judge and one standby', 120_000, async () => {
-        // The log first: a status read after it reports every commit the log held then.
-        const events = await eventsOf(location, runId);
+    let killedShares: string[] = [];
+    const run = await workersRun('judge-shares-2', 'judge=2', async (location, runId) => {
+      before = await until('two live judges, each holding a share and each having written', 120_000, async () => {
         const s = await runStatus(location, runId);
         const judges = s.workers.filter((w) => w.role === 'judge' && !w.gone);
-        const live = judges.filter((w) => w.state === 'live');
-        const standby = judges.filter((w) => w.state === 'standby');
-        return live.length === 1 && standby.length === 1 && events.some((e) => e.type === 'TestsJudged') ? s : null;
+        const holders = new Set([s.leases['judge/s0'], s.leases['judge/s1']]);
+        return judges.length === 2 && judges.every((w) => w.state === 'live' && w.done > 0) && holders.size === 2 && !holders.has(undefined) ? s : null;
       });
       const judges = before.workers.filter((w) => w.role === 'judge');
-      const live = judges.find((w) => w.state === 'live')!;
-      const standby = judges.find((w) => w.state === 'standby')!;
-      killedId = live.workerId;
-      standbyId = standby.workerId;
-      // Fenced: the lease names the live one, and the standby has written nothing.
-      expect(before.leases.judge).toBe(live.workerId);
-      expect(live.done).toBeGreaterThan(0);
-      expect(standby.done).toBe(0);
-      process.kill(live.pid, 'SIGKILL');
-      // The first judge to find the lease lapsed takes it: the standby, or the judge the run
-      // command started in place of the killed one when that one is up first (on a loaded
-      // machine it can be: both compete from the moment the lease lapses).
-      tookId = await until('another judge to take the lease', 60_000, async () => {
+      // One share each: the two leases name the two judges.
+      expect(new Set([before.leases['judge/s0'], before.leases['judge/s1']])).toEqual(new Set(judges.map((w) => w.workerId)));
+      expect(before.leases.judge).toBeNull();
+      const victim = judges[0]!;
+      killedId = victim.workerId;
+      killedShares = ['judge/s0', 'judge/s1'].filter((k) => before!.leases[k] === killedId);
+      process.kill(victim.pid, 'SIGKILL');
+      // Its share is taken by the other judge, or by the judge started in its place.
+      await until("another judge to hold the killed one's share", 60_000, async () => {
         const s = await runStatus(location, runId);
-        const holder = s.leases.judge;
-        return holder !== null && holder !== killedId ? holder : null;
+        return killedShares.every((k) => s.leases[k] !== undefined && s.leases[k] !== killedId) ? true : null;
       });
     });
     natsToStop.push(run.nats);
@@ -318,17 +309,23 @@ describe('a run as worker processes', () => {
     const events = await eventsOf(run.location, run.runId);
     expect(singletonCommits(events)).toEqual(reference.commits);
     expect(executionFacts(events).problems).toEqual([]);
-    const after = await runStatus(run.location, run.runId);
-    const judges = after.workers.filter((w) => w.role === 'judge');
-    const took = judges.find((w) => w.workerId === tookId)!;
-    expect(took, 'the new lease holder is a judge worker').toBeDefined();
-    // The new holder wrote the rest of the Judge's commits; a judge that never held the lease
-    // (the standby, when the restarted judge took over) wrote nothing.
-    expect(took.done).toBeGreaterThan(0);
-    if (tookId !== standbyId) expect(judges.find((w) => w.workerId === standbyId)!.done).toBe(0);
+    // The Judge's commits went to the shares' streams, none to the single Judge's.
+    const judgeStreams = new Set(events.filter((e) => e.type === 'ProblemEvaluated').map((e) => e.stream));
+    expect([...judgeStreams].sort()).toEqual(['judge/s0', 'judge/s1']);
     expect(run.said.some((l) => /^judge worker \(pid \d+\) was killed \(SIGKILL\): starting another$/.test(l))).toBe(true);
-    expect(run.workersLog).toMatch(/crucible worker judge \(pid \d+\): holds the judge lease: live/);
+    expect(run.workersLog).toMatch(/crucible worker judge \(pid \d+\): holds judge shares \d of 2: live/);
   }, 300_000);
+
+  it('with the Judge split in three shares gives the in-process table and commits', async () => {
+    const run = await workersRun('judge-shares-3', 'judge=3');
+    natsToStop.push(run.nats);
+    expect(figures(run.rows)).toEqual(figures(reference.rows));
+    const events = await eventsOf(run.location, run.runId);
+    expect(singletonCommits(events)).toEqual(reference.commits);
+    expect(executionFacts(events).problems).toEqual([]);
+    expect(events.some((e) => e.stream === 'judge')).toBe(false);
+  }, 300_000);
+
   it('stops its workers when its caller gives up on it (an aborted signal): the run rejects with the reason, every worker exits, none is started again', async () => {
     const nats = await startTestNats(1);
     natsToStop.push(nats);

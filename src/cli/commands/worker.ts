@@ -5,6 +5,7 @@ import { runStatus, type RunStatus } from '../../workers/status.js';
 import { UserError } from '../errors.js';
 import { formatTable } from '../table.js';
 import { DEFAULT_SNAPSHOT_EVERY } from '../../actors/run.js';
+import { MAX_JUDGE_SHARES } from '../../core/judge-shares.js';
 
 const positiveInt = (flag: string) => (v: string) => {
   const n = Number(v);
@@ -27,6 +28,11 @@ export function registerWorker(program: Command): void {
     .option('--creds <file>', 'NATS credentials file')
     .option('--cache-dir <dir>', 'where built catalogs are cached (default <config dir>/.cache)')
     .option('--lease-ms <ms>', "a singleton's lease: a standby takes over this long after the live copy dies (default 6000)", positiveInt('--lease-ms'))
+    .option(
+      '--shares <k>',
+      `judge only: the Judge split by problem among k live judges, every one started with the same k (default 1; at most ${MAX_JUDGE_SHARES})`,
+      positiveInt('--shares'),
+    )
     .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
     .option('--snapshots <file>', "actor snapshots: start from the latest in this file and store new ones (a run directory's snapshots.db)")
     .option('--snapshot-every <n>', "with --snapshots: store the actor's state every n folded events (default 20000)", positiveInt('--snapshot-every'))
@@ -50,12 +56,15 @@ export function registerWorker(program: Command): void {
         cacheDir?: string;
         leaseMs?: number;
         heartbeatMs?: number;
+        shares?: number;
         ackWaitMs?: number;
         pingMs?: number;
         snapshots?: string;
         snapshotEvery?: number;
       }) => {
         const role = parseRole(opts.role);
+        if (opts.shares !== undefined && role !== 'judge') throw new UserError(`--shares: only the judge splits in shares, not the ${role}`);
+        if (opts.shares !== undefined && opts.shares > MAX_JUDGE_SHARES) throw new UserError(`--shares ${opts.shares}: at most ${MAX_JUDGE_SHARES}`);
         if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
         const stop = new AbortController();
         const onSignal = () => stop.abort();
@@ -71,6 +80,7 @@ export function registerWorker(program: Command): void {
             ...(opts.cacheDir !== undefined ? { cacheDir: opts.cacheDir } : {}),
             ...(opts.leaseMs !== undefined ? { leaseMs: opts.leaseMs } : {}),
             ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}),
+            ...(opts.shares !== undefined ? { shares: opts.shares } : {}),
             ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
             ...(opts.pingMs !== undefined ? { ping: { intervalMs: opts.pingMs } } : {}),
             ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
@@ -110,8 +120,14 @@ export function statusText(s: RunStatus, all: boolean): string {
   const now = Date.now();
   const rows = s.workers.filter((w) => all || !w.gone);
   // What did not answer is shown as "?", never as empty, and listed with the reason.
+  const shares = Object.keys(s.leases).filter((k) => k.includes('/'));
   const leases = WORKER_ROLES.filter((r) => !SHARED_ROLES.has(r))
-    .map((role) => `${role} ${role in s.leases ? (s.leases[role] ?? '-') : '?'}`)
+    .map((role) => {
+      const split = shares.filter((k) => k.startsWith(`${role}/`));
+      // A role split in shares shows its shares' holders (its own lease is not used then).
+      if (split.length > 0 && !s.leases[role]) return split.map((k) => `${k} ${s.leases[k]}`).join(', ');
+      return `${role} ${role in s.leases ? (s.leases[role] ?? '-') : '?'}`;
+    })
     .join(', ');
   return (
     `run ${s.runId}: ${s.completed ? 'complete' : 'running'}; log head ${s.head}\n` +

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { nkeys } from '@nats-io/transport-node';
 import { LogCredentialsError } from '../errors.js';
+import { JUDGE_SHARE_STREAMS, shareLeaseName } from '../../core/judge-shares.js';
 import { taskQueueConsumer } from './jetstream-tasks.js';
 import { workQueueConsumer } from './jetstream-queue.js';
 
@@ -27,14 +28,15 @@ export type ActorRole = Exclude<NatsRole, 'reader' | 'admin'>;
  * and the `queue/<role>` stream of its own work queue over the log (the queue named after the
  * role records there the items it gave up on). A stream not listed here is refused by the server
  * for that role. The work queue named after a role is that role's alone: every other role's
- * pull, ack or consumer under its name is refused (see `closedConsumers`).
+ * pull, ack or consumer under its name is refused (see `closedConsumers`). A Judge split in
+ * shares writes one stream and holds one lease per share (core/judge-shares.ts).
  */
 export const ROLE_STREAMS: Readonly<Record<ActorRole, readonly string[]>> = {
   conductor: ['conductor', 'queue/conductor'],
   solver: ['solver', 'queue/solver'],
   adversary: ['adversary', 'queue/adversary'],
   executor: ['executor', 'queue/executor'],
-  judge: ['judge', 'queue/judge'],
+  judge: ['judge', 'queue/judge', ...JUDGE_SHARE_STREAMS],
   learner: ['learner', 'queue/learner'],
 };
 
@@ -134,6 +136,7 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
         ...streams,
         ...BLOB_SUBJECTS,
         `crucible.run.*.lease.${token(`role-${role}`)}`,
+        ...(role === 'judge' ? JUDGE_SHARE_STREAMS.map((_, i) => `crucible.run.*.lease.${token(shareLeaseName('judge', i))}`) : []),
         'crucible.run.*.hb.*',
         ...ROLE_TASK_QUEUES[role].map((q) => `crucible.run.*.${q}`),
         ...READ_API,
