@@ -41,7 +41,7 @@ export const PAGE_CHARTS = String.raw`
     m.lines.forEach(function (l, i) {
       var g = data.headline.groups[i];
       if (l.min) sets = sets.concat(band(l.min, l.max, i));
-      var name = g.label + (g.control ? ' (control: ' + g.control + ')' : '') + (g.seeds.length > 1 ? ', mean of ' + g.seeds.length + ' seeds' : '');
+      var name = g.label + (g.control ? ' (' + g.control + ')' : '') + (g.seeds.length > 1 ? ', ' + g.seeds.length + ' seeds' : '');
       sets.push(line(name, l.mean, i, g.control ? { borderDash: [6, 4] } : {}));
     });
     chart('chart-headline-' + m.key, { type: 'line', data: { labels: data.headline.x, datasets: sets },

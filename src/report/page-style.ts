@@ -12,9 +12,9 @@ h3 { font-size: 14px; margin: 12px 0 4px; } h4 { font-size: 13px; margin: 8px 0 
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #e2e8f0; text-align: right; } th { background: #f8fafc; }
 table.kv td, table.kv th { text-align: left; overflow-wrap: anywhere; max-width: 420px; }
-.scroll { overflow-x: auto; max-width: 100%; }
+.scroll { overflow-x: auto; max-width: 100%; } .scroll td { white-space: nowrap; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(400px, 1fr)); gap: 16px; }
-.grid.headline { grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); }
+.grid.headline { grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); }
 .card { border: 1px solid #e2e8f0; border-radius: 6px; padding: 8px 12px; min-width: 0; }
 .card.missing { background: #f8fafc; }
 .chart { position: relative; height: 260px; }
