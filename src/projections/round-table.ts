@@ -92,7 +92,7 @@ function withRound(state: RoundTableState, round: number, f: (a: Accumulator) =>
 
 /** The methods whose Judge keeps a Mistake Book (Code-A1's loop), when the config enables it. */
 const BOOK_METHODS: readonly string[] = ['code-a1', 'self-play'];
-function keepsMistakeBook(method: string, config: unknown): boolean {
+export function keepsMistakeBook(method: string, config: unknown): boolean {
   const book = (config as { mistakeBook?: { enabled?: boolean } }).mistakeBook;
   return BOOK_METHODS.includes(method) && book?.enabled !== false;
 }

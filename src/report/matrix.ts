@@ -1,7 +1,8 @@
 /**
- * One pass over a run's log for the report: each problem's execution matrix (its sampled
- * programs against the generated, Mistake Book and held-out tests, in the last round it was
- * judged) and the Mistake Book tests by how often they were replayed and whom they caught.
+ * One pass over a run's log for the report: the execution matrix of every problem-round (its
+ * sampled programs against the generated, buffered, Mistake Book and held-out tests, with the
+ * Judge's figures of that problem-round) and the Mistake Book tests by how often they were
+ * replayed and whom they caught.
  * Verdicts come from recorded-verdicts.ts (executed and reused alike).
  */
 import type { EventEnvelope } from '../events/envelope.js';
@@ -10,8 +11,18 @@ import type { Verdict } from '../core/verdicts.js';
 import { emptyRecordedVerdicts, forgetRequests, observeVerdicts, verdictsOf } from '../projections/recorded-verdicts.js';
 import { MISTAKE_BOOK_PREFIX, isGenerated } from '../projections/answer-selection.js';
 
-/** dataset: the problem's own tests a method rewards with (CURE's ground truth, the golden baseline). */
-export type TestKind = 'generated' | 'book' | 'dataset' | 'heldout';
+/** generated: judged in this problem-round (or one of EvolveCoder's evolved tests); buffer: generated
+ * in an earlier round of the problem and run again (TCS's rolling buffer); dataset: the problem's
+ * own tests a method rewards with (CURE's ground truth, the golden baseline). */
+export type TestKind = 'generated' | 'buffer' | 'book' | 'dataset' | 'heldout';
+
+/** The Judge's figures of one problem-round (ProblemEvaluated); null where the denominator is empty. */
+export interface ProblemFigures {
+  heldOutPass: number | null;
+  validity: number | null;
+  killRate: number | null;
+  mistakeBook: number;
+}
 
 export interface ProblemMatrix {
   problemId: string;
@@ -20,6 +31,7 @@ export interface ProblemMatrix {
   tests: { testId: string; kind: TestKind }[];
   /** cells[program][test]: the verdict, or null where the pair was not run (a suite of another program). */
   cells: (Verdict | null)[][];
+  figures: ProblemFigures;
 }
 
 export interface ReplayedTest {
@@ -44,7 +56,9 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
   let verdicts = emptyRecordedVerdicts();
   const collect = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
   const open = new Map<string, Open>();
-  const latest = new Map<string, ProblemMatrix>();
+  const matrices: ProblemMatrix[] = [];
+  // Tests each problem's earlier rounds judged: run again later, they are buffered tests.
+  const earlier = new Map<string, Set<string>>();
   const replayed = new Map<
     string,
     { problemId: string; testId: string; testHash: string; rounds: Set<number>; failing: Map<string, number>; passes: number }
@@ -78,6 +92,7 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
         const k = `${d.round}/${d.problemId}`;
         const o = openOf(d.round, d.problemId);
         open.delete(k);
+        const before = earlier.get(d.problemId) ?? new Set<string>();
         const ids = [`${k}/reward`, `${k}/heldout`];
         const programs = [...o.candidates].sort((a, b) => a.index - b.index);
         const row = new Map(programs.map((p, i) => [p.solutionId, i]));
@@ -89,7 +104,15 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
             const p = row.get(v.programId);
             if (p === undefined) continue;
             const kind: TestKind =
-              i === 1 ? 'heldout' : isGenerated(o.generated, v.testId) ? 'generated' : v.testId.startsWith(MISTAKE_BOOK_PREFIX) ? 'book' : 'dataset';
+              i === 1
+                ? 'heldout'
+                : isGenerated(o.generated, v.testId)
+                  ? 'generated'
+                  : v.testId.startsWith(MISTAKE_BOOK_PREFIX)
+                    ? 'book'
+                    : before.has(v.testId)
+                      ? 'buffer'
+                      : 'dataset';
             if (!testCol.has(v.testId)) {
               testCol.set(v.testId, tests.length);
               tests.push({ testId: v.testId, kind });
@@ -107,20 +130,29 @@ export async function collectMatrices(events: AsyncIterable<EventEnvelope>): Pro
           }
         }
         verdicts = forgetRequests(verdicts, ids);
-        // Columns: generated tests, then Mistake Book, dataset, held-out, each in first-seen order.
-        const order: TestKind[] = ['generated', 'book', 'dataset', 'heldout'];
+        for (const t of o.generated) before.add(t);
+        earlier.set(d.problemId, before);
+        // Columns: generated tests, then buffered, Mistake Book, dataset, held-out, each in first-seen order.
+        const order: TestKind[] = ['generated', 'buffer', 'book', 'dataset', 'heldout'];
         const sorted = tests.map((t, i) => ({ t, i })).sort((a, b) => order.indexOf(a.t.kind) - order.indexOf(b.t.kind) || a.i - b.i);
         const colOf = new Map(sorted.map(({ t }, j) => [t.testId, j]));
         const cells: (Verdict | null)[][] = programs.map(() => sorted.map(() => null));
         for (const c of cellsOf) cells[c.p]![colOf.get(c.t)!] = c.v;
-        latest.set(d.problemId, { problemId: d.problemId, round: d.round, programs, tests: sorted.map(({ t }) => t), cells });
+        const share = (n: number, of: number) => (of === 0 ? null : n / of);
+        const figures: ProblemFigures = {
+          heldOutPass: share(d.heldOut.passed, d.heldOut.programs),
+          validity: share(d.tests.valid, d.tests.sampled),
+          killRate: share(d.kill.killed, d.kill.targets * d.kill.suites),
+          mistakeBook: d.mistakeBook.size,
+        };
+        matrices.push({ problemId: d.problemId, round: d.round, programs, tests: sorted.map(({ t }) => t), cells, figures });
         break;
       }
       default:
         break;
     }
   }
-  const byProblem = [...latest.values()].sort((a, b) => (a.problemId < b.problemId ? -1 : a.problemId > b.problemId ? 1 : 0));
+  const byProblem = matrices.sort((a, b) => (a.problemId < b.problemId ? -1 : a.problemId > b.problemId ? 1 : a.round - b.round));
   const tests = [...replayed.values()]
     .map((r) => ({
       problemId: r.problemId,

@@ -50,7 +50,31 @@ const views = queryBuilder<RunViewsDb>();
 export interface RewardSample {
   round: number;
   role: string;
+  sampleId: string;
   reward: number;
+  advantage: number;
+}
+
+/** One recorded training step (TrainingStepCompleted) with the samples of its batch (TrainingBatchFormed). */
+export interface TrainingStep {
+  round: number;
+  role: string;
+  batchId: string;
+  fromVersion: number;
+  toVersion: number;
+  /** What the trainer reported, as recorded (the catalog policy's and gpu-bridge's keys differ). */
+  metrics: Record<string, number>;
+  /** The batch's sample ids (empty when no TrainingBatchFormed names the batch: a warm-start step). */
+  sampleIds: string[];
+  control: 'none' | 'frozen' | 'shuffled';
+}
+
+/** TCS: the stage of a round (StageDecided). */
+export interface StageRow {
+  round: number;
+  stage: 1 | 2;
+  switched: boolean;
+  validityRate: number | null;
 }
 
 export interface MistakeBookEntry {
@@ -64,8 +88,10 @@ export interface RunDetail extends RunSummary {
   problems: ProblemSelection[];
   rewards: RewardSample[];
   mistakeBook: MistakeBookEntry[];
-  /** Each problem's execution matrix in the last round it was judged. */
+  /** The execution matrix of every problem-round, by problem then round. */
   matrices: ProblemMatrix[];
+  steps: TrainingStep[];
+  stages: StageRow[];
   /** Mistake Book tests by the number of problem-rounds that replayed them, most first. */
   replayed: ReplayedTest[];
   /** Blob text by hash, for the tests and programs the report shows. */
@@ -139,14 +165,19 @@ export function loadRunSummary(dir: string): Promise<RunSummary> {
 export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Promise<RunDetail> {
   return withRun(dir, async (log, runner, summary) => {
     const db = runner.readModel.db;
-    const rewards: RewardSample[] = all(db, views.selectFrom('rewards').select(['round', 'role', 'reward']).orderBy(['round', 'role', 'sample_id']));
+    const rewards: RewardSample[] = all(
+      db,
+      views.selectFrom('rewards').select(['round', 'role', 'sample_id', 'reward', 'advantage']).orderBy('round').orderBy('role').orderBy('sample_id'),
+    ).map((r) => ({ round: r.round, role: r.role, sampleId: r.sample_id, reward: r.reward, advantage: r.advantage }));
+    const { steps, stages } = await readTraining(log, summary.runId);
     const mistakeBook = all(
       db,
       views
         .selectFrom('mistake_book')
         .select(['problem_id', 'test_key', 'test_hash', 'count'])
         .where('blacklisted', '=', 0)
-        .orderBy(['problem_id', 'test_key']),
+        .orderBy('problem_id')
+        .orderBy('test_key'),
     ).map((r) => ({ problemId: r.problem_id, testKey: r.test_key, testHash: r.test_hash, count: r.count }));
     const { matrices, replayed } = await collectMatrices(
       log.read({}, { runId: summary.runId, types: ['SolutionSampled', 'TestsJudged', ...VERDICT_EVENT_TYPES, 'ProblemEvaluated'] }),
@@ -164,8 +195,40 @@ export function loadRunDetail(dir: string, opts: { topTests?: number } = {}): Pr
       rewards,
       mistakeBook,
       matrices,
+      steps,
+      stages,
       replayed: top,
       texts,
     };
   });
+}
+
+/** The run's training steps, each with its batch, and TCS's stage decisions, from the log. */
+async function readTraining(log: SqliteEventLog, runId: string): Promise<{ steps: TrainingStep[]; stages: StageRow[] }> {
+  const batches = new Map<string, EventData<'TrainingBatchFormed'>>();
+  const steps: TrainingStep[] = [];
+  const stages: StageRow[] = [];
+  for await (const e of log.read({}, { runId, types: ['TrainingBatchFormed', 'TrainingStepCompleted', 'StageDecided'] })) {
+    if (e.type === 'TrainingBatchFormed') {
+      const d = e.data as EventData<'TrainingBatchFormed'>;
+      batches.set(d.batchId, d);
+    } else if (e.type === 'TrainingStepCompleted') {
+      const d = e.data as EventData<'TrainingStepCompleted'>;
+      const b = batches.get(d.batchId);
+      steps.push({
+        round: d.round,
+        role: d.role,
+        batchId: d.batchId,
+        fromVersion: d.fromVersion,
+        toVersion: d.toVersion,
+        metrics: d.metrics,
+        sampleIds: b?.sampleIds ?? [],
+        control: b?.control ?? 'none',
+      });
+    } else {
+      const d = e.data as EventData<'StageDecided'>;
+      stages.push({ round: d.round, stage: d.stage, switched: d.switched, validityRate: d.validityRate });
+    }
+  }
+  return { steps, stages };
 }

@@ -73,15 +73,16 @@ export interface SeedPairs {
 /** Settings that do not make a config another one: its seed, its name, where its files go. */
 const IDENTITY = ['seed', 'name', 'dir'];
 
-/** A config's identity apart from its seed, its name and where its files go. */
-function configKey(config: unknown): string {
+/** A config's identity apart from its seed, its name and where its files go: runs with one key are
+ * seeds of one setting. */
+export function configKey(config: unknown): string {
   const flat = flattenConfig(config);
   for (const k of IDENTITY) flat.delete(k);
   return canonicalJson(Object.fromEntries([...flat].sort(([a], [b]) => (a < b ? -1 : 1))));
 }
 
 /** The config's control ('frozen', 'shuffled'), or null for a trained run ('none' or absent). */
-const controlOf = (config: unknown) => {
+export const controlOf = (config: unknown): unknown => {
   const c = flattenConfig(config).get('learner.control');
   return c === undefined || c === 'none' ? null : c;
 };

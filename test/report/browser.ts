@@ -1,6 +1,7 @@
 /**
  * Opens a report in headless Debian chromium (driven by playwright-core; no downloaded browser)
- * and reports what a person would see: console errors, network requests, charts and their marks.
+ * and reports what a person would see: console errors, network requests, charts and their marks,
+ * and text that overlaps other text.
  */
 import { chromium } from 'playwright-core';
 
@@ -23,6 +24,22 @@ export interface PageCheck {
   chartsDrawn: number;
   chartErrors: number;
   charts: ChartCheck[];
+  /** Visible text boxes (one per line of each text node, clipped as the page clips it). */
+  textBoxes: number;
+  /** Pairs of visible text boxes that overlap by more than 2 px both ways. */
+  overlaps: { a: string; b: string }[];
+  probe?: unknown;
+}
+
+export interface OpenOptions {
+  /** Viewport width in CSS pixels (default 1280). */
+  width?: number;
+  /** A PNG of the first screen, written here. */
+  screenshot?: string;
+  /** Runs in the page before it is checked (plain JavaScript, e.g. a click on a control). */
+  before?: string;
+  /** Evaluated in the page after the checks; its value is returned as `probe`. */
+  probe?: string;
 }
 
 /** Runs in the page (plain JavaScript: the test's TypeScript has no DOM types). For every
@@ -49,16 +66,57 @@ const IN_PAGE = `(() => {
     }
     return { id: canvas.id, type: chart.config.type, elements, colours: colours.size, painted };
   });
-  return { charts, chartsDrawn: Number(document.body.dataset.charts), chartErrors: Number(document.body.dataset.chartErrors) };
+  return { charts, chartsDrawn: Number(document.body.dataset.charts), chartErrors: Number(document.body.dataset.chartErrors), ...texts() };
+  function texts() {
+    const boxes = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    let node = 0;
+    for (let n = walker.nextNode(); n; n = walker.nextNode(), node++) {
+      const text = n.textContent.trim();
+      const el = n.parentElement;
+      if (!text || el.closest('script, style, select')) continue;
+      // A closed <details> lays its content out but does not show it: only its summary counts.
+      const closed = el.closest('details:not([open])');
+      if (closed && !(el.closest('summary') && el.closest('summary').parentElement === closed)) continue;
+      const style = getComputedStyle(el);
+      if (style.visibility !== 'visible' || Number(style.opacity) === 0) continue;
+      // What the page shows of the text: its line boxes, cut by every ancestor that clips.
+      let clip = { left: -Infinity, top: -Infinity, right: Infinity, bottom: Infinity };
+      for (let a = el; a && a !== document.documentElement; a = a.parentElement) {
+        const s = getComputedStyle(a);
+        if (s.overflowX === 'visible' && s.overflowY === 'visible') continue;
+        const r = a.getBoundingClientRect();
+        clip = { left: Math.max(clip.left, r.left), top: Math.max(clip.top, r.top), right: Math.min(clip.right, r.right), bottom: Math.min(clip.bottom, r.bottom) };
+      }
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) {
+        const box = { node, text, left: Math.max(r.left, clip.left), top: Math.max(r.top, clip.top), right: Math.min(r.right, clip.right), bottom: Math.min(r.bottom, clip.bottom) };
+        if (box.right - box.left > 1 && box.bottom - box.top > 1) boxes.push(box);
+      }
+    }
+    const overlaps = [];
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        // Fragments of one text node (an ellipsis cut) are one text.
+        if (a.node === b.node) continue;
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 2 && h > 2) overlaps.push({ a: a.text.slice(0, 60), b: b.text.slice(0, 60) });
+      }
+    }
+    return { textBoxes: boxes.length, overlaps };
+  }
 })()`;
 
-export async function openReport(file: string, screenshot?: string): Promise<PageCheck> {
+export async function openReport(file: string, opts: OpenOptions = {}): Promise<PageCheck> {
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await browser.newPage({ viewport: { width: opts.width ?? 1280, height: 900 } });
     const consoleErrors: string[] = [];
     const requests: string[] = [];
     page.on('console', (m) => {
@@ -68,9 +126,11 @@ export async function openReport(file: string, screenshot?: string): Promise<Pag
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(`file://${file}`);
     await page.waitForSelector('body[data-charts]', { timeout: 30_000 });
+    if (opts.before) await page.evaluate(opts.before);
     const result = (await page.evaluate(IN_PAGE)) as Omit<PageCheck, 'consoleErrors' | 'requests'>;
-    if (screenshot) await page.screenshot({ path: screenshot, fullPage: false });
-    return { consoleErrors, requests, ...result };
+    if (opts.screenshot) await page.screenshot({ path: opts.screenshot, fullPage: false });
+    const probe: unknown = opts.probe ? await page.evaluate(opts.probe) : undefined;
+    return { consoleErrors, requests, ...result, probe };
   } finally {
     await browser.close();
   }

@@ -1,10 +1,11 @@
 /**
  * After a run: answer selection checked against the Judge's own figures, `crucible runs`,
  * `crucible compare` and `crucible report`, on small real runs made here (real SQLite logs, real
- * sandbox). The report is opened in headless Debian chromium: no console error, no request but
- * the file itself, every chart drawn with marks; a screenshot is written.
+ * sandbox). The report is opened in headless Debian chromium at desktop and laptop widths: no
+ * console error, no request but the file itself, every chart drawn with marks, no text box over
+ * another; screenshots are written.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +18,9 @@ import { compareRuns } from '../../src/report/compare.js';
 import { ProjectionRunner, type ReducerProjection } from '../../src/projections/runner.js';
 import { answerSelectionProjection, executionsProjection } from '../../src/projections/run-views.js';
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
-import { openReport, CHROMIUM } from './browser.js';
+import { openReport, CHROMIUM, type PageCheck } from './browser.js';
+import type { Headline } from '../../src/report/headline.js';
+import { correctPrograms } from '../../src/report/matrix-view.js';
 import { capability } from '../support/require.js';
 import { runMain } from '../support/cli.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -36,13 +39,18 @@ const crucible = runMain;
 
 let a: RunOutcome;
 let b: RunOutcome;
+let frozen: RunOutcome;
+let tcs: RunOutcome;
 let stopped: RunOutcome;
 
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'crucible-report-'));
   const cacheDir = catalogCache();
   a = await runExperiment({ config: smallConfig(), cacheDir });
-  b = await runExperiment({ config: smallConfig({ seed: 4, rewards: { alpha: 0.3 } }), cacheDir });
+  // b: another seed of a's setting; frozen: its control; tcs: a method without a Mistake Book.
+  b = await runExperiment({ config: smallConfig({ seed: 4 }), cacheDir });
+  frozen = await runExperiment({ config: smallConfig({ name: 'small-frozen', learner: { control: 'frozen' } }), cacheDir });
+  tcs = await runExperiment({ config: smallConfig({ name: 'small-tcs', method: 'tcs', rounds: 2, mistakeBook: { enabled: false } }), cacheDir });
   stopped = await runExperiment({ config: smallConfig({ seed: 5, rounds: 3 }), cacheDir, stopWhen: (p) => p.round >= 1 });
 }, 600_000);
 
@@ -80,7 +88,10 @@ describe('answer selection on a recorded run', () => {
     // Equal group sizes: a random pick's expectation is the round table's held-out pass.
     for (const r of detail.rows) expect(detail.selection.find((s) => s.round === r.round)!.random).toBeCloseTo(r.heldOutPass, 12);
     // The report's execution matrices hold the same verdicts, cell by cell, as the scores.
-    expect(detail.matrices.map((m) => m.problemId).sort()).toEqual([...new Set(evaluated.map((e) => e.problemId))].sort());
+    const key = (x: { round: number; problemId: string }) => `${x.round}/${x.problemId}`;
+    expect(detail.matrices.map(key).sort()).toEqual(evaluated.map(key).sort());
+    // The matrix of a problem-round carries the Judge's held-out figure of it.
+    for (const ev of evaluated) expect(detail.matrices.find((m) => key(m) === key(ev))!.figures.heldOutPass).toBe(ev.heldOut.passed / ev.heldOut.programs);
     for (const m of detail.matrices) {
       const sel = detail.problems.find((p) => p.round === m.round && p.problemId === m.problemId)!;
       expect(m.programs.map((p) => p.solutionId)).toEqual(sel.scores.map((s) => s.solutionId));
@@ -201,38 +212,148 @@ describe('crucible runs and compare', () => {
 });
 
 describe('crucible report', () => {
+  const skip = NO_CHROMIUM ? ` [skipped: ${NO_CHROMIUM}]` : '';
+  /** Every chart drawn with marks, no console error, no fetch, no text over other text. */
+  const expectClean = (page: PageCheck, out: string, where: string) => {
+    expect(page.consoleErrors, where).toEqual([]);
+    expect(page.requests, where).toEqual([`file://${out}`]);
+    expect(page.chartErrors, where).toBe(0);
+    expect(page.chartsDrawn, where).toBe(page.charts.length);
+    for (const c of page.charts) {
+      expect(c.type, `${where} ${c.id}`).not.toBe('none');
+      expect(c.elements, `${where} ${c.id}`).toBeGreaterThan(0);
+      expect(c.painted, `${where} ${c.id}`).toBeGreaterThan(50);
+    }
+    expect(page.textBoxes, where).toBeGreaterThan(100);
+    expect(page.overlaps, where).toEqual([]);
+  };
+  const dataOf = (html: string) =>
+    JSON.parse(/<script type="application\/json" id="report-data">(.*?)<\/script>/s.exec(html)![1]!) as {
+      headline: Headline;
+      training: { key: string; recorded: boolean }[];
+      matrices: { round: number; tests: { kind: string }[] }[];
+    };
+
   it.skipIf(NO_CHROMIUM !== null)(
-    `writes one self-contained HTML file that chromium draws with no error and no fetch${NO_CHROMIUM ? ` [skipped: ${NO_CHROMIUM}]` : ''}`,
+    `draws the headline of two seeds and their control, configs, training and matrices at desktop and laptop widths${skip}`,
     async () => {
       const out = path.join(root, 'report.html');
-      const res = await crucible(['report', a.dir, b.dir, '--out', out]);
+      const res = await crucible(['report', a.dir, b.dir, frozen.dir, '--out', out]);
       expect(res.code).toBe(0);
       expect(res.stdout).toMatch(/^wrote .*report\.html \(\d+ KiB, \d+ charts\) for run small-s3-/);
       const html = readFileSync(out, 'utf8');
       // Nothing to fetch: no external script, style sheet or image, and a policy that forbids it.
       expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|<img[^>]+src=/);
       expect(html).toContain(`content="default-src 'none'`);
+      const data = dataOf(html);
+      // Seeds 3 and 4 of one setting as one mean with a band; the frozen run as a control.
+      expect(data.headline.groups.map((g) => [g.control, g.seeds])).toEqual([
+        [null, [3, 4]],
+        ['frozen', [3]],
+      ]);
+      const correct = data.headline.metrics.find((m) => m.key === 'exactCorrect')!;
+      const last = a.rows.length;
+      expect(correct.lines[0]!.mean[last - 1]).toBeCloseTo((a.rows.at(-1)!.exactCorrect! + b.rows.at(-1)!.exactCorrect!) / 2, 12);
+      expect(correct.lines[0]!.min![last - 1]).toBe(Math.min(a.rows.at(-1)!.exactCorrect!, b.rows.at(-1)!.exactCorrect!));
+      expect(data.headline.x.at(-1)).toBe(`after ${last}`);
+      // The config diff names the control; the catalog trainer reports no loss, KL or clip fraction.
+      expect(html).toContain('<td>learner.control</td><td>none</td><td>none</td><td>frozen</td>');
+      expect(data.training.filter((f) => !f.recorded).map((f) => f.key)).toEqual(['loss', 'kl', 'clip_fraction']);
+      expect(html).toContain('Mistake Book: most replayed tests');
       const detail = await loadRunDetail(a.dir);
-      const screenshot = path.join(root, 'report.png');
-      const page = await openReport(out, screenshot);
-      expect(page.consoleErrors).toEqual([]);
-      expect(page.requests).toEqual([`file://${out}`]);
-      expect(page.chartErrors).toBe(0);
-      // Rounds, selection, Mistake Book, two reward histograms, one matrix per problem, the compare chart.
-      expect(page.charts).toHaveLength(5 + detail.matrices.length + 1);
-      expect(page.chartsDrawn).toBe(page.charts.length);
-      for (const c of page.charts) {
-        expect(c.type, c.id).not.toBe('none');
-        expect(c.elements, c.id).toBeGreaterThan(0);
-        expect(c.painted, c.id).toBeGreaterThan(50);
-      }
-      expect(readFileSync(screenshot).subarray(1, 4).toString()).toBe('PNG');
-      // The Mistake Book section shows replayed tests with the programs they caught.
       expect(detail.replayed.length).toBeGreaterThan(0);
-      expect(html).toContain('replayed in');
+      for (const width of [1440, 1024]) {
+        const screenshot = path.join(root, `report-${width}.png`);
+        const page = await openReport(out, { width, screenshot });
+        expectClean(page, out, `${width}px`);
+        // Five headline figures, four training figures, selection, Mistake Book, two reward histograms, the problem trend.
+        expect(page.charts.map((c) => c.id).sort()).toEqual(
+          [
+            ...['exactCorrect', 'exactValid', 'heldOutPass', 'validity', 'killRate'].map((k) => `chart-headline-${k}`),
+            ...['reward', 'advantage', 'entropy', 'grad_norm'].map((k) => `chart-train-${k}`),
+            'chart-selection',
+            'chart-book',
+            'chart-rewards-code',
+            'chart-rewards-test',
+            'chart-problem-trend',
+          ].sort(),
+        );
+        expect(readFileSync(screenshot).subarray(1, 4).toString()).toBe('PNG');
+      }
     },
     120_000,
   );
+
+  it.skipIf(NO_CHROMIUM !== null)(
+    `pages a matrix's columns to the width it has, and shows the problem and round chosen${skip}`,
+    async () => {
+      const out = path.join(root, 'report-a.html');
+      expect((await crucible(['report', a.dir, '--out', out])).code).toBe(0);
+      const detail = await loadRunDetail(a.dir);
+      const second = detail.matrices.at(-1)!;
+      // A narrow matrix box: columns paged; then the last problem's first round, page 2.
+      const before = `(() => {
+        document.getElementById('matrix').style.width = '300px';
+        window.dispatchEvent(new Event('resize'));
+        const p = document.getElementById('matrix-problem');
+        p.value = ${JSON.stringify(second.problemId)}; p.dispatchEvent(new Event('change'));
+        const r = document.getElementById('matrix-round');
+        r.value = '1'; r.dispatchEvent(new Event('change'));
+        document.getElementById('matrix-next').click();
+      })()`;
+      const probe = `({ page: document.getElementById('matrix-page').textContent, meta: document.getElementById('matrix-meta').textContent,
+        cells: document.querySelectorAll('#matrix .mx-row:not(.mx-head)')[0].querySelectorAll('i').length,
+        rows: document.querySelectorAll('#matrix .mx-row:not(.mx-head)').length,
+        correct: document.querySelectorAll('#matrix .mx-row.correct').length,
+        titled: [...document.querySelectorAll('#matrix i')].every((i) => / × .*: /.test(i.title)),
+        trend: Chart.getChart(document.getElementById('chart-problem-trend')).data.labels })`;
+      const page = await openReport(out, { width: 1024, before, probe });
+      expectClean(page, out, 'paged');
+      const m = detail.matrices.find((x) => x.problemId === second.problemId && x.round === 1)!;
+      const shown = page.probe as { page: string; meta: string; cells: number; rows: number; correct: number; titled: boolean; trend: string[] };
+      // 300 px less the row labels: 17 columns of 12 px a page.
+      const per = Math.floor((300 - 84 - 4) / 12);
+      expect(shown.page).toBe(`columns ${per + 1}–${Math.min(m.tests.length, 2 * per)} of ${m.tests.length} (page 2 of ${Math.ceil(m.tests.length / per)})`);
+      expect(shown.cells).toBe(Math.min(m.tests.length, 2 * per) - per);
+      expect(shown.rows).toBe(m.programs.length);
+      expect(shown.correct).toBe(correctPrograms(m).filter(Boolean).length);
+      expect(shown.meta).toContain(`${second.problemId}, round 1: ${m.programs.length} programs`);
+      expect(shown.titled).toBe(true);
+      expect(shown.trend).toEqual(detail.matrices.filter((x) => x.problemId === second.problemId).map((x) => String(x.round)));
+    },
+    120_000,
+  );
+
+  it.skipIf(NO_CHROMIUM !== null)(
+    `shows TCS's stages and buffered tests, and no Mistake Book, for a TCS run${skip}`,
+    async () => {
+      const out = path.join(root, 'report-tcs.html');
+      expect((await crucible(['report', tcs.dir, '--out', out])).code).toBe(0);
+      const html = readFileSync(out, 'utf8');
+      expect(html).toContain('<h2>TCS stages</h2>');
+      expect(html).toContain('<td>1</td><td>stage 1</td>');
+      expect(html).not.toContain('Mistake Book: most replayed');
+      expect(html).not.toContain('id="chart-book"');
+      // Round 2 runs round 1's suites again: buffered tests, labelled as such.
+      const data = dataOf(html);
+      expect(data.matrices.filter((m) => m.round === 2).every((m) => m.tests.some((t) => t.kind === 'buffer'))).toBe(true);
+      expect(data.matrices.filter((m) => m.round === 1).some((m) => m.tests.some((t) => t.kind === 'buffer'))).toBe(false);
+      expect(html).toContain('TCS buffer (earlier rounds)');
+      expectClean(await openReport(out, { width: 1024 }), out, 'tcs');
+    },
+    120_000,
+  );
+
+  it.skipIf(NO_CHROMIUM !== null)(`finds overlapping text where there is some${skip}`, async () => {
+    const file = path.join(root, 'overlap.html');
+    const words = Array.from({ length: 60 }, (_, i) => `<p>line ${i}</p>`).join('');
+    writeFileSync(
+      file,
+      `<!doctype html><body data-charts="0" data-chart-errors="0">${words}<span style="position:absolute;top:8px;left:8px">on top</span></body>`,
+    );
+    const page = await openReport(file);
+    expect(page.overlaps).toContainEqual({ a: 'line 0', b: 'on top' });
+  });
 
   it('names a directory that is not a run', async () => {
     const res = await crucible(['report', root, '--out', path.join(root, 'x.html')]);

@@ -154,7 +154,17 @@ describe('the effect per round and over the last rounds', () => {
 
 describe('the report', () => {
   it('shows the effect over seeds when its runs are seeds of a config and of its control, and not otherwise', () => {
-    const detail = (r: RunSummary): RunDetail => ({ ...r, problems: [], rewards: [], mistakeBook: [], matrices: [], replayed: [], texts: {} });
+    const detail = (r: RunSummary): RunDetail => ({
+      ...r,
+      problems: [],
+      rewards: [],
+      mistakeBook: [],
+      matrices: [],
+      steps: [],
+      stages: [],
+      replayed: [],
+      texts: {},
+    });
     const runs = [run('t', 1, [0.5, 0.9]), run('t', 2, [0.4, 0.8]), run('c', 1, [0.1, 0.2], 'frozen'), run('c', 2, [0.2, 0.2], 'frozen')].map(detail);
     const html = renderReport(runs, '');
     expect(html).toContain('<h2>Effect over seeds</h2>');

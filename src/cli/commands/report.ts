@@ -8,8 +8,10 @@ import { UserError } from '../errors.js';
 export function registerReport(program: Command): void {
   program
     .command('report')
-    .description('write one self-contained HTML report of a run (charts, execution matrices, Mistake Book); more runs add compare tables')
-    .argument('<run-dirs...>', 'the run to report, e.g. runs/<run-id>, then any runs to compare it with')
+    .description(
+      "write one self-contained HTML report: the headline by round of every run given (seeds of one setting as mean and band, controls beside), configs and their diff, then the first run's training steps, rounds, execution matrices and method sections",
+    )
+    .argument('<run-dirs...>', 'the run to report, e.g. runs/<run-id>, then any runs to overlay and compare it with')
     .option('--out <file>', 'the HTML file to write', 'report.html')
     .option(
       '--top <n>',
