@@ -37,9 +37,11 @@ export interface RunStatus {
   unreachable: string[];
 }
 
-/** How long status waits for the log and then for each part (they are asked at once): it
- * answers within about twice this, saying what did not answer, on a cluster in failover too. */
-export const STATUS_PART_MS = 1500;
+/** The status's whole time: the log is given at most STATUS_OPEN_MS of it, and the parts (asked
+ * at once) what is left. With the command's start (~0.2 s) it answers within 2 s, saying what did
+ * not answer, on a cluster in failover too. */
+export const STATUS_BUDGET_MS = 1700;
+export const STATUS_OPEN_MS = 1000;
 
 /** `fn`'s value, or null with `what` and the reason added to `unreachable` when it fails or
  * does not answer within `ms` (a call still under way is left to end on its own). */
@@ -64,20 +66,22 @@ async function bounded<T>(what: string, ms: number, unreachable: string[], fn: (
 export async function runStatus(
   location: string,
   runId: string,
-  opts: { credsFile?: string; staleAfterMs?: number; partMs?: number } = {},
+  opts: { credsFile?: string; staleAfterMs?: number; budgetMs?: number } = {},
 ): Promise<RunStatus> {
-  const partMs = opts.partMs ?? STATUS_PART_MS;
+  const budgetMs = opts.budgetMs ?? STATUS_BUDGET_MS;
+  const deadline = Date.now() + budgetMs;
+  const openMs = Math.min(STATUS_OPEN_MS, budgetMs);
   let log;
   // Calls are retried for the status's time only, not the workers' minute; a connection that
   // does not come is given up just after the status has said so.
   const opening = openRunLog(location, runId, {
     create: false,
-    jetstream: { retryForMs: partMs, connectTimeoutMs: partMs + 500 },
+    jetstream: { retryForMs: openMs, connectTimeoutMs: openMs + 500 },
     ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
   });
   try {
     const none: string[] = [];
-    log = await bounded(`the log at ${location}`, partMs, none, () => opening);
+    log = await bounded(`the log at ${location}`, openMs, none, () => opening);
     if (log === null) {
       // Closed once it opens after all.
       void opening.then((late) => late.close()).catch(() => undefined);
@@ -91,6 +95,8 @@ export async function runStatus(
     if (!(log instanceof JetStreamEventLog)) throw new WorkerUsageError(`--log ${location}: status reads a JetStream log (nats://host:port)`);
     const jlog = log;
     const unreachable: string[] = [];
+    // What is left of the budget, and never less than a round trip's worth.
+    const partMs = Math.max(200, deadline - Date.now());
     const part = <T>(what: string, fn: () => Promise<T>) => bounded(what, partMs, unreachable, fn);
     const board = part('the worker board', () => WorkerBoard.open(jlog));
     const [started, completed, head, queueDepths, leaseHolders, beats, shareHolders] = await Promise.all([

@@ -2,6 +2,7 @@
  * `crucible worker`, `crucible status` and `run --workers` given what they cannot work with:
  * one clear line and an exit status, through the CLI's own error mapping (real nats-server).
  */
+import { STATUS_OPEN_MS } from '../../src/workers/status.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { freePort } from '../../src/nats-ops/nats-server.js';
@@ -59,7 +60,7 @@ describe('worker errors', () => {
     process.kill(pid, 'SIGSTOP');
     try {
       const s = await cli(['status', '--log', frozen.urls[0]!, '--run', 'demo-s7-00000000']);
-      expect(s.err).toBe(`crucible: could not reach the log at ${frozen.urls[0]} (no answer within 1500 ms)\n`);
+      expect(s.err).toBe(`crucible: could not reach the log at ${frozen.urls[0]} (no answer within ${STATUS_OPEN_MS} ms)\n`);
       expect(s.code).toBe(2);
     } finally {
       process.kill(pid, 'SIGCONT');
