@@ -43,4 +43,6 @@ export interface LoopContext {
   fold(): Promise<void>;
   stopped(): boolean;
   say(line: string): void;
+  /** Time since the worker started, for its lines ("1234 ms"). */
+  since(): string;
 }

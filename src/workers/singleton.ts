@@ -26,7 +26,7 @@ function roleOwnership(ctx: LoopContext, leaseMs: number, wake: () => void): Own
   const { role } = ctx;
   const lease = new RoleLease(ctx.board, leaseNameOf(role), ctx.workerId, leaseMs, (live) => {
     ctx.figures.state = live ? 'live' : 'standby';
-    ctx.say(live ? `holds the ${role} lease: live` : `lost the ${role} lease: standing by`);
+    ctx.say(live ? `holds the ${role} lease: live (at ${ctx.since()})` : `lost the ${role} lease: standing by`);
     writer.reset();
     wake();
   });
@@ -58,7 +58,9 @@ function shareOwnership(ctx: LoopContext, leaseMs: number, shares: number, wake:
   // Processes spread over the shares from the start: each prefers the share its id hashes to.
   const leases = new ShareLeases(ctx.board, role, ctx.workerId, shares, leaseMs, shareOf(ctx.workerId, shares), (held) => {
     ctx.figures.state = held.length > 0 ? 'live' : 'standby';
-    ctx.say(held.length > 0 ? `holds ${role} shares ${held.join(', ')} of ${shares}: live` : `holds no ${role} share of ${shares}: standing by`);
+    ctx.say(
+      held.length > 0 ? `holds ${role} shares ${held.join(', ')} of ${shares}: live (at ${ctx.since()})` : `holds no ${role} share of ${shares}: standing by`,
+    );
     for (const w of writers.values()) w.reset();
     wake();
   });
@@ -103,7 +105,7 @@ export async function runSingleton(ctx: LoopContext, leaseMs: number, shares = 1
               const made = await runtime.runEffect(role, effect);
               const commit: CommitRequest = target.stream === null ? made : { ...made, stream: target.stream };
               const result = await target.writer.append(commit);
-              if (result === 'written') figures.written++;
+              if (result === 'written' && figures.written++ === 0) ctx.say(`first commit appended at ${ctx.since()}`);
               if (result === 'duplicate') figures.duplicates++;
               if (result === 'fenced') figures.fenced++;
               else recorded.add(effect.key);

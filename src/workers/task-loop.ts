@@ -100,7 +100,8 @@ function parseBody<B>(schema: z.ZodType<B>, text: string): B | null {
 }
 
 /** What of a worker's context the loop uses. */
-export type TaskLoopContext = Pick<LoopContext, 'role' | 'wake' | 'figures' | 'completion' | 'concurrency' | 'fold' | 'stopped' | 'say'>;
+export type TaskLoopContext = Pick<LoopContext, 'role' | 'wake' | 'figures' | 'completion' | 'concurrency' | 'fold' | 'stopped' | 'say'> &
+  Partial<Pick<LoopContext, 'since'>>;
 
 export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): Promise<void> {
   const { wake, figures, role } = ctx;
@@ -161,7 +162,7 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
       wake.signal();
     }
     if (ran.duplicate) figures.duplicates++;
-    else figures.written++;
+    else if (figures.written++ === 0 && ctx.since) ctx.say(`first commit appended at ${ctx.since()}`);
     await ack(task, step.label);
   };
 

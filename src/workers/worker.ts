@@ -124,6 +124,9 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   if (opts.concurrency !== undefined && (!Number.isInteger(opts.concurrency) || opts.concurrency < 1))
     throw new WorkerUsageError(`--concurrency ${opts.concurrency}: expected a positive integer`);
   const say = opts.say ?? (() => {});
+  // Recovery is measured from here: each step of a (replacement) worker's start says its time.
+  const t0 = performance.now();
+  const since = () => `${Math.round(performance.now() - t0)} ms`;
   const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   if (opts.credsFile !== undefined) checkDeclaredRole(opts.role, opts.credsFile);
   const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile, opts.ping);
@@ -153,7 +156,9 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
         );
       },
     });
+    const loaded = since();
     await runtime.start();
+    say(`started: run loaded at ${loaded}, actor folded to log position ${seqOf(runtime.position)} at ${since()}`);
     const board = await WorkerBoard.open(log);
     const startedAt = Date.now();
     const heartbeat = async () => {
@@ -195,6 +200,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
         })),
       stopped: () => opts.signal?.aborted ?? false,
       say,
+      since,
     };
     opts.signal?.addEventListener('abort', () => wake.signal());
     const ackWaitMs = opts.ackWaitMs ?? 30_000;
