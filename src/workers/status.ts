@@ -98,7 +98,15 @@ export async function runStatus(
     // What is left of the budget, and never less than a round trip's worth.
     const partMs = Math.max(200, deadline - Date.now());
     const part = <T>(what: string, fn: () => Promise<T>) => bounded(what, partMs, unreachable, fn);
-    const board = part('the worker board', () => WorkerBoard.open(jlog));
+    const board = part('the worker board', async () => {
+      try {
+        return await WorkerBoard.open(jlog);
+      } catch (err) {
+        // The first worker makes the board; a reader may not, so before that it is only absent.
+        if (/STREAM\.CREATE/.test((err as Error).message)) throw new Error('no worker has made it yet');
+        throw err;
+      }
+    });
     const [started, completed, head, queueDepths, leaseHolders, beats, shareHolders] = await Promise.all([
       part("the run's start", async () => {
         for await (const _e of jlog.read({ limit: 1 }, { runId, types: ['RunStarted'] })) return { found: true };
