@@ -3,20 +3,11 @@
  * is a string), each program marked correct when it passes every held-out test, and each
  * problem's figures across its rounds. Pure.
  */
-import type { Verdict } from '../core/verdicts.js';
+import { VERDICT_CODES, type Verdict } from '../core/verdicts.js';
 import type { ProblemFigures, ProblemMatrix, TestKind } from './matrix.js';
 
-/** A letter per verdict, '.' for a pair that was not run. */
-export const VERDICT_CODES: Readonly<Record<Verdict, string>> = {
-  accepted: 'A',
-  wrong_answer: 'W',
-  runtime_error: 'R',
-  time_limit: 'T',
-  memory_limit: 'M',
-  output_limit: 'O',
-  compile_error: 'C',
-  sandbox_error: 'S',
-};
+/** A letter per verdict (the one `ProgramExecuted` records use), '.' for a pair that was not run. */
+export { VERDICT_CODES };
 
 /** Verdict colours: eight hues far apart (time and memory limits among them), named in the legend. */
 export const VERDICT_COLOURS: Readonly<Record<Verdict, string>> = {

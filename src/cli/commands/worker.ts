@@ -108,11 +108,7 @@ export function registerWorker(program: Command): void {
     .option('--json', 'print the status as one JSON object')
     .action(async (opts: { log: string; run: string; creds?: string; all?: boolean; json?: boolean }) => {
       const status = await runStatus(opts.log, opts.run, opts.creds !== undefined ? { credsFile: opts.creds } : {});
-      const text = opts.json ? `${JSON.stringify(status)}\n` : statusText(status, opts.all === true);
-      // Then exit: calls that did not answer in time are left running (their retries and the
-      // connection's close would hold the process for seconds on a loaded cluster).
-      await new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));
-      process.exit(0);
+      process.stdout.write(opts.json ? `${JSON.stringify(status)}\n` : statusText(status, opts.all === true));
     });
 }
 
