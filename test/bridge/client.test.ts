@@ -119,8 +119,10 @@ describe('BridgeClient when the bridge misbehaves', () => {
   it('a bridge killed mid-call fails the call and every later one as dead', async () => {
     const { client } = await BridgeClient.start();
     await client.loadPolicy({ backend: 'toy', config: TINY });
-    const long = client.generate({ prompts: ['a'], n: 64, max_tokens: 200 });
-    setTimeout(() => process.kill(client.pid!, 'SIGKILL'), 300);
+    // Work of seconds, killed at once: the call is outstanding whatever the machine's speed (a
+    // timer of a few hundred ms raced a generation that batching made fast).
+    const long = client.generate({ prompts: ['a'], n: 256, max_tokens: 400 });
+    setImmediate(() => process.kill(client.pid!, 'SIGKILL'));
     await expect(long).rejects.toBeInstanceOf(BridgeDeadError);
     await expect(long).rejects.toThrow(/killed by SIGKILL/);
     await expect(client.status()).rejects.toBeInstanceOf(BridgeDeadError);
