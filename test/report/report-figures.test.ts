@@ -10,38 +10,13 @@ import { trainingFigures } from '../../src/report/training.js';
 import { correctPrograms, matrixView, problemTrends, VERDICT_COLOURS, VERDICT_CODES } from '../../src/report/matrix-view.js';
 import type { ProblemMatrix } from '../../src/report/matrix.js';
 import type { RewardSample, RunSummary, TrainingStep } from '../../src/report/run-data.js';
-import type { RoundRow } from '../../src/projections/round-table.js';
+import { roundRow, runSummary } from '../support/run-summary.js';
 
 function run(name: string, seed: number, correct: readonly number[], opts: { control?: string; trainedLast?: number; alpha?: number } = {}): RunSummary {
-  const rows = correct.map((p, i): RoundRow => ({
-    round: i + 1,
-    problems: 1,
-    heldOutPass: p / 2,
-    exactCorrect: p,
-    validity: null,
-    exactValid: null,
-    trainedCorrect: i === correct.length - 1 ? (opts.trainedLast ?? null) : null,
-    trainedValid: null,
-    killRate: null,
-    mistakeBook: null,
-    codeReward: 0,
-    testReward: null,
-    seconds: null,
-  }));
-  const config = { name, seed, dir: 'runs', rewards: { alpha: opts.alpha ?? 0.5 }, learner: { control: opts.control ?? 'none' } };
-  return {
-    dir: `runs/${name}-s${seed}`,
-    runId: `${name}-s${seed}`,
-    name,
-    method: 'code-a1',
-    seed,
-    status: 'finished',
-    failure: null,
-    plannedRounds: 2,
-    rows,
-    selection: [],
-    config,
-  };
+  const rows = correct.map((p, i) =>
+    roundRow(i + 1, { heldOutPass: p / 2, exactCorrect: p, trainedCorrect: i === correct.length - 1 ? (opts.trainedLast ?? null) : null }),
+  );
+  return runSummary(name, seed, rows, { name, seed, dir: 'runs', rewards: { alpha: opts.alpha ?? 0.5 }, learner: { control: opts.control ?? 'none' } }, 2);
 }
 
 describe('the headline', () => {

@@ -7,38 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { formatEffect, pairBySeed, pairedBootstrap, seedEffects } from '../../src/report/seed-effect.js';
 import type { RunDetail, RunSummary } from '../../src/report/run-data.js';
 import { renderReport } from '../../src/report/html.js';
-import type { RoundRow } from '../../src/projections/round-table.js';
+import { roundRow, runSummary } from '../support/run-summary.js';
 
 /** A run whose round r has held-out pass `pass[r - 1]` (the other figures absent). */
 function run(name: string, seed: number, pass: readonly number[], control: string | null = null, over: Record<string, unknown> = {}): RunSummary {
-  const rows = pass.map((p, i): RoundRow => ({
-    round: i + 1,
-    problems: 1,
-    heldOutPass: p,
-    exactCorrect: null,
-    validity: null,
-    exactValid: null,
-    trainedCorrect: null,
-    trainedValid: null,
-    killRate: null,
-    mistakeBook: null,
-    codeReward: 0,
-    testReward: null,
-    seconds: null,
-  }));
-  return {
-    dir: `runs/${name}-s${seed}`,
-    runId: `${name}-s${seed}`,
-    name,
-    method: 'code-a1',
-    seed,
-    status: 'finished',
-    failure: null,
-    plannedRounds: pass.length,
-    rows,
-    selection: [],
-    config: { name, seed, dir: 'runs', rounds: pass.length, learner: { control }, ...over },
-  };
+  const rows = pass.map((p, i) => roundRow(i + 1, { heldOutPass: p }));
+  return runSummary(name, seed, rows, { name, seed, dir: 'runs', rounds: pass.length, learner: { control }, ...over });
 }
 
 describe('the paired bootstrap interval', () => {
