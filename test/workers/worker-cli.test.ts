@@ -68,6 +68,18 @@ describe('worker errors', () => {
     }
   }, 60_000);
 
+  it('shares for a role that does not split, or more shares than the Judge splits in', async () => {
+    const notJudge = await cli(['worker', '--role', 'executor', '--shares', '2', '--log', nats.urls[0]!, '--run', 'x']);
+    expect(notJudge.code).toBe(2);
+    expect(notJudge.err).toBe('crucible: --shares: only the judge splits in shares, not the executor\n');
+    const tooMany = await cli(['worker', '--role', 'judge', '--shares', '17', '--log', nats.urls[0]!, '--run', 'x']);
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.err).toBe('crucible: --shares 17: at most 16\n');
+    const spec = await cli(['run', 'configs/demo.yaml', '--log', nats.urls[0]!, '--workers', 'judge=17']);
+    expect(spec.code).toBe(2);
+    expect(spec.err).toBe('crucible: --workers "judge=17": judge=17: the Judge splits in at most 16 shares\n');
+  });
+
   it('a wrong role', async () => {
     const r = await cli(['worker', '--role', 'referee', '--log', nats.urls[0]!, '--run', 'x']);
     expect(r.code).toBe(2);
