@@ -53,3 +53,14 @@ describe('a design choice of the value grammar', () => {
     expect(results.map((r) => r.verdict)).toEqual(['accepted']);
   });
 });
+
+describe('malformed input_output', () => {
+  it('is the row rejected with what is wrong and where, nothing run', () => {
+    expect(() => testsFromInputOutput('{"inputs": [[3.0, 4]], "outputs": [1], "fn_name": "f"', undefined, 'apps/0042')).toThrow(
+      /input_output is not valid JSON: .*at position \d+/,
+    );
+    expect(() => testsFromInputOutput('{"inputs": [[1.5e]], "outputs": [1], "fn_name": "f"}', undefined, 'apps/0042')).toThrow(
+      /input_output is not valid JSON/,
+    );
+  });
+});
