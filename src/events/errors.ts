@@ -211,6 +211,22 @@ export class MissingLogMessageError extends EventLogError {
   }
 }
 
+/** The server that answered holds the log's stream only up to `lastSeq`, short of a position
+ * the reader saw (`to`, from the head it was told): after a healed partition the old leader of
+ * the stream can answer first for a moment. Retried; never read as "the log ends here", which
+ * would move a reader's checkpoint past events it never applied. */
+export class LogBehindError extends EventLogError {
+  constructor(
+    readonly stream: string,
+    readonly lastSeq: number,
+    readonly wantSeq: number,
+  ) {
+    super(
+      `the server that answered holds the log's stream "${stream}" up to message ${lastSeq}, short of message ${wantSeq} the read was asked to reach: a server behind answered for longer than the log retries, or the position is not of this log`,
+    );
+  }
+}
+
 /** The log's server cannot be reached (down, wrong address). */
 export class LogUnavailableError extends EventLogError {
   constructor(

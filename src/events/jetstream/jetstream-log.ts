@@ -37,6 +37,7 @@ import {
   IncompatibleStreamError,
   InvalidLogArgumentError,
   LogClosedError,
+  LogBehindError,
   MissingLogMessageError,
   LogNotFoundError,
   LogUnavailableError,
@@ -565,7 +566,14 @@ export class JetStreamEventLog implements EventLog {
     this.#assertOpen();
     const args = parseReadArgs(range, filter);
     const after = args.range.after ?? ORIGIN;
-    const info = await withRetry(this.#retryForMs, () => this.jsm.streams.info(this.streamName));
+    // A read up to `to` returns every event up to it: a server that answers with less (behind)
+    // is asked again, since the caller moves its checkpoint to `to` once the read ends.
+    const wantSeq = args.range.to !== undefined ? seqOf(args.range.to) : 0;
+    const info = await withRetry(this.#retryForMs, async () => {
+      const i = await this.jsm.streams.info(this.streamName);
+      if (i.state.last_seq < wantSeq) throw new LogBehindError(this.streamName, i.state.last_seq, wantSeq);
+      return i;
+    });
     const lastSeq = Math.min(info.state.last_seq, args.range.to !== undefined ? seqOf(args.range.to) : Number.POSITIVE_INFINITY);
     const to = args.range.to ?? headPosition(info.state.last_seq);
     const startSeq = firstSeqAfter(after);
@@ -619,9 +627,11 @@ export class JetStreamEventLog implements EventLog {
       watch.stop();
       messages.stop();
     }
-    // A stalled consumer: the rest by direct gets, which only need the stream's leader.
-    if (watch.stalled && left > 0 && next <= lastSeq) {
-      this.stalls++;
+    // A consumer that stalled, or ended before the last message (nats.js ends one quietly when
+    // its connection drains or closes): the rest by direct gets, which only need the stream's
+    // leader. A read never ends short of what it was asked for.
+    if (left > 0 && next <= lastSeq) {
+      if (watch.stalled) this.stalls++;
       limit.left = left;
       yield* this.#directPages(next, lastSeq, args.filter, after, to, limit);
     }
@@ -717,8 +727,12 @@ class JetStreamSubscription implements Subscription {
         } finally {
           watch.stop();
         }
-        if (!watch.stalled) return;
-        this.log.stalls++;
+        // Given up as stalled, or ended by nats.js on its own (its connection drained or closed,
+        // the consumer stopped): a subscription is endless, so another consumer goes on from
+        // the last message seen. A closed log ends it in orderedMessages.
+        if (this.#closed) return;
+        if (watch.stalled) this.log.stalls++;
+        else await sleep(100);
       }
     } finally {
       this.#messages?.stop();

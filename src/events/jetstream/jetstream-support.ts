@@ -3,7 +3,7 @@
  * transient failures (leader elections, reconnects) and idempotent stream creation.
  */
 import { JetStreamApiError, type JetStreamManager, type JsMsg, type StreamConfig } from '@nats-io/jetstream';
-import { IncompatibleStreamError, LogNotFoundError, MissingLogMessageError } from '../errors.js';
+import { IncompatibleStreamError, LogBehindError, LogNotFoundError, MissingLogMessageError } from '../errors.js';
 import { backoffMs } from '../../core/backoff.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -14,7 +14,7 @@ export function isTransient(err: unknown): boolean {
   // The client wraps the cause (a publish nobody answered is reported as "JetStream not enabled").
   for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
     // A server that has not caught up (a healed partition's old leader) may answer first.
-    if (e instanceof MissingLogMessageError) return true;
+    if (e instanceof MissingLogMessageError || e instanceof LogBehindError) return true;
     if (e instanceof JetStreamApiError) {
       // 503 "JetStream system temporarily unavailable", 10008; leader elections answer 503/timeouts.
       if (e.status === 503 || e.code === 10008) return true;
