@@ -8,10 +8,13 @@
  * RunCompleted is in the log.
  */
 import os from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
 import { JetStreamEventLog, type PingOptions } from '../events/jetstream/jetstream-log.js';
 import { WorkerBoard } from '../events/jetstream/jetstream-board.js';
+import { JetStreamSnapshotStore } from '../events/jetstream/jetstream-snapshots.js';
 import { readCredentials } from '../events/jetstream/nats-roles.js';
 import { LogNotFoundError } from '../events/errors.js';
 import { seqOf } from '../events/positions.js';
@@ -24,7 +27,7 @@ import { adversary } from '../actors/adversary.js';
 import { executor } from '../actors/executor.js';
 import { judge } from '../actors/judge.js';
 import { learner } from '../actors/learner.js';
-import { sandboxOptions } from '../actors/run.js';
+import { DEFAULT_SNAPSHOT_EVERY, sandboxOptions } from '../actors/run.js';
 import { SqliteSnapshotTable } from '../actors/snapshots.js';
 import { createSandbox, defaultWorkers } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
@@ -37,6 +40,7 @@ import { ProgramWork, runExecutor } from './executor-tasks.js';
 import { runSampler } from './sampler-tasks.js';
 import { Wake } from './wake.js';
 import { watchConnection } from './connection-watch.js';
+import { ClusterSnapshots } from './cluster-snapshots.js';
 import { isSamplerRole, type WorkerRole } from './roles.js';
 
 const ACTORS: Record<WorkerRole, ActorDefinition<AnyStateMachine, Effect, RunEnv, unknown>> = {
@@ -75,9 +79,11 @@ export interface WorkerOptions {
   workerId?: string;
   /** How soon a server that stopped answering is given up for another (default: every 2 s, 2 unanswered). */
   ping?: PingOptions;
-  /** Actor snapshots: the checkpoint file (shared by the workers of one machine) and how many
-   * folded events apart they are taken (0: only read). Without it the actor folds from the start. */
-  snapshots?: { file: string; every: number };
+  /** Actor snapshots: the local checkpoint file (shared by the workers of one machine; default a
+   * file of this process's own, removed at its end) and how many folded events apart they are
+   * taken (0: only read; default DEFAULT_SNAPSHOT_EVERY). Each is also stored on the cluster
+   * (cluster-snapshots.ts), from where a worker on any machine starts. */
+  snapshots?: { file?: string; every?: number };
   /** Lines about the worker's state (taking over, standing by), without the trailing newline. */
   say?(line: string): void;
   /** Stops the worker (its effects in flight finish and are appended first). */
@@ -135,7 +141,8 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   let backend: PolicyBackend | null = null;
   const wake = new Wake();
   let beat: NodeJS.Timeout | null = null;
-  let table: SqliteSnapshotTable | null = null;
+  let table: ClusterSnapshots | null = null;
+  let ownSnapshotDir: string | null = null;
   const figures: WorkerFigures = { state: 'standby', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 };
   try {
     const started = await runStartedOf(log, opts.runId);
@@ -145,10 +152,14 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     backend = run.backend;
     const completion = new CompletionView();
     const work = opts.role === 'executor' ? new ProgramWork() : null;
-    if (opts.snapshots) table = new SqliteSnapshotTable(opts.snapshots.file, opts.runId);
+    let file = opts.snapshots?.file;
+    if (file === undefined) file = path.join((ownSnapshotDir = mkdtempSync(path.join(os.tmpdir(), 'crucible-worker-'))), 'snapshots.db');
+    table = new ClusterSnapshots(new SqliteSnapshotTable(file, opts.runId), await JetStreamSnapshotStore.open(log), say);
+    for (const r of await table.restore([ACTORS[opts.role].name]))
+      if (r.outcome === 'restored') say(`took the cluster's snapshot of ${r.actor} at log position ${seqOf(r.position!)} (at ${since()})`);
     const runtime = new ActorRuntime(log, opts.runId, run.env, [ACTORS[opts.role]], {
       views: [run.env.view, completion, ...(work ? [work] : [])],
-      ...(table ? { snapshots: { table, every: opts.snapshots!.every } } : {}),
+      snapshots: { table, every: opts.snapshots?.every ?? DEFAULT_SNAPSHOT_EVERY },
       onRestart: (r) => {
         if (r.refused) say(r.refused.message);
         say(
@@ -215,7 +226,10 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     await wake.close();
     await backend?.close?.();
     await sandbox?.close();
+    // What is queued for the cluster goes out before the connection closes.
+    if (table && !(await table.flush())) say('snapshots still being stored on the cluster at exit were given up');
     table?.close();
+    if (ownSnapshotDir !== null) rmSync(ownSnapshotDir, { recursive: true, force: true });
     await log.close();
   }
 }

@@ -34,8 +34,11 @@ export function registerWorker(program: Command): void {
       positiveInt('--shares'),
     )
     .option('--heartbeat-ms <ms>', 'heartbeat period on the worker board (default 2000)', positiveInt('--heartbeat-ms'))
-    .option('--snapshots <file>', "actor snapshots: start from the latest in this file and store new ones (a run directory's snapshots.db)")
-    .option('--snapshot-every <n>', "with --snapshots: store the actor's state every n folded events (default 20000)", positiveInt('--snapshot-every'))
+    .option(
+      '--snapshots <file>',
+      "actor snapshots kept on this machine too (a run directory's snapshots.db); each is stored on the cluster, from where a worker on any machine starts",
+    )
+    .option('--snapshot-every <n>', "store the actor's state every n folded events (default 20000)", positiveInt('--snapshot-every'))
     .option(
       '--ping-ms <ms>',
       'ping the server this often; after 2 unanswered pings go on through another server of the cluster (default 2000)',
@@ -65,7 +68,6 @@ export function registerWorker(program: Command): void {
         const role = parseRole(opts.role);
         if (opts.shares !== undefined && role !== 'judge') throw new UserError(`--shares: only the judge splits in shares, not the ${role}`);
         if (opts.shares !== undefined && opts.shares > MAX_JUDGE_SHARES) throw new UserError(`--shares ${opts.shares}: at most ${MAX_JUDGE_SHARES}`);
-        if (opts.snapshotEvery !== undefined && opts.snapshots === undefined) throw new UserError('--snapshot-every: name the snapshot file with --snapshots');
         const stop = new AbortController();
         const onSignal = () => stop.abort();
         process.once('SIGTERM', onSignal);
@@ -83,7 +85,7 @@ export function registerWorker(program: Command): void {
             ...(opts.shares !== undefined ? { shares: opts.shares } : {}),
             ...(opts.ackWaitMs !== undefined ? { ackWaitMs: opts.ackWaitMs } : {}),
             ...(opts.pingMs !== undefined ? { ping: { intervalMs: opts.pingMs } } : {}),
-            ...(opts.snapshots !== undefined ? { snapshots: { file: opts.snapshots, every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY } } : {}),
+            snapshots: { ...(opts.snapshots !== undefined ? { file: opts.snapshots } : {}), every: opts.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY },
             say: (line) => process.stderr.write(`crucible worker ${role} (pid ${process.pid}): ${line}\n`),
             signal: stop.signal,
           });

@@ -27,21 +27,31 @@ export class JetStreamBlobStore implements BlobStore {
   /** Recently read small blobs, already verified (blobs never change). */
   readonly #recent = new FifoCache<string, Uint8Array>();
 
-  constructor(log: JetStreamEventLog, opts: { stream: string; subjectPrefix: string; replicas: number; create: boolean }) {
+  readonly #description: string;
+  readonly #extraSubjects: readonly string[];
+
+  /** `description` and `extraSubjects`: a stream of another kind that keeps blobs beside records
+   * of its own (the actor snapshots' stream keeps their heads). */
+  constructor(
+    log: JetStreamEventLog,
+    opts: { stream: string; subjectPrefix: string; replicas: number; create: boolean; description?: string; extraSubjects?: readonly string[] },
+  ) {
     this.#log = log;
     this.#stream = opts.stream;
     this.#prefix = opts.subjectPrefix;
     this.#replicas = opts.replicas;
     this.#create = opts.create;
+    this.#description = opts.description ?? DESCRIPTION;
+    this.#extraSubjects = opts.extraSubjects ?? [];
   }
 
   async init(): Promise<void> {
     const want: Partial<StreamConfig> = {
       name: this.#stream,
-      description: DESCRIPTION,
+      description: this.#description,
       // Blob subjects only (a blob's message, a large blob's chunks): nothing else a role's
       // grants reach under the run's name is stored here.
-      subjects: [`${this.#prefix}.m.*`, `${this.#prefix}.c.*.*`],
+      subjects: [`${this.#prefix}.m.*`, `${this.#prefix}.c.*.*`, ...this.#extraSubjects],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       num_replicas: this.#replicas,
@@ -50,7 +60,7 @@ export class JetStreamBlobStore implements BlobStore {
       max_age: 0,
     };
     await ensureStream(this.#log.jsm, this.#log.retryForMs, want, this.#create, (c) =>
-      c.description === DESCRIPTION ? null : `its description is "${c.description ?? ''}", not a crucible blob store's`,
+      c.description === this.#description ? null : `its description is "${c.description ?? ''}", not "${this.#description}"`,
     );
   }
 

@@ -138,6 +138,8 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
         `crucible.run.*.lease.${token(`role-${role}`)}`,
         ...(role === 'judge' ? JUDGE_SHARE_STREAMS.map((_, i) => `crucible.run.*.lease.${token(shareLeaseName('judge', i))}`) : []),
         'crucible.run.*.hb.*',
+        // The head of its actor's snapshots (their blobs are blob subjects above).
+        `crucible.run.*.head.${token(role)}`,
         ...ROLE_TASK_QUEUES[role].map((q) => `crucible.run.*.${q}`),
         ...READ_API,
         // Workers make the board and task streams beside a run's log on first use. (A role may
