@@ -8,7 +8,7 @@
  * RunCompleted is in the log.
  */
 import os from 'node:os';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isNatsLocation, openRunLog } from '../events/open-log.js';
@@ -154,6 +154,8 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
     const work = opts.role === 'executor' ? new ProgramWork() : null;
     let file = opts.snapshots?.file;
     if (file === undefined) file = path.join((ownSnapshotDir = mkdtempSync(path.join(os.tmpdir(), 'crucible-worker-'))), 'snapshots.db');
+    // A machine new to the run has no run directory yet.
+    else mkdirSync(path.dirname(file), { recursive: true });
     table = new ClusterSnapshots(new SqliteSnapshotTable(file, opts.runId), await JetStreamSnapshotStore.open(log), say);
     for (const r of await table.restore([ACTORS[opts.role].name]))
       if (r.outcome === 'restored') say(`took the cluster's snapshot of ${r.actor} at log position ${seqOf(r.position!)} (at ${since()})`);

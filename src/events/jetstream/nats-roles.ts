@@ -139,7 +139,7 @@ export function rolePermissions(role: NatsRole): RolePermissions | null {
         ...(role === 'judge' ? JUDGE_SHARE_STREAMS.map((_, i) => `crucible.run.*.lease.${token(shareLeaseName('judge', i))}`) : []),
         'crucible.run.*.hb.*',
         // The head of its actor's snapshots (their blobs are blob subjects above).
-        `crucible.run.*.head.${token(role)}`,
+        `crucible.run.*.head.${role}`,
         ...ROLE_TASK_QUEUES[role].map((q) => `crucible.run.*.${q}`),
         ...READ_API,
         // Workers make the board and task streams beside a run's log on first use. (A role may
