@@ -52,6 +52,12 @@ const ACTORS: Record<WorkerRole, ActorDefinition<AnyStateMachine, Effect, RunEnv
   learner,
 } as never;
 
+/** How long a claimed task waits for its process: the wait after an executor dies before its
+ * program goes to another. A live process extends it every third of it while the program runs,
+ * so it need not cover the longest program. 10 s: with 30 s a SIGKILLed executor cost the demo's
+ * run 54 s, with 10 s 20 s (`bench recovery`, docs/measurements.md). */
+export const DEFAULT_ACK_WAIT_MS = 10_000;
+
 export interface WorkerOptions {
   role: WorkerRole;
   /** nats://host:port (several comma-separated for a cluster). */
@@ -74,7 +80,7 @@ export interface WorkerOptions {
   shares?: number;
   /** Heartbeats on the worker board every this many ms. Default 2000. */
   heartbeatMs?: number;
-  /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default 30000. */
+  /** A claimed program not acked (nor extended) within this many ms goes to another executor. Default DEFAULT_ACK_WAIT_MS. */
   ackWaitMs?: number;
   workerId?: string;
   /** How soon a server that stopped answering is given up for another (default: every 2 s, 2 unanswered). */
@@ -216,7 +222,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       since,
     };
     opts.signal?.addEventListener('abort', () => wake.signal());
-    const ackWaitMs = opts.ackWaitMs ?? 30_000;
+    const ackWaitMs = opts.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
     if (opts.role === 'executor') await runExecutor(ctx, work!, { ackWaitMs });
     else if (isSamplerRole(ctx.role)) await runSampler({ ...ctx, role: ctx.role }, { ackWaitMs });
     else await runSingleton(ctx, opts.leaseMs ?? 6000, opts.role === 'judge' ? (opts.shares ?? 1) : 1);

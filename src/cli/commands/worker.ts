@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { runWorker } from '../../workers/worker.js';
+import { DEFAULT_ACK_WAIT_MS, runWorker } from '../../workers/worker.js';
 import { parseRole, SHARED_ROLES, WORKER_ROLES } from '../../workers/roles.js';
 import { runStatus, type RunStatus } from '../../workers/status.js';
 import { UserError } from '../errors.js';
@@ -46,7 +46,7 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--ack-wait-ms <ms>',
-      'a claimed task (a program, a sampling) not acked within this goes to another process of the role (default 30000)',
+      `a claimed task (a program, a sampling) not acked within this goes to another process of the role (default ${DEFAULT_ACK_WAIT_MS})`,
       positiveInt('--ack-wait-ms'),
     )
     .action(
