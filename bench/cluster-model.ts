@@ -123,3 +123,10 @@ export function bestJudgeShares(work: StepWork, figures: Figures, roles: (shares
   const best = Math.min(...times);
   return times.findIndex((t) => t <= best * 1.01) + 1;
 }
+
+/** The fewest nodes (up to `limit`) at which a serial role, not the executors, bounds the step;
+ * null when the executors bound it up to `limit`. */
+export function nodesWhereRoleBounds(work: StepWork, figures: Figures, roles: readonly SerialRole[], cores: number, limit = 4096): number | null {
+  for (let n = 1; n <= limit; n++) if (predictStep(work, figures, roles, { nodes: n, cores }).bottleneck !== 'executors') return n;
+  return null;
+}

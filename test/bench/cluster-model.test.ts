@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bestJudgeShares, CapacityInputError, predictStep, stepWork, type SerialRole } from '../../bench/cluster-model.js';
+import { bestJudgeShares, CapacityInputError, nodesWhereRoleBounds, predictStep, stepWork, type SerialRole } from '../../bench/cluster-model.js';
 
 // Hand-made figures: 400,000 results in 4,000 programs; 2 core-ms of sandbox per pair, 1 ms of
 // log per program; every judge folds at 10 us per result, judging is 40 us per result to split;
@@ -37,6 +37,9 @@ describe('the capacity model', () => {
     expect(at(4).bottleneck).toBe('judge');
     expect(at(4).seconds).toBeCloseTo(20, 9);
     expect(at(16).seconds).toBeCloseTo(20, 9);
+    // 826 core-s over 16 N cores falls under the Judge's 20 s from N = 3.
+    expect(nodesWhereRoleBounds(work, figures, roles(1), 16)).toBe(3);
+    expect(nodesWhereRoleBounds(work, figures, roles(1), 16, 2)).toBeNull();
   });
 
   it('divides only the judging among K shares: each judge still folds the whole log', () => {
