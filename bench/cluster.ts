@@ -14,7 +14,7 @@
  * Then one row per N, and a check of N = 1 against a real step of the config run here.
  *
  *   npm run bench -- cluster [--nodes 1,2,4,8,16] [--cores 16] [--judge K] [--problems 256]
- *     [--config configs/code-a1.yaml] [--seconds 8] [--round-trips 200] [--stand-in-problems 32]
+ *     [--config configs/code-a1.yaml] [--sample 3] [--round-trips 200] [--stand-in-problems 32]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -42,7 +42,6 @@ import {
   type SerialRole,
   type StepWork,
 } from './cluster-model.js';
-import { measure } from './exec.js';
 import { foldFromStart } from './fold.js';
 import { flag, listFlag } from './flags.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
@@ -55,31 +54,49 @@ const cpu = () => {
   return (u.user + u.system) / 1e6;
 };
 
-/** Core-ms per (program, test) pair: the requests a real step sent, sent again, twice as many in
- * flight as this machine has cores (so every sandbox server is busy). */
+/** Core-ms per (program, test) pair: every `every`-th request a real step sent (a step's requests
+ * come problem by problem, and a few hold programs that run to their time limit on every test,
+ * so a sample spread over the step, each request run to its end), sent again with twice as many
+ * in flight as this machine has cores, so every sandbox server is busy. */
 async function sandboxCost(
   config: RunConfig,
-  requests: readonly RunRequest[],
-  seconds: number,
-): Promise<{ ms: number; pairs: number; isolation: string; wall: number }> {
+  recorded: readonly RunRequest[],
+  every: number,
+): Promise<{ ms: number; candidateCpuMs: number; pairs: number; requests: number; isolation: string; wall: number }> {
+  const requests = recorded.filter((_, i) => i % every === 0);
   if (requests.length === 0) throw new Error('the real step sent the sandbox no request');
-  const sandbox = await createSandbox({ ...sandboxOptions(config), warn: () => undefined });
   const cores = os.availableParallelism();
+  const sandbox = await createSandbox({ ...sandboxOptions(config), warn: () => undefined });
+  let pairs = 0;
+  let candidateMs = 0;
+  let wall = 0;
+  let isolation = '';
   try {
     // Every server started before the measure (they start on first use).
-    await Promise.all(requests.slice(0, 2 * cores).map((r) => sandbox.run(r)));
+    const warm = { program: 'pass\n', tests: [{ style: 'stdio' as const, input: '', output: null }] };
+    await Promise.all(Array.from({ length: 2 * cores }, () => sandbox.run(warm)));
     let next = 0;
-    let pairs = 0;
-    const f = await measure(seconds, 2 * cores, async () => {
-      const got = await sandbox.run(requests[next++ % requests.length]!);
-      const broken = got.find((r) => r.verdict === 'sandbox_error');
-      if (broken) throw new Error(`the sandbox failed: ${broken.message ?? 'no detail'}`);
-      pairs += got.length;
-    });
-    return { ms: (f.seconds * 1000 * cores) / pairs, pairs, isolation: sandbox.isolation, wall: f.seconds };
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 2 * cores }, async () => {
+        while (next < requests.length) {
+          const got = await sandbox.run(requests[next++]!);
+          const broken = got.find((r) => r.verdict === 'sandbox_error');
+          if (broken) throw new Error(`the sandbox failed: ${broken.message ?? 'no detail'}`);
+          pairs += got.length;
+          for (const r of got) candidateMs += r.timeMs;
+        }
+      }),
+    );
+    wall = (performance.now() - t0) / 1000;
+    isolation = sandbox.isolation;
   } finally {
     await sandbox.close();
   }
+  // Wall x cores, as the step's executors see it: on this shared machine it counts waiting for a
+  // core too. The candidates' own CPU time (TestResult.timeMs) is a floor: it leaves out the
+  // fork-servers, the oracle processes and the comparison.
+  return { ms: (wall * 1000 * cores) / pairs, candidateCpuMs: candidateMs / pairs, pairs, requests: requests.length, isolation, wall };
 }
 
 /** The run's sandbox, keeping each request sent once `recording` is set (after the catalog's). */
@@ -129,6 +146,7 @@ interface StandIn {
   judgeFoldUs: number;
   learnerFoldUs: number;
   foldEventsPerSecond: number;
+  foldEventsPerCpuSecond: number;
   seconds: number;
 }
 
@@ -176,6 +194,7 @@ async function standInStep(root: string, problems: number): Promise<StandIn> {
       judgeFoldUs: per(j.cpu),
       learnerFoldUs: per(l.cpu),
       foldEventsPerSecond: j.folded / j.wall,
+      foldEventsPerCpuSecond: j.folded / j.cpu,
       seconds,
     };
   } finally {
@@ -188,7 +207,7 @@ async function standInStep(root: string, problems: number): Promise<StandIn> {
 async function realStep(
   root: string,
   configFile: string,
-): Promise<{ seconds: number; work: StepWork; cached: number; problems: number; config: RunConfig; requests: RunRequest[] }> {
+): Promise<{ seconds: number; load: number; work: StepWork; cached: number; problems: number; config: RunConfig; requests: RunRequest[] }> {
   const config = loadConfigFile(configFile, { overrides: ['rounds=1', `dir=${path.join(root, 'real')}`] });
   const sandbox = new RecordingSandbox(await createSandbox(sandboxOptions(config)));
   let outcome;
@@ -216,6 +235,7 @@ async function realStep(
   if (seconds === null || seconds === undefined) throw new Error(`${configFile}: the real step recorded no round time`);
   return {
     seconds,
+    load: os.loadavg()[0]!,
     work: { results: all.filter((r) => !r.cached).length, programs: events.filter((e) => e.type === 'ProgramExecuted').length },
     cached: all.filter((r) => r.cached).length,
     problems: config.sampling.problemsPerRound,
@@ -232,7 +252,7 @@ export async function runBench(args: string[]): Promise<void> {
   const fixedShares = args.includes('--judge') ? flag(args, 'judge', 1) : null;
   if (fixedShares !== null && fixedShares > MAX_JUDGE_SHARES) throw new Error(`--judge: at most ${MAX_JUDGE_SHARES} shares, got ${fixedShares}`);
   const problems = flag(args, 'problems', 256);
-  const seconds = flag(args, 'seconds', 8);
+  const sample = flag(args, 'sample', 3);
   const trips = flag(args, 'round-trips', 200);
   const standInProblems = flag(args, 'stand-in-problems', 32);
   const configAt = args.indexOf('--config');
@@ -251,9 +271,9 @@ export async function runBench(args: string[]): Promise<void> {
     // The real step first: the sandbox is measured on the requests it sent.
     const real = await realStep(root, configFile);
     console.log('measured here:');
-    const sb = await sandboxCost(real.config, real.requests, seconds);
+    const sb = await sandboxCost(real.config, real.requests, sample);
     console.log(
-      `  sandbox: ${sb.ms.toFixed(3)} core-ms per (program, test) pair (${sb.isolation}; the ${real.requests.length} requests a real step of the config sent, sent again: ${sb.pairs} pairs in ${sb.wall.toFixed(1)} s, ${2 * here} requests in flight, x ${here} cores)`,
+      `  sandbox: ${sb.ms.toFixed(2)} core-ms per (program, test) pair, wall x cores at this machine's load (the candidates' own CPU time alone: ${sb.candidateCpuMs.toFixed(2)} ms, a floor; ${sb.isolation}; ${sample === 1 ? 'each' : `one in ${sample}`} of the ${real.requests.length} requests a real step of the config sent, sent again: ${sb.requests} requests, ${sb.pairs} pairs in ${sb.wall.toFixed(1)} s, ${2 * here} in flight, x ${here} cores)`,
     );
     const natsDir = path.join(root, 'nats');
     await natsUp({ nodes: 1, dir: natsDir });
@@ -277,7 +297,9 @@ export async function runBench(args: string[]): Promise<void> {
     console.log(
       `  Learner: its fold ${si.learnerFoldUs.toFixed(2)} us CPU per result; inside its effects ${si.learnerEffectUs.toFixed(2)} us CPU per result (the stand-in policy's training, not a model's)`,
     );
-    console.log(`  fold rate: ${Math.round(si.foldEventsPerSecond).toLocaleString('en')} events/s (the Judge refolding the stand-in log from position 0)`);
+    console.log(
+      `  fold rate: ${Math.round(si.foldEventsPerSecond).toLocaleString('en')} events/s of wall time, ${Math.round(si.foldEventsPerCpuSecond).toLocaleString('en')} per CPU second (the Judge refolding the stand-in log from position 0, as a replacement judge does without a snapshot)`,
+    );
 
     const shape = {
       problems,
@@ -296,7 +318,7 @@ export async function runBench(args: string[]): Promise<void> {
     const stepEvents = perNominal(si.events) * problems * shape.groupSize * shape.suitesPerProgram * shape.suiteSize;
     console.log('');
     console.log(
-      `a step: ${problems} problems x ${shape.groupSize} programs x ${shape.suitesPerProgram} suites x ${shape.suiteSize} tests x ${shape.resultsPerNominalPair.toFixed(2)} results per pair = ${Math.round(work.results).toLocaleString('en')} results in ${Math.round(work.programs).toLocaleString('en')} programs, about ${Math.round(stepEvents).toLocaleString('en')} events (a replacement worker refolds one step in ${s(stepEvents / si.foldEventsPerSecond)} s)`,
+      `a step: ${problems} problems x ${shape.groupSize} programs x ${shape.suitesPerProgram} suites x ${shape.suiteSize} tests x ${shape.resultsPerNominalPair.toFixed(2)} results per pair = ${Math.round(work.results).toLocaleString('en')} results in ${Math.round(work.programs).toLocaleString('en')} programs, about ${Math.round(stepEvents).toLocaleString('en')} events (a replacement judge refolds one step in ${s(stepEvents / si.foldEventsPerCpuSecond)} s on a core of its own, ${s(stepEvents / si.foldEventsPerSecond)} s at this machine's load)`,
     );
     console.log(
       `predicted on N nodes of ${cores} cores (judge=K: ${fixedShares === null ? 'the fewest shares with the shortest step' : `${fixedShares} shares`}):`,
@@ -326,6 +348,14 @@ export async function runBench(args: string[]): Promise<void> {
         `  with judge=${k}: ${n === null ? 'the executors bound the step up to 4096 nodes' : `the ${role} bounds the step from N = ${n} (${n * cores} cores)`}`,
       );
     }
+    // A dedicated node's sandbox costs less than this shared machine's wall x cores: the floor.
+    const floor = { ...figures, sandboxMsPerPair: sb.candidateCpuMs };
+    const floorRows = nodes.map((n) => {
+      const cluster = { nodes: n, cores };
+      const p = predictStep(work, floor, roles(fixedShares ?? bestJudgeShares(work, floor, roles, cluster)), cluster);
+      return `N = ${n} ${s(p.seconds)} s (${p.bottleneck})`;
+    });
+    console.log(`  with the sandbox at its floor (${sb.candidateCpuMs.toFixed(2)} ms per pair): ${floorRows.join(', ')}`);
 
     // N = 1 here: the same config run for real, in-process. One Node thread does every actor's
     // work, the SQLite log's and the read models' (the stand-in's whole-loop CPU per result),
@@ -335,11 +365,21 @@ export async function runBench(args: string[]): Promise<void> {
     const inProcess = { sandboxMsPerPair: sb.ms, roundTripMsPerProgram: 0 };
     const byPairs = predictStep(real.work, inProcess, oneThread, { nodes: 1, cores: here });
     const bySize = predictStep(stepWork({ ...shape, problems: real.problems }), inProcess, oneThread, { nodes: 1, cores: here });
+    // The same with the figures as this machine's load made them: the sandbox's wall x cores per
+    // pair, the stand-in loop's wall time per result.
+    const loopWallUs = (si.seconds * 1e6) / si.results;
+    const atLoad = predictStep(real.work, inProcess, [{ ...oneThread[0]!, usPerResult: loopWallUs }], {
+      nodes: 1,
+      cores: here,
+    });
     console.log(
-      `N = 1 check: a real step of ${configFile} here (${real.problems} problems, in-process on SQLite, ${here} cores): ${s(real.seconds)} s measured; ${real.work.results} pairs run in ${real.work.programs} programs (${real.cached} answered from recorded verdicts; the sandbox got ${real.requests.reduce((n, r) => n + r.tests.length, 0)} tests in ${real.requests.length} requests)`,
+      `N = 1 check: a real step of ${configFile} here (${real.problems} problems, in-process on SQLite, ${here} cores, load average ${real.load.toFixed(1)} at its end): ${s(real.seconds)} s measured; ${real.work.results} pairs run in ${real.work.programs} programs (${real.cached} answered from recorded verdicts; the sandbox got ${real.requests.reduce((n, r) => n + r.tests.length, 0)} tests in ${real.requests.length} requests)`,
     );
     console.log(
       `  predicted from the pairs it ran: ${s(byPairs.seconds)} s (bottleneck ${byPairs.bottleneck}: sandbox ${s(byPairs.sandboxSeconds)} s + the loop's ${si.loopUs.toFixed(0)} us per result over ${here} cores) -> predicted/measured ${(byPairs.seconds / real.seconds).toFixed(2)}`,
+    );
+    console.log(
+      `  the same with the figures at this machine's load (the loop's ${loopWallUs.toFixed(0)} us of wall per result instead of its CPU): ${s(atLoad.seconds)} s -> ${(atLoad.seconds / real.seconds).toFixed(2)}`,
     );
     console.log(
       `  predicted from the config's size, as a model's fresh samples would make it (${Math.round(stepWork({ ...shape, problems: real.problems }).results)} results at the stand-in's ${shape.resultsPerNominalPair.toFixed(2)} per pair): ${s(bySize.seconds)} s -> ${(bySize.seconds / real.seconds).toFixed(2)}; not a check of the model's speed: the catalog policy's programs and tests repeat, so its step ran ${((100 * real.work.results) / stepWork({ ...shape, problems: real.problems }).results).toFixed(0)}% of those pairs`,

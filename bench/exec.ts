@@ -38,7 +38,7 @@ const ASSERTS = {
   })),
 };
 
-export interface Figures {
+interface Figures {
   runs: number;
   seconds: number;
   p50: number;
@@ -46,7 +46,7 @@ export interface Figures {
 }
 
 /** `perCall`: runs each call makes (a request of several tests); latency stays per call. */
-export async function measure(seconds: number, concurrency: number, once: () => Promise<void>, perCall = 1): Promise<Figures> {
+async function measure(seconds: number, concurrency: number, once: () => Promise<void>, perCall = 1): Promise<Figures> {
   const lat: number[] = [];
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
