@@ -20,6 +20,7 @@ import { executor } from '../src/actors/executor.js';
 import { judge } from '../src/actors/judge.js';
 import { learner } from '../src/actors/learner.js';
 import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
+import type { EventLog } from '../src/events/log.js';
 import { flag } from './flags.js';
 
 const ACTORS = { conductor, solver, adversary, executor, judge, learner };
@@ -28,6 +29,19 @@ const cpu = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
 };
+
+export type ActorName = keyof typeof ACTORS;
+
+/** One actor rebuilt from position 0 of `log` (no snapshot, no effect): CPU and wall seconds, and
+ * the events it folded. */
+export async function foldFromStart(log: EventLog, runId: string, name: ActorName): Promise<{ cpu: number; wall: number; folded: number }> {
+  let folded = 0;
+  const runtime = new ActorRuntime(log, runId, null as never, [ACTORS[name]] as never, { onRestart: (r) => (folded = r.eventsFolded) });
+  const t = performance.now();
+  const c = cpu();
+  await runtime.start();
+  return { wall: (performance.now() - t) / 1000, cpu: cpu() - c, folded };
+}
 
 /** The run directory given, or the one run directory inside it (a `bench scale --dir` root). */
 function runDirOf(dir: string): string {
@@ -74,17 +88,10 @@ export async function runBench(args: string[]): Promise<void> {
       `  baseline, the log's read alone: ${((read.cpu * 1e6) / events).toFixed(1)} us CPU per event, ${((read.cpu * 1e6) / results).toFixed(2)} us per result (wall ${read.wall.toFixed(2)} s)`,
     );
     for (const name of names) {
-      const def = ACTORS[name as keyof typeof ACTORS];
       const runs = [];
-      let folded = 0;
-      for (let i = 0; i < repeat; i++) {
-        const runtime = new ActorRuntime(log, runId, null as never, [def] as never, { onRestart: (r) => (folded = r.eventsFolded) });
-        const t = performance.now();
-        const c = cpu();
-        await runtime.start();
-        runs.push({ wall: (performance.now() - t) / 1000, cpu: cpu() - c });
-      }
+      for (let i = 0; i < repeat; i++) runs.push(await foldFromStart(log, runId, name as ActorName));
       const f = best(runs);
+      const folded = runs[0]!.folded;
       const own = f.cpu - read.cpu;
       console.log(
         `  ${name} from position 0: ${((f.cpu * 1e6) / results).toFixed(2)} us CPU per result, ${folded} events folded (${((f.cpu * 1e6) / Math.max(1, folded)).toFixed(1)} us per event; wall ${f.wall.toFixed(2)} s) -> the fold beyond the read: ${((own * 1e6) / results).toFixed(2)} us per result`,

@@ -96,7 +96,7 @@ async function onFreshServers<T>(root: string, name: string, where: Placement, n
 }
 
 /** Publish, claim, append a ProgramExecuted-sized commit, ack: the log's part of one program. */
-async function roundTrip(url: string, n: number): Promise<number> {
+export async function roundTrip(url: string, n: number): Promise<number> {
   const log = await openJetStreamLog({ servers: url.split(','), stream: 'BENCH_RT', subjectPrefix: 'bench.rt' });
   try {
     const queue = await JetStreamTaskQueue.open(log, { name: 'programs' });

@@ -19,6 +19,7 @@ const BENCHES = [
   'warm-start',
   'startup',
   'recovery',
+  'cluster',
 ] as const;
 
 /** `.ts` in the sources, `.js` in the compiled output (dist/bench/ beside dist/src/). */
