@@ -18,6 +18,7 @@ const BENCHES = [
   'fold',
   'warm-start',
   'startup',
+  'chaos',
 ] as const;
 
 /** `.ts` in the sources, `.js` in the compiled output (dist/bench/ beside dist/src/). */
