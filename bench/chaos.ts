@@ -18,7 +18,7 @@
  *
  * Run k uses seed S + k - 1: a failing run is repeated alone with `--runs 1 --seed <its seed>`.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -35,7 +35,7 @@ import { smallConfig } from '../test/support/small-config.js';
 import { startMachines, SERVERS, type Machines } from '../test/support/machines.js';
 import { executionFacts, singletonCommits } from '../test/support/run-facts.js';
 import { runEvents } from '../test/support/run-log.js';
-import { replicasCurrent, stallReport } from '../test/support/run-watch.js';
+import { clusterReport, replicasCurrent, stallReport } from '../test/support/run-watch.js';
 import { chaosSchedule, describeFault, type Fault } from './chaos-schedule.js';
 import { flag } from './flags.js';
 
@@ -218,6 +218,7 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
   };
 
   let chaosDone: Promise<void> = Promise.resolve();
+  const firstExit: { report: Promise<string> | null } = { report: null };
   const controller = new AbortController();
   const launch: WorkerLauncher = ({ role, slot }, command, args, options) => m.lab!.spawn(HOST_OF[role][slot]!, command, args, options);
   const stall = stallReport(m, STALL_MS, runId, path.join(dir, 'workers.log'), made);
@@ -231,7 +232,12 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
       counts: parseWorkerCounts(WORKERS),
       workerArgs: WORKER_ARGS,
       ...(m.lab ? { launch } : {}),
-      say: (line) => said.push(line),
+      say: (line) => {
+        said.push(line);
+        // What the cluster says when a worker first dies of itself, before the run goes on.
+        if (/exited with status/.test(line) && firstExit === null)
+          firstExit = clusterReport(m, runId).then((r) => `at ${seconds().toFixed(1)} s: ${line}\n${r}`);
+      },
       onStarted: (list) => {
         children = list;
         chaosDone = chaos();
@@ -272,7 +278,11 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
       if (problems.length > 0) failures.push(`executions: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? ` (${problems.length} in all)` : ''}`);
       if (restarts !== killed) failures.push(`${restarts} workers restarted, ${killed} killed: ${said.join(' | ')}`);
     }
+    if (firstExit.report) failures.push(`the cluster when a worker first exited ${await firstExit.report}`);
     if (failures.length > 0) {
+      failures.push(`the cluster at the end:\n${await clusterReport(m, runId)}`);
+      // The servers' logs, kept with the run's directory.
+      cpSync(natsDir, path.join(dir, 'nats'), { recursive: true, filter: (f) => !/\.(creds|key|pem)/.test(f) });
       try {
         const tail = readFileSync(path.join(dir, 'workers.log'), 'utf8').trimEnd().split('\n').slice(-30).join('\n');
         failures.push(`last lines of workers.log:\n${tail}`);
@@ -300,6 +310,7 @@ export async function runBench(args: string[]): Promise<void> {
   const rounds = flag(args, 'rounds', 4);
   const faults = flag(args, 'faults', 4);
   const root = mkdtempSync(path.join(os.tmpdir(), 'crucible-bench-chaos-'));
+  let keep = false;
   try {
     const config = smallConfig(root, { rounds });
     const t0 = performance.now();
@@ -331,8 +342,12 @@ export async function runBench(args: string[]): Promise<void> {
     );
     const failed = results.filter((r) => r.failures.length > 0).length;
     console.log(`${runs - failed} of ${runs} runs passed`);
-    if (failed > 0) process.exitCode = 1;
+    if (failed > 0) {
+      process.exitCode = 1;
+      console.log(`the failed runs' directories (workers.log, the servers' logs) are kept in ${root}`);
+    }
+    keep = failed > 0;
   } finally {
-    rmSync(root, { recursive: true, force: true });
+    if (!keep) rmSync(root, { recursive: true, force: true });
   }
 }
