@@ -6,8 +6,8 @@
  * drawn from a seed (bench/chaos-schedule.ts): SIGKILL of a worker (the supervisor starts it
  * again), SIGKILL of a server started again seconds later, SIGSTOP then SIGCONT of a server, a
  * 10 s partition of a server's host. Each fault fires once the run has executed its number of
- * (program, test) pairs; after a server's fault the next waits for the log's replicas to be
- * current again.
+ * (program, test) pairs; after a server's fault the next waits for the replicas of every stream
+ * (the log's, the task queues', the worker board's) to be current again.
  *
  * Each run passes when it completes with the in-process run's table (wall times aside), every
  * pair executed once, the singleton roles' commits those of the in-process run, and no worker
@@ -204,8 +204,9 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
         note = await apply(f);
         if (f.kind !== 'kill-worker') {
           const t = seconds();
-          // The next fault on a cluster still catching up could take a quorum away.
-          await replicasCurrent(m, runId)
+          // The next fault on a cluster still catching up could take a quorum away: every stream's
+          // replicas (the task queues' too) are waited for.
+          await replicasCurrent(m, runId, { every: true })
             .then(() => (note += `; replicas current ${(seconds() - t).toFixed(1)} s later`))
             .catch((err: unknown) => (note += `; replicas not current: ${(err as Error).message}`));
         }
@@ -235,8 +236,8 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
       say: (line) => {
         said.push(line);
         // What the cluster says when a worker first dies of itself, before the run goes on.
-        if (/exited with status/.test(line) && firstExit === null)
-          firstExit = clusterReport(m, runId).then((r) => `at ${seconds().toFixed(1)} s: ${line}\n${r}`);
+        if (/exited with status/.test(line) && firstExit.report === null)
+          firstExit.report = clusterReport(m, runId).then((r) => `at ${seconds().toFixed(1)} s: ${line}\n${r}`);
       },
       onStarted: (list) => {
         children = list;

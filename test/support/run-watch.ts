@@ -4,20 +4,29 @@
  */
 import { readFileSync } from 'node:fs';
 import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
+import type { StreamInfo } from '@nats-io/jetstream';
 import type { JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
 import { runStatus } from '../../src/workers/status.js';
 import type { Machines } from './machines.js';
 import { until } from './until.js';
 
-/** Waits until every replica of the run's log stream is current (a healed or restarted server caught up). */
-export async function replicasCurrent(m: Machines, runId: string): Promise<void> {
+/** Waits until every replica of the run's log stream is current (a healed or restarted server
+ * caught up); with `every`, of every stream on the cluster too (the task queues', the worker
+ * board's: each its own raft group, catching up on its own). */
+export async function replicasCurrent(m: Machines, runId: string, opts: { every?: boolean } = {}): Promise<void> {
   const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
+  const current = (info: StreamInfo) => (info.cluster?.replicas ?? []).every((r) => r.current && (r.lag ?? 0) === 0 && !r.offline);
   try {
     await until("every replica of the run's log to be current", 60_000, async () => {
       const info = await log.jsm.streams.info(runStreamNames(runId).stream);
-      const replicas = info.cluster?.replicas ?? [];
-      return replicas.length === 2 && replicas.every((r) => r.current && (r.lag ?? 0) === 0 && !r.offline);
+      return (info.cluster?.replicas ?? []).length === 2 && current(info);
     });
+    if (opts.every)
+      await until('every replica of every stream to be current', 60_000, async () => {
+        const names = await log.jsm.streams.names().next();
+        const infos = await Promise.all(names.map((n) => log.jsm.streams.info(n)));
+        return infos.every(current);
+      });
   } finally {
     await log.close();
   }
