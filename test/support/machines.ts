@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { credentialsFile, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
-import { natsDown, natsUp, type NatsCluster, type NatsHost } from '../../src/nats-ops/nats-server.js';
+import { natsDown, natsUp, readCluster, type NatsCluster, type NatsHost } from '../../src/nats-ops/nats-server.js';
 import { NetLab } from './netlab.js';
 import { capability } from './require.js';
 
@@ -80,7 +80,8 @@ export async function startMachines(opts: { tag: string; clients: readonly strin
         return child;
       },
       partition: async (name, ms, during) => {
-        const node = cluster.nodes.find((n) => n.name === name);
+        // Read again: a server restarted since the start runs under another pid.
+        const node = readCluster(natsDir).nodes.find((n) => n.name === name);
         if (!node) throw new Error(`no server ${name}`);
         if (lab) lab.setLink(name, false);
         else process.kill(node.pid, 'SIGSTOP');

@@ -17,8 +17,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperiment, runIdOf, LOG_FILE } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
-import { openRunLog, runStreamNames } from '../../src/events/open-log.js';
-import type { JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
 import { readCluster, restartNode, type NatsNode } from '../../src/nats-ops/nats-server.js';
 import { runWithWorkers } from '../../src/workers/run-workers.js';
 import { parseWorkerCounts, type WorkerRole } from '../../src/workers/roles.js';
@@ -30,6 +28,7 @@ import { machinesAvailable, startMachines, type Machines } from '../support/mach
 import { executionFacts, singletonCommits } from '../support/run-facts.js';
 import { runEvents as eventsOf } from '../support/run-log.js';
 import { until } from '../support/until.js';
+import { replicasCurrent, stallReport } from '../support/run-watch.js';
 
 /** Short leases, beats and ack deadlines, so that hand-overs happen within the test. The ping
  * settings are the defaults: what the test shows is what a user gets. */
@@ -75,98 +74,6 @@ function serversOfWorkers(workersLog: string): Map<number, { role: string; serve
 
 const nodeAt = (nodes: readonly NatsNode[], server: string) => nodes.find((n) => server.endsWith(`:${n.port}`));
 
-/** Waits until every replica of the run's log stream is current (a healed or restarted server caught up). */
-async function replicasCurrent(runId: string): Promise<void> {
-  const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
-  try {
-    await until("every replica of the run's log to be current", 60_000, async () => {
-      const info = await log.jsm.streams.info(runStreamNames(runId).stream);
-      const replicas = info.cluster?.replicas ?? [];
-      return replicas.length === 2 && replicas.every((r) => r.current && (r.lag ?? 0) === 0 && !r.offline);
-    });
-  } finally {
-    await log.close();
-  }
-}
-
-/** What the cluster says of the run when it stalls: every worker's figures (how far it folded,
- * what it runs), the queues' depths, and the leader and replicas of the log's streams. */
-async function clusterReport(runId: string): Promise<string> {
-  const workers: string[] = [];
-  const streams: string[] = [];
-  const failed = (into: string[]) => (err: unknown) => {
-    into.push(`(the cluster did not answer: ${(err as Error).message})`);
-  };
-  // Each part on its own: one that hangs does not hide the other.
-  const status = (async () => {
-    const s = await runStatus(m.servers(), runId, { credsFile: m.creds('admin') });
-    workers.push(`head ${s.head}, completed ${s.completed}, queues ${JSON.stringify(s.queues)}, leases ${JSON.stringify(s.leases)}`);
-    for (const w of s.workers)
-      workers.push(
-        `  ${w.role} pid ${w.pid} ${w.state}${w.gone ? ' GONE' : ''}: folded ${w.folded} (lag ${w.lag}), running ${w.running}, pending ${w.pending}, done ${w.done}`,
-      );
-  })().catch(failed(workers));
-  const cluster = (async () => {
-    const log = (await openRunLog(m.servers(), runId, { create: false, credsFile: m.creds('admin') })) as JetStreamEventLog;
-    try {
-      for (const name of await log.jsm.streams.names().next()) {
-        const info = await log.jsm.streams.info(name);
-        const c = info.cluster;
-        streams.push(
-          `  stream ${name}: last_seq ${info.state.last_seq}, msgs ${info.state.messages}, leader ${c?.leader ?? '-'}, replicas ${JSON.stringify(c?.replicas ?? [])}`,
-        );
-      }
-      for (const queue of ['programs', 'solutions', 'suites']) {
-        for (const ci of await log.jsm.consumers
-          .list(`${runStreamNames(runId).stream}_TASKS_${queue}`)
-          .next()
-          .catch(() => [])) {
-          streams.push(
-            `  consumer ${ci.name}: pending ${ci.num_pending}, ack pending ${ci.num_ack_pending}, redelivered ${ci.num_redelivered}, waiting ${ci.num_waiting}, leader ${ci.cluster?.leader ?? '-'}`,
-          );
-        }
-      }
-    } finally {
-      await log.close();
-    }
-  })().catch(failed(streams));
-  // A cluster that does not answer must not keep the report past the test's own timeout.
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(() => {
-      streams.push('(no more answers within 20 s)');
-      resolve();
-    }, 20_000);
-  });
-  await Promise.race([Promise.all([status, cluster]), late]).finally(() => clearTimeout(timer));
-  return [...workers, ...streams].join('\n');
-}
-
-/** Rejects after `ms` with the faults made, what the cluster says of the run and the last lines
- * the workers wrote: a run that stalls then says where, where the test's own timeout would say
- * nothing. */
-function stallReport(ms: number, runId: string, workersLog: string, faults: readonly string[]): { report: Promise<never>; cancel: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  const report = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      let tail = '(no workers.log)';
-      try {
-        tail = readFileSync(workersLog, 'utf8').trimEnd().split('\n').slice(-60).join('\n');
-      } catch {
-        // The supervisor had not started.
-      }
-      void clusterReport(runId).then((cluster) =>
-        reject(
-          new Error(
-            `the run did not finish in ${ms / 1000} s; faults made: ${faults.join(', ') || 'none'}; the cluster says:\n${cluster}\nlast lines of workers.log:\n${tail}`,
-          ),
-        ),
-      );
-    }, ms);
-  });
-  return { report, cancel: () => clearTimeout(timer) };
-}
-
 describe(`a run as worker processes on many machines (${where})`, () => {
   it('survives a SIGKILLed server and a 10 s partition of another: the in-process table, every pair once, no event lost or doubled, no worker restarted', async () => {
     const natsDir = path.dirname(m.creds('admin'));
@@ -179,7 +86,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
     let cut = '';
     let killed = '';
     let killedExecutor = 0;
-    const stall = stallReport(180_000, runIdOf(config), path.join(dir, 'workers.log'), faults);
+    const stall = stallReport(m, 180_000, runIdOf(config), path.join(dir, 'workers.log'), faults);
     const controller = new AbortController();
     const run = runWithWorkers({
       signal: controller.signal,
@@ -214,7 +121,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
           faults.push(`killed ${killed}`);
           await sleep(2000);
           await restartNode(natsDir, killed);
-          await replicasCurrent(runId);
+          await replicasCurrent(m, runId);
           // 2. Cut off another server that workers talk to for 10 s, and heal it.
           const nodes = readCluster(natsDir).nodes;
           const talkedTo = [...serversOfWorkers(workersLog()).values()].map((w) => nodeAt(nodes, w.server)!.name).filter((n) => n !== killed);

@@ -20,6 +20,7 @@ const BENCHES = [
   'startup',
   'recovery',
   'cluster',
+  'chaos',
 ] as const;
 
 /** `.ts` in the sources, `.js` in the compiled output (dist/bench/ beside dist/src/). */
