@@ -278,6 +278,10 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
       const { problems } = executionFacts(events);
       if (problems.length > 0) failures.push(`executions: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? ` (${problems.length} in all)` : ''}`);
       if (restarts !== killed) failures.push(`${restarts} workers restarted, ${killed} killed: ${said.join(' | ')}`);
+      // The table is checked against the log at the end of the run and rebuilt where it missed
+      // events: a run that needed it is a failure here, though its table is right.
+      const missed = /crucible run: (the read models missed events[^\n]*)/.exec(readFileSync(path.join(dir, 'workers.log'), 'utf8'));
+      if (missed) failures.push(missed[1]!);
     }
     if (firstExit.report) failures.push(`the cluster when a worker first exited ${await firstExit.report}`);
     if (failures.length > 0) {

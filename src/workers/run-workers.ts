@@ -3,7 +3,7 @@
  * the log, starts every role as worker processes, and follows the log for the progress bar and
  * the round table until RunCompleted.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../config/schema.js';
 import { openRunLog } from '../events/open-log.js';
@@ -23,7 +23,7 @@ import { prepareRun } from '../actors/sources.js';
 import { createSandbox } from '../sandbox/index.js';
 import type { Sandbox } from '../sandbox/api.js';
 import type { ProjectionRunner } from '../projections/runner.js';
-import { roundRows, type RoundTableState } from '../projections/round-table.js';
+import { checkedRoundRows } from './checked-rows.js';
 import { WorkerSupervisor, type WorkerChild, type WorkerLauncher } from './supervisor.js';
 import type { WorkerRole } from './roles.js';
 
@@ -119,7 +119,12 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
     }
     await sup.finish(30_000);
     await views.catchUp();
-    return { runId, dir, finished: completed, rows: roundRows(views.state<RoundTableState>('round-table')), isolation: sandbox.isolation };
+    // The read models were caught up piecewise while servers failed: the table the run reports
+    // is checked against one read of the log now that the run is over.
+    const rows = await checkedRoundRows(views, log, runId, (line) =>
+      appendFileSync(path.join(dir, 'workers.log'), `${new Date().toISOString()} crucible run: ${line}\n`),
+    );
+    return { runId, dir, finished: completed, rows, isolation: sandbox.isolation };
   } finally {
     await supervisor?.stop();
     await views?.close();
