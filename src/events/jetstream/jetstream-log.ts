@@ -463,6 +463,9 @@ export class JetStreamEventLog implements EventLog {
     }
   }
 
+  /** Messages a subscription's consumer skipped and that were read from the leader instead. */
+  gapsFilled = 0;
+
   async head(): Promise<Position> {
     this.#assertOpen();
     const info = await withRetry(this.#retryForMs, () => this.jsm.streams.info(this.streamName));
@@ -608,8 +611,10 @@ export class JetStreamEventLog implements EventLog {
       for await (const m of messages) {
         watch.busy();
         if (this.#closed) throw new LogClosedError();
-        // An ordered consumer delivers every stored message in order: a gap is a deleted one.
-        if (m.seq !== next) throw new MissingLogMessageError(this.streamName, next, lastSeq);
+        // An ordered consumer delivers every stored message in order; one out of order (a
+        // consumer on a replica behind, a deleted message) ends it: the rest comes by direct gets
+        // from the stream's leader, which retry a missing message and then name it, never skip it.
+        if (m.seq !== next) break;
         next++;
         for (const e of this.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), args.filter, after, to)) {
           page.push(e);
@@ -627,9 +632,9 @@ export class JetStreamEventLog implements EventLog {
       watch.stop();
       messages.stop();
     }
-    // A consumer that stalled, or ended before the last message (nats.js ends one quietly when
-    // its connection drains or closes): the rest by direct gets, which only need the stream's
-    // leader. A read never ends short of what it was asked for.
+    // A consumer that stalled, delivered out of order, or ended before the last message (nats.js
+    // ends one quietly when its connection drains or closes): the rest by direct gets, which only
+    // need the stream's leader. A read never ends short of what it was asked for.
     if (left > 0 && next <= lastSeq) {
       if (watch.stalled) this.stalls++;
       limit.left = left;
@@ -710,9 +715,21 @@ class JetStreamSubscription implements Subscription {
           for await (const m of messages) {
             watch.busy();
             // A replaced consumer starts where the last one stopped: nothing is delivered twice.
-            if (m.seq < from) {
+            if (m.seq < from || m.seq < next) {
               watch.waiting();
               continue;
+            }
+            // A consumer that skipped messages (on a replica behind): they are read from the
+            // stream's leader first, so a subscriber never misses an event.
+            if (m.seq > next) {
+              const gapAfter = Math.max(this.after, headPosition(next - 1)) as Position;
+              for await (const page of this.log.readPages({ after: gapAfter, to: headPosition(m.seq - 1) }, this.filter)) {
+                for (const event of page) {
+                  if (this.#closed) return;
+                  yield { kind: 'event', event };
+                }
+              }
+              this.log.gapsFilled++;
             }
             for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), this.filter, this.after)) {
               if (this.#closed) return;
