@@ -11,7 +11,7 @@ import {
   LogUnavailableError,
   MissingLogMessageError,
 } from '../../src/events/errors.js';
-import { featuresOf, openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
+import { featuresOf, openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
 import { freePort } from '../../src/nats-ops/nats-server.js';
 import type { Position, ReadRange } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
@@ -25,6 +25,31 @@ afterAll(async () => {
 });
 
 const ev = (reason: string) => makeEvent('RunFailed', 'r', { reason });
+
+type Consumed = Awaited<ReturnType<JetStreamEventLog['orderedMessages']>>;
+type Delivered = IteratorResult<Consumed extends AsyncIterable<infer M> ? M : never>;
+
+/** Makes the first ordered consumer the log starts (after each reset of the count) deliver
+ * through `next` (what a consumer on a server in trouble does, which a test cannot time);
+ * returns the number of consumers started since the last reset. */
+function firstConsumerDelivers(
+  log: JetStreamEventLog,
+  next: (inner: () => Promise<Delivered>, messages: Consumed) => Promise<Delivered>,
+): { started(): number; reset(): void } {
+  const ordered = log.orderedMessages.bind(log);
+  let consumers = 0;
+  log.orderedMessages = async (...args: Parameters<typeof ordered>) => {
+    const messages = await ordered(...args);
+    if (consumers++ > 0) return messages;
+    const iterate = messages[Symbol.asyncIterator].bind(messages);
+    messages[Symbol.asyncIterator] = () => {
+      const it = iterate();
+      return { ...it, next: () => next(() => it.next(), messages) };
+    };
+    return messages;
+  };
+  return { started: () => consumers, reset: () => (consumers = 0) };
+}
 
 describe('jetstream log', () => {
   it('reports the server version and gates features 2.9 lacks', async () => {
@@ -123,34 +148,20 @@ describe('jetstream log', () => {
     // a read then ended short and a subscription ended. Here the first consumer ends after its
     // first message, as nats.js ends one.
     const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), directReadMessages: 4 });
-    const ordered = log.orderedMessages.bind(log);
-    let consumers = 0;
-    log.orderedMessages = async (...args: Parameters<typeof ordered>) => {
-      const messages = await ordered(...args);
-      if (consumers++ > 0) return messages;
-      const iterate = messages[Symbol.asyncIterator].bind(messages);
-      let delivered = 0;
-      messages[Symbol.asyncIterator] = () => {
-        const it = iterate();
-        return {
-          ...it,
-          next: async () => {
-            if (delivered++ < 1) return it.next();
-            messages.stop();
-            return { done: true as const, value: undefined };
-          },
-        };
-      };
-      return messages;
-    };
+    let delivered = 0;
+    const consumers = firstConsumerDelivers(log, async (inner, messages) => {
+      if (delivered++ < 1) return inner();
+      messages.stop();
+      return { done: true as const, value: undefined };
+    });
     try {
       for (let i = 0; i < 10; i++) await log.append('s', [ev(`e${i}`)], { commitId: `c${i}` });
       const read: string[] = [];
       for await (const e of log.read()) read.push((e.data as { reason: string }).reason);
       expect(read).toEqual(['e0', 'e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7', 'e8', 'e9']);
-      expect(consumers).toBe(1);
+      expect(consumers.started()).toBe(1);
 
-      consumers = 0;
+      consumers.reset();
       const sub = log.subscribe();
       const seen: string[] = [];
       try {
@@ -162,7 +173,7 @@ describe('jetstream log', () => {
         await sub.close();
       }
       expect(seen).toEqual(['e0', 'e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7', 'e8', 'e9']);
-      expect(consumers).toBe(2);
+      expect(consumers.started()).toBe(2);
     } finally {
       await log.close();
     }
@@ -173,24 +184,10 @@ describe('jetstream log', () => {
     // where 124 was next; the read threw and its worker died, and a subscription went on past
     // it. Here the first consumer of each leaves out message 3.
     const log = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames(), directReadMessages: 4 });
-    const ordered = log.orderedMessages.bind(log);
-    let consumers = 0;
-    log.orderedMessages = async (...args: Parameters<typeof ordered>) => {
-      const messages = await ordered(...args);
-      if (consumers++ > 0) return messages;
-      const iterate = messages[Symbol.asyncIterator].bind(messages);
-      messages[Symbol.asyncIterator] = () => {
-        const it = iterate();
-        return {
-          ...it,
-          next: async () => {
-            const r = await it.next();
-            return !r.done && r.value.seq === 3 ? it.next() : r;
-          },
-        };
-      };
-      return messages;
-    };
+    const consumers = firstConsumerDelivers(log, async (inner) => {
+      const r = await inner();
+      return !r.done && r.value.seq === 3 ? inner() : r;
+    });
     const reasons = (es: readonly { data: unknown }[]) => es.map((e) => (e.data as { reason: string }).reason);
     try {
       for (let i = 0; i < 10; i++) await log.append('s', [ev(`e${i}`)], { commitId: `c${i}` });
@@ -199,7 +196,7 @@ describe('jetstream log', () => {
       for await (const e of log.read()) read.push(e);
       expect(reasons(read)).toEqual(all);
 
-      consumers = 0;
+      consumers.reset();
       const sub = log.subscribe();
       const seen = [];
       try {
