@@ -280,7 +280,9 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
       if (restarts !== killed) failures.push(`${restarts} workers restarted, ${killed} killed: ${said.join(' | ')}`);
       // The table is checked against the log at the end of the run and rebuilt where it missed
       // events: a run that needed it is a failure here, though its table is right.
-      const missed = /crucible run: ((?:the read models missed events|a read of the log came back short)[^\n]*)/.exec(readFileSync(path.join(dir, 'workers.log'), 'utf8'));
+      const missed = /crucible run: ((?:the read models missed events|a read of the log came back short)[^\n]*)/.exec(
+        readFileSync(path.join(dir, 'workers.log'), 'utf8'),
+      );
       if (missed) failures.push(missed[1]!);
     }
     if (firstExit.report) failures.push(`the cluster when a worker first exited ${await firstExit.report}`);
