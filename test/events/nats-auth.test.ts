@@ -192,6 +192,11 @@ describe('crucible nats up with auth (one server)', () => {
       await publish(solver, `${subjectPrefix}-workers.hb.solver-1`);
       await publish(executor, `${subjectPrefix}-tasks.programs`);
       expect(await caught(publish(solver, `${subjectPrefix}-tasks.programs`))).toBeInstanceOf(LogPermissionError);
+      // The head of its own actor's snapshots on the cluster, never another actor's.
+      await admin.jsm.streams.add({ name: `${stream}_SNAPSHOTS`, subjects: [`${subjectPrefix}-snapshots.head.*`] });
+      await publish(judge, `${subjectPrefix}-snapshots.head.judge`);
+      expect(await caught(publish(judge, `${subjectPrefix}-snapshots.head.executor`))).toBeInstanceOf(LogPermissionError);
+      expect(await caught(publish(executor, `${subjectPrefix}-snapshots.head.judge`))).toBeInstanceOf(LogPermissionError);
     } finally {
       await Promise.all([judge.close(), executor.close(), solver.close(), admin.close()]);
     }
