@@ -23,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { isDeepStrictEqual } from 'node:util';
-import { runExperiment, runIdOf, LOG_FILE } from '../src/actors/run.js';
+import { runIdOf } from '../src/actors/run.js';
 import type { RunConfig } from '../src/config/schema.js';
 import type { EventEnvelope } from '../src/events/envelope.js';
 import type { RoundRow } from '../src/projections/round-table.js';
@@ -33,7 +33,7 @@ import { parseWorkerCounts, type WorkerRole } from '../src/workers/roles.js';
 import type { WorkerChild, WorkerLauncher } from '../src/workers/supervisor.js';
 import { smallConfig } from '../test/support/small-config.js';
 import { startMachines, SERVERS, type Machines } from '../test/support/machines.js';
-import { executionFacts, singletonCommits } from '../test/support/run-facts.js';
+import { executionFacts, inProcessReference, singletonCommits, tableFigures } from '../test/support/run-facts.js';
 import { runEvents } from '../test/support/run-log.js';
 import { clusterReport, replicasCurrent, stallReport } from '../test/support/run-watch.js';
 import { chaosSchedule, describeFault, type Fault } from './chaos-schedule.js';
@@ -55,7 +55,7 @@ const HOST_OF: Record<WorkerRole, readonly string[]> = {
  * minutes on 2 loaded cores). */
 const STALL_MS = 600_000;
 
-const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
+const figures = tableFigures;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pairsOf = (events: readonly EventEnvelope[]) =>
   events.filter((e) => e.type === 'ProgramExecuted').reduce((n, e) => n + (e.data as { pairs: readonly unknown[] }).pairs.length, 0);
@@ -114,10 +114,8 @@ function listDifference(got: readonly string[], want: readonly string[]): string
 }
 
 async function reference(config: RunConfig, dir: string): Promise<Reference> {
-  const run = await runExperiment({ config, dir });
-  if (!run.finished) throw new Error('the in-process reference run did not finish');
-  const events = await runEvents(path.join(run.dir, LOG_FILE), run.runId);
-  return { rows: run.rows, commits: singletonCommits(events), pairs: pairsOf(events) };
+  const { rows, commits, events } = await inProcessReference(config, dir);
+  return { rows, commits, pairs: pairsOf(events) };
 }
 
 async function chaosRun(k: number, seed: number, config: RunConfig, root: string, ref: Reference, faults: number): Promise<RunResult> {

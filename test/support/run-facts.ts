@@ -3,7 +3,12 @@
  * run of the same config and seed: the singleton roles' commits, and every (program, test)
  * pair of every execution request executed exactly once.
  */
+import path from 'node:path';
+import { LOG_FILE, runExperiment } from '../../src/actors/run.js';
+import type { RunConfig } from '../../src/config/schema.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { RoundRow } from '../../src/projections/round-table.js';
+import { runEvents } from './run-log.js';
 import { requestSize, type EventData } from '../../src/events/catalog.js';
 import { seqOf } from '../../src/events/positions.js';
 
@@ -51,4 +56,16 @@ export function executionFacts(events: readonly EventEnvelope[]): { problems: st
     });
   }
   return { problems, programs: programs.size, requests: requests.size };
+}
+
+/** A round table without its wall times: what two runs of one config and seed share. */
+export const tableFigures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
+
+/** The in-process run of `config` in `dir` that a run of worker processes is compared with: its
+ * table, its singleton roles' commits and its events. */
+export async function inProcessReference(config: RunConfig, dir: string): Promise<{ rows: RoundRow[]; commits: string[]; events: EventEnvelope[] }> {
+  const run = await runExperiment({ config, dir });
+  if (!run.finished) throw new Error('the in-process reference run did not finish');
+  const events = await runEvents(path.join(run.dir, LOG_FILE), run.runId);
+  return { rows: run.rows, commits: singletonCommits(events), events };
 }

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runExperiment, runIdOf, LOG_FILE } from '../../src/actors/run.js';
+import { runIdOf } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { openRunLog } from '../../src/events/open-log.js';
 import type { JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
@@ -21,7 +21,7 @@ import type { WorkerChild, WorkerLauncher } from '../../src/workers/supervisor.j
 import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
 import { machinesAvailable, startMachines, type Machines } from '../support/machines.js';
-import { executionFacts, singletonCommits } from '../support/run-facts.js';
+import { executionFacts, inProcessReference, singletonCommits, tableFigures } from '../support/run-facts.js';
 import { runEvents as eventsOf } from '../support/run-log.js';
 import { until } from '../support/until.js';
 
@@ -41,14 +41,11 @@ const { where } = machinesAvailable();
 let m: Machines;
 let config: RunConfig;
 let reference: { rows: RoundRow[]; commits: string[] };
-const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 
 beforeAll(async () => {
   m = await startMachines({ tag: `j${process.pid % 10000}`, clients: Object.values(HOST_OF).flat() });
   config = smallConfig(m.dir, { rounds: 4 });
-  const inProcess = await runExperiment({ config, dir: path.join(m.dir, 'in-process') });
-  expect(inProcess.finished).toBe(true);
-  reference = { rows: inProcess.rows, commits: singletonCommits(await eventsOf(path.join(inProcess.dir, LOG_FILE), inProcess.runId)) };
+  reference = await inProcessReference(config, path.join(m.dir, 'in-process'));
 }, 120_000);
 
 afterAll(async () => {
@@ -114,7 +111,7 @@ describe(`a judge replaced on another machine (${where})`, () => {
     await watcher;
     expect(outcome.finished).toBe(true);
     expect(killedAt).toBeGreaterThan(0);
-    expect(figures(outcome.rows)).toEqual(figures(reference.rows));
+    expect(tableFigures(outcome.rows)).toEqual(tableFigures(reference.rows));
     const events = await eventsOf(m.servers(), outcome.runId, m.creds('admin'));
     expect(singletonCommits(events)).toEqual(reference.commits);
     expect(executionFacts(events).problems).toEqual([]);

@@ -15,7 +15,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runExperiment, runIdOf, LOG_FILE } from '../../src/actors/run.js';
+import { runIdOf } from '../../src/actors/run.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { readCluster, restartNode, type NatsNode } from '../../src/nats-ops/nats-server.js';
 import { runWithWorkers } from '../../src/workers/run-workers.js';
@@ -25,7 +25,7 @@ import type { WorkerLauncher } from '../../src/workers/supervisor.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
 import { machinesAvailable, startMachines, type Machines } from '../support/machines.js';
-import { executionFacts, singletonCommits } from '../support/run-facts.js';
+import { executionFacts, inProcessReference, singletonCommits, tableFigures } from '../support/run-facts.js';
 import { runEvents as eventsOf } from '../support/run-log.js';
 import { until } from '../support/until.js';
 import { replicasCurrent, stallReport } from '../support/run-watch.js';
@@ -48,16 +48,12 @@ let m: Machines;
 let config: RunConfig;
 let reference: { rows: RoundRow[]; commits: string[] };
 
-/** The table without wall times. */
-const figures = (rows: readonly RoundRow[]) => rows.map(({ seconds: _s, ...r }) => r);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
   m = await startMachines({ tag: `w${process.pid % 10000}`, clients: Object.values(HOST_OF).flat() });
   config = smallConfig(m.dir, { rounds: 4 });
-  const inProcess = await runExperiment({ config, dir: path.join(m.dir, 'in-process') });
-  expect(inProcess.finished).toBe(true);
-  reference = { rows: inProcess.rows, commits: singletonCommits(await eventsOf(path.join(inProcess.dir, LOG_FILE), inProcess.runId)) };
+  reference = await inProcessReference(config, path.join(m.dir, 'in-process'));
 }, 120_000);
 
 afterAll(async () => {
@@ -146,7 +142,7 @@ describe(`a run as worker processes on many machines (${where})`, () => {
     // Both faults happened while the run was going on.
     expect(faults).toEqual([`killed ${killed}`, `cut ${cut}`]);
 
-    expect(figures(outcome.rows)).toEqual(figures(reference.rows));
+    expect(tableFigures(outcome.rows)).toEqual(tableFigures(reference.rows));
     const events = await eventsOf(m.servers(), outcome.runId, m.creds('admin'));
     expect(singletonCommits(events)).toEqual(reference.commits);
     expect(executionFacts(events).problems).toEqual([]);
