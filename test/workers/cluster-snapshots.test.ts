@@ -166,4 +166,20 @@ describe('actor snapshots on the cluster', () => {
       expect(held(b)).toMatchObject({ position: 100, rows: [] });
     });
   });
+
+  it("a head that is not one (junk, another actor's) is no snapshot: the actor folds from the log", async () => {
+    await withLog(async (log, store) => {
+      const subject = `${log.prefix}-snapshots.head.judge`;
+      for (const junk of [
+        'not json',
+        JSON.stringify({ format: 1, actor: 'judge' }),
+        JSON.stringify({ format: 1, actor: 'executor', position: 1, version: 'v', hash: 'a'.repeat(64), rows: null }),
+      ]) {
+        await log.js.publish(subject, Buffer.from(junk));
+        expect(await store.head('judge')).toBeNull();
+        expect(await new ClusterSnapshots(localTable(), store).restore(['judge'])).toEqual([{ actor: 'judge', outcome: 'none', position: null }]);
+      }
+      await expect(store.putHead({ format: 1, actor: 'judge', position: -1, version: 'v', hash: 'x', rows: null })).rejects.toThrow(/position|hash/);
+    });
+  });
 });
