@@ -47,6 +47,7 @@ const MACHINE_TYPES = new Set([
   'RunStarted',
   'ProblemScheduled',
   'SolutionSampled',
+  'HeldOutSampled',
   'TestsSampled',
   'ModelSampled',
   'ExecutionRequested',

@@ -38,6 +38,10 @@ export const ProblemRound = z.strictObject({
   testVersion: z.int(),
   solutions: z.array(SolutionRef),
   suites: z.array(SuiteRef),
+  /** Programs sampled for the held-out evaluation only (HeldOutSampled): all are in at
+   * heldOutSize (the run's sampling.heldOutSamples; absent: none). */
+  heldOutSize: z.int().nonnegative().optional(),
+  heldOut: z.array(SolutionRef).optional(),
   /** Requests this Judge issued for the problem-round, and those whose verdicts are all in. */
   issued: z.array(z.string()),
   completed: z.array(z.string()),
@@ -76,6 +80,8 @@ agree<Agree<z.infer<typeof TcsBufferedSuite>, RewardsTcsSuite>>();
  * child actors (problem-round.ts), each with its ProblemRound as context. */
 export const JudgeContext = z.strictObject({
   suitesPerProgram: z.int().positive(),
+  /** The run's sampling.heldOutSamples (absent: none). */
+  heldOutSamples: z.int().positive().optional(),
   mistakeBooks: z.record(z.string(), MistakeBookState),
   /** EvolveCoder: each problem's fixed candidates and evolving tests. */
   evolved: z.record(z.string(), EvolvedState),

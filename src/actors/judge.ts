@@ -38,6 +38,7 @@ function roundKeyOf(event: LogEvent): string | null {
   const e = event.envelope;
   switch (e.type) {
     case 'SolutionSampled':
+    case 'HeldOutSampled':
     case 'TestsSampled':
     case 'ExecutionRequested':
     case 'TestsJudged':
@@ -93,7 +94,12 @@ export const judgeMachine = setup({
       actions: assign(({ event }) => {
         const config = configOf(event.envelope);
         const tcs = config.method === 'tcs' ? { bufferSize: config.tcs.bufferSize, maxStaleness: config.tcs.maxStaleness } : null;
-        return { suitesPerProgram: config.sampling.suitesPerProgram, tcs, keepsTokens: config.method === 'cure' };
+        return {
+          suitesPerProgram: config.sampling.suitesPerProgram,
+          ...(config.sampling.heldOutSamples !== undefined ? { heldOutSamples: config.sampling.heldOutSamples } : {}),
+          tcs,
+          keepsTokens: config.method === 'cure',
+        };
       }),
     },
     ProblemScheduled: {
@@ -113,11 +119,13 @@ export const judgeMachine = setup({
           completed: [],
           awaiting: {},
           judgedTests: null,
+          ...(context.heldOutSamples !== undefined ? { heldOutSize: context.heldOutSamples, heldOut: [] } : {}),
         };
         enqueue.spawnChild('problemRound', { id: k, input });
       }),
     },
     SolutionSampled: { actions: 'forward' },
+    HeldOutSampled: { actions: 'forward' },
     TestsSampled: { actions: 'forward' },
     // CURE's length regularization reads the samples' recorded tokens; other methods keep none.
     ModelSampled: { guard: ({ context }) => context.keepsTokens === true, actions: 'forward' },

@@ -36,7 +36,8 @@ function completed(p: ProblemRound, requestId: string): Partial<ProblemRound> {
 export const problemRoundMachine = setup({
   types: { context: {} as ProblemRound, events: {} as LogEvent, input: {} as ProblemRound },
   guards: {
-    allSampled: ({ context: p }) => p.solutions.length === p.groupSize && p.suites.length === p.groupSize * p.suitesPerProgram,
+    allSampled: ({ context: p }) =>
+      p.solutions.length === p.groupSize && p.suites.length === p.groupSize * p.suitesPerProgram && (p.heldOut?.length ?? 0) === (p.heldOutSize ?? 0),
     oracleAsked: ({ context: p }) => p.issued.includes(oracleOf(p)),
     oracleAnswered: ({ context: p }) => p.completed.includes(oracleOf(p)),
     allIn: ({ context: p }) => p.issued.every((id) => p.completed.includes(id)),
@@ -94,6 +95,11 @@ export const problemRoundMachine = setup({
             const ref = { solutionId: d.solutionId, programHash: d.programHash, candidateId: d.sampling.candidateId };
             return { solutions: insertById(p.solutions, ref, (x) => x.solutionId) };
           }),
+        },
+        HeldOutSampled: {
+          actions: assign(({ event }) => ({
+            heldOut: dataOf(event.envelope, 'HeldOutSampled').programs.map((x) => ({ solutionId: x.programId, programHash: x.programHash, candidateId: null })),
+          })),
         },
         TestsSampled: {
           actions: assign(({ context: p, event }) => {

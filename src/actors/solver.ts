@@ -1,6 +1,7 @@
 /**
  * The Solver samples G candidate programs per scheduled problem from the code policy, at the
- * policy version the Conductor named, with a seed derived from the run seed and the problem.
+ * policy version the Conductor named, with a seed derived from the run seed and the problem
+ * (and, when sampling.heldOutSamples is set, that many more for the held-out evaluation only).
  */
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
@@ -84,6 +85,38 @@ export const solver: ActorDefinition<typeof solverMachine, SolverEffect, RunEnv>
           responseHash: g.record ? await env.blobs.put(g.record.response) : null,
         }),
         ...(await modelSampleEvents(env, g, solutionId, policyRef)),
+      );
+    }
+    // Programs for the held-out evaluation only, in the same commit: the Judge's round is
+    // sampled once both are in. A seed of their own, so the G training samples are the same
+    // with or without them.
+    const extra = env.config.sampling.heldOutSamples;
+    if (extra !== undefined) {
+      const heldOutSeed = env.seed('solver-heldout', job.round, job.problemId);
+      const drawn = await policy.generate({
+        role: 'code',
+        version: job.version,
+        seed: heldOutSeed,
+        n: extra,
+        prompts: [{ key: job.problemId, prompt: problem.statement, context: { problemId: job.problemId } }],
+      });
+      const programs = [];
+      for (const g of drawn) {
+        programs.push({
+          programId: `${job.round}/${job.problemId}/h${g.index}`,
+          programHash: await env.blobs.put(g.text),
+          responseHash: g.record ? await env.blobs.put(g.record.response) : null,
+        });
+      }
+      events.push(
+        env.event('HeldOutSampled', {
+          round: job.round,
+          problemId: job.problemId,
+          policy: { role: 'code', name: policy.name, version: job.version },
+          seed: heldOutSeed,
+          temperature: policy.temperature,
+          programs,
+        }),
       );
     }
     return events;

@@ -64,6 +64,10 @@ export const RunConfig = z
         suiteSize: z.number().int().positive().default(8),
         /** White-box: the adversary sees the program it attacks. */
         whiteBox: z.boolean().default(true),
+        /** Programs per problem sampled only for the held-out evaluation, at the round's code
+         * version (HeldOutSampled): the held-out pass is then over G + this many programs per
+         * problem, while training, attacks and rewards still see the G. Unset: the G only. */
+        heldOutSamples: z.number().int().positive().optional(),
       })
       .strict()
       .default({ problemsPerRound: 8, groupSize: 8, suitesPerProgram: 2, suiteSize: 8, whiteBox: true }),

@@ -159,6 +159,29 @@ const definitions = {
       1: (d) => (isRecord(d) && isRecord(d.sampling) ? { ...d, sampling: { temperature: null, ...d.sampling } } : d),
     },
   }),
+  /** Solver: programs drawn from the code policy at the round's version for the held-out
+   * evaluation only (sampling.heldOutSamples): never attacked, rewarded or trained on; they
+   * widen the held-out pass estimate beyond the G programs a round trains on. */
+  HeldOutSampled: defineEvent({
+    version: 1,
+    schema: z.strictObject({
+      round: Round,
+      problemId: Id,
+      policy: PolicyRef,
+      seed: z.int(),
+      temperature: z.number().nonnegative().nullable(),
+      programs: z
+        .array(
+          z.strictObject({
+            /** `<round>/<problemId>/h<i>`: apart from the round's solution ids. */
+            programId: Id,
+            programHash: Hash,
+            responseHash: Hash.nullable(),
+          }),
+        )
+        .min(1),
+    }),
+  }),
   /** Adversary: a test suite drawn from the test policy, with each test's parse result. */
   TestsSampled: defineEvent({
     version: 2,

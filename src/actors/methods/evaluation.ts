@@ -1,7 +1,9 @@
 /**
  * The evaluation every method records, whatever its rewards: held-out pass of the sampled
  * programs (official tests, never used for rewards) and the kill rate of the sampled suites
- * against the problem's known-incorrect programs.
+ * against the problem's known-incorrect programs. The held-out programs are the round's G and
+ * the programs sampled for the evaluation only (sampling.heldOutSamples), all drawn from the
+ * same policy version.
  */
 import type { Problem } from '../../core/problem.js';
 import { canonicalJson } from '../../core/canonical-json.js';
@@ -11,6 +13,9 @@ import type { ProblemRound } from '../judge-state.js';
 import type { Pair, Verdicts } from './contract.js';
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
+
+/** The programs the held-out pass is measured on. */
+const heldOutPrograms = (p: ProblemRound) => (p.heldOut && p.heldOut.length > 0 ? [...p.solutions, ...p.heldOut] : p.solutions);
 
 /** Held-out pairs (every program on every official test) and kill pairs (each known-incorrect
  * program on each distinct usable test hash). */
@@ -23,7 +28,7 @@ export async function evaluationPairs(
   const heldout: Pair[] = [];
   const officialHashes: string[] = [];
   for (const t of problem.tests.private) officialHashes.push(await env.blobs.put(canonicalJson(t)));
-  for (const s of p.solutions) {
+  for (const s of heldOutPrograms(p)) {
     officialHashes.forEach((testHash, i) => heldout.push({ programId: s.solutionId, programHash: s.programHash, testId: `heldout/${i}`, testHash }));
   }
   const kill: Pair[] = [];
@@ -44,7 +49,8 @@ export function evaluationFigures(
   usableBySuite: ReadonlyMap<string, readonly string[]>,
 ): { heldOut: { programs: number; passed: number }; kill: { targets: number; suites: number; killed: number } } {
   const heldout = verdicts(`${p.key}/heldout`);
-  const passed = p.solutions.filter((s) => {
+  const programs = heldOutPrograms(p);
+  const passed = programs.filter((s) => {
     const mine = heldout.filter((v) => v.programId === s.solutionId);
     return mine.length > 0 && mine.every((v) => v.verdict === 'accepted');
   }).length;
@@ -61,7 +67,7 @@ export function evaluationFigures(
     });
   }
   return {
-    heldOut: { programs: p.solutions.length, passed },
+    heldOut: { programs: programs.length, passed },
     kill: { targets: problem.incorrectSolutions.length, suites: p.suites.length, killed },
   };
 }
