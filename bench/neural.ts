@@ -19,7 +19,7 @@ import type { EventEnvelope } from '../src/events/envelope.js';
 import { PACKAGE_ROOT } from '../src/core/package-root.js';
 
 const PHASES = {
-  generation: ['SolutionSampled', 'TestsSampled', 'ModelSampled'],
+  generation: ['SolutionSampled', 'HeldOutSampled', 'TestsSampled', 'ModelSampled'],
   execution: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
   judging: ['TestsJudged', 'RewardsAssigned', 'MistakeBookUpdated', 'ProblemEvaluated'],
   training: ['TrainingBatchFormed', 'TrainingStepCompleted', 'PolicyVersionPublished', 'WeightsSynced'],
