@@ -85,13 +85,17 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
   const cache = () => runtime.indexOf('executor') as ExecutionCache;
 
   const task = (requestId: string, programHash: string) => ({ id: `${runId}/${requestId}/${programHash}`, body: JSON.stringify({ requestId, programHash }) });
+  /** Tasks found and not yet taken by the queue: a publish that fails leaves them for the next
+   * call (see runTaskLoop), in order. */
+  let unpublished: { id: string; body: string }[] = [];
   const publishFresh = async () => {
     figures.pending = work.openPrograms;
-    for (const { requestId, programs } of work.takeFresh()) {
-      for (const programHash of programs) {
-        const t = task(requestId, programHash);
-        await queue.publish(t.id, t.body);
-      }
+    for (const { requestId, programs } of work.takeFresh()) for (const programHash of programs) unpublished.push(task(requestId, programHash));
+    let i = 0;
+    try {
+      for (; i < unpublished.length; i++) await queue.publish(unpublished[i]!.id, unpublished[i]!.body);
+    } finally {
+      unpublished = unpublished.slice(i);
     }
   };
   const open = () => Array.from(work.openPairs(), ({ requestId, programHash }) => task(requestId, programHash));

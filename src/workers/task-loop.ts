@@ -185,10 +185,21 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
     () => left.size,
   );
   const folding = (async () => {
+    let unanswered = 0;
     while (!done()) {
       await ctx.fold();
-      await loop.afterFold();
-      if (!done()) await lost.check(Date.now());
+      // A queue that does not take tasks for a while (its stream's replicas catching up after a
+      // server's restart) is waited for, fold after fold: the tasks not published yet stay with
+      // afterFold for its next call. Dying would only hand the same wait to a replacement.
+      try {
+        await loop.afterFold();
+        if (!done()) await lost.check(Date.now());
+        if (unanswered > 0) ctx.say(`queue ${loop.queue.name} takes tasks again, after ${unanswered} unanswered attempt(s)`);
+        unanswered = 0;
+      } catch (err) {
+        if (!isTransient(err)) throw err;
+        if (unanswered++ === 0) ctx.say(`queue ${loop.queue.name} did not take a task (${(err as Error).message}); trying again after each fold`);
+      }
       await wake.wait(1000);
     }
   })();

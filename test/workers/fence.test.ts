@@ -149,6 +149,82 @@ describe('task queues kept apart', () => {
     await t!.ack();
   });
 
+  it('a queue that does not take tasks for a while is waited for, fold after fold, not died of', async () => {
+    const queue = await JetStreamTaskQueue.open(log, { name: 'waited', ackWaitMs: 1000 });
+    const said: string[] = [];
+    const handled: string[] = [];
+    let stop = false;
+    let calls = 0;
+    const wake = new Wake();
+    const ctx: TaskLoopContext = {
+      role: 'executor',
+      wake,
+      completion: new CompletionView(),
+      concurrency: 1,
+      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
+      fold: async () => {},
+      stopped: () => stop,
+      say: (line: string) => said.push(line),
+    };
+    const loop = runTaskLoop(ctx, {
+      queue,
+      body: z.strictObject({ key: z.string(), at: z.int() }),
+      bodyShape: '{key, at}',
+      ackWaitMs: 1000,
+      step: async ({ key }) => {
+        handled.push(key);
+        return 'recorded';
+      },
+      // The first three publishes time out, as a queue's stream that cannot commit answers.
+      afterFold: async () => {
+        calls++;
+        if (calls <= 3) throw Object.assign(new Error('TIMEOUT'), { name: 'TimeoutError' });
+        if (calls === 4) await queue.publish('run/executor/w1', '{"key":"w1","at":1}');
+      },
+      open: () => [],
+    });
+    try {
+      await until('the task published late is handled', 30_000, async () => handled.length === 1);
+    } finally {
+      stop = true;
+      await loop;
+      await wake.close();
+    }
+    expect(handled).toEqual(['w1']);
+    expect(said).toEqual([
+      'queue waited did not take a task (TIMEOUT); trying again after each fold',
+      'queue waited takes tasks again, after 3 unanswered attempt(s)',
+    ]);
+  });
+
+  it('an error of afterFold that waiting does not mend stops the loop with it', async () => {
+    const queue = await JetStreamTaskQueue.open(log, { name: 'broken', ackWaitMs: 1000 });
+    const wake = new Wake();
+    const ctx: TaskLoopContext = {
+      role: 'executor',
+      wake,
+      completion: new CompletionView(),
+      concurrency: 1,
+      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
+      fold: async () => {},
+      stopped: () => false,
+      say: () => {},
+    };
+    const loop = runTaskLoop(ctx, {
+      queue,
+      body: z.strictObject({ key: z.string(), at: z.int() }),
+      bodyShape: '{key, at}',
+      ackWaitMs: 1000,
+      step: async () => 'recorded',
+      afterFold: async () => {
+        throw new Error('permissions violation for publish');
+      },
+      open: () => [],
+    });
+    await expect(loop).rejects.toThrow('permissions violation for publish');
+    await wake.close();
+  });
+
   it("a task whose body is not its queue's is left in the queue, said once, never acked away", async () => {
     const queue = await JetStreamTaskQueue.open(log, { name: 'suites', ackWaitMs: 1000 });
     // A program task's body on the suites queue, beside one of its own.
