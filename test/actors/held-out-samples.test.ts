@@ -41,7 +41,9 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe('sampling.heldOutSamples', () => {
   it('samples that many programs per scheduled problem, in one event with their own ids', () => {
     const scheduled = events.filter((e) => e.type === 'ProblemScheduled').length;
-    const sampled = events.filter((e) => e.type === 'HeldOutSampled').map((e) => e.data as { round: number; problemId: string; programs: { programId: string }[] });
+    const sampled = events
+      .filter((e) => e.type === 'HeldOutSampled')
+      .map((e) => e.data as { round: number; problemId: string; programs: { programId: string }[] });
     expect(scheduled).toBe(4);
     expect(sampled).toHaveLength(scheduled);
     for (const s of sampled) {
@@ -75,16 +77,22 @@ describe('sampling.heldOutSamples', () => {
       for (const r of pairResultsOf(e, (id) => pairsOf.get(id))) verdictOf.set(cell(problemOf(r.requestId), r.programHash, r.testHash), r.verdict);
     }
     const heldOutRequests = events.filter((e) => e.type === 'ExecutionRequested' && (e.data as { requestId: string }).requestId.endsWith('/heldout'));
-    const evaluated = events.filter((e) => e.type === 'ProblemEvaluated').map((e) => e.data as { round: number; problemId: string; heldOut: { programs: number; passed: number } });
+    const evaluated = events
+      .filter((e) => e.type === 'ProblemEvaluated')
+      .map((e) => e.data as { round: number; problemId: string; heldOut: { programs: number; passed: number } });
     expect(evaluated).toHaveLength(4);
     let programsSeen = 0;
     for (const d of evaluated) {
       const request = heldOutRequests.find((e) => (e.data as { requestId: string }).requestId === `${d.round}/${d.problemId}/heldout`)!;
       const all = [...requestPairs(request.data as never), ...reusedPairs(request.data as never)];
       const programs = new Map<string, string[]>();
-      for (const pair of all) programs.set(pair.programId, [...(programs.get(pair.programId) ?? []), verdictOf.get(cell(d.problemId, pair.programHash, pair.testHash))!]);
+      for (const pair of all)
+        programs.set(pair.programId, [...(programs.get(pair.programId) ?? []), verdictOf.get(cell(d.problemId, pair.programHash, pair.testHash))!]);
       expect([...programs.keys()].sort()).toEqual(
-        [...Array.from({ length: G }, (_, i) => `${d.round}/${d.problemId}/s${i}`), ...Array.from({ length: EXTRA }, (_, i) => `${d.round}/${d.problemId}/h${i}`)].sort(),
+        [
+          ...Array.from({ length: G }, (_, i) => `${d.round}/${d.problemId}/s${i}`),
+          ...Array.from({ length: EXTRA }, (_, i) => `${d.round}/${d.problemId}/h${i}`),
+        ].sort(),
       );
       const passed = [...programs.values()].filter((vs) => vs.every((v) => v === 'accepted')).length;
       expect(d.heldOut).toEqual({ programs: G + EXTRA, passed });
