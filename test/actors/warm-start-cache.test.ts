@@ -27,7 +27,8 @@ import { canonicalJson } from '../../src/core/canonical-json.js';
 
 const missing = torchMissing();
 let root: string;
-const runs: Record<'trained' | 'control', { outcome: RunOutcome; events: EventEnvelope[]; sftSteps: number; params: Map<string, string> }> = {} as never;
+const runs: Record<'trained' | 'control' | 'otherLr', { outcome: RunOutcome; events: EventEnvelope[]; sftSteps: number; params: Map<string, string> }> =
+  {} as never;
 
 /** The run's backend, its trainers counting the SFT steps they are asked for. */
 function counting(inner: PolicyBackend, count: () => void): PolicyBackend {
@@ -54,7 +55,7 @@ function counting(inner: PolicyBackend, count: () => void): PolicyBackend {
   };
 }
 
-async function run(kind: 'trained' | 'control') {
+async function run(kind: 'trained' | 'control' | 'otherLr') {
   const raw = YAML.parse(
     readFileSync(path.join(import.meta.dirname, '..', '..', 'configs', kind === 'trained' ? 'neural-demo.yaml' : 'neural-demo-frozen.yaml'), 'utf8'),
   );
@@ -62,7 +63,8 @@ async function run(kind: 'trained' | 'control') {
   raw.rounds = 1;
   raw.dataset = { format: 'demo', ids: ['demo/digital-root'] };
   raw.sampling = { ...raw.sampling, problemsPerRound: 1, groupSize: 2, suiteSize: 2 };
-  raw.learner.sft = { ...raw.learner.sft, steps: { code: 5, test: 3 }, batchSize: 4, record: { steps: 2 } };
+  // 'otherLr': the trained run with another SFT learning rate, a warm start of its own.
+  raw.learner.sft = { ...raw.learner.sft, steps: { code: 5, test: 3 }, batchSize: 4, record: { steps: 2 }, ...(kind === 'otherLr' ? { lr: 0.002 } : {}) };
   raw.learner.bridge.config = { d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32, max_seq_len: 512 };
   for (const role of ['code', 'test']) raw.policies[role].openai.maxTokens = 24;
   let sftSteps = 0;
@@ -84,13 +86,15 @@ describe.skipIf(missing !== null)(`a warm start computed once for a run and its 
     root = mkdtempSync(path.join(os.tmpdir(), 'crucible-warm-cache-'));
     await run('trained');
     await run('control');
-  }, 240_000);
+    await run('otherLr');
+  }, 360_000);
 
   afterAll(() => {
     if (root) rmSync(root, { recursive: true, force: true });
   });
 
-  const ofType = (kind: 'trained' | 'control', t: string) => runs[kind].events.filter((e) => e.type === t).map((e) => e.data as Record<string, any>);
+  const ofType = (kind: 'trained' | 'control' | 'otherLr', t: string) =>
+    runs[kind].events.filter((e) => e.type === t).map((e) => e.data as Record<string, any>);
   const checkpointOf = (kind: 'trained' | 'control', paramsHash: string) =>
     (JSON.parse(runs[kind].params.get(paramsHash)!) as { checkpoint: { sha256: string } }).checkpoint.sha256;
 
@@ -169,6 +173,18 @@ describe.skipIf(missing !== null)(`a warm start computed once for a run and its 
     const { seconds: _a, ...trained } = runs.trained.outcome.rows[0]!;
     const { seconds: _b, ...control } = runs.control.outcome.rows[0]!;
     expect(control).toEqual(trained);
+  });
+
+  it('another SFT setting misses the cache: every step trained again, under another key', () => {
+    const o = runs.otherLr;
+    expect(o.outcome.finished).toBe(true);
+    expect(o.sftSteps).toBe(8);
+    const last = ofType('otherLr', 'WarmStartCheckpointed').filter((r) => r.step === r.steps);
+    expect(last.map((r) => `${r.role}:${r.cached}`)).toEqual(['code:false', 'test:false']);
+    const trainedKeys = ofType('trained', 'WarmStartCheckpointed').map((r) => r.key);
+    for (const r of last) expect(trainedKeys).not.toContain(r.key);
+    const about = JSON.parse(readFileSync(path.join(root, '.cache', 'warm-start', `${last[0]!.key}.json`), 'utf8')) as { lr: number };
+    expect(about.lr).toBe(0.002);
   });
 
   it("replay --verify rebuilds the control's read models", async () => {
