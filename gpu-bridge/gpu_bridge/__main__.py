@@ -3,7 +3,7 @@
   python3 -m gpu_bridge --stdio                       the protocol on stdin/stdout
   python3 -m gpu_bridge --listen HOST:PORT --token-file F [--cert C --key K]
                                                       the protocol over TCP (TLS with cert/key)
-  python3 -m gpu_bridge serve --backend toy|hf [--model PATH] [--port P] [--admin-token-file F]
+  python3 -m gpu_bridge serve --backend toy|hf [--model PATH] [--port P] [--admin-token-file F] [--exit-with-stdin]
                                                       OpenAI-compatible HTTP server
 """
 
@@ -80,6 +80,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def _exit_when_stdin_ends() -> None:
+    """A server whose starter died without stopping it (SIGKILL, a crash) would serve on, holding
+    its memory and port: the starter's end of the pipe closes with it, and so does this server."""
+    import threading
+
+    def watch():
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        finally:
+            os._exit(0)
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
+
+
 def _serve(argv) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m gpu_bridge serve", description="OpenAI-compatible server")
     ap.add_argument("--backend", choices=["toy", "hf"], default="toy")
@@ -94,7 +109,11 @@ def _serve(argv) -> int:
     ap.add_argument("--batch-window-ms", type=float, default=5.0,
                     help="how long the first waiting request waits for others to share its batch (it goes at once when every open connection has one in)")
     ap.add_argument("--max-batch-rows", type=int, default=256, help="rows (prompts x n) decoded together at most")
+    ap.add_argument("--exit-with-stdin", action="store_true",
+                    help="exit when stdin reaches its end: the process that started the server (holding the pipe) is gone")
     a = ap.parse_args(argv)
+    if a.exit_with_stdin:
+        _exit_when_stdin_ends()
     if a.batch_window_ms < 0 or a.max_batch_rows < 1:
         sys.exit("gpu_bridge serve: --batch-window-ms must be >= 0 and --max-batch-rows >= 1")
     from .serve import Served, run_server

@@ -58,6 +58,8 @@ export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess>
     String(opts.seed ?? 0),
     '--served-model-name',
     model,
+    // The server ends with this process, however it ends: its stdin is our pipe.
+    '--exit-with-stdin',
   ];
   if (opts.model) args.push('--model', opts.model);
   if (opts.config) args.push('--config', JSON.stringify(opts.config));
@@ -71,7 +73,7 @@ export async function startServe(opts: ServeOptions = {}): Promise<ServeProcess>
       ...threadEnv(opts.threads ?? 1),
       ...(opts.adminToken ? { GPU_BRIDGE_ADMIN_TOKEN: opts.adminToken } : {}),
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['pipe', 'ignore', 'pipe'],
   });
   let stderr = '';
   const port = await new Promise<number>((resolve, reject) => {
