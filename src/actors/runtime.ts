@@ -395,15 +395,17 @@ export class ActorRuntime<Env> {
 
   /** Folds (from, to] into each begun actor, in one read from the earliest, then makes them live.
    * With snapshots on, each begun actor is snapshotted as the live run would be, every `every`
-   * positions: its side index then holds one interval of results, not the whole run's (a
-   * full-size run refolded from the start would not fit in memory otherwise). */
+   * events read: its side index then holds one interval of results, not the whole run's (a
+   * full-size run refolded from the start would not fit in memory otherwise). Counted in events,
+   * not positions: a JetStream position is a message's sequence times 65,536, so a distance in
+   * positions would make every commit due. */
   async #foldInto(begun: Begun<Env>[], to: Position): Promise<void> {
     const after = begun.reduce<Position>((min, b) => (b.report.from < min ? b.report.from : min), to);
     const every = this.#snapshots?.every ?? 0;
     // Per actor: the position of its last snapshot, and the last event it folded. A snapshot that
     // is due waits for the actor's next commit: one taken between two events of a commit would
     // fold the commit's second `once` event again after a restore (lastOnce is not kept).
-    const saving = new Map(begun.map((b) => [b, { savedAt: b.report.from, due: false, last: null as EventEnvelope | null }]));
+    const saving = new Map(begun.map((b) => [b, { since: 0, due: false, last: null as EventEnvelope | null }]));
     if (after < to) {
       const types = new Set<string>();
       for (const b of begun) for (const t of b.actor.types) types.add(t);
@@ -411,18 +413,21 @@ export class ActorRuntime<Env> {
         for (const envelope of page) {
           this.#saw(envelope);
           for (const b of begun) {
-            if (envelope.position <= b.report.from || !b.actor.types.has(envelope.type)) continue;
+            if (envelope.position <= b.report.from) continue;
             const s = saving.get(b)!;
+            // Every event read counts, as the live run counts them (its own types or not).
+            s.since++;
+            if (!b.actor.types.has(envelope.type)) continue;
             // Due and at rest (as the live run would wait), or due long enough.
-            if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.fold.snapshot) || s.last.position - s.savedAt >= 2 * every)) {
+            if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.fold.snapshot) || s.since >= 2 * every)) {
               this.#save([{ actor: b.actor, fold: b.fold, index: b.index }], s.last.position);
-              s.savedAt = s.last.position;
+              s.since = 0;
               s.due = false;
             }
             this.#fold(b.actor, b.fold, b.index, envelope);
             b.report.eventsFolded++;
             s.last = envelope;
-            if (every > 0 && b.actor.snapshottable && envelope.position - s.savedAt >= every) s.due = true;
+            if (every > 0 && b.actor.snapshottable && s.since >= every) s.due = true;
           }
         }
       }

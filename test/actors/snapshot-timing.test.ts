@@ -3,7 +3,7 @@
  * Judge with no problem open, the Executor with no request in flight), so that it stores the
  * run's history rather than a step's work in flight, and never waits for more than `every`
  * events past due. Checked on a real run (SQLite log, real sandbox) as it goes, and on a refold
- * of its log from the start.
+ * of its log from the start, on SQLite and, copied, on JetStream (a real nats-server).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -18,6 +18,10 @@ import { SqliteSnapshotTable, type SnapshotTable, type StoredSnapshot } from '..
 import { judge } from '../../src/actors/judge.js';
 import { executor } from '../../src/actors/executor.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+import { openJetStreamLog } from '../../src/events/jetstream/jetstream-log.js';
+import { copyRun } from '../../src/events/transfer.js';
+import type { EventLog } from '../../src/events/log.js';
+import { startTestNats, uniqueLogNames } from '../support/nats.js';
 
 /** Events per snapshot: a few per round of the small run, so most due points fall mid-round. */
 const EVERY = 12;
@@ -83,11 +87,10 @@ describe('snapshot timing', () => {
     expect(taken.filter((t) => t.atRest).length).toBeGreaterThanOrEqual(1);
   });
 
-  it('a refold from the start snapshots the Judge at rest, and at most 2 x `every` positions apart', async () => {
-    const dir = path.join(root, 'run');
+  /** The Judge's and the Executor's refold of `log` from the start, with every snapshot saved. */
+  async function refold(log: EventLog, file: string): Promise<{ saved: StoredSnapshot[]; judgeEvents: number }> {
     const runId = runIdOf(twoProblemConfig(root));
-    const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
-    const inner = new SqliteSnapshotTable(path.join(root, 'refold-snapshots.db'), runId);
+    const inner = new SqliteSnapshotTable(path.join(root, file), runId);
     const saved: StoredSnapshot[] = [];
     const table: SnapshotTable = {
       latest: (actor) => inner.latest(actor),
@@ -98,9 +101,25 @@ describe('snapshot timing', () => {
       side: (actor) => inner.side(actor),
       close: () => inner.close(),
     };
+    let judgeEvents = 0;
     try {
-      const runtime = new ActorRuntime(log, runId, null as never, [judge, executor] as never, { snapshots: { table, every: EVERY } });
+      const runtime = new ActorRuntime(log, runId, null as never, [judge, executor] as never, {
+        snapshots: { table, every: EVERY },
+        onRestart: (r) => {
+          if (r.actor === 'judge') judgeEvents = r.eventsFolded;
+        },
+      });
       await runtime.start();
+    } finally {
+      table.close();
+    }
+    return { saved, judgeEvents };
+  }
+
+  it('a refold from the start snapshots the Judge at rest, and at most 2 x `every` positions apart', async () => {
+    const log = await openSqliteLog(path.join(root, 'run', 'log.db'), { create: false });
+    try {
+      const { saved } = await refold(log, 'refold-snapshots.db');
       const ofJudge = saved.filter((s) => s.ref.actor === 'judge');
       expect(ofJudge.length).toBeGreaterThanOrEqual(2);
       let after = 0;
@@ -115,8 +134,27 @@ describe('snapshot timing', () => {
       }
       expect(atRest).toBeGreaterThanOrEqual(1);
     } finally {
-      table.close();
       await log.close();
     }
   }, 120_000);
+
+  it('a refold on JetStream snapshots every `every` events too, not at every commit (positions there are sequences x 65,536)', async () => {
+    const nats = await startTestNats(1);
+    const source = await openSqliteLog(path.join(root, 'run', 'log.db'), { create: false });
+    const js = await openJetStreamLog({ servers: nats.urls, ...uniqueLogNames() });
+    try {
+      await copyRun(source, js, runIdOf(twoProblemConfig(root)));
+      const onSqlite = await refold(source, 'refold-sqlite.db');
+      const onJetStream = await refold(js, 'refold-jetstream.db');
+      const judgeSaves = (r: { saved: StoredSnapshot[] }) => r.saved.filter((s) => s.ref.actor === 'judge').length;
+      expect(onJetStream.judgeEvents).toBe(onSqlite.judgeEvents);
+      // Due after `every` events read, as on SQLite: the same moments, so the same count.
+      expect(judgeSaves(onSqlite)).toBeGreaterThanOrEqual(2);
+      expect(judgeSaves(onJetStream)).toBe(judgeSaves(onSqlite));
+    } finally {
+      await js.close();
+      await source.close();
+      await nats.stop();
+    }
+  }, 180_000);
 });
