@@ -18,10 +18,13 @@
  *    as a restart without a usable snapshot does).
  *
  *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000] [--dir D]
+ *   npm run bench -- scale --log nats|nats://HOST:PORT[,...] [--fraction F] [--problems P] [--snapshot-every N]
  *
  * `--dir D` runs in D and keeps it: a run stopped there (a full-size run takes hours) is resumed
  * from its log by the same command, and the loop's figures then cover the resumed part only;
  * `--dir D --measure` takes the other figures of the run in D as it stands, without running it on.
+ * `--log` makes the run's log a JetStream stream, on one nats-server the bench starts (`nats`) or
+ * on a running server or cluster, with the raw nats.js client as the baselines (scale-jetstream.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -46,14 +49,15 @@ import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { standInRun } from './scale-policy.js';
+import { parseScaleLog } from './scale-log.js';
 
-const FULL_RUN_RESULTS = 15_000_000;
-const PROGRAMS = 8;
-const SUITES = 8;
-const TESTS = 8;
-const PROBLEMS = 256;
+export const FULL_RUN_RESULTS = 15_000_000;
+export const PROGRAMS = 8;
+export const SUITES = 8;
+export const TESTS = 8;
+export const PROBLEMS = 256;
 
-function fraction(args: string[]): number {
+export function fraction(args: string[]): number {
   const i = args.indexOf('--fraction');
   if (i < 0) return 0.1;
   const f = Number(args[i + 1]);
@@ -63,9 +67,40 @@ function fraction(args: string[]): number {
 
 /** A full garbage collection, so the heap printed per step is what the run retains, not what it
  * has yet to collect (V8's gc function, exposed for this process without a command-line flag). */
-function collector(): () => void {
+export function collector(): () => void {
   v8.setFlagsFromString('--expose-gc');
   return vm.runInNewContext('gc') as () => void;
+}
+
+/** After each step: the heap once collected (what the run keeps in memory as it grows), and the
+ * entries the Judge's verdict index and the Executor's cache hold (see heldEntries). */
+export function stepPrinter(t0: number): {
+  onStep: (runtime: ActorRuntime<RunEnv>, p: { round: number; rounds: number }) => void;
+  heapPerStep: number[];
+} {
+  const gc = collector();
+  let lastRound = 0;
+  const heapPerStep: number[] = [];
+  const onStep = (runtime: ActorRuntime<RunEnv>, { round, rounds }: { round: number; rounds: number }) => {
+    if (round === lastRound) return;
+    lastRound = round;
+    gc();
+    const m = process.memoryUsage();
+    heapPerStep.push(m.heapUsed);
+    const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
+    console.log(
+      `  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    );
+  };
+  return { onStep, heapPerStep };
+}
+
+export function printHeapGrowth(heapPerStep: readonly number[]): void {
+  // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
+  if (heapPerStep.length >= 3)
+    console.log(
+      `  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`,
+    );
 }
 
 const fileBytes = (p: string) => (existsSync(p) ? statSync(p).size : 0);
@@ -91,6 +126,9 @@ export function scaleConfig(fraction: number, problems: number, dir: string): { 
 }
 
 export async function runBench(args: string[]): Promise<void> {
+  const where = parseScaleLog(args);
+  // On JetStream: the same run, its own figures and baselines (loaded only then).
+  if (where.kind !== 'sqlite') return (await import('./scale-jetstream.js')).runJetStreamScale(args, where);
   const f = fraction(args);
   const problems = flag(args, 'problems', PROBLEMS);
   const dirAt = args.indexOf('--dir');
@@ -121,22 +159,7 @@ export async function runBench(args: string[]): Promise<void> {
     const t0 = performance.now();
     const w0 = bytesWritten();
     const c0 = cpu();
-    // The heap after each step, once collected: what the run keeps in memory as it grows.
-    const gc = collector();
-    let lastRound = 0;
-    const heapPerStep: number[] = [];
-    const onStep = (runtime: ActorRuntime<RunEnv>, { round, rounds }: { round: number; rounds: number }) => {
-      if (round === lastRound) return;
-      lastRound = round;
-      gc();
-      const m = process.memoryUsage();
-      heapPerStep.push(m.heapUsed);
-      // Entries the Judge's verdict index and the Executor's cache hold in memory (see heldEntries).
-      const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
-      console.log(
-        `  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`,
-      );
-    };
+    const { onStep, heapPerStep } = stepPrinter(t0);
     const snapshotEvery = flag(args, 'snapshot-every', DEFAULT_SNAPSHOT_EVERY);
     const outcome = measureOnly
       ? { runId: runIdOf(config), dir: path.join(root, runIdOf(config)) }
@@ -226,11 +249,7 @@ export async function runBench(args: string[]): Promise<void> {
     }
     const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
     if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
-    // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
-    if (heapPerStep.length >= 3)
-      console.log(
-        `  heap after a full collection grows ${((heapPerStep.at(-1)! - heapPerStep[1]!) / (heapPerStep.length - 2) / 1e6).toFixed(1)} MB per step from step 2 to ${heapPerStep.length}`,
-      );
+    printHeapGrowth(heapPerStep);
 
     // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL),
     // read from the log in pages of 64 beforehand so that only the inserts are timed.
