@@ -83,6 +83,8 @@ interface RunResult {
   applied: Applied[];
   notReached: Fault[];
   restarts: number;
+  /** Workers started again because the log changed under them. */
+  rereads: number;
   failures: string[];
 }
 
@@ -265,6 +267,9 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
     const wallS = seconds();
     const killed = applied.filter((a) => a.fault.kind === 'kill-worker' && a.note.startsWith('pid')).length;
     const restarts = said.filter((l) => /starting another/.test(l)).length;
+    // Workers that read messages the cluster then dropped stop and are started again at once:
+    // recovery, not a failure, but counted and shown.
+    const rereads = said.filter((l) => /reads the log again/.test(l)).length;
     if (outcome) {
       if (!outcome.finished) failures.push('the run did not complete');
       const got = figures(outcome.rows);
@@ -295,14 +300,16 @@ async function chaosRun(k: number, seed: number, config: RunConfig, root: string
         // No workers.log: the run failed before its workers started.
       }
     }
-    return { seed, where: m.where, wallS, applied, notReached, restarts, failures };
+    return { seed, where: m.where, wallS, applied, notReached, restarts, rereads, failures };
   } finally {
     await m.stop();
   }
 }
 
 function printRun(k: number, runs: number, r: RunResult): void {
-  console.log(`run ${k}/${runs} (seed ${r.seed}): ${r.failures.length === 0 ? 'pass' : 'FAIL'}, ${r.wallS.toFixed(1)} s, ${r.restarts} workers restarted`);
+  console.log(
+    `run ${k}/${runs} (seed ${r.seed}): ${r.failures.length === 0 ? 'pass' : 'FAIL'}, ${r.wallS.toFixed(1)} s, ${r.restarts} workers restarted${r.rereads > 0 ? `, ${r.rereads} started again to read a log that changed under them` : ''}`,
+  );
   for (const a of r.applied)
     console.log(`  ${a.startS.toFixed(1).padStart(6)} s to ${a.endS.toFixed(1).padStart(6)} s, at ${a.pairs} pairs: ${describeFault(a.fault)} (${a.note})`);
   for (const f of r.notReached) console.log(`  not reached (run complete first): ${describeFault(f)} at ${f.at} pairs`);

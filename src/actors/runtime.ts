@@ -19,6 +19,7 @@
  * folds.
  */
 import type { AnyStateMachine, ContextFrom, SnapshotFrom } from 'xstate';
+import { LogRewrittenError } from '../events/errors.js';
 import { ActorFold, FoldError, eventTypesOfMachine, stateIdsOf, type LogEvent } from './actor-fold.js';
 import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
@@ -270,7 +271,27 @@ export class ActorRuntime<Env> {
   #latest: { position: Position; at: string } | null = null;
 
   #saw(envelope: EventEnvelope): void {
-    if (this.#latest === null || envelope.position > this.#latest.position) this.#latest = { position: envelope.position, at: envelope.at };
+    if (this.#latest === null || envelope.position > this.#latest.position) {
+      this.#latest = { position: envelope.position, at: envelope.at };
+      this.#lastRead = { position: envelope.position, commitId: envelope.commitId };
+    }
+  }
+
+  /** The last event read, and when the log was last asked whether it still holds it. */
+  #lastRead: { position: Position; commitId: string } | null = null;
+  #checkedAt = 0;
+
+  /** Whether the log still holds what this runtime last read (see EventLog.commitIdAt): asked at
+   * most once a second, before reading on. A reader that folded messages a failing-over cluster
+   * then dropped cannot unfold them: it stops with LogRewrittenError, and its process starts
+   * again from the log. */
+  async #checkLastRead(): Promise<void> {
+    const log = this.#log;
+    if (!log.commitIdAt || this.#lastRead === null || Date.now() - this.#checkedAt < 1000) return;
+    this.#checkedAt = Date.now();
+    const { position, commitId } = this.#lastRead;
+    const now = await log.commitIdAt(position);
+    if (now !== commitId) throw new LogRewrittenError(position, commitId, now);
   }
 
   /** How many events the dispatcher has folded. */
@@ -522,6 +543,7 @@ export class ActorRuntime<Env> {
   }
 
   async #foldNewEvents(): Promise<boolean> {
+    await this.#checkLastRead();
     let any = false;
     const live = [...this.#actors.values()];
     for await (const page of this.#pages({ after: this.#position }, { runId: this.#runId })) {

@@ -8,6 +8,7 @@ import { DatasetError } from '../datasets/errors.js';
 import { SandboxInputError, SandboxSetupError } from '../sandbox/errors.js';
 import {
   EventLogError,
+  LogRewrittenError,
   IncompatibleStreamError,
   LogAuthenticationError,
   LogCredentialsError,
@@ -19,7 +20,7 @@ import { NotARunError } from '../report/errors.js';
 import { AblationError, VariantRefusedError } from '../ablation/errors.js';
 import { ModelRequestError } from '../policies/openai/errors.js';
 import { BridgeError } from '../bridge/errors.js';
-import { RunNotFoundError, StatusUnavailableError, WorkerError, WorkerUsageError } from '../workers/errors.js';
+import { EXIT_READ_AGAIN, RunNotFoundError, StatusUnavailableError, WorkerError, WorkerUsageError } from '../workers/errors.js';
 
 /** A user-facing failure: printed as one clear line naming what is wrong, no stack trace. */
 export class UserError extends Error {
@@ -71,6 +72,7 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError)
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
+  if (err instanceof LogRewrittenError) return { message: err.message, exitCode: EXIT_READ_AGAIN };
   if (err instanceof EventLogError || err instanceof ReadModelError) return { message: err.message, exitCode: EXIT_FAILED };
   // An actor's effect that failed outside the retried path (a worker's, an ablation's): a failure.
   if (err instanceof ActorFailedError) return { message: err.message, exitCode: EXIT_FAILED };

@@ -199,6 +199,22 @@ export class CommitTooLargeError extends EventLogError {
 /** A message the log's stream holds by its sequences is not there: a replica behind answered
  * (it is retried), or someone deleted it. A reader never skips it: a worker that folded past a
  * missing event would wait forever for what it said. */
+/** What a reader read at `position` is no longer the log: the message there now is another
+ * commit, or none. A cluster that failed over can show a reader messages it then drops (seen
+ * with nats-server 2.9 under server kills and partitions); a reader that folded them must read
+ * again from a point before them, or it holds events the log does not and misses those it does. */
+export class LogRewrittenError extends EventLogError {
+  constructor(
+    readonly position: number,
+    readonly read: string,
+    readonly now: string | null,
+  ) {
+    super(
+      `the log changed under this reader at position ${position}: it read commit "${read}" there, and the log now holds ${now === null ? 'no message there' : `commit "${now}"`} (a server that failed over showed messages it then dropped); read it again from the start`,
+    );
+  }
+}
+
 export class MissingLogMessageError extends EventLogError {
   constructor(
     readonly stream: string,

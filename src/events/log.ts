@@ -139,6 +139,10 @@ export interface EventLog {
   read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope>;
   /** Optional: the same events as `read`, a page (array) at a time; bulk replays use it when present. */
   readPages?(range?: ReadRange, filter?: ReadFilter): AsyncIterable<readonly EventEnvelope[]>;
+  /** Optional: the commit id of the message holding `position` as the log keeps it now (null:
+   * none there). A log whose servers can show a reader messages they later drop (JetStream
+   * failing over) offers it, so that a reader can check what it read is still the log. */
+  commitIdAt?(position: Position): Promise<string | null>;
   /** A position at or after every stored event and before any later one (ORIGIN when empty). */
   head(): Promise<Position>;
   /** Position of one stream's last event (ORIGIN when it has none): what `expectedPosition` takes. */

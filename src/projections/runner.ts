@@ -319,10 +319,30 @@ export class ProjectionRunner {
     return run;
   }
 
-  /** Applies every event up to the log's head (or `to`); returns the checkpoint reached. */
+  /** The last event this runner applied in a catch-up (this process), to check the log still
+   * holds it (EventLog.commitIdAt). */
+  #lastRead: { position: Position; commitId: string } | null = null;
+  /** Catch-ups that found the log no longer holding what an earlier one read, and so rebuilt. */
+  rebuiltAfterRewrite = 0;
+
+  /** Applies every event up to the log's head (or `to`); returns the checkpoint reached. Where
+   * the log no longer holds the last event applied (a cluster failing over dropped messages it
+   * had shown), every projection is rebuilt from the start instead. */
   catchUp(opts: { to?: Position } = {}): Promise<Position> {
     return this.#exclusive(async () => {
       this.#assertWritable('catching up');
+      const log0 = this.#opts.log;
+      if (log0.commitIdAt && this.#lastRead !== null && (await log0.commitIdAt(this.#lastRead.position)) !== this.#lastRead.commitId) {
+        this.#db.transaction(() => {
+          for (const s of this.#slots)
+            this.#reset(
+              s,
+              s.tables.map((t) => t.name),
+            );
+        })();
+        this.#lastRead = null;
+        this.rebuiltAfterRewrite++;
+      }
       const head = await this.#opts.log.head();
       const to = opts.to !== undefined && opts.to < head ? opts.to : head;
       const after = this.#min();
@@ -334,6 +354,7 @@ export class ProjectionRunner {
       let batch = this.#begin();
       for await (const page of pages) {
         for (const e of page) {
+          this.#lastRead = { position: e.position, commitId: e.commitId };
           this.#apply(batch, e);
           if (++batch.events >= this.#batchSize) {
             this.#finish(batch, e.position);

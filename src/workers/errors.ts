@@ -1,3 +1,7 @@
+/** The exit status of a worker whose log changed under it (LogRewrittenError): its supervisor
+ * starts another at once, which reads the log again, and does not count it as a failure. */
+export const EXIT_READ_AGAIN = 75;
+
 /** Errors of worker processes; src/cli/errors.ts maps them to exit codes. */
 export class WorkerError extends Error {
   constructor(message: string) {

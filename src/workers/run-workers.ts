@@ -124,6 +124,11 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
     const rows = await checkedRoundRows(views, log, runId, (line) =>
       appendFileSync(path.join(dir, 'workers.log'), `${new Date().toISOString()} crucible run: ${line}\n`),
     );
+    if (views.rebuiltAfterRewrite > 0)
+      appendFileSync(
+        path.join(dir, 'workers.log'),
+        `${new Date().toISOString()} crucible run: the log no longer held events the read models had read (a server failing over dropped them); rebuilt from the log ${views.rebuiltAfterRewrite} time(s)\n`,
+      );
     return { runId, dir, finished: completed, rows, isolation: sandbox.isolation };
   } finally {
     await supervisor?.stop();

@@ -9,7 +9,7 @@ import { roleCredentialsFile } from '../events/jetstream/nats-roles.js';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import { WORKER_ROLES, type WorkerRole } from './roles.js';
-import { WorkerError } from './errors.js';
+import { EXIT_READ_AGAIN, WorkerError } from './errors.js';
 import { stampLines } from './stamped-lines.js';
 import { PACKAGE_ROOT } from '../core/package-root.js';
 
@@ -108,6 +108,15 @@ export class WorkerSupervisor {
       if (this.#children.get(key)?.process === child) this.#children.delete(key);
       if (this.#stopping || code === 0) {
         this.#exits++;
+        return;
+      }
+      // Its log changed under it (a cluster failing over dropped messages it had read): not a
+      // failure of the worker; another reads the log again.
+      if (code === EXIT_READ_AGAIN) {
+        this.#opts.say?.(`${role} worker (pid ${child.pid}) read messages the log no longer holds: another reads the log again`);
+        setTimeout(() => {
+          if (!this.#stopping) this.#spawn(role, slot);
+        }, 300);
         return;
       }
       const n = (this.#restarts.get(role) ?? 0) + 1;

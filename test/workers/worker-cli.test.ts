@@ -11,6 +11,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkerSupervisor } from '../../src/workers/supervisor.js';
+import { EXIT_READ_AGAIN } from '../../src/workers/errors.js';
+import { LogRewrittenError } from '../../src/events/errors.js';
+import { spawn } from 'node:child_process';
+import { until } from '../support/until.js';
 import { natsDown, natsUp, type NatsCluster } from '../../src/nats-ops/nats-server.js';
 import { credentialsFile, readCredentials } from '../../src/events/jetstream/nats-roles.js';
 import { writeCredentials } from '../../src/nats-ops/credentials.js';
@@ -141,6 +145,52 @@ describe("the run command's supervisor", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe('the supervisor and a worker whose log changed under it', () => {
+  it('starts another at once, which reads the log again, and counts it apart from failures', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
+    const said: string[] = [];
+    let launched = 0;
+    const sup = new WorkerSupervisor({
+      location: nats.urls[0]!,
+      runId: 'demo-s7-00000000',
+      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
+      logFile: path.join(dir, 'workers.log'),
+      maxRestarts: 1,
+      say: (l) => said.push(l),
+      // Stands in for the worker's command: twice a worker that met LogRewrittenError (its exit
+      // status), then one that ends as at RunCompleted.
+      launch: (_w, command, _args, options) => spawn(command, ['-e', `process.exit(${++launched <= 2 ? EXIT_READ_AGAIN : 0})`], options),
+    });
+    try {
+      sup.start();
+      await until('the third worker has ended', 30_000, async () => launched === 3 && sup.children.length === 0);
+      expect(said).toHaveLength(2);
+      for (const l of said) expect(l).toMatch(/^judge worker \(pid \d+\) read messages the log no longer holds: another reads the log again$/);
+      // Two such exits with one restart allowed: the run is not given up.
+      const failed = await Promise.race([
+        sup.failed().then(
+          () => 'failed',
+          () => 'failed',
+        ),
+        new Promise((r) => setTimeout(() => r('going on'), 500)),
+      ]);
+      expect(failed).toBe('going on');
+    } finally {
+      await sup.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('a LogRewrittenError ends the command with that exit status and its message', async () => {
+    const { userFacing } = await import('../../src/cli/errors.js');
+    const known = userFacing(new LogRewrittenError(5 * 65_536, 'r/judge/a', 'r/judge/b'));
+    expect(known?.exitCode).toBe(EXIT_READ_AGAIN);
+    expect(known?.message).toBe(
+      'the log changed under this reader at position 327680: it read commit "r/judge/a" there, and the log now holds commit "r/judge/b" (a server that failed over showed messages it then dropped); read it again from the start',
+    );
+  });
 });
 
 describe('a worker given credentials of another role (a cluster with auth)', () => {

@@ -472,6 +472,25 @@ export class JetStreamEventLog implements EventLog {
     return headPosition(info.state.last_seq);
   }
 
+  /** The commit id of the message at `position`'s sequence, as the stream's leader answers now.
+   * A message the leader does not hold is asked again within the retry time (a leader that has
+   * not caught up answers for a moment), then null. */
+  async commitIdAt(position: Position): Promise<string | null> {
+    this.#assertOpen();
+    const seq = seqOf(position);
+    try {
+      const m = await withRetry(this.#retryForMs, async () => {
+        const got = await this.jsm.streams.getMessage(this.streamName, { seq });
+        if (got === null) throw new MissingLogMessageError(this.streamName, seq, seq);
+        return got;
+      });
+      return m.header.get('Nats-Msg-Id') || `seq-${m.seq}`;
+    } catch (err) {
+      if (err instanceof MissingLogMessageError) return null;
+      throw err;
+    }
+  }
+
   async streamHead(stream: string): Promise<Position> {
     this.#assertOpen();
     const subject = this.subjectOf(parseStreamName('streamHead', stream));
