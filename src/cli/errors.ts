@@ -9,6 +9,7 @@ import { SandboxInputError, SandboxSetupError } from '../sandbox/errors.js';
 import {
   EventLogError,
   LogRewrittenError,
+  MissingLogMessageError,
   IncompatibleStreamError,
   LogAuthenticationError,
   LogCredentialsError,
@@ -72,7 +73,9 @@ export function userFacing(err: unknown): { message: string; exitCode: number } 
   if (err instanceof RunNotFoundError || err instanceof WorkerUsageError || err instanceof StatusUnavailableError)
     return { message: err.message, exitCode: EXIT_BAD_INPUT };
   if (err instanceof WorkerError) return { message: err.message, exitCode: EXIT_FAILED };
-  if (err instanceof LogRewrittenError) return { message: err.message, exitCode: EXIT_READ_AGAIN };
+  // A message gone that the log's head says it holds: what a reader meets when a cluster that
+  // failed over dropped messages; like a rewrite, read again (the supervisor bounds how often).
+  if (err instanceof LogRewrittenError || err instanceof MissingLogMessageError) return { message: err.message, exitCode: EXIT_READ_AGAIN };
   if (err instanceof EventLogError || err instanceof ReadModelError) return { message: err.message, exitCode: EXIT_FAILED };
   // An actor's effect that failed outside the retried path (a worker's, an ablation's): a failure.
   if (err instanceof ActorFailedError) return { message: err.message, exitCode: EXIT_FAILED };

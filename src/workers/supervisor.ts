@@ -28,6 +28,9 @@ export interface SupervisorOptions {
   logFile: string;
   /** Restarts allowed per role before the run is given up. Default 5. */
   maxRestarts?: number;
+  /** Workers started again per role because their log changed under them (exit status
+   * EXIT_READ_AGAIN) before the run is given up. Default 20. */
+  maxRereads?: number;
   say?(line: string): void;
   /** Starts one worker's command (default: here, with `spawn`); a launcher may start it on
    * another machine, e.g. through `ip netns exec` or ssh, as long as the child it returns
@@ -47,6 +50,7 @@ export class WorkerSupervisor {
   readonly #opts: SupervisorOptions;
   readonly #children = new Map<string, WorkerChild>();
   readonly #restarts = new Map<WorkerRole, number>();
+  readonly #rereads = new Map<WorkerRole, number>();
   #out: WriteStream | null = null;
   /** Children's stderr not yet closed: their last lines are still to come. */
   readonly #stderrOpen = new Set<Promise<void>>();
@@ -113,6 +117,13 @@ export class WorkerSupervisor {
       // Its log changed under it (a cluster failing over dropped messages it had read): not a
       // failure of the worker; another reads the log again.
       if (code === EXIT_READ_AGAIN) {
+        const r = (this.#rereads.get(role) ?? 0) + 1;
+        this.#rereads.set(role, r);
+        if (r > (this.#opts.maxRereads ?? 20)) {
+          this.#failure = new WorkerError(`the ${role} worker found its log changed under it ${r} times; see ${this.#opts.logFile}`);
+          this.#onFailure?.(this.#failure);
+          return;
+        }
         this.#opts.say?.(`${role} worker (pid ${child.pid}) read messages the log no longer holds: another reads the log again`);
         setTimeout(() => {
           if (!this.#stopping) this.#spawn(role, slot);

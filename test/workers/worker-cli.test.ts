@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { WorkerSupervisor } from '../../src/workers/supervisor.js';
 import { EXIT_READ_AGAIN } from '../../src/workers/errors.js';
-import { LogRewrittenError } from '../../src/events/errors.js';
+import { LogRewrittenError, MissingLogMessageError } from '../../src/events/errors.js';
 import { spawn } from 'node:child_process';
 import { until } from '../support/until.js';
 import { natsDown, natsUp, type NatsCluster } from '../../src/nats-ops/nats-server.js';
@@ -190,7 +190,28 @@ describe('the supervisor and a worker whose log changed under it', () => {
     expect(known?.message).toBe(
       'the log changed under this reader at position 327680: it read commit "r/judge/a" there, and the log now holds commit "r/judge/b" (a server that failed over showed messages it then dropped); read it again from the start',
     );
+    // A message the head says the log holds, gone: the same recovery.
+    expect(userFacing(new MissingLogMessageError('S', 86, 86))?.exitCode).toBe(EXIT_READ_AGAIN);
   });
+
+  it('gives the run up when a worker keeps finding its log changed', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
+    const sup = new WorkerSupervisor({
+      location: nats.urls[0]!,
+      runId: 'demo-s7-00000000',
+      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
+      logFile: path.join(dir, 'workers.log'),
+      maxRereads: 2,
+      launch: (_w, command, _args, options) => spawn(command, ['-e', `process.exit(${EXIT_READ_AGAIN})`], options),
+    });
+    try {
+      sup.start();
+      await expect(sup.failed()).rejects.toThrow(`the judge worker found its log changed under it 3 times; see ${path.join(dir, 'workers.log')}`);
+    } finally {
+      await sup.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('a worker given credentials of another role (a cluster with auth)', () => {
