@@ -46,6 +46,22 @@ async function judgeCommits(): Promise<string[]> {
   return out;
 }
 
+/** A task loop's context that folds nothing: its role, when it stops, where its lines go. */
+function loopContext(role: TaskLoopContext['role'], stopped: () => boolean, say: (line: string) => void): { ctx: TaskLoopContext; wake: Wake } {
+  const wake = new Wake();
+  const ctx: TaskLoopContext = {
+    role,
+    wake,
+    completion: new CompletionView(),
+    concurrency: 1,
+    figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
+    fold: async () => {},
+    stopped,
+    say,
+  };
+  return { ctx, wake };
+}
+
 describe('leases and fenced writes', () => {
   it('one holder at a time; a paused holder loses the lease and can no longer write', async () => {
     const a = await board.acquire('role-judge', 'A', 800);
@@ -155,17 +171,11 @@ describe('task queues kept apart', () => {
     const handled: string[] = [];
     let stop = false;
     let calls = 0;
-    const wake = new Wake();
-    const ctx: TaskLoopContext = {
-      role: 'executor',
-      wake,
-      completion: new CompletionView(),
-      concurrency: 1,
-      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
-      fold: async () => {},
-      stopped: () => stop,
-      say: (line: string) => said.push(line),
-    };
+    const { ctx, wake } = loopContext(
+      'executor',
+      () => stop,
+      (line: string) => said.push(line),
+    );
     const loop = runTaskLoop(ctx, {
       queue,
       body: z.strictObject({ key: z.string(), at: z.int() }),
@@ -199,17 +209,11 @@ describe('task queues kept apart', () => {
 
   it('an error of afterFold that waiting does not mend stops the loop with it', async () => {
     const queue = await JetStreamTaskQueue.open(log, { name: 'broken', ackWaitMs: 1000 });
-    const wake = new Wake();
-    const ctx: TaskLoopContext = {
-      role: 'executor',
-      wake,
-      completion: new CompletionView(),
-      concurrency: 1,
-      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
-      fold: async () => {},
-      stopped: () => false,
-      say: () => {},
-    };
+    const { ctx, wake } = loopContext(
+      'executor',
+      () => false,
+      () => {},
+    );
     const loop = runTaskLoop(ctx, {
       queue,
       body: z.strictObject({ key: z.string(), at: z.int() }),
@@ -233,17 +237,11 @@ describe('task queues kept apart', () => {
     const said: string[] = [];
     const handled: string[] = [];
     let stop = false;
-    const wake = new Wake();
-    const ctx: TaskLoopContext = {
-      role: 'adversary',
-      wake,
-      completion: new CompletionView(),
-      concurrency: 1,
-      figures: { state: 'live', running: 0, pending: 0, written: 0, duplicates: 0, fenced: 0 },
-      fold: async () => {},
-      stopped: () => stop,
-      say: (line: string) => said.push(line),
-    };
+    const { ctx, wake } = loopContext(
+      'adversary',
+      () => stop,
+      (line: string) => said.push(line),
+    );
     const loop = runTaskLoop(ctx, {
       queue,
       body: z.strictObject({ key: z.string(), at: z.int() }),

@@ -118,15 +118,22 @@ describe('worker errors', () => {
   });
 });
 
+/** A supervisor of one judge worker of a run that does not exist, its log in `dir`. */
+function judgeSupervisor(dir: string, opts: Partial<ConstructorParameters<typeof WorkerSupervisor>[0]>): WorkerSupervisor {
+  return new WorkerSupervisor({
+    location: nats.urls[0]!,
+    runId: 'demo-s7-00000000',
+    counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
+    logFile: path.join(dir, 'workers.log'),
+    ...opts,
+  });
+}
+
 describe("the run command's supervisor", () => {
   it('starts a worker that died again, and gives the run up when one keeps dying', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
     const said: string[] = [];
-    const sup = new WorkerSupervisor({
-      location: nats.urls[0]!,
-      runId: 'demo-s7-00000000',
-      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
-      logFile: path.join(dir, 'workers.log'),
+    const sup = judgeSupervisor(dir, {
       maxRestarts: 1,
       say: (l) => said.push(l),
     });
@@ -152,11 +159,7 @@ describe('the supervisor and a worker whose log changed under it', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
     const said: string[] = [];
     let launched = 0;
-    const sup = new WorkerSupervisor({
-      location: nats.urls[0]!,
-      runId: 'demo-s7-00000000',
-      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
-      logFile: path.join(dir, 'workers.log'),
+    const sup = judgeSupervisor(dir, {
       maxRestarts: 1,
       say: (l) => said.push(l),
       // Stands in for the worker's command: twice a worker that met LogRewrittenError (its exit
@@ -196,11 +199,7 @@ describe('the supervisor and a worker whose log changed under it', () => {
 
   it('gives the run up when a worker keeps finding its log changed', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-supervisor-'));
-    const sup = new WorkerSupervisor({
-      location: nats.urls[0]!,
-      runId: 'demo-s7-00000000',
-      counts: { conductor: 0, solver: 0, adversary: 0, executor: 0, judge: 1, learner: 0 },
-      logFile: path.join(dir, 'workers.log'),
+    const sup = judgeSupervisor(dir, {
       maxRereads: 2,
       launch: (_w, command, _args, options) => spawn(command, ['-e', `process.exit(${EXIT_READ_AGAIN})`], options),
     });
