@@ -42,7 +42,7 @@ import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { standInRun } from './scale-policy.js';
 import type { ScaleLog } from './scale-log.js';
 import { jetStreamFigures, type Timed } from './scale-rates.js';
-import { FULL_RUN_RESULTS, PROBLEMS, PROGRAMS, SUITES, TESTS, fraction, printHeapGrowth, scaleConfig, stepPrinter } from './scale.js';
+import { FULL_RUN_RESULTS, PROBLEMS, PROGRAMS, SUITES, TESTS, fraction, printBytesByType, printHeapGrowth, scaleConfig, stepPrinter } from './scale.js';
 
 /** Messages read before they are published again: the timed publishes never wait on a read. */
 const CHUNK = 2000;
@@ -322,15 +322,7 @@ export async function runJetStreamScale(args: string[], where: Exclude<ScaleLog,
         .map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`)
         .join(', ')}`,
     );
-    const types = [...pass.byType].sort((x, y) => y[1].row - x[1].row);
-    console.log(`  bytes per result by event type (the event's JSON in its commit message; data alone):`);
-    for (const [type, t] of types.slice(0, 8)) {
-      console.log(
-        `    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`,
-      );
-    }
-    const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
-    if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
+    printBytesByType(pass.byType, results, "the event's JSON in its commit message; data alone");
     printHeapGrowth(heapPerStep);
 
     const a = fig.append;

@@ -95,6 +95,19 @@ export function stepPrinter(t0: number): {
   return { onStep, heapPerStep };
 }
 
+/** The 8 event types that take most bytes per result, then the rest together. */
+export function printBytesByType(byType: Iterable<[string, { events: number; row: number; data: number }]>, results: number, heading: string): void {
+  const types = [...byType].sort((a, b) => b[1].row - a[1].row);
+  console.log(`  bytes per result by event type (${heading}):`);
+  for (const [type, t] of types.slice(0, 8)) {
+    console.log(
+      `    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`,
+    );
+  }
+  const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
+  if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
+}
+
 export function printHeapGrowth(heapPerStep: readonly number[]): void {
   // From step 2 on: step 1 also fills the run's bounded caches (parsed tests, recent blobs).
   if (heapPerStep.length >= 3)
@@ -240,15 +253,7 @@ export async function runBench(args: string[]): Promise<void> {
         .map((p) => `${p.name} ${(p.bytes / results).toFixed(1)}`)
         .join(', ')}`,
     );
-    const types = [...byType].sort((a, b) => b[1].row - a[1].row);
-    console.log(`  bytes per result by event type (row = envelope columns + data; data alone):`);
-    for (const [type, t] of types.slice(0, 8)) {
-      console.log(
-        `    ${type.padEnd(22)} ${String(t.events).padStart(8)} events  row ${(t.row / results).toFixed(1).padStart(6)}  data ${(t.data / results).toFixed(1).padStart(6)}`,
-      );
-    }
-    const others = types.slice(8).reduce((n, [, t]) => n + t.row, 0);
-    if (others > 0) console.log(`    (other types)                          row ${(others / results).toFixed(1).padStart(6)}`);
+    printBytesByType(byType, results, 'row = envelope columns + data; data alone');
     printHeapGrowth(heapPerStep);
 
     // Baseline: the same rows inserted raw (one transaction per 64 rows, synchronous FULL, WAL),

@@ -15,7 +15,7 @@ import type { CommitRequest } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
 import { until } from '../support/until.js';
 import { z } from 'zod';
-import { runTaskLoop, type TaskLoopContext } from '../../src/workers/task-loop.js';
+import { runTaskLoop, type TaskLoop, type TaskLoopContext } from '../../src/workers/task-loop.js';
 import { CompletionView } from '../../src/workers/context.js';
 import { Wake } from '../../src/workers/wake.js';
 
@@ -60,6 +60,22 @@ function loopContext(role: TaskLoopContext['role'], stopped: () => boolean, say:
     say,
   };
   return { ctx, wake };
+}
+
+/** A loop over `{key, at}` tasks that records each key it is handed as already recorded. */
+function keyedLoop(queue: JetStreamTaskQueue, handled: string[], afterFold: () => Promise<void>): TaskLoop<{ key: string; at: number }> {
+  return {
+    queue,
+    body: z.strictObject({ key: z.string(), at: z.int() }),
+    bodyShape: '{key, at}',
+    ackWaitMs: 1000,
+    step: async ({ key }) => {
+      handled.push(key);
+      return 'recorded';
+    },
+    afterFold,
+    open: () => [],
+  };
 }
 
 describe('leases and fenced writes', () => {
@@ -176,23 +192,15 @@ describe('task queues kept apart', () => {
       () => stop,
       (line: string) => said.push(line),
     );
-    const loop = runTaskLoop(ctx, {
-      queue,
-      body: z.strictObject({ key: z.string(), at: z.int() }),
-      bodyShape: '{key, at}',
-      ackWaitMs: 1000,
-      step: async ({ key }) => {
-        handled.push(key);
-        return 'recorded';
-      },
-      // The first three publishes time out, as a queue's stream that cannot commit answers.
-      afterFold: async () => {
+    // The first three publishes time out, as a queue's stream that cannot commit answers.
+    const loop = runTaskLoop(
+      ctx,
+      keyedLoop(queue, handled, async () => {
         calls++;
         if (calls <= 3) throw Object.assign(new Error('TIMEOUT'), { name: 'TimeoutError' });
         if (calls === 4) await queue.publish('run/executor/w1', '{"key":"w1","at":1}');
-      },
-      open: () => [],
-    });
+      }),
+    );
     try {
       await until('the task published late is handled', 30_000, async () => handled.length === 1);
     } finally {
@@ -214,17 +222,12 @@ describe('task queues kept apart', () => {
       () => false,
       () => {},
     );
-    const loop = runTaskLoop(ctx, {
-      queue,
-      body: z.strictObject({ key: z.string(), at: z.int() }),
-      bodyShape: '{key, at}',
-      ackWaitMs: 1000,
-      step: async () => 'recorded',
-      afterFold: async () => {
+    const loop = runTaskLoop(
+      ctx,
+      keyedLoop(queue, [], async () => {
         throw new Error('permissions violation for publish');
-      },
-      open: () => [],
-    });
+      }),
+    );
     await expect(loop).rejects.toThrow('permissions violation for publish');
     await wake.close();
   });
@@ -242,18 +245,10 @@ describe('task queues kept apart', () => {
       () => stop,
       (line: string) => said.push(line),
     );
-    const loop = runTaskLoop(ctx, {
-      queue,
-      body: z.strictObject({ key: z.string(), at: z.int() }),
-      bodyShape: '{key, at}',
-      ackWaitMs: 1000,
-      step: async ({ key }) => {
-        handled.push(key);
-        return 'recorded';
-      },
-      afterFold: async () => {},
-      open: () => [],
-    });
+    const loop = runTaskLoop(
+      ctx,
+      keyedLoop(queue, handled, async () => {}),
+    );
     try {
       await until(
         'both tasks handled',
