@@ -31,6 +31,10 @@ describe('run configs', () => {
   it('names a key of the wrong type', () => {
     expect(() => parseConfig({ rounds: 'many' }, 'x.yaml')).toThrow(/x\.yaml: rounds: .*number/);
     expect(() => parseConfig({ rewards: { alpha: 2 } }, 'x.yaml')).toThrow(/rewards\.alpha/);
+    // Held-out samples: a positive count, or left out (none beyond the G).
+    expect(() => parseConfig({ sampling: { heldOutSamples: 0 } }, 'x.yaml')).toThrow(/x\.yaml: sampling\.heldOutSamples: /);
+    expect(() => parseConfig({ sampling: { heldOutSamples: 2.5 } }, 'x.yaml')).toThrow(/sampling\.heldOutSamples/);
+    expect(parseConfig({ sampling: { heldOutSamples: 24 } }, 'x.yaml').sampling.heldOutSamples).toBe(24);
   });
 
   it('reports YAML syntax errors with the line', () => {
