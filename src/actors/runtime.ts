@@ -23,7 +23,7 @@ import { LogRewrittenError } from '../events/errors.js';
 import { ActorFold, FoldError, eventTypesOfMachine, stateIdsOf, type LogEvent } from './actor-fold.js';
 import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import { ORIGIN, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
+import { ORIGIN, asPosition, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
 import {
   SNAPSHOT_FORMAT,
   SnapshotBody,
@@ -215,6 +215,8 @@ interface Begun<Env> {
   fold: ActorFold<AnyStateMachine>;
   index: unknown;
   report: RestartReport;
+  /** The snapshot used: its checkpoint and the last event it folded (to ask the log about). */
+  from?: { ref: StoredSnapshot['ref']; lastRead: { position: Position; commitId: string } | undefined };
 }
 
 export class ActorRuntime<Env> {
@@ -277,21 +279,34 @@ export class ActorRuntime<Env> {
     }
   }
 
-  /** The last event read, and when the log was last asked whether it still holds it. */
+  /** The last event read (by the dispatcher, a view or a refold), or restored with a snapshot. */
   #lastRead: { position: Position; commitId: string } | null = null;
-  #checkedAt = 0;
 
-  /** Whether the log still holds what this runtime last read (see EventLog.commitIdAt): asked at
-   * most once a second, before reading on. A reader that folded messages a failing-over cluster
-   * then dropped cannot unfold them: it stops with LogRewrittenError, and its process starts
-   * again from the log. */
-  async #checkLastRead(): Promise<void> {
+  /** Asks the log whether it still holds the last event read (see EventLog.commitIdAt). A reader
+   * that folded messages a failing-over cluster then dropped cannot unfold them: the answer is a
+   * LogRewrittenError, and its process starts again from the log. The promise never rejects
+   * (its error is its value), so it can be asked beside a read and awaited before anything read
+   * is folded: the check costs no round trip of its own. */
+  #askLastRead(): Promise<unknown> {
     const log = this.#log;
-    if (!log.commitIdAt || this.#lastRead === null || Date.now() - this.#checkedAt < 1000) return;
-    this.#checkedAt = Date.now();
-    const { position, commitId } = this.#lastRead;
-    const now = await log.commitIdAt(position);
-    if (now !== commitId) throw new LogRewrittenError(position, commitId, now);
+    const last = this.#lastRead;
+    if (!log.commitIdAt || last === null) return Promise.resolve(null);
+    return log.commitIdAt(last.position).then(
+      (now) => (now === last.commitId ? null : new LogRewrittenError(last.position, last.commitId, now)),
+      (err: unknown) => err ?? new Error('the log failed to say what it holds at a position'),
+    );
+  }
+
+  async #throwIfAnswered(answer: Promise<unknown>): Promise<void> {
+    const err = await answer;
+    if (err) throw err;
+  }
+
+  /** Throws LogRewrittenError when the log no longer holds the last event this runtime read. A
+   * writer asks before it appends: an output derived from events the log dropped (a request a
+   * failing-over cluster showed, then lost) must not land in the log without them. */
+  async verifyLastRead(): Promise<void> {
+    await this.#throwIfAnswered(this.#askLastRead());
   }
 
   /** How many events the dispatcher has folded. */
@@ -313,7 +328,7 @@ export class ActorRuntime<Env> {
     }
     const begun = [];
     for (const actor of this.#actors.values()) if (actor.fold === null) begun.push(this.#begin(actor, head));
-    if (begun.length > 0) await this.#foldInto(begun, head);
+    if (begun.length > 0) await this.#foldInto(await this.#stillInLog(begun, head), head);
     this.#position = head;
   }
 
@@ -335,7 +350,38 @@ export class ActorRuntime<Env> {
     const actor = this.#require(name);
     actor.fold?.stop();
     actor.fold = null;
-    await this.#foldInto([this.#begin(actor, this.#position)], this.#position);
+    await this.#foldInto(await this.#stillInLog([this.#begin(actor, this.#position)], this.#position), this.#position);
+  }
+
+  /** Each begun actor whose snapshot folded a commit the log no longer holds (a failing-over
+   * cluster showed it, then dropped it) starts from the start instead; the rest as begun. The
+   * last event each snapshot folded becomes the one the next fold asks the log about. */
+  async #stillInLog(begun: Begun<Env>[], upTo: Position): Promise<Begun<Env>[]> {
+    const log = this.#log;
+    if (!log.commitIdAt) return begun;
+    return Promise.all(
+      begun.map(async (b) => {
+        const last = b.from?.lastRead;
+        if (!b.from || !last) return b;
+        const now = await log.commitIdAt!(last.position);
+        if (now === last.commitId) {
+          if (this.#lastRead === null || last.position > this.#lastRead.position) this.#lastRead = last;
+          return b;
+        }
+        b.fold.stop();
+        const refused = new SnapshotRefusedError(
+          b.actor.def.name,
+          b.from.ref,
+          `the log no longer holds the last commit it folded (at position ${last.position} it read commit "${last.commitId}", the log now holds ${now === null ? 'no message there' : `commit "${now}"`})`,
+        );
+        return {
+          actor: b.actor,
+          fold: this.#newFold(b.actor),
+          index: b.actor.def.index?.create(),
+          report: { actor: b.actor.def.name, snapshot: 'refused' as const, refused, from: ORIGIN, to: upTo, eventsFolded: 0 },
+        };
+      }),
+    );
   }
 
   /** The actor's state as a snapshot stores it: xstate's persisted snapshot and the serialized
@@ -365,8 +411,8 @@ export class ActorRuntime<Env> {
     const { ref } = stored;
     if (ref.version !== actor.version) return fresh('ignored');
     try {
-      const { fold, index } = this.#restore(actor, stored, upTo);
-      return { actor, fold, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 } };
+      const { fold, index, lastRead } = this.#restore(actor, stored, upTo);
+      return { actor, fold, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 }, from: { ref, lastRead } };
     } catch (err) {
       if (!(err instanceof SnapshotRefusedError)) throw err;
       return fresh('refused', err);
@@ -403,7 +449,8 @@ export class ActorRuntime<Env> {
     try {
       const fold = this.#newFold(actor, machine);
       const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name)) : undefined;
-      return { fold, index };
+      const lastRead = body.lastRead ? { position: asPosition(body.lastRead.position), commitId: body.lastRead.commitId } : undefined;
+      return { fold, index, lastRead };
     } catch (err) {
       throw refuse(`its state does not restore (${(err as Error).message})`);
     }
@@ -441,7 +488,7 @@ export class ActorRuntime<Env> {
             if (!b.actor.types.has(envelope.type)) continue;
             // Due and at rest (as the live run would wait), or due long enough.
             if (s.due && s.last && s.last.commitId !== envelope.commitId && (atRest(b.actor, b.fold.snapshot) || s.since >= 2 * every)) {
-              this.#save([{ actor: b.actor, fold: b.fold, index: b.index }], s.last.position);
+              this.#save([{ actor: b.actor, fold: b.fold, index: b.index }], s.last.position, s.last);
               s.since = 0;
               s.due = false;
             }
@@ -543,10 +590,17 @@ export class ActorRuntime<Env> {
   }
 
   async #foldNewEvents(): Promise<boolean> {
-    await this.#checkLastRead();
+    // Asked beside the read; answered before any of it is folded. Every fold asks: a reader that
+    // asked less often could read dropped messages and then their replacements between two
+    // asks, and never see the change.
+    let answer: Promise<unknown> | null = this.#askLastRead();
     let any = false;
     const live = [...this.#actors.values()];
     for await (const page of this.#pages({ after: this.#position }, { runId: this.#runId })) {
+      if (answer) {
+        await this.#throwIfAnswered(answer);
+        answer = null;
+      }
       for (const envelope of page) {
         for (const view of this.#views) if (view.types.includes(envelope.type)) view.observe(envelope);
         for (const actor of live) {
@@ -558,6 +612,7 @@ export class ActorRuntime<Env> {
         any = true;
       }
     }
+    if (answer) await this.#throwIfAnswered(answer);
     return any;
   }
 
@@ -589,13 +644,18 @@ export class ActorRuntime<Env> {
     this.#save(
       live.map((actor) => ({ actor, fold: actor.fold!, index: actor.index })),
       this.#position,
+      this.#lastRead,
     );
     this.#snapshotAt = this.#folded;
   }
 
   /** Stores the given actors' states as their snapshots at `position`, all in one transaction;
    * each index is then told its side rows are saved (and may drop them from memory). */
-  #save(states: readonly { actor: LiveActor<Env>; fold: ActorFold<AnyStateMachine>; index: unknown }[], position: Position): void {
+  #save(
+    states: readonly { actor: LiveActor<Env>; fold: ActorFold<AnyStateMachine>; index: unknown }[],
+    position: Position,
+    lastRead: { position: Position; commitId: string } | null,
+  ): void {
     const taken: { stored: StoredSnapshot; index: unknown }[] = [];
     for (const { actor, fold, index } of states) {
       const body: SnapshotBody = {
@@ -605,6 +665,7 @@ export class ActorRuntime<Env> {
         actor: actor.def.name,
         version: actor.version,
         position,
+        ...(lastRead ? { lastRead: { position: lastRead.position, commitId: lastRead.commitId } } : {}),
         ...this.#persisted(actor, fold, index),
       };
       let text: string;

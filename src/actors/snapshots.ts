@@ -46,6 +46,10 @@ export const SnapshotBody = z
     actor: z.string().min(1),
     version: z.string().min(1),
     position: z.number().int().nonnegative(),
+    /** The last event folded at or before `position` and the commit that held it: a log that can
+     * drop messages it showed (JetStream failing over) is asked whether it still holds that
+     * commit there before the snapshot is used. Absent in snapshots written before it was kept. */
+    lastRead: z.strictObject({ position: z.number().int().nonnegative(), commitId: z.string().min(1) }).optional(),
     machine: z.record(z.string(), z.unknown()),
     index: z.unknown(),
   })

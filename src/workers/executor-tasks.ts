@@ -111,6 +111,8 @@ export async function runExecutor(ctx: LoopContext, work: ProgramWork, opts: { a
         const commit = await runtime.runWorkOf('executor', `${requestId}/${programHash}`, () =>
           executePrograms(request, ctx.env, cache(), new Set([programHash])),
         );
+        // Only while the log still holds the request (a failing-over cluster may have dropped it).
+        await runtime.verifyLastRead();
         return ctx.log.append(commit.stream, commit.events, commit.options);
       },
     };

@@ -68,6 +68,8 @@ export async function runSampler(ctx: LoopContext & { role: SamplerRole }, opts:
       run: async () => {
         const commit = await runtime.runEffect(role, found);
         // The commit id names the effect: a copy another process appended first is a success.
+        // Only while the log still holds the events it was derived from.
+        await runtime.verifyLastRead();
         return ctx.log.append(commit.stream, commit.events, commit.options);
       },
     };

@@ -22,6 +22,13 @@ interface Ownership {
   writerOf(effect: { key: string }): { writer: FencedWriter; stream: string | null } | null;
 }
 
+/** A singleton writes while it holds its lease, and only outputs of events the log still holds
+ * (see ActorRuntime.verifyLastRead). */
+const mayWrite = (ctx: LoopContext, holdsLease: () => Promise<boolean>) => async (): Promise<boolean> => {
+  await ctx.runtime.verifyLastRead();
+  return holdsLease();
+};
+
 function roleOwnership(ctx: LoopContext, leaseMs: number, wake: () => void): Ownership {
   const { role } = ctx;
   const lease = new RoleLease(ctx.board, leaseNameOf(role), ctx.workerId, leaseMs, (live) => {
@@ -30,7 +37,10 @@ function roleOwnership(ctx: LoopContext, leaseMs: number, wake: () => void): Own
     writer.reset();
     wake();
   });
-  const writer = new FencedWriter(ctx.log, () => lease.ensure(Math.floor(leaseMs / 4)));
+  const writer = new FencedWriter(
+    ctx.log,
+    mayWrite(ctx, () => lease.ensure(Math.floor(leaseMs / 4))),
+  );
   return {
     start: async () => {
       await lease.start();
@@ -52,7 +62,14 @@ function shareOwnership(ctx: LoopContext, leaseMs: number, shares: number, wake:
   const writers = new Map<number, FencedWriter>();
   const writerOf = (share: number): FencedWriter => {
     let w = writers.get(share);
-    if (!w) writers.set(share, (w = new FencedWriter(ctx.log, () => leases.ensure(share, Math.floor(leaseMs / 4)))));
+    if (!w)
+      writers.set(
+        share,
+        (w = new FencedWriter(
+          ctx.log,
+          mayWrite(ctx, () => leases.ensure(share, Math.floor(leaseMs / 4))),
+        )),
+      );
     return w;
   };
   // Processes spread over the shares from the start: each prefers the share its id hashes to.

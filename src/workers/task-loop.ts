@@ -19,6 +19,7 @@ import { WorkerError } from './errors.js';
 import { isTransient } from '../events/jetstream/jetstream-support.js';
 import { RunFailedError } from '../actors/effect-failures.js';
 import { ActorFailedError } from '../actors/effect-runner.js';
+import { LogRewrittenError } from '../events/errors.js';
 
 /** Deliveries of one task that fail before the worker gives up (and exits with the error). */
 export const MAX_TASK_FAILURES = 5;
@@ -142,9 +143,10 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
       ran = await step.run();
     } catch (err) {
       // The effect failed on every try its policy allows (each recorded, RunFailed last): the
-      // run has stopped, and so does this worker. Other errors are the append's (the log):
-      // the task goes back to the queue.
-      if (err instanceof RunFailedError || err instanceof ActorFailedError) {
+      // run has stopped, and so does this worker; or the log dropped what it had read: it
+      // reads the log again in a new process. Other errors are the append's (the log): the
+      // task goes back to the queue.
+      if (err instanceof RunFailedError || err instanceof ActorFailedError || err instanceof LogRewrittenError) {
         failure ??= err;
         task.nak();
         return;

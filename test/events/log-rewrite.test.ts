@@ -5,8 +5,10 @@
  * the next read. Here, on a real nats-server, a message read is deleted (the log holds none
  * there), or the stream is made again under the reader with another commit at the sequence it
  * read (as the cluster did): the log says what it holds at a position now (commitIdAt), the actor
- * runtime stops with LogRewrittenError instead of folding on, and read models rebuild from the
- * start and match the log again.
+ * runtime stops with LogRewrittenError instead of folding on (and a writer before it appends),
+ * a snapshot that folded a commit the log no longer holds is refused, read models rebuild from
+ * the start and match the log again; and a commit the log lost while the server's duplicate
+ * window still remembers its id is appended again rather than taken as written.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,14 +17,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
 import { LogRewrittenError } from '../../src/events/errors.js';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
-import { ActorRuntime } from '../../src/actors/runtime.js';
+import { ActorRuntime, type RestartReport } from '../../src/actors/runtime.js';
+import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { conductor } from '../../src/actors/conductor.js';
+import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import { eventCounts, type EventCountRow } from '../../src/projections/event-counts.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
+import { eventPosition } from '../../src/events/positions.js';
 
 let nats: TestNats;
 let dir: string;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
   nats = await startTestNats(1);
@@ -78,14 +84,113 @@ describe('a log that drops messages a reader has read', () => {
       await runtime.start();
       await commit(log, 'c2', 2);
       await runtime.foldNew();
+      // A fold that asks and finds c2 still there.
+      await runtime.foldNew();
       await rewrite(log, names, 'c3');
-      // Checked at most once a second.
-      await sleep(1100);
+      // At once: every fold asks (one that asked once a second let a reader read dropped
+      // messages, then their replacements, between two asks).
       const err = await runtime.foldNew().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(LogRewrittenError);
       expect((err as LogRewrittenError).read).toBe('c2');
       expect((err as LogRewrittenError).now).toBe('c3');
       expect((err as Error).message).toMatch(/the log changed under this reader at position \d+: it read commit "c2" there, and the log now holds commit "c3"/);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('a writer asks before it appends: verifyLastRead throws once the log dropped what it read, and passes while it holds it', async () => {
+    const names = uniqueLogNames();
+    const log = await openLog(names);
+    try {
+      await commit(log, 'c1', 1);
+      const runtime = new ActorRuntime(log, 'r', null as never, [] as never);
+      await runtime.start();
+      await commit(log, 'c2', 2);
+      await runtime.foldNew();
+      await runtime.verifyLastRead();
+      await rewrite(log, names, 'c3');
+      const err = await runtime.verifyLastRead().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LogRewrittenError);
+      expect((err as LogRewrittenError).now).toBe('c3');
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('a snapshot records the last commit it folded; one whose commit the log no longer holds there is refused, and the actor folds from the start', async () => {
+    const log = await openLog();
+    const file = join(dir, 'snapshots-rewrite.db');
+    try {
+      for (let round = 1; round <= 3; round++) await commit(log, `c${round}`, round);
+      // A refold with a snapshot due every event saves one at each of the conductor's commits.
+      const first = new SnapshotTableFor(file);
+      await new ActorRuntime(log, 'r', null as never, [conductor] as never, { snapshots: { table: first.table, every: 1 } }).start();
+      first.table.close();
+      const body = first.body();
+      expect(body.lastRead).toEqual({ position: body.position, commitId: 'c2' });
+      expect(await log.commitIdAt(body.lastRead.position)).toBe('c2');
+
+      // The log holds it: the snapshot is used.
+      const restart = async () => {
+        const reports: RestartReport[] = [];
+        const table = new SqliteSnapshotTable(file, 'r');
+        const runtime = new ActorRuntime(log, 'r', null as never, [conductor] as never, { snapshots: { table, every: 0 }, onRestart: (r) => reports.push(r) });
+        await runtime.start();
+        table.close();
+        return { report: reports[0]!, state: runtime.persistedStateOf('conductor') };
+      };
+      const used = await restart();
+      expect(used.report.snapshot).toBe('used');
+      expect(used.report.from).toBe(body.position);
+
+      // The same snapshot, as one taken by a reader that folded a commit the log then dropped
+      // and replaced (its id at that position is another one now).
+      first.rewriteBody({ ...body, lastRead: { ...body.lastRead, commitId: 'c2-dropped' } });
+      const refused = await restart();
+      expect(refused.report.snapshot).toBe('refused');
+      expect(refused.report.from).toBe(0);
+      expect(refused.report.refused?.message).toContain(
+        `refused: the log no longer holds the last commit it folded (at position ${body.lastRead.position} it read commit "c2-dropped", the log now holds commit "c2")`,
+      );
+      const fresh = new ActorRuntime(log, 'r', null as never, [conductor] as never);
+      await fresh.start();
+      expect(refused.state).toEqual(fresh.persistedStateOf('conductor'));
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('a commit the log lost while the duplicate window still remembers its id is appended again, not taken as written', async () => {
+    const log = await openLog();
+    try {
+      await commit(log, 'c1', 1);
+      await commit(log, 'c2', 2);
+      // The message is gone; the server's duplicate window still names c2.
+      await log.jsm.streams.deleteMessage(log.streamName, 2);
+      expect(await log.commitIdAt(eventPositionOf(2))).toBeNull();
+      const again = await log.append(
+        'conductor',
+        [makeEvent('RoundStarted', 'r', { round: 2, problemIds: [] }), makeEvent('RoundCompleted', 'r', { round: 2 })],
+        { commitId: 'c2' },
+      );
+      expect(again.duplicate).toBe(false);
+      expect(again.positions[0]).toBe(eventPositionOf(3));
+      expect(await log.commitIdAt(again.positions[0]!)).toBe('c2');
+      const read = [];
+      for await (const e of log.read({ after: eventPosition(2, 0xffff) })) read.push(e);
+      expect(read.map((e) => [e.type, e.commitId])).toEqual([
+        ['RoundStarted', 'c2'],
+        ['RoundCompleted', 'c2'],
+      ]);
+      // Once appended again, a further copy is a duplicate of that one.
+      const third = await log.append(
+        'conductor',
+        [makeEvent('RoundStarted', 'r', { round: 2, problemIds: [] }), makeEvent('RoundCompleted', 'r', { round: 2 })],
+        { commitId: 'c2' },
+      );
+      expect(third).toEqual({ positions: again.positions, duplicate: true });
+      expect((await log.jsm.streams.info(log.streamName)).state.last_seq).toBe(3);
     } finally {
       await log.close();
     }
@@ -121,3 +226,30 @@ describe('a log that drops messages a reader has read', () => {
     }
   });
 });
+
+const eventPositionOf = (seq: number) => eventPosition(seq, 0);
+
+/** A snapshot table file and its conductor snapshot's body, read and rewritten by hand. */
+class SnapshotTableFor {
+  readonly table: SqliteSnapshotTable;
+  constructor(readonly file: string) {
+    this.table = new SqliteSnapshotTable(file, 'r');
+  }
+  body(): { position: number; lastRead: { position: number; commitId: string } } & Record<string, unknown> {
+    const db = new Database(this.file, { readonly: true });
+    try {
+      return JSON.parse((db.prepare("SELECT body FROM actor_snapshots WHERE actor = 'conductor'").pluck().get() as Buffer).toString('utf8'));
+    } finally {
+      db.close();
+    }
+  }
+  rewriteBody(body: object): void {
+    const bytes = Buffer.from(JSON.stringify(body));
+    const db = new Database(this.file);
+    try {
+      db.prepare("UPDATE actor_snapshots SET body = ?, hash = ? WHERE actor = 'conductor'").run(bytes, createHash('sha256').update(bytes).digest('hex'));
+    } finally {
+      db.close();
+    }
+  }
+}

@@ -47,7 +47,7 @@ import {
 import { JetStreamBlobStore } from './jetstream-blobs.js';
 import type { NatsCredentials } from './nats-roles.js';
 import { connectFailure, credentialOptions, inboxRefusal, permissionFailure } from './nats-connect.js';
-import { commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, withRetry } from './jetstream-support.js';
+import { COMMIT_HEADER, commitIdOf, ensureStream, isTooFewServers, isTransient, sleep, storedCommitId, withRetry } from './jetstream-support.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
 import {
   DEFAULT_MAX_COMMIT_BYTES,
@@ -421,29 +421,43 @@ export class JetStreamEventLog implements EventLog {
     // stream-wide check is serialized, so a conditional append there also expects the stream's
     // last sequence, and starts over when only another stream moved it.
     const serialize = expectSubject !== undefined && this.#replicas > 1 && !this.features.serializedSubjectChecks;
-    const ack = await this.refusedAs(`append to stream "${args.stream}"`, () =>
-      withRetry(this.#retryForMs, async (attempt) => {
-        if (attempt > 0) lostReply = true;
-        for (let round = 0; ; round++) {
-          const streamSeq = serialize ? (await this.jsm.streams.info(this.streamName)).state.last_seq : undefined;
-          try {
-            return await this.#js.publish(subject, payload, {
-              msgID: commitId,
-              headers: h,
-              ...(expectSubject !== undefined
-                ? { expect: { lastSubjectSequence: expectSubject, ...(streamSeq !== undefined ? { lastSequence: streamSeq } : {}) } }
-                : {}),
-            });
-          } catch (err) {
-            if (!(err instanceof JetStreamApiError && (err.code === 10071 || err.code === 10164))) throw err;
-            const actual = await this.streamHead(args.stream);
-            if (!serialize || seqOf(actual) !== expectSubject) throw new ConcurrencyError(args.stream, expectedPosition ?? ORIGIN, actual);
-            // Another stream's append moved the stream: ours still holds, try again.
-            await sleep(Math.min(50, 1 + round * 2) * Math.random());
+    const publish = (msgID: string) =>
+      this.refusedAs(`append to stream "${args.stream}"`, () =>
+        withRetry(this.#retryForMs, async (attempt) => {
+          if (attempt > 0) lostReply = true;
+          for (let round = 0; ; round++) {
+            const streamSeq = serialize ? (await this.jsm.streams.info(this.streamName)).state.last_seq : undefined;
+            try {
+              return await this.#js.publish(subject, payload, {
+                msgID,
+                headers: h,
+                ...(expectSubject !== undefined
+                  ? { expect: { lastSubjectSequence: expectSubject, ...(streamSeq !== undefined ? { lastSequence: streamSeq } : {}) } }
+                  : {}),
+              });
+            } catch (err) {
+              if (!(err instanceof JetStreamApiError && (err.code === 10071 || err.code === 10164))) throw err;
+              const actual = await this.streamHead(args.stream);
+              if (!serialize || seqOf(actual) !== expectSubject) throw new ConcurrencyError(args.stream, expectedPosition ?? ORIGIN, actual);
+              // Another stream's append moved the stream: ours still holds, try again.
+              await sleep(Math.min(50, 1 + round * 2) * Math.random());
+            }
           }
-        }
-      }),
-    );
+        }),
+      );
+    let ack = await publish(commitId);
+    if (ack.duplicate) {
+      // The server remembers the id; a failing-over cluster may have dropped the message it
+      // named (its duplicate window outlives it). Only a commit the log holds is a duplicate:
+      // else it is appended again under an id of its own, the commit id in a header. The new
+      // id is derived from the lost sequence, so writers that find the same loss append once.
+      const held = await this.commitIdAt(eventPosition(ack.seq, 0));
+      if (held !== commitId) {
+        h.set(COMMIT_HEADER, commitId);
+        lostReply = false;
+        ack = await publish(`${commitId}#lost-at-${ack.seq}`);
+      }
+    }
     const positions = commit.events.map((_, i) => eventPosition(ack.seq, i));
     // A retry after a lost reply finds our own first copy: that is our write, not someone else's.
     return { positions, duplicate: ack.duplicate && !lostReply };
@@ -484,7 +498,7 @@ export class JetStreamEventLog implements EventLog {
         if (got === null) throw new MissingLogMessageError(this.streamName, seq, seq);
         return got;
       });
-      return m.header.get('Nats-Msg-Id') || `seq-${m.seq}`;
+      return storedCommitId(m.header, m.seq);
     } catch (err) {
       if (err instanceof MissingLogMessageError) return null;
       throw err;
@@ -570,7 +584,7 @@ export class JetStreamEventLog implements EventLog {
       const page: EventEnvelope[] = [];
       for (const m of stored) {
         if (this.#closed) throw new LogClosedError();
-        for (const e of this.decodeMessage(m.seq, m.subject, m.data, m.header.get('Nats-Msg-Id') || `seq-${m.seq}`, filter, after, to)) {
+        for (const e of this.decodeMessage(m.seq, m.subject, m.data, storedCommitId(m.header, m.seq), filter, after, to)) {
           page.push(e);
           if (--limit.left <= 0) break;
         }

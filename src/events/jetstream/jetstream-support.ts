@@ -59,8 +59,17 @@ export async function withRetry<T>(retryForMs: number, fn: (attempt: number) => 
   }
 }
 
+/** Names the commit a message holds when its message id is not the commit id: a commit appended
+ * again after the log lost it while the stream's duplicate window still remembered its id. */
+export const COMMIT_HEADER = 'Crucible-Commit';
+
+/** The commit id of a stored message, from its headers. */
+export function storedCommitId(h: { get(key: string): string } | undefined, seq: number): string {
+  return h?.get(COMMIT_HEADER) || h?.get('Nats-Msg-Id') || `seq-${seq}`;
+}
+
 export function commitIdOf(m: Pick<JsMsg, 'headers' | 'seq'>): string {
-  return m.headers?.get('Nats-Msg-Id') || `seq-${m.seq}`;
+  return storedCommitId(m.headers, m.seq);
 }
 
 /**
