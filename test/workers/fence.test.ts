@@ -18,6 +18,7 @@ import { z } from 'zod';
 import { runTaskLoop, type TaskLoop, type TaskLoopContext } from '../../src/workers/task-loop.js';
 import { CompletionView } from '../../src/workers/context.js';
 import { Wake } from '../../src/workers/wake.js';
+import { LogRewrittenError } from '../../src/events/errors.js';
 
 let nats: TestNats;
 let log: JetStreamEventLog;
@@ -230,6 +231,32 @@ describe('task queues kept apart', () => {
     );
     await expect(loop).rejects.toThrow('permissions violation for publish');
     await wake.close();
+  });
+
+  it('a task whose append finds the log dropped what the loop read stops the loop to read the log again: the task stays queued, not counted failed', async () => {
+    const queue = await JetStreamTaskQueue.open(log, { name: 'rewritten', ackWaitMs: 1000 });
+    await queue.publish('run/executor/r1', '{"key":"r1","at":1}');
+    const said: string[] = [];
+    const { ctx, wake } = loopContext(
+      'executor',
+      () => false,
+      (line: string) => said.push(line),
+    );
+    const loop = runTaskLoop(ctx, {
+      ...keyedLoop(queue, [], async () => {}),
+      step: async ({ key }) => ({
+        label: `task ${key}`,
+        run: async () => {
+          throw new LogRewrittenError(5, 'r/judge/read', 'r/judge/other');
+        },
+      }),
+    });
+    await expect(loop).rejects.toBeInstanceOf(LogRewrittenError);
+    await wake.close();
+    expect(said.filter((l) => l.includes('failed'))).toEqual([]);
+    // Not acked: still in the queue, for this process's replacement.
+    const depth = await queue.depth();
+    expect(depth.waiting + depth.claimed).toBe(1);
   });
 
   it("a task whose body is not its queue's is left in the queue, said once, never acked away", async () => {
