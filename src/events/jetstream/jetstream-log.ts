@@ -477,6 +477,10 @@ export class JetStreamEventLog implements EventLog {
     }
   }
 
+  /** Reads whose consumer delivered a page the stream's leader does not hold (a replica whose
+   * history differs from the leader's), read again from the leader. */
+  divergentReads = 0;
+
   /** Messages a subscription's consumer skipped and that were read from the leader instead. */
   gapsFilled = 0;
 
@@ -639,8 +643,25 @@ export class JetStreamEventLog implements EventLog {
       () => next,
       () => consumer.stop(),
     );
+    // A consumer may be served by a replica whose history differs from the leader's (nats-server
+    // 2.9 after a failover: followers that refused the conditional appends the leader took,
+    // docs/jetstream.md): each page is checked against the leader before it is yielded (its last
+    // message's commit, one get a page), and on a difference the read goes on from the page's
+    // first message by gets from the leader.
+    let pageStart = next;
+    let leftAtPageStart = left;
+    let lastMsg: { seq: number; commitId: string } | null = null;
+    const leaderAgrees = async (): Promise<boolean> => {
+      if (lastMsg === null) return true;
+      if ((await this.commitIdAt(eventPosition(lastMsg.seq, 0))) === lastMsg.commitId) return true;
+      this.divergentReads++;
+      next = pageStart;
+      left = leftAtPageStart;
+      return false;
+    };
     try {
       let page: EventEnvelope[] = [];
+      let diverged = false;
       for await (const m of messages) {
         watch.busy();
         if (this.#closed) throw new LogClosedError();
@@ -649,18 +670,28 @@ export class JetStreamEventLog implements EventLog {
         // from the stream's leader, which retry a missing message and then name it, never skip it.
         if (m.seq !== next) break;
         next++;
-        for (const e of this.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), args.filter, after, to)) {
+        const commitId = commitIdOf(m);
+        lastMsg = { seq: m.seq, commitId };
+        for (const e of this.decodeMessage(m.seq, m.subject, m.data, commitId, args.filter, after, to)) {
           page.push(e);
           if (--left <= 0) break;
         }
         if (left <= 0 || m.seq >= lastSeq) break;
         if (page.length >= 1000) {
+          if (!(await leaderAgrees())) {
+            diverged = true;
+            break;
+          }
           yield page;
           page = [];
+          pageStart = next;
+          leftAtPageStart = left;
+          lastMsg = null;
         }
         watch.waiting();
       }
-      if (page.length) yield page;
+      // Checked even when nothing matched the filter: what the replica left out may match.
+      if (!diverged && (await leaderAgrees()) && page.length) yield page;
     } finally {
       watch.stop();
       messages.stop();
