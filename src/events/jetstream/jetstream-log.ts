@@ -775,6 +775,31 @@ class JetStreamSubscription implements Subscription {
           () => next,
           () => messages.stop(),
         );
+        // A consumer may run on a replica whose history differs from the leader's (see
+        // readPages): a message's events wait until the leader holds the last message of their
+        // batch (the messages up to one the server says nothing is pending after, at most 1000),
+        // and a batch it does not hold is read again from the leader, by a new consumer after it.
+        let batch: EventEnvelope[] = [];
+        let batchFrom = next;
+        let batchMessages = 0;
+        let last: { seq: number; commitId: string } | null = null;
+        const checked = async function* (this: JetStreamSubscription): AsyncGenerator<EventEnvelope, boolean> {
+          const held = last === null || (await this.log.commitIdAt(eventPosition(last.seq, 0))) === last.commitId;
+          const events = batch;
+          const range = last === null ? null : { after: Math.max(this.after, headPosition(batchFrom - 1)) as Position, to: headPosition(last.seq) };
+          batch = [];
+          batchMessages = 0;
+          batchFrom = next;
+          last = null;
+          if (held || range === null) {
+            yield* events;
+            return true;
+          }
+          this.log.divergentReads++;
+          for await (const page of this.log.readPages(range, this.filter)) yield* page;
+          return false;
+        }.bind(this);
+        let diverged = false;
         try {
           for await (const m of messages) {
             watch.busy();
@@ -786,6 +811,16 @@ class JetStreamSubscription implements Subscription {
             // A consumer that skipped messages (on a replica behind): they are read from the
             // stream's leader first, so a subscriber never misses an event.
             if (m.seq > next) {
+              const flushed = checked();
+              for (let r = await flushed.next(); ; r = await flushed.next()) {
+                if (r.done) {
+                  diverged = !r.value;
+                  break;
+                }
+                if (this.#closed) return;
+                yield { kind: 'event', event: r.value };
+              }
+              if (diverged) break;
               const gapAfter = Math.max(this.after, headPosition(next - 1)) as Position;
               for await (const page of this.log.readPages({ after: gapAfter, to: headPosition(m.seq - 1) }, this.filter)) {
                 for (const event of page) {
@@ -794,20 +829,36 @@ class JetStreamSubscription implements Subscription {
                 }
               }
               this.log.gapsFilled++;
+              batchFrom = m.seq;
             }
-            for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitIdOf(m), this.filter, this.after)) {
-              if (this.#closed) return;
-              yield { kind: 'event', event };
-            }
+            const commitId = commitIdOf(m);
+            for (const event of this.log.decodeMessage(m.seq, m.subject, m.data, commitId, this.filter, this.after)) batch.push(event);
+            last = { seq: m.seq, commitId };
+            batchMessages++;
             next = m.seq + 1;
             if (this.#closed) return;
-            if (m.info.pending === 0) yield { kind: 'caught-up', position: headPosition(m.seq) };
+            if (m.info.pending === 0 || batchMessages >= 1000) {
+              const flushed = checked();
+              for (let r = await flushed.next(); ; r = await flushed.next()) {
+                if (r.done) {
+                  diverged = !r.value;
+                  break;
+                }
+                if (this.#closed) return;
+                yield { kind: 'event', event: r.value };
+              }
+              if (this.#closed) return;
+              if (m.info.pending === 0) yield { kind: 'caught-up', position: headPosition(m.seq) };
+              if (diverged) break;
+            }
             if (this.#closed) return;
             watch.waiting();
           }
         } finally {
           watch.stop();
         }
+        // Messages taken but not yet checked are delivered again by the next consumer.
+        if (last !== null) next = batchFrom;
         // Given up as stalled, or ended by nats.js on its own (its connection drained or closed,
         // the consumer stopped): a subscription is endless, so another consumer goes on from
         // the last message seen. A closed log ends it in orderedMessages.
