@@ -72,7 +72,7 @@ class LostTasks {
       return;
     }
     const depth = await this.loop.queue.depth();
-    // Tasks left in the queue as not its own stand for no open work.
+    // Tasks left in the queue as not its own, or given back as behind, stand for no open work.
     if (depth.waiting + depth.claimed > this.leftInQueue()) {
       this.#suspects.clear();
       return;
@@ -123,6 +123,16 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
 
   /** Tasks left in the queue as not its own, said once each. */
   const left = new Set<string>();
+  /** Tasks this process was handed and gave back as `behind`, and when last: none stands for
+   * work it sees open (that work's request is in what it folded). Tasks whose work a
+   * failing-over cluster dropped from the log stay behind for good, and must not keep the
+   * lost-task check from publishing the open work's tasks again. */
+  const behind = new Map<string, number>();
+  const notOpenWork = () => {
+    const since = Date.now() - 3 * loop.ackWaitMs;
+    for (const [id, at] of behind) if (at < since) behind.delete(id);
+    return left.size + behind.size;
+  };
   const leave = (task: Task, why: string) => {
     if (!left.has(task.id)) ctx.say(`left task ${task.id} in queue ${loop.queue.name}: ${why}; not acked, so it stays for whoever it is for`);
     left.add(task.id);
@@ -135,7 +145,11 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
     if (body === null) return leave(task, `its body is not ${loop.bodyShape}`);
     const step = await loop.step(body);
     if (step === 'recorded') return ack(task, `task ${task.id}`);
-    if (step === 'behind') return task.nak(200);
+    if (step === 'behind') {
+      behind.set(task.id, Date.now());
+      return task.nak(200);
+    }
+    behind.delete(task.id);
     figures.running++;
     const ticker = setInterval(() => task.working(), Math.max(100, Math.floor(loop.ackWaitMs / 3)));
     let ran: { duplicate: boolean };
@@ -181,11 +195,7 @@ export async function runTaskLoop<B>(ctx: TaskLoopContext, loop: TaskLoop<B>): P
       for (const t of tasks) await handle(t);
     }
   });
-  const lost = new LostTasks(
-    loop as TaskLoop<unknown>,
-    (line) => ctx.say(line),
-    () => left.size,
-  );
+  const lost = new LostTasks(loop as TaskLoop<unknown>, (line) => ctx.say(line), notOpenWork);
   const folding = (async () => {
     let unanswered = 0;
     while (!done()) {

@@ -259,6 +259,38 @@ describe('task queues kept apart', () => {
     expect(depth.waiting + depth.claimed).toBe(1);
   });
 
+  it('a task given back as behind for good (its request dropped from the log) does not keep open work from having its task published again', async () => {
+    const queue = await JetStreamTaskQueue.open(log, { name: 'orphans', ackWaitMs: 1000 });
+    // A task for work the log no longer holds: this process never folds its request.
+    await queue.publish('run/executor/orphan', '{"key":"orphan","at":1}');
+    const said: string[] = [];
+    const handled: string[] = [];
+    let stop = false;
+    const { ctx, wake } = loopContext(
+      'executor',
+      () => stop,
+      (line: string) => said.push(line),
+    );
+    const loop = runTaskLoop(ctx, {
+      ...keyedLoop(queue, handled, async () => {}),
+      step: async ({ key }) => {
+        if (key === 'orphan') return 'behind';
+        handled.push(key);
+        return 'recorded';
+      },
+      // Work open in the log whose task the queue does not hold (published in its duplicate window).
+      open: () => (handled.includes('w') ? [] : [{ id: 'run/executor/w', body: '{"key":"w","at":1}' }]),
+    });
+    try {
+      await until('the open work handled', 30_000, async () => handled.includes('w'));
+    } finally {
+      stop = true;
+      await loop;
+      await wake.close();
+    }
+    expect(said).toContain('published 1 task(s) of queue orphans again: their work is open in the log, but the queue held no task');
+  });
+
   it("a task whose body is not its queue's is left in the queue, said once, never acked away", async () => {
     const queue = await JetStreamTaskQueue.open(log, { name: 'suites', ackWaitMs: 1000 });
     // A program task's body on the suites queue, beside one of its own.
