@@ -205,12 +205,7 @@ describe('a log that drops messages a reader has read', () => {
         const events = Array.from({ length: 50 }, (_, i) => makeEvent('RoundStarted', 'r', { round: c * 100 + i, problemIds: [] }));
         await log.append('conductor', events, { commitId: `c${c}` });
       }
-      // A replica whose history differs from the leader's cannot be made to order on one machine
-      // (nats-server 2.9 did it after failovers): the leader's answer for the first page's last
-      // message is made to differ once, as the leader of such a cluster would answer.
-      const leader = log.commitIdAt.bind(log);
-      let asked = 0;
-      log.commitIdAt = async (position) => (++asked === 1 ? 'another commit' : leader(position));
+      leaderDiffersOnce(log);
       const rounds: number[] = [];
       for await (const page of log.readPages()) for (const e of page) rounds.push((e.data as { round: number }).round);
       const want = Array.from({ length: 40 }, (_, c) => Array.from({ length: 50 }, (_, i) => (c + 1) * 100 + i)).flat();
@@ -230,10 +225,7 @@ describe('a log that drops messages a reader has read', () => {
     const log = await openLog();
     try {
       for (let c = 1; c <= 5; c++) await commit(log, `c${c}`, c);
-      // As above: the leader's answer for the first batch made to differ once.
-      const leader = log.commitIdAt.bind(log);
-      let asked = 0;
-      log.commitIdAt = async (position) => (++asked === 1 ? 'another commit' : leader(position));
+      leaderDiffersOnce(log);
       const sub = log.subscribe();
       const got: string[] = [];
       for await (const item of sub) {
@@ -314,4 +306,13 @@ class SnapshotTableFor {
       db.close();
     }
   }
+}
+
+/** A replica whose history differs from the leader's cannot be made to order on one machine
+ * (nats-server 2.9 did it after failovers): the leader's answer for the first page's (or batch's)
+ * last message is made to differ once, as the leader of such a cluster would answer. */
+function leaderDiffersOnce(log: JetStreamEventLog): void {
+  const leader = log.commitIdAt.bind(log);
+  let asked = 0;
+  log.commitIdAt = async (position) => (++asked === 1 ? 'another commit' : leader(position));
 }

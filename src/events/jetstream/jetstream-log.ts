@@ -783,7 +783,9 @@ class JetStreamSubscription implements Subscription {
         let batchFrom = next;
         let batchMessages = 0;
         let last: { seq: number; commitId: string } | null = null;
-        const checked = async function* (this: JetStreamSubscription): AsyncGenerator<EventEnvelope, boolean> {
+        // Yields the batch's events (or the leader's, where it does not hold the batch's last
+        // message) and returns whether the leader held it; null when the subscription closed.
+        const checked = async function* (this: JetStreamSubscription): AsyncGenerator<SubscriptionItem, boolean | null> {
           const held = last === null || (await this.log.commitIdAt(eventPosition(last.seq, 0))) === last.commitId;
           const events = batch;
           const range = last === null ? null : { after: Math.max(this.after, headPosition(batchFrom - 1)) as Position, to: headPosition(last.seq) };
@@ -791,13 +793,15 @@ class JetStreamSubscription implements Subscription {
           batchMessages = 0;
           batchFrom = next;
           last = null;
-          if (held || range === null) {
-            yield* events;
-            return true;
+          const pages = held || range === null ? [events] : this.log.readPages(range, this.filter);
+          if (!held) this.log.divergentReads++;
+          for await (const page of pages) {
+            for (const event of page) {
+              if (this.#closed) return null;
+              yield { kind: 'event', event };
+            }
           }
-          this.log.divergentReads++;
-          for await (const page of this.log.readPages(range, this.filter)) yield* page;
-          return false;
+          return held;
         }.bind(this);
         let diverged = false;
         try {
@@ -811,15 +815,9 @@ class JetStreamSubscription implements Subscription {
             // A consumer that skipped messages (on a replica behind): they are read from the
             // stream's leader first, so a subscriber never misses an event.
             if (m.seq > next) {
-              const flushed = checked();
-              for (let r = await flushed.next(); ; r = await flushed.next()) {
-                if (r.done) {
-                  diverged = !r.value;
-                  break;
-                }
-                if (this.#closed) return;
-                yield { kind: 'event', event: r.value };
-              }
+              const held = yield* checked();
+              if (held === null) return;
+              diverged = !held;
               if (diverged) break;
               const gapAfter = Math.max(this.after, headPosition(next - 1)) as Position;
               for await (const page of this.log.readPages({ after: gapAfter, to: headPosition(m.seq - 1) }, this.filter)) {
@@ -838,16 +836,9 @@ class JetStreamSubscription implements Subscription {
             next = m.seq + 1;
             if (this.#closed) return;
             if (m.info.pending === 0 || batchMessages >= 1000) {
-              const flushed = checked();
-              for (let r = await flushed.next(); ; r = await flushed.next()) {
-                if (r.done) {
-                  diverged = !r.value;
-                  break;
-                }
-                if (this.#closed) return;
-                yield { kind: 'event', event: r.value };
-              }
-              if (this.#closed) return;
+              const held = yield* checked();
+              if (held === null) return;
+              diverged = !held;
               if (m.info.pending === 0) yield { kind: 'caught-up', position: headPosition(m.seq) };
               if (diverged) break;
             }
