@@ -374,14 +374,19 @@ export class ActorRuntime<Env> {
           b.from.ref,
           `the log no longer holds the last commit it folded (at position ${last.position} it read commit "${last.commitId}", the log now holds ${now === null ? 'no message there' : `commit "${now}"`})`,
         );
-        return {
-          actor: b.actor,
-          fold: this.#newFold(b.actor),
-          index: b.actor.def.index?.create(),
-          report: { actor: b.actor.def.name, snapshot: 'refused' as const, refused, from: ORIGIN, to: upTo, eventsFolded: 0 },
-        };
+        return this.#fresh(b.actor, upTo, 'refused', refused);
       }),
     );
+  }
+
+  /** An actor begun from its initial state, to fold the log from the start up to `upTo`. */
+  #fresh(actor: LiveActor<Env>, upTo: Position, snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> {
+    return {
+      actor,
+      fold: this.#newFold(actor),
+      index: actor.def.index?.create(),
+      report: { actor: actor.def.name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
+    };
   }
 
   /** The actor's state as a snapshot stores it: xstate's persisted snapshot and the serialized
@@ -400,12 +405,7 @@ export class ActorRuntime<Env> {
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
   #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
-    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> => ({
-      actor,
-      fold: this.#newFold(actor),
-      index: actor.def.index?.create(),
-      report: { actor: name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
-    });
+    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError) => this.#fresh(actor, upTo, snapshot, refused);
     const stored = this.#snapshots?.table.latest(name) ?? null;
     if (stored === null || !actor.snapshottable) return fresh('none');
     const { ref } = stored;

@@ -55,6 +55,16 @@ async function rewrite(log: JetStreamEventLog, names: { stream: string; subjectP
   }
 }
 
+/** A runtime started on c1 that then folded c2: the last event it read is c2's. */
+async function runtimeThatReadC2(log: JetStreamEventLog): Promise<ActorRuntime<never>> {
+  await commit(log, 'c1', 1);
+  const runtime = new ActorRuntime<never>(log, 'r', null as never, [] as never);
+  await runtime.start();
+  await commit(log, 'c2', 2);
+  await runtime.foldNew();
+  return runtime;
+}
+
 async function commit(log: JetStreamEventLog, id: string, round: number): Promise<void> {
   await log.append('conductor', [makeEvent('RoundStarted', 'r', { round, problemIds: [] }), makeEvent('RoundCompleted', 'r', { round })], { commitId: id });
 }
@@ -80,11 +90,7 @@ describe('a log that drops messages a reader has read', () => {
     const names = uniqueLogNames();
     const log = await openLog(names);
     try {
-      await commit(log, 'c1', 1);
-      const runtime = new ActorRuntime(log, 'r', null as never, [] as never);
-      await runtime.start();
-      await commit(log, 'c2', 2);
-      await runtime.foldNew();
+      const runtime = await runtimeThatReadC2(log);
       // A fold that asks and finds c2 still there.
       await runtime.foldNew();
       await rewrite(log, names, 'c3');
@@ -104,11 +110,7 @@ describe('a log that drops messages a reader has read', () => {
     const names = uniqueLogNames();
     const log = await openLog(names);
     try {
-      await commit(log, 'c1', 1);
-      const runtime = new ActorRuntime(log, 'r', null as never, [] as never);
-      await runtime.start();
-      await commit(log, 'c2', 2);
-      await runtime.foldNew();
+      const runtime = await runtimeThatReadC2(log);
       await runtime.verifyLastRead();
       await rewrite(log, names, 'c3');
       const err = await runtime.verifyLastRead().catch((e: unknown) => e);
