@@ -437,6 +437,10 @@ export class JetStreamEventLog implements EventLog {
               });
             } catch (err) {
               if (!(err instanceof JetStreamApiError && (err.code === 10071 || err.code === 10164))) throw err;
+              // Servers from 2.10 check the expected sequence before the duplicate window: a
+              // retry whose first copy landed is refused, and its commit follows the expected one.
+              const ours = await this.#nextOnSubject(subject, (expectSubject ?? 0) + 1);
+              if (ours !== null && ours.commitId === commitId) return { stream: this.streamName, seq: ours.seq, duplicate: true, domain: '' };
               const actual = await this.streamHead(args.stream);
               if (!serialize || seqOf(actual) !== expectSubject) throw new ConcurrencyError(args.stream, expectedPosition ?? ORIGIN, actual);
               // Another stream's append moved the stream: ours still holds, try again.
@@ -507,6 +511,14 @@ export class JetStreamEventLog implements EventLog {
       if (err instanceof MissingLogMessageError) return null;
       throw err;
     }
+  }
+
+  /** The first message on `subject` at or after `seq`, as the leader answers (null: none). */
+  async #nextOnSubject(subject: string, seq: number): Promise<{ seq: number; commitId: string } | null> {
+    // The server takes `next_by_subj` on a message get since 2.9; nats.js types it only for direct gets.
+    const query = { seq, next_by_subj: subject } as unknown as { seq: number };
+    const m = await withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, query));
+    return m === null ? null : { seq: m.seq, commitId: storedCommitId(m.header, m.seq) };
   }
 
   async streamHead(stream: string): Promise<Position> {
