@@ -96,6 +96,8 @@ export interface RunOptions {
   /** Where built catalogs are cached; default <config.dir>/.cache, null for none. */
   cacheDir?: string | null;
   onProgress?(p: RunProgress): void;
+  /** What the log says its operator must know (a server with a known fault), said at its opening. */
+  onNotice?(line: string): void;
   /** Called once, when the run directory already holds this run: where it goes on from. */
   onResume?(r: RunResume): void;
   /** For crash tests: stop (as if killed) once this returns true. */
@@ -228,6 +230,7 @@ export async function runExperiment(opts: RunOptions): Promise<RunOutcome> {
     synchronous: config.log.synchronous,
     ...(opts.credsFile !== undefined ? { credsFile: opts.credsFile } : {}),
   });
+  for (const line of log.notices ?? []) opts.onNotice?.(line);
   let views: ProjectionRunner | null = null;
   let snapshots: SqliteSnapshotTable | null = null;
   let backendToClose: PolicyBackend | null = null;

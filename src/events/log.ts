@@ -151,6 +151,8 @@ export interface EventLog {
   /** A claim/ack queue over the events that match its filter (see ./work-queue.ts). */
   workQueue(options: WorkQueueOptions): Promise<WorkQueue>;
   readonly blobs: BlobStore;
+  /** Optional: what whoever opened the log must tell its operator (a server with a known fault). */
+  readonly notices?: readonly string[];
   close(): Promise<void>;
 }
 

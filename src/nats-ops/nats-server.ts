@@ -208,7 +208,10 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       nodes.map((n) => `nats://${n.host}:${n.port}`),
       deadline + 15_000,
       creds?.get('admin'),
-    );
+    ).catch((err: unknown) => {
+      // Why a cluster did not form is in the servers' logs: say their last lines.
+      throw new NatsServerError(`${(err as Error).message}; ${nodes.map((n) => `${n.name}: ${tail(n.logFile)}`).join('; ')}`);
+    });
   } catch (err) {
     for (const n of nodes) if (alive(n.pid)) process.kill(n.pid, 'SIGKILL');
     throw err;

@@ -56,6 +56,7 @@ export async function runWithWorkers(opts: WorkersRunOptions): Promise<RunOutcom
   mkdirSync(dir, { recursive: true });
   const cacheDir = opts.cacheDir === undefined ? path.join(config.dir, '.cache') : opts.cacheDir;
   const log = await openRunLog(opts.location, runId, opts.credsFile !== undefined ? { credsFile: roleCredentialsFile(opts.credsFile, 'admin') } : {});
+  for (const line of log.notices ?? []) opts.say?.(`warning: ${line}`);
   let sandbox: Sandbox | null = null;
   let views: ProjectionRunner | null = null;
   let supervisor: WorkerSupervisor | null = null;

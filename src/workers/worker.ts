@@ -142,6 +142,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
   const workerId = opts.workerId ?? `${opts.role}-${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   if (opts.credsFile !== undefined) checkDeclaredRole(opts.role, opts.credsFile);
   const log = await openWorkerLog(opts.location, opts.runId, opts.credsFile, opts.ping);
+  for (const line of log.notices) say(`warning: ${line}`);
   watchConnection(log.connection, say);
   let sandbox: Sandbox | null = null;
   let backend: PolicyBackend | null = null;

@@ -133,6 +133,8 @@ describe('jetstream cluster: a cluster too small for R3', () => {
     try {
       expect(log.replicas).toBe(3);
       expect((await log.jsm.streams.info(log.streamName)).config.num_replicas).toBe(3);
+      // A cluster of a server whose replicas can part ways says so to whoever opens the log.
+      expect(log.notices.length).toBe(log.features.replicasAgreeAfterFailover ? 0 : 1);
     } finally {
       await log.close();
     }

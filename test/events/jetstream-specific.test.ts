@@ -11,7 +11,7 @@ import {
   LogUnavailableError,
   MissingLogMessageError,
 } from '../../src/events/errors.js';
-import { featuresOf, openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
+import { featuresOf, openJetStreamLog, serverNotices, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
 import { freePort } from '../../src/nats-ops/nats-server.js';
 import type { Position, ReadRange } from '../../src/events/log.js';
 import { startTestNats, uniqueLogNames, type TestNats } from '../support/nats.js';
@@ -62,9 +62,25 @@ describe('jetstream log', () => {
         multiFilterConsumers: false,
         messageTtl: false,
         serializedSubjectChecks: false,
+        replicasAgreeAfterFailover: false,
       });
       expect(featuresOf('2.12.1')).toMatchObject({ atomicBatch: true, multiFilterConsumers: true, messageTtl: true, serializedSubjectChecks: true });
+      // The replicas' fix came in a patch release of 2.9, and with 2.10.
+      expect(['2.9.20', '2.9.21', '2.10.0', '2.10.27', '3.0.0-beta'].map((v) => featuresOf(v).replicasAgreeAfterFailover)).toEqual([
+        false,
+        true,
+        true,
+        true,
+        true,
+      ]);
       expect(log.capabilities).toMatchObject({ dedupWindowMs: 120_000, multiProcess: true, sharedWorkQueues: true });
+      // One server: nothing for the operator whatever its version.
+      expect(log.notices).toEqual([]);
+      expect(serverNotices(featuresOf('2.9.10'), 1)).toEqual([]);
+      expect(serverNotices(featuresOf('2.10.27'), 3)).toEqual([]);
+      expect(serverNotices(featuresOf('2.9.10'), 3)).toEqual([
+        expect.stringMatching(/^nats-server 2\.9\.10 on a cluster: .*different histories.*2\.10 or newer/),
+      ]);
     } finally {
       await log.close();
     }

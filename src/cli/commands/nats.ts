@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { NATS_ROLES, credentialsFile } from '../../events/jetstream/nats-roles.js';
+import { featuresOf, serverNotices } from '../../events/jetstream/jetstream-log.js';
 import { NatsServerError, natsDown, natsUp } from '../../nats-ops/nats-server.js';
 import { superviseNats } from '../../nats-ops/nats-supervise.js';
 import { UserError } from '../errors.js';
@@ -62,6 +63,7 @@ export function registerNats(program: Command): void {
           `nats-server ${cluster.version}: ${cluster.nodes.map((n) => `${n.name} pid ${n.pid}`).join(', ')}${cluster.tls ? ' (TLS)' : ''}\n`,
         );
         process.stdout.write(`log location: ${cluster.urls.join(',')}\n`);
+        for (const line of serverNotices(featuresOf(cluster.version), cluster.nodes.length)) process.stderr.write(`crucible: warning: ${line}\n`);
         if (cluster.auth) {
           process.stdout.write(`credentials (mode 0600, give each process its role's): ${NATS_ROLES.map((r) => credentialsFile(opts.dir, r)).join(' ')}\n`);
         } else {

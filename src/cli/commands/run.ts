@@ -169,6 +169,7 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
       },
       onResume: (r) => process.stderr.write(resumeLine(runIdOf(config), r)),
       onProgress: (p) => reporter.report(p, Date.now()),
+      onNotice: (line) => process.stderr.write(`crucible: warning: ${line}\n`),
     });
   } finally {
     if (tty) process.stderr.write('\n');

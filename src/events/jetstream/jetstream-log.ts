@@ -138,18 +138,32 @@ export interface ServerFeatures {
   messageTtl: boolean;
   /** Expected-last-subject-sequence holds between concurrent publishes on a cluster (2.10). */
   serializedSubjectChecks: boolean;
+  /** A stream's replicas keep one history through failovers (2.9.21: a new leader syncs its count
+   * of refused appends; before, followers could refuse every later conditional append). */
+  replicasAgreeAfterFailover: boolean;
 }
 
 export function featuresOf(version: string): ServerFeatures {
-  const [maj = 0, min = 0] = version.split('.').map((x) => Number.parseInt(x, 10));
-  const atLeast = (a: number, b: number) => maj > a || (maj === a && min >= b);
+  const [maj = 0, min = 0, patch = 0] = version.split('.').map((x) => Number.parseInt(x, 10) || 0);
+  const atLeast = (a: number, b: number, c = 0) => maj > a || (maj === a && (min > b || (min === b && patch >= c)));
   return {
     version,
     atomicBatch: atLeast(2, 12),
     multiFilterConsumers: atLeast(2, 10),
     messageTtl: atLeast(2, 11),
     serializedSubjectChecks: atLeast(2, 10),
+    replicasAgreeAfterFailover: atLeast(2, 9, 21),
   };
+}
+
+/** What an operator must know about a log kept on `replicas` servers of this version. */
+export function serverNotices(features: ServerFeatures, replicas: number): string[] {
+  if (replicas <= 1 || features.replicasAgreeAfterFailover) return [];
+  return [
+    `nats-server ${features.version} on a cluster: after a failover the replicas of a stream can hold different histories ` +
+      `(fixed in nats-server 2.9.21 and 2.10), losing acknowledged commits; a run can then stall. ` +
+      `Run a cluster on nats-server 2.10 or newer (docs/jetstream.md)`,
+  ];
 }
 
 /** Subject token for a log stream name: base64url, so any name is one valid token. */
@@ -299,6 +313,8 @@ export class JetStreamEventLog implements EventLog {
   /** Ordered consumers of this handle's reads and subscriptions given up as stalled. */
   stalls = 0;
 
+  notices: readonly string[] = [];
+
   /** A stall watch for a reader whose next message would be `next()` (stall-watch.ts). */
   watchForStall(next: () => number, giveUp: () => void): StallWatch {
     return watchForStall(this.#opts.stallMs ?? DEFAULT_STALL_MS, async () => (await this.jsm.streams.info(this.streamName)).state.last_seq >= next(), giveUp);
@@ -343,6 +359,7 @@ export class JetStreamEventLog implements EventLog {
     const windowMs = Math.round(Number(config.duplicate_window ?? 120_000_000_000) / 1e6);
     this.#maxPayload = info.max_payload - 4096;
     const maxCommitBytes = Math.min(this.#opts.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES, this.#maxPayload);
+    this.notices = serverNotices(this.features, this.#replicas);
     this.#capabilities = {
       dedupWindowMs: windowMs,
       maxCommitBytes,
