@@ -30,6 +30,7 @@ import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
 import { judge } from '../src/actors/judge.js';
 import { catalog } from '../src/events/catalog.js';
 import { connectNats } from '../src/events/jetstream/jetstream-log.js';
+import { credentialsFile, readCredentials } from '../src/events/jetstream/nats-roles.js';
 import type { EventLog } from '../src/events/log.js';
 import { openRunLog, runStreamNames } from '../src/events/open-log.js';
 import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
@@ -200,18 +201,30 @@ export async function runJetStreamScale(args: string[], where: Exclude<ScaleLog,
   const dropStreams: string[] = [];
   let runStreams: string | null = null;
   try {
-    if (where.kind === 'local-nats') local = await natsUp({ nodes: 1, dir: natsDir });
+    if (where.kind === 'local-nats') local = await natsUp({ nodes: where.nodes, dir: natsDir, auth: true });
     const servers = where.kind === 'nats' ? where.servers : local!.urls;
     const location = servers.join(',');
+    const credsFile = local ? credentialsFile(natsDir, 'admin') : where.kind === 'nats' ? where.creds : undefined;
+    const credentials = credsFile !== undefined ? readCredentials(credsFile) : undefined;
     const { config, steps } = scaleConfig(f, problems, root);
     const runId = runIdOf(config);
     const names = runStreamNames(runId);
     const ticks = clockTicks();
-    const serverPid = local?.nodes[0]?.pid ?? null;
-    const serverCpu = () => (serverPid === null ? null : processCpu(serverPid, ticks));
+    // The servers this bench started, all of them (a cluster's replicas work too).
+    const serverPids = local?.nodes.map((n) => n.pid) ?? [];
+    const serverCpu = () => {
+      if (serverPids.length === 0) return null;
+      let sum = 0;
+      for (const pid of serverPids) {
+        const c = processCpu(pid, ticks);
+        if (c === null) return null;
+        sum += c;
+      }
+      return sum;
+    };
     // The run's folder is a fresh temporary one, so its run id (and streams) are new.
     if (!keep && local === null) runStreams = names.stream;
-    nc = await connectNats(servers);
+    nc = await connectNats(servers, credentials ? { credentials } : {});
     jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
 
@@ -222,6 +235,7 @@ export async function runJetStreamScale(args: string[], where: Exclude<ScaleLog,
     const outcome = await runExperiment({
       config,
       log: location,
+      ...(credsFile !== undefined ? { credsFile } : {}),
       cacheDir: null,
       snapshotEvery,
       sandbox: new InstantVerdictsForBenchmark(),
@@ -256,14 +270,14 @@ export async function runJetStreamScale(args: string[], where: Exclude<ScaleLog,
       `scale: fraction ${f} of a ${FULL_RUN_RESULTS.toLocaleString('en')}-pair run (${fullSteps} steps): ${steps} steps x ${problems} problems x ${PROGRAMS} programs x ${SUITES} suites x ${TESTS} tests; the log holds ${stepsInLog.toFixed(2)} steps`,
     );
     console.log(
-      `  log: JetStream, nats-server ${version} at ${location} (${local ? 'one server the bench started, its store in a temporary folder' : 'given by --log'}); stream ${names.stream}: ${info.config.num_replicas} replica${info.config.num_replicas === 1 ? '' : 's'}, ${info.config.storage} storage`,
+      `  log: JetStream, nats-server ${version} at ${location} (${local ? `${local.nodes.length === 1 ? 'one server' : `${local.nodes.length} servers with cluster routes`} the bench started, auth on, its store in a temporary folder` : `given by --log${credsFile !== undefined ? ', with --creds' : ''}`}); stream ${names.stream}: ${info.config.num_replicas} replica${info.config.num_replicas === 1 ? '' : 's'}, ${info.config.storage} storage`,
     );
     console.log(
       `  ${pass.events} events in ${commits} commits, ${results} execution results (${(results / nominalPairs).toFixed(2)} per nominal pair; and ${pass.reused} pairs answered from recorded verdicts; stand-in sandbox InstantVerdictsForBenchmark, SeededStandInPolicyForBenchmark); run ${loop.seconds.toFixed(1)} s`,
     );
 
     // Replay into every run read model, from the stream into a fresh file.
-    log = await openRunLog(location, runId, { create: false });
+    log = await openRunLog(location, runId, { create: false, ...(credsFile !== undefined ? { credsFile } : {}) });
     const tReplay = performance.now();
     const cReplay = cpu();
     const replayed = path.join(root, 'replayed-views.db');

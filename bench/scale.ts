@@ -18,13 +18,14 @@
  *    as a restart without a usable snapshot does).
  *
  *   npm run bench -- scale [--fraction 0.1] [--problems 256] [--snapshot-every 20000] [--dir D]
- *   npm run bench -- scale --log nats|nats://HOST:PORT[,...] [--fraction F] [--problems P] [--snapshot-every N]
+ *   npm run bench -- scale --log nats [--nodes 3]|nats://HOST:PORT[,...] [--creds FILE] [--fraction F] [--problems P] [--snapshot-every N]
  *
  * `--dir D` runs in D and keeps it: a run stopped there (a full-size run takes hours) is resumed
  * from its log by the same command, and the loop's figures then cover the resumed part only;
  * `--dir D --measure` takes the other figures of the run in D as it stands, without running it on.
- * `--log` makes the run's log a JetStream stream, on one nats-server the bench starts (`nats`) or
- * on a running server or cluster, with the raw nats.js client as the baselines (scale-jetstream.ts).
+ * `--log` makes the run's log a JetStream stream, on one nats-server the bench starts (`nats`; three
+ * with `--nodes 3`) or on a running server or cluster (`--creds` its admin's credentials), with the
+ * raw nats.js client as the baselines (scale-jetstream.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync, statSync, existsSync } from 'node:fs';
 import os from 'node:os';

@@ -12,8 +12,25 @@ describe('bench scale --log', () => {
     expect(parseScaleLog(['--fraction', '0.02'])).toEqual({ kind: 'sqlite' });
   });
 
-  it('"nats" is a server the bench starts', () => {
-    expect(parseScaleLog(['--fraction', '0.02', '--log', 'nats'])).toEqual({ kind: 'local-nats' });
+  it('"nats" is a server the bench starts, or three with --nodes 3', () => {
+    expect(parseScaleLog(['--fraction', '0.02', '--log', 'nats'])).toEqual({ kind: 'local-nats', nodes: 1 });
+    expect(parseScaleLog(['--log', 'nats', '--nodes', '3'])).toEqual({ kind: 'local-nats', nodes: 3 });
+    expect(parseScaleLog(['--nodes', '1', '--log', 'nats'])).toEqual({ kind: 'local-nats', nodes: 1 });
+  });
+
+  it('--creds goes with a server given as nats://, --nodes with the servers it starts', () => {
+    expect(parseScaleLog(['--log', 'nats://a:4222', '--creds', '.nats/admin.creds.json'])).toEqual({
+      kind: 'nats',
+      servers: ['nats://a:4222'],
+      creds: '.nats/admin.creds.json',
+    });
+    expect(() => parseScaleLog(['--log', 'nats', '--creds', 'x.json'])).toThrow('bench scale: --creds is for a server given as nats://HOST:PORT');
+    expect(() => parseScaleLog(['--log', 'nats://a:4222', '--nodes', '3'])).toThrow('bench scale: --nodes is for the servers --log nats starts');
+    expect(() => parseScaleLog(['--log', 'nats', '--nodes', '2'])).toThrow('bench scale: --nodes 2: expected 1 or 3');
+    expect(() => parseScaleLog(['--nodes', '3'])).toThrow('bench scale: --nodes is for a run on JetStream: give --log too');
+    expect(() => parseScaleLog(['--creds', 'x.json'])).toThrow('bench scale: --creds is for a run on JetStream: give --log too');
+    expect(() => parseScaleLog(['--log', 'nats://a:4222', '--creds'])).toThrow('bench scale: --creds needs a value');
+    expect(() => parseScaleLog(['--log', 'nats', '--nodes', '3', '--nodes', '3'])).toThrow('bench scale: --nodes is given twice');
   });
 
   it('takes a server or a cluster as nats://HOST:PORT, a scheme on the first or on each', () => {
