@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { credentialsFile, type NatsRole } from '../../src/events/jetstream/nats-roles.js';
+import { featuresOf, serverNotices } from '../../src/events/jetstream/jetstream-log.js';
 import { natsDown, natsUp, readCluster, type NatsCluster, type NatsHost } from '../../src/nats-ops/nats-server.js';
 import { NetLab } from './netlab.js';
 import { capability } from './require.js';
@@ -100,6 +101,11 @@ export async function startMachines(opts: { tag: string; clients: readonly strin
     await stop();
     throw err;
   }
+}
+
+/** What a run on these machines' R3 cluster says first: the server's notices (jetstream-log.ts). */
+export function clusterWarnings(m: Machines): string[] {
+  return serverNotices(featuresOf(m.cluster.version), 3).map((n) => `warning: ${n}`);
 }
 
 /** What a child process printed, and how it ended. */

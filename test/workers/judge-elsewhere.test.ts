@@ -20,7 +20,7 @@ import { parseWorkerCounts, type WorkerRole } from '../../src/workers/roles.js';
 import type { WorkerChild, WorkerLauncher } from '../../src/workers/supervisor.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { smallConfig } from '../support/small-config.js';
-import { machinesAvailable, startMachines, type Machines } from '../support/machines.js';
+import { clusterWarnings, machinesAvailable, startMachines, type Machines } from '../support/machines.js';
 import { executionFacts, inProcessReference, singletonCommits, tableFigures } from '../support/run-facts.js';
 import { runEvents as eventsOf } from '../support/run-log.js';
 import { until } from '../support/until.js';
@@ -117,7 +117,7 @@ describe(`a judge replaced on another machine (${where})`, () => {
     expect(executionFacts(events).problems).toEqual([]);
 
     // One replacement, on the other machine, from a snapshot file that did not exist before it.
-    expect(said).toEqual([`judge worker (pid ${judges[0]!.pid}) was killed (SIGKILL): starting another`]);
+    expect(said).toEqual([...clusterWarnings(m), `judge worker (pid ${judges[0]!.pid}) was killed (SIGKILL): starting another`]);
     expect(judges.map((j) => j.host)).toEqual(['judge', 'judge2']);
     expect(judges.map((j) => j.fresh)).toEqual([false, true]);
     const workersLog = readFileSync(path.join(dir, 'workers.log'), 'utf8');
