@@ -207,7 +207,12 @@ export async function natsUp(opts: NatsUpOptions): Promise<NatsCluster> {
       }
       return deadline;
     };
-    const ready = (deadline: number) => waitForJetStream(nodes.map((n) => `nats://${n.host}:${n.port}`), deadline, creds?.get('admin'));
+    const ready = (deadline: number) =>
+      waitForJetStream(
+        nodes.map((n) => `nats://${n.host}:${n.port}`),
+        deadline,
+        creds?.get('admin'),
+      );
     // Why a cluster did not form is in the servers' logs: say their last lines.
     const withLogs = (err: unknown) => new NatsServerError(`${(err as Error).message}; ${nodes.map((n) => `${n.name}: ${tail(n.logFile)}`).join('; ')}`);
     await listening();
