@@ -37,17 +37,14 @@ function single(args: readonly string[], name: string, what: string): string | u
 }
 
 export function parseScaleLog(args: readonly string[]): ScaleLog {
-  const at = args.indexOf('--log');
+  const value = single(args, '--log', USAGE);
   const nodes = single(args, '--nodes', '1 or 3');
   const creds = single(args, '--creds', 'a credentials file `crucible nats up` wrote (DIR/admin.creds.json)');
-  if (at < 0) {
+  if (value === undefined) {
     if (nodes !== undefined || creds !== undefined)
       throw new UserError(`bench scale: ${nodes !== undefined ? '--nodes' : '--creds'} is for a run on JetStream: give --log too`);
     return { kind: 'sqlite' };
   }
-  const value = args[at + 1];
-  if (value === undefined || value === '' || value.startsWith('--')) throw new UserError(`bench scale: --log needs a value: ${USAGE}`);
-  if (args.indexOf('--log', at + 1) >= 0) throw new UserError('bench scale: --log is given twice');
   // --dir and --measure resume or measure the SQLite file a run left in a folder.
   for (const other of ['--dir', '--measure'])
     if (args.includes(other))
