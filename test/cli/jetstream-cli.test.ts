@@ -13,6 +13,7 @@ import { spawn } from 'node:child_process';
 import { runMain, runProcess } from '../support/cli.js';
 import { natsServerBinary, natsUp, stopNode } from '../../src/nats-ops/nats-server.js';
 import { until } from '../support/until.js';
+import { featuresOf } from '../../src/events/jetstream/jetstream-log.js';
 
 const crucible = runMain;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'crucible-js-cli-'));
@@ -98,6 +99,19 @@ describe('the demo on JetStream', () => {
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/already has running nats-servers/);
   });
+
+  it('`nats up --nodes 3` warns of a server whose replicas can part ways after a failover, and only then', async () => {
+    const three = path.join(dir, 'three');
+    const up = await crucibleProcess(['nats', 'up', '--dir', three, '--nodes', '3', '--no-auth']);
+    try {
+      expect(up.code, up.stderr).toBe(0);
+      const version = /nats-server (\S+):/.exec(up.stdout)![1]!;
+      const warned = /crucible: warning: nats-server \S+ on a cluster: .*Run a cluster on nats-server 2\.10 or newer/.test(up.stderr);
+      expect(warned, up.stderr).toBe(!featuresOf(version).replicasAgreeAfterFailover);
+    } finally {
+      await crucibleProcess(['nats', 'down', '--dir', three]);
+    }
+  }, 60_000);
 });
 
 describe('nats down', () => {
