@@ -15,11 +15,12 @@ import type { TestCase } from '../core/problem.js';
 import { sha256Hex } from '../events/blobs.js';
 import { catalog, requestPairs, requestSize, type EventData, type ExecutionPair } from '../events/catalog.js';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
-import { compactResults, resultAt, type PairResult, type ResultFigures } from '../events/program-executed.js';
+import { compactResults, type PairResult, type ResultFigures } from '../events/program-executed.js';
 import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
 import type { SideReader, SideRows } from './snapshots.js';
-import { PairRows } from './pair-rows.js';
+import { ProgramHistory, type RecordedResults, resultsOf } from './program-history.js';
+import { NO_LOG, type ReadAt } from '../events/read-at.js';
 import { referenceProbeProgram } from './reference-probe.js';
 import { moduleLoadOfResults } from '../core/module-load.js';
 
@@ -60,131 +61,103 @@ export const executorMachine = setup({
 
 export type ExecutorEffect = ExecutorContext['requests'][number];
 
-/** The Executor's side index (ExecutionCache) as its snapshot body holds it: the number of its
- * next record and the requests whose results are still to come. */
+/** The Executor's side index (ExecutionCache) as its snapshot body holds it: the requests whose
+ * results are still to come, each with its position in the log. */
 export const ExecutionCacheData = z.strictObject({
-  seq: z.int().nonnegative(),
-  awaiting: z.array(z.strictObject({ request: catalog.specs.ExecutionRequested.schema, left: z.int() })),
+  awaiting: z.array(z.strictObject({ request: catalog.specs.ExecutionRequested.schema, position: z.int().nonnegative(), left: z.int() })),
 });
 export type ExecutionCacheData = z.infer<typeof ExecutionCacheData>;
 
-/** One recorded ProgramExecuted (or an older per-pair ExecutionCompleted, as a record of one
- * result) with the test hash of each of its results: a result is read from it only when asked
- * for, so folding a result costs a map entry, not an object. */
-interface Recorded {
-  d: EventData<'ProgramExecuted'>;
-  /** Result index by test hash (a later result of the same test in the record wins). */
-  at: Map<string, number>;
-  /** Its number among the cache's records, in fold order. */
-  seq: number;
+/** Whether a ProgramExecuted's verdict letters hold a result: sandbox_error is the sandbox's
+ * failure, not the program's, and worth running again. */
+function recordsAResult(verdicts: string): boolean {
+  for (let i = 0; i < verdicts.length; i++) if (verdicts[i] !== SANDBOX_ERROR) return true;
+  return false;
 }
 
 /** The Executor's results have no scope: a (program, test) pair's result is the same for every problem. */
 const ANY = '';
-const figuresOf = ({ d, at }: Recorded, testHash: string) => resultAt(d, at.get(testHash)!);
 
 /** Results already recorded, by (program, test), and each program's load outcome: the same
  * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
  * the same cache.
  *
- * The results and load outcomes grow with the whole run: a snapshot keeps them as side rows, a
- * row per pair (see PairRows), and a cache restored from a snapshot reads the row of each pair it
- * is asked about; it holds what it folded since the last save. The snapshot body holds the
- * requests in flight. */
+ * The results are the log's: the cache keeps where each program's results are (see
+ * ProgramHistory) and a request reads the recorded results of its programs that have any from
+ * the log (`resultsOf`). The snapshot body holds the requests in flight. */
 export class ExecutionCache {
-  readonly #results: PairRows<Recorded>;
+  readonly #history: ProgramHistory;
+  readonly #read: ReadAt;
   /** Requests whose results are still to come: their stored pair lists (results name pairs by
-   * position) and how many results are missing. */
-  readonly #awaiting = new Map<string, { request: Request; left: number }>();
-  /** Number of the next record. */
-  #seq = 0;
+   * position), their positions and how many results are missing. */
+  readonly #awaiting = new Map<string, { request: Request; position: number; left: number }>();
 
-  constructor(side: SideReader | null = null, seq = 0) {
-    this.#results = new PairRows(side, figuresOf);
-    this.#seq = seq;
+  constructor(side: SideReader | null = null, read: ReadAt = NO_LOG) {
+    this.#history = new ProgramHistory(side);
+    this.#read = read;
   }
 
   observe(envelope: EventEnvelope): void {
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as Request;
-      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { request: d, left: requestSize(d) });
+      if (d.pairs.length > 0) this.#awaiting.set(d.requestId, { request: d, position: envelope.position, left: requestSize(d) });
       return;
     }
     if (envelope.type === 'ExecutionCompleted') {
       const r = envelope.data as PairResult;
-      this.#record(envelope.position, r.programHash, compactResults(r.requestId, r.programHash, [0], [r], 'unknown'), [r.testHash]);
+      // sandbox_error is the sandbox's failure, not the program's: worth running again.
+      if (r.verdict !== 'sandbox_error') this.#history.record(ANY, r.programHash, envelope.position, 0);
       return;
     }
     if (envelope.type !== 'ProgramExecuted') return;
     const d = envelope.data as EventData<'ProgramExecuted'>;
-    this.#results.recordLoad(envelope.position, ANY, d.programHash, d.load);
+    this.#history.recordLoad(ANY, d.programHash, d.load);
     const wait = this.#awaiting.get(d.requestId);
     // Results of a request this log never announced name no pairs: nothing to remember.
     if (!wait) return;
-    const { tests, pairs } = wait.request;
-    const testHashes = d.pairs.map((at) => tests[pairs[2 * at + 1]!]!.testHash);
-    this.#record(envelope.position, d.programHash, d, testHashes);
+    if (recordsAResult(d.verdicts)) this.#history.record(ANY, d.programHash, envelope.position, wait.position);
     if ((wait.left -= d.pairs.length) <= 0) this.#awaiting.delete(d.requestId);
   }
 
-  #record(position: number, programHash: string, d: EventData<'ProgramExecuted'>, testHashes: readonly string[]): void {
-    const at = new Map<string, number>();
-    // sandbox_error is the sandbox's failure, not the program's: worth running again.
-    testHashes.forEach((h, i) => {
-      if (d.verdicts[i] !== SANDBOX_ERROR) at.set(h, i);
-    });
-    if (at.size === 0) return;
-    const record: Recorded = { d, at, seq: this.#seq++ };
-    for (const h of at.keys()) this.#results.record(position, ANY, programHash, h, record);
-  }
-
-  /** The newest result of a pair: folded here, else as the snapshot's side rows hold it. */
-  get(programHash: string, testHash: string): ResultFigures | undefined {
-    return this.#results.get(ANY, programHash, testHash);
-  }
-  /** Reads the results of these pairs in one batch, for the `get` calls that follow (see
-   * PairRows.prefetch). */
-  prefetch(pairs: readonly { programHash: string; testHash: string }[]): void {
-    this.#results.prefetch(ANY, pairs);
+  /** The recorded results of the programs of `pairs`, read from the log. */
+  resultsOf(pairs: Iterable<{ programHash: string }>): Promise<RecordedResults> {
+    return resultsOf(this.#history, ANY, pairs, this.#read);
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */
   load(programHash: string): ModuleLoad {
-    return this.#results.load(ANY, programHash) ?? 'unknown';
+    return this.#history.load(ANY, programHash) ?? 'unknown';
   }
-  /** For actor snapshots: the requests in flight and the number of the next record (see
-   * ExecutionCacheData); the results and load outcomes go to side rows (sideRows). */
+  /** For actor snapshots: the requests in flight (see ExecutionCacheData); where results are
+   * goes to side rows (sideRows). */
   serialize(): ExecutionCacheData {
-    return {
-      seq: this.#seq,
-      awaiting: [...this.#awaiting].map(([, v]) => ({ request: v.request, left: v.left })),
-    };
+    return { awaiting: [...this.#awaiting].map(([, v]) => ({ request: v.request, position: v.position, left: v.left })) };
   }
-  static restore(d: ExecutionCacheData, side: SideReader): ExecutionCache {
-    const cache = new ExecutionCache(side, d.seq);
-    for (const { request, left } of d.awaiting) cache.#awaiting.set(request.requestId, { request, left });
+  static restore(d: ExecutionCacheData, side: SideReader, read: ReadAt = NO_LOG): ExecutionCache {
+    const cache = new ExecutionCache(side, read);
+    for (const { request, position, left } of d.awaiting) cache.#awaiting.set(request.requestId, { request, position, left });
     return cache;
   }
 
-  /** The results and load outcomes added since the last saved snapshot, as side rows. */
+  /** The index entries changed since the last saved snapshot, as side rows. */
   sideRows(): SideRows {
-    return this.#results.sideRows();
+    return this.#history.sideRows();
   }
-  /** See PairRows.sideSaved: once saved, results are read from `saved` and dropped here. */
+  /** See ProgramHistory.sideSaved: once saved, entries are read from `saved` and dropped here. */
   sideSaved(saved?: SideReader): void {
-    this.#results.sideSaved(saved);
+    this.#history.sideSaved(saved);
   }
 
-  /** Entries held in memory (results folded since the last save, load outcomes, programs whose
-   * numbers were looked up or first events noted (see PairRows), requests in flight): bounded by what a snapshot interval folds or
-   * asks about, not by the run (tests count them). */
+  /** Entries held in memory (index entries read or changed since the last save, requests in
+   * flight): bounded by what a snapshot interval folds or asks about, not by the run (tests
+   * count them). */
   get heldEntries(): number {
-    return this.#results.heldEntries + this.#awaiting.size;
+    return this.#history.heldEntries + this.#awaiting.size;
   }
 
-  /** Every result and load outcome, whether folded or read from a snapshot's rows, in key order
-   * (see PairRows.recorded; tests compare caches whole with it). */
+  /** Every index entry, whether held or read from a snapshot's rows, in key order (see
+   * ProgramHistory.recorded; tests compare caches whole with it). */
   recorded(): [string, string][] {
-    return this.#results.recorded();
+    return this.#history.recorded();
   }
 }
 
@@ -203,12 +176,12 @@ export const executor: ActorDefinition<typeof executorMachine, ExecutorEffect, R
   // No request in flight: the body holds no tests to run.
   atRest: (snapshot) => snapshot.context.requests.length === 0,
   index: {
-    create: () => new ExecutionCache(),
+    create: (read) => new ExecutionCache(null, read),
     observe: (cache, envelope) => cache.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted'],
     serialize: (cache) => cache.serialize(),
     schema: ExecutionCacheData,
-    restore: (data: ExecutionCacheData, side) => ExecutionCache.restore(data, side),
+    restore: (data: ExecutionCacheData, side, read) => ExecutionCache.restore(data, side, read),
     sideRows: (cache) => cache.sideRows(),
     sideSaved: (cache, saved) => cache.sideSaved(saved),
   },
@@ -236,13 +209,13 @@ export async function executePrograms(request: Request, env: RunEnv, cache: Exec
   const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
   const byProgram = new Map<string, number[]>();
   const toRun = new Map<string, number[]>();
-  cache.prefetch(only ? pairs.filter((p) => only.has(p.programHash)) : pairs);
+  const recorded = await cache.resultsOf(only ? pairs.filter((p) => only.has(p.programHash)) : pairs);
   pairs.forEach((pair, i) => {
     if (only && !only.has(pair.programHash)) return;
     const all = byProgram.get(pair.programHash) ?? [];
     all.push(i);
     byProgram.set(pair.programHash, all);
-    const hit = cache.get(pair.programHash, pair.testHash);
+    const hit = recorded.get(pair.programHash, pair.testHash);
     // A result recorded without its output (the same text run as another problem's
     // candidate) does not answer a pair whose output is kept.
     if (hit && !(keepsOutput(pair.programHash) && hit.outputHash === null && (hit.verdict === 'accepted' || hit.verdict === 'wrong_answer'))) {

@@ -98,11 +98,12 @@ export type JudgeContext = z.infer<typeof JudgeContext>;
 
 /** The Judge's side index (VerdictIndex in judge.ts) as its snapshot body holds it: the open
  * work's results by problem-round and request (null: still to come), the reused pairs and the
- * requests still awaited; recorded verdicts are side rows, not in it. */
+ * requests still awaited; where recorded verdicts are is kept in side rows (see ProgramHistory). */
 export const VerdictIndexData = z.strictObject({
   byProblem: z.array(z.tuple([z.string(), z.array(z.tuple([z.string(), z.array(events.ExecutionCompleted.schema.nullable())]))])),
   reused: z.array(z.strictObject({ requestId: z.string(), problemId: z.string(), pairs: z.array(ExecutionPair) })),
-  problemOf: z.array(z.tuple([z.string(), z.string()])),
+  /** Each open request's problem and its position in the log (what a program's history names). */
+  problemOf: z.array(z.tuple([z.string(), z.string(), z.int().nonnegative()])),
   requestsOf: z.array(z.tuple([z.string(), z.array(z.string())])),
   awaiting: z.array(z.strictObject({ requestId: z.string(), left: z.int(), pairs: z.array(ExecutionPair) })),
 });

@@ -23,7 +23,8 @@ import { judgementOf } from './methods/index.js';
 import { tcsBufferAfter } from './methods/tcs.js';
 import { JudgeContext, ProblemRound, VerdictIndexData } from './judge-state.js';
 import type { SideReader, SideRows } from './snapshots.js';
-import { PairRows } from './pair-rows.js';
+import { ProgramHistory, RecordedResults, resultsOf } from './program-history.js';
+import { NO_LOG, type ReadAt } from '../events/read-at.js';
 import { pairResultsOf, type PairResult } from '../events/program-executed.js';
 import type { ModuleLoad } from '../core/module-load.js';
 
@@ -199,31 +200,30 @@ type Pair = ExecutionPair;
 const pairKey = (problemId: string, programHash: string, testHash: string) => `${problemId}\u0000${programHash}\u0000${testHash}`;
 
 /** Verdicts by problem-round and request, rebuilt by folding; kept outside the machine so each
- * event costs O(its results). A problem-round's own lists are dropped once it is evaluated;
- * recorded verdicts by pair and load outcomes by program stay, so later plans can reuse them
- * instead of executing a pair again.
+ * event costs O(its results). A problem-round's own lists are dropped once it is evaluated.
  *
- * Those two grow with the whole run (a verdict per pair): a snapshot keeps them as side rows
- * (see PairRows), a row per pair written once, and an index restored from a snapshot reads the
- * row of each pair it is asked about (a point read: a problem's reference is asked about every
- * new test of the run, and neither its whole history nor a map of it is read or kept); it holds
- * what it folded since the last save. The snapshot body holds the open work. */
+ * What a later plan may reuse, the verdicts recorded in a problem and the load outcome of each of
+ * its programs, grows with the whole run and is already in the log: the index keeps, per problem
+ * and program, where (see ProgramHistory), and a plan reads the recorded verdicts of the programs
+ * it asks about from the log (`resultsOf`); only programs with history are read (a problem's
+ * reference, its known-incorrect programs), a fresh sample costs a lookup. The snapshot body
+ * holds the open work. */
 export class VerdictIndex {
   readonly #byProblem = new Map<string, Map<string, PairResult[]>>();
   /** Reused pairs per request, answered from the recorded verdicts when the request is read. */
   readonly #reused = new Map<string, { problemId: string; pairs: Pair[] }>();
-  /** Recorded verdicts by problem (the scope), program hash and test hash, and load outcomes by
-   * problem and program (see PairRows). */
-  readonly #recordedPairs: PairRows<PairResult>;
-  /** requestId -> problemId, for keying the pairs of its verdicts (until its problem-round is evaluated). */
-  readonly #problemOf = new Map<string, string>();
+  /** Where each program's verdicts in each problem (the scope) are in the log. */
+  readonly #history: ProgramHistory;
+  readonly #read: ReadAt;
+  /** requestId -> its problem and its position in the log (until its problem-round is evaluated). */
+  readonly #problemOf = new Map<string, { problemId: string; position: number }>();
   /** Problem-round -> its requests, so evaluation drops their entries. */
   readonly #requestsOf = new Map<string, string[]>();
   /** Pairs of requests whose results are still to come (results name pairs by position). */
   readonly #awaiting = new Map<string, { pairs: Pair[]; left: number }>();
-  constructor(side: SideReader | null = null) {
-    // A verdict is its own figures: read as they are, kept until saved.
-    this.#recordedPairs = new PairRows<PairResult>(side, (r) => r);
+  constructor(side: SideReader | null = null, read: ReadAt = NO_LOG) {
+    this.#history = new ProgramHistory(side);
+    this.#read = read;
   }
 
   observe(envelope: EventEnvelope): void {
@@ -241,7 +241,7 @@ export class VerdictIndex {
     if (envelope.type === 'ExecutionRequested') {
       const d = envelope.data as EventData<'ExecutionRequested'>;
       const k = key(d.round, d.problemId);
-      this.#problemOf.set(d.requestId, d.problemId);
+      this.#problemOf.set(d.requestId, { problemId: d.problemId, position: envelope.position });
       const ids = this.#requestsOf.get(k);
       if (ids) ids.push(d.requestId);
       else this.#requestsOf.set(k, [d.requestId]);
@@ -252,12 +252,12 @@ export class VerdictIndex {
     const results = pairResultsOf(envelope, (id) => this.#awaiting.get(id)?.pairs);
     if (results.length === 0) return;
     const requestId = results[0]!.requestId;
-    const problemId = this.#problemOf.get(requestId);
+    const request = this.#problemOf.get(requestId);
     if (envelope.type === 'ProgramExecuted') {
       const d = envelope.data as EventData<'ProgramExecuted'>;
       const wait = this.#awaiting.get(requestId);
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
-      if (problemId !== undefined) this.#recordedPairs.recordLoad(envelope.position, problemId, d.programHash, d.load);
+      if (request !== undefined) this.#history.recordLoad(request.problemId, d.programHash, d.load);
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);
@@ -270,11 +270,11 @@ export class VerdictIndex {
       if (at) list[at[i]!] = d;
       else list.push(d);
     });
-    if (problemId === undefined) return;
+    if (request === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    const kept = results.some((d) => d.verdict === 'sandbox_error') ? results.filter((d) => d.verdict !== 'sandbox_error') : results;
-    if (kept.length === 0) return;
-    for (const d of kept) this.#recordedPairs.record(envelope.position, problemId, d.programHash, d.testHash, d);
+    if (results.every((d) => d.verdict === 'sandbox_error')) return;
+    // One event holds one program's results (an older per-pair event names its own test).
+    this.#history.record(request.problemId, results[0]!.programHash, envelope.position, envelope.type === 'ProgramExecuted' ? request.position : 0);
   }
 
   /** For actor snapshots: the open work as JSON data (see VerdictIndexData), and an index from
@@ -283,68 +283,68 @@ export class VerdictIndex {
     return {
       byProblem: [...this.#byProblem].map(([k, requests]) => [k, [...requests].map(([id, list]) => [id, Array.from(list, (r) => r ?? null)])]),
       reused: [...this.#reused].map(([requestId, v]) => ({ requestId, problemId: v.problemId, pairs: v.pairs })),
-      problemOf: [...this.#problemOf],
+      problemOf: [...this.#problemOf].map(([requestId, v]) => [requestId, v.problemId, v.position]),
       requestsOf: [...this.#requestsOf],
       awaiting: [...this.#awaiting].map(([requestId, v]) => ({ requestId, left: v.left, pairs: v.pairs })),
     };
   }
-  static restore(d: VerdictIndexData, side: SideReader | null): VerdictIndex {
-    const index = new VerdictIndex(side);
+  static restore(d: VerdictIndexData, side: SideReader | null, read: ReadAt = NO_LOG): VerdictIndex {
+    const index = new VerdictIndex(side, read);
     for (const [k, requests] of d.byProblem) index.#byProblem.set(k, new Map(requests.map(([id, list]) => [id, holes(list)])));
     for (const { requestId, problemId, pairs } of d.reused) index.#reused.set(requestId, { problemId, pairs });
-    for (const [k, v] of d.problemOf) index.#problemOf.set(k, v);
+    for (const [requestId, problemId, position] of d.problemOf) index.#problemOf.set(requestId, { problemId, position });
     for (const [k, v] of d.requestsOf) index.#requestsOf.set(k, v);
     for (const { requestId, left, pairs } of d.awaiting) index.#awaiting.set(requestId, { pairs, left });
     return index;
   }
 
-  /** The recorded verdicts and load outcomes changed since the last saved snapshot, as side
-   * rows (see PairRows.sideRows). */
+  /** The index entries changed since the last saved snapshot, as side rows (see ProgramHistory). */
   sideRows(): SideRows {
-    return this.#recordedPairs.sideRows();
+    return this.#history.sideRows();
   }
-  /** See PairRows.sideSaved: once saved, verdicts are read from `saved` and dropped here. */
+  /** See ProgramHistory.sideSaved: once saved, entries are read from `saved` and dropped here. */
   sideSaved(saved?: SideReader): void {
-    this.#recordedPairs.sideSaved(saved);
+    this.#history.sideSaved(saved);
   }
 
-  /** Recorded verdicts and load outcomes held in memory, and programs whose numbers were
-   * looked up or first events noted (see PairRows): what was folded or asked about since the last save, not the run (tests count them). */
+  /** Index entries held in memory: those read or changed since the last save, not the run's
+   * (tests count them). */
   get heldEntries(): number {
-    return this.#recordedPairs.heldEntries;
+    return this.#history.heldEntries;
   }
 
-  /** Every recorded verdict and load outcome, whether folded or read from a snapshot's rows, in
-   * key order (see PairRows.recorded; tests compare indexes whole with it). */
+  /** Every index entry, whether held or read from a snapshot's rows, in key order (see
+   * ProgramHistory.recorded; tests compare indexes whole with it). */
   recorded(): [string, string][] {
-    return this.#recordedPairs.recorded();
+    return this.#history.recorded();
   }
 
-  /** Reads the recorded verdicts of these pairs in one batch, for the `has` and `get` that follow
-   * (see PairRows.prefetch). */
-  prefetch(problemId: string, pairs: readonly Pair[]): void {
-    this.#recordedPairs.prefetch(problemId, pairs);
-  }
-
-  /** Whether the pair has a recorded verdict in this problem. */
-  has(problemId: string, programHash: string, testHash: string): boolean {
-    return this.#recordedPairs.has(problemId, programHash, testHash);
+  /** The recorded verdicts in this problem of the programs of `pairs`, read from the log. */
+  resultsOf(problemId: string, pairs: Iterable<{ programHash: string }>): Promise<RecordedResults> {
+    return resultsOf(this.#history, problemId, pairs, this.#read);
   }
 
   /** What the recorded executions of a program in this problem tell of its module body. */
   load(problemId: string, programHash: string): ModuleLoad {
-    return this.#recordedPairs.load(problemId, programHash) ?? 'unknown';
+    return this.#history.load(problemId, programHash) ?? 'unknown';
   }
 
-  /** The verdicts of a request: those it executed, then those it reused, under its own ids. */
-  of(requestId: string): PairResult[] {
+  /** The verdicts of each request of an open problem-round, the reused ones read from the log
+   * once for all of them: those it executed, then those it reused, under its own ids. */
+  async verdictsOf(roundKey: string): Promise<(requestId: string) => PairResult[]> {
+    const reused = (this.#requestsOf.get(roundKey) ?? []).flatMap((id) => this.#reused.get(id) ?? []);
+    const recorded = reused.length === 0 ? RecordedResults.EMPTY : await this.resultsOf(reused[0]!.problemId, reused.flatMap((r) => r.pairs));
+    return (requestId) => this.#of(requestId, recorded);
+  }
+
+  #of(requestId: string, recorded: RecordedResults): PairResult[] {
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     const own = this.#byProblem.get(k)?.get(requestId) ?? [];
     const out = own.filter((v) => v !== undefined);
     const reused = this.#reused.get(requestId);
     if (!reused) return out;
     for (const p of reused.pairs) {
-      const v = this.#recordedPairs.get(reused.problemId, p.programHash, p.testHash);
+      const v = recorded.get(p.programHash, p.testHash);
       if (v) {
         out.push({
           requestId,
@@ -366,15 +366,14 @@ export class VerdictIndex {
   }
 }
 
-/** Splits a plan's pairs into those to execute and those already recorded or already in an
- * earlier request of the same plan (`planned`, updated in place). */
-export function splitReused(problemId: string, pairs: readonly Pair[], verdicts: VerdictIndex, planned: Set<string>): { pairs: Pair[]; reused: Pair[] } {
+/** Splits a plan's pairs into those to execute and those already recorded (`recorded`, read for
+ * these pairs) or already in an earlier request of the same plan (`planned`, updated in place). */
+export function splitReused(problemId: string, pairs: readonly Pair[], recorded: RecordedResults, planned: Set<string>): { pairs: Pair[]; reused: Pair[] } {
   const fresh: Pair[] = [];
   const reused: Pair[] = [];
-  verdicts.prefetch(problemId, pairs);
   for (const p of pairs) {
     const k = pairKey(problemId, p.programHash, p.testHash);
-    if (planned.has(k) || verdicts.has(problemId, p.programHash, p.testHash)) reused.push(p);
+    if (planned.has(k) || recorded.has(p.programHash, p.testHash)) reused.push(p);
     else {
       planned.add(k);
       fresh.push(p);
@@ -405,12 +404,12 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
   // Between steps: no problem open, so the body holds the Mistake Books, not a step's suites.
   atRest: (snapshot) => roundsOf(snapshot).length === 0,
   index: {
-    create: () => new VerdictIndex(),
+    create: (read) => new VerdictIndex(null, read),
     observe: (verdicts, envelope) => verdicts.observe(envelope),
     types: ['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted', 'ProblemEvaluated'],
     serialize: (verdicts) => verdicts.serialize(),
     schema: VerdictIndexData,
-    restore: (data: VerdictIndexData, side) => VerdictIndex.restore(data, side),
+    restore: (data: VerdictIndexData, side, read) => VerdictIndex.restore(data, side, read),
     sideRows: (verdicts) => verdicts.sideRows(),
     sideSaved: (verdicts, saved) => verdicts.sideSaved(saved),
   },
@@ -421,7 +420,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
     if (effect.kind === 'oracle') {
       const pairs = await method.oracle(env, problem, p);
       // With nothing to execute the request counts as complete at once.
-      const split = splitReused(p.problemId, pairs, verdicts, new Set());
+      const split = splitReused(p.problemId, pairs, await verdicts.resultsOf(p.problemId, pairs), new Set());
       return [
         env.event('ExecutionRequested', {
           round: p.round,
@@ -440,11 +439,11 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
         env,
         problem,
         round: p,
-        oracle: verdicts.of(`${p.key}/oracle`),
+        oracle: (await verdicts.verdictsOf(p.key))(`${p.key}/oracle`),
         book,
         evolved,
         tcsBuffer,
-        split: (pairs, planned) => splitReused(p.problemId, pairs, verdicts, planned),
+        split: async (pairs, planned) => splitReused(p.problemId, pairs, await verdicts.resultsOf(p.problemId, pairs), planned),
       });
     }
     const stage = snapshot.context.stages[p.round] ?? 1;
@@ -455,7 +454,7 @@ export const judge: ActorDefinition<typeof judgeMachine, JudgeEffect, RunEnv, Ve
       problem,
       round: p,
       book,
-      verdicts: (id) => verdicts.of(id),
+      verdicts: await verdicts.verdictsOf(p.key),
       load: (programHash) => verdicts.load(p.problemId, programHash),
       stage,
       evolved,

@@ -157,7 +157,7 @@ export async function planEvaluation(args: {
   oracle: Verdicts;
   book: MistakeBookState;
   /** Leaves out of a request the pairs already recorded or planned (see splitReused). */
-  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
+  split(pairs: readonly Pair[], planned: Set<string>): Promise<{ pairs: Pair[]; reused: Pair[] }>;
 }): Promise<NewEvent[]> {
   const { env, problem, round: p, oracle, book } = args;
   const judged = await judgeAgainstReference(env, problem, p, oracle);

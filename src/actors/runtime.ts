@@ -24,6 +24,7 @@ import { ActorFold, FoldError, eventTypesOfMachine, stateIdsOf, type LogEvent } 
 import type { z } from 'zod';
 import type { EventEnvelope, NewEvent } from '../events/envelope.js';
 import { ORIGIN, asPosition, type AppendResult, type CommitRequest, type EventLog, type Position, type ReadFilter, type ReadRange } from '../events/log.js';
+import { readAtOf, type ReadAt } from '../events/read-at.js';
 import {
   SNAPSHOT_FORMAT,
   SnapshotBody,
@@ -57,7 +58,9 @@ export function withoutKey<T extends Effect>(items: T[], key: string): T[] {
  * costs O(1) instead of growing the machine's context. Owned by one live actor: created empty
  * when the actor (re)starts and rebuilt by folding the log, never shared with another actor. */
 export interface SideIndex<I> {
-  create(): I;
+  /** `read`: point reads of the log the actor folds (an index may keep where its facts are in
+   * the log instead of the facts, see program-history.ts). */
+  create(read: ReadAt): I;
   observe(index: I, envelope: EventEnvelope): void;
   /** Event types it needs besides those the machine handles. */
   readonly types: readonly string[];
@@ -69,7 +72,7 @@ export interface SideIndex<I> {
    * is handed stored data (which then is what this schema parsed). */
   readonly schema?: z.ZodType;
   /** `side`: the rows its snapshot kept beside the body (see sideRows). */
-  restore?(data: unknown, side: SideReader): I;
+  restore?(data: unknown, side: SideReader, read: ReadAt): I;
   /** Rows kept beside the snapshot body rather than in it (see SideRows in snapshots.ts): those
    * changed since `sideSaved`; `sideSaved` is called once they are saved, with the rows as saved,
    * so the index can drop what they hold and read it there when asked. */
@@ -221,6 +224,7 @@ interface Begun<Env> {
 
 export class ActorRuntime<Env> {
   readonly #log: EventLog;
+  readonly #readAt: ReadAt;
   readonly #runId: string;
   readonly #env: Env;
   readonly #actors = new Map<string, LiveActor<Env>>();
@@ -244,6 +248,7 @@ export class ActorRuntime<Env> {
     this.#runner = new EffectRunner(log, runId, options.retry ?? DEFAULT_RETRY);
     this.#scheduler = options.scheduler ?? IN_ORDER;
     this.#log = log;
+    this.#readAt = readAtOf(log);
     this.#runId = runId;
     this.#env = env;
     for (const def of actors) {
@@ -384,7 +389,7 @@ export class ActorRuntime<Env> {
     return {
       actor,
       fold: this.#newFold(actor),
-      index: actor.def.index?.create(),
+      index: actor.def.index?.create(this.#readAt),
       report: { actor: actor.def.name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
     };
   }
@@ -448,7 +453,7 @@ export class ActorRuntime<Env> {
     const { machine, index: indexData } = checked;
     try {
       const fold = this.#newFold(actor, machine);
-      const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name)) : undefined;
+      const index = actor.def.index ? actor.def.index.restore!(indexData, this.#snapshots!.table.side(actor.def.name), this.#readAt) : undefined;
       const lastRead = body.lastRead ? { position: asPosition(body.lastRead.position), commitId: body.lastRead.commitId } : undefined;
       return { fold, index, lastRead };
     } catch (err) {

@@ -19,9 +19,10 @@ import path from 'node:path';
 import { DamagedFileError, derivedFailure } from '../projections/damaged-file.js';
 
 /** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
- * a program's number, see pair-rows.ts; 3 numbered programs in each process's own order; 5: the
- * log folded is named in the body). */
-export const SNAPSHOT_FORMAT = 5;
+ * a program's number; 3 numbered programs in each process's own order; 5: the log folded is
+ * named in the body; 6: a row per program, where its results are in the log, see
+ * program-history.ts, not a row per result). */
+export const SNAPSHOT_FORMAT = 6;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
@@ -69,7 +70,7 @@ export interface StoredSnapshot {
  * the whole run (every recorded verdict) is written once, as it is recorded, not again in every
  * body, and a restarted actor reads the rows it needs instead of parsing them all. Saved in the
  * transaction of the body they go with, so the rows and the body always stand at one position.
- * Keys and values are bytes (see pair-rows.ts): a run writes a row per result.
+ * Keys and values are bytes (see program-history.ts): a row per program an actor has seen.
  */
 export interface SideRows {
   /** Drop the actor's rows first: an index folded from the start writes all of its rows. */

@@ -139,6 +139,11 @@ export interface EventLog {
   read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope>;
   /** Optional: the same events as `read`, a page (array) at a time; bulk replays use it when present. */
   readPages?(range?: ReadRange, filter?: ReadFilter): AsyncIterable<readonly EventEnvelope[]>;
+  /** Optional: the events at these positions, in the order asked (undefined where the log holds
+   * none), each checked as `read` checks it: an actor reads a program's recorded results where
+   * they are in the log instead of keeping a copy (see readAtPositions in ./read-at.ts, which
+   * falls back to `read` of each position). */
+  readAt?(positions: readonly Position[]): Promise<(EventEnvelope | undefined)[]>;
   /** Optional: the commit id of the message holding `position` as the log keeps it now (null:
    * none there). A log whose servers can show a reader messages they later drop (JetStream
    * failing over) offers it, so that a reader can check what it read is still the log. */

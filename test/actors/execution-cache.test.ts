@@ -1,20 +1,19 @@
-/** The Executor's cache of recorded results: what it answers for a (program, test) pair, and
- * the same answers after a snapshot round trip (body and side rows). */
+/** The Executor's cache of recorded results: what it answers for a (program, test) pair, read
+ * from the log where the cache says they are, and the same answers after a snapshot round trip
+ * (body and side rows). */
 import { expect, it } from 'vitest';
 import { ExecutionCache } from '../../src/actors/executor.js';
 import { requestBody } from '../../src/events/catalog.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
 import { sideTable } from '../support/side-table.js';
+import { foldingLog } from '../support/folding-log.js';
 import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
+import type { ReadAt } from '../../src/events/read-at.js';
 
 const h = (n: number) => n.toString(16).padStart(64, '0');
-/** An event as a fold sees it; positions in log order (results number their programs' side rows by them). */
-let lastPosition = 0;
-const event = (type: string, data: unknown) => ({ type, data, position: ++lastPosition }) as unknown as EventEnvelope;
-const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>) => {
+const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>, read: ReadAt) => {
   table.save(cache.sideRows());
   cache.sideSaved();
-  return ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
+  return ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader(), read);
 };
 const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
   verdict,
@@ -25,169 +24,127 @@ const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigur
   isolated: true,
   cached: false,
 });
+/** A pair's recorded result, as a request of the Executor reads it. */
+const get = async (cache: ExecutionCache, program: string, test: string) => (await cache.resultsOf([{ programHash: program }])).get(program, test);
 
-it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', () => {
-  const cache = new ExecutionCache();
+it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', async () => {
+  const { event, read } = foldingLog();
+  const cache = new ExecutionCache(null, read);
   const pairs = [0, 1, 2].map((t) => ({ programId: 'p', programHash: h(1), testId: `t${t}`, testHash: h(100 + t) }));
-  cache.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: 'r1', purpose: 'reward', ...requestBody(pairs) }));
+  cache.observe(await event('ExecutionRequested', { round: 1, problemId: 'x', requestId: '1/x/r1', purpose: 'reward', ...requestBody(pairs) }));
   cache.observe(
-    event('ProgramExecuted', compactResults('r1', h(1), [0, 1, 2], [figures('accepted', 1), figures('sandbox_error', 2), figures('wrong_answer', 3)], 'ran')),
+    await event(
+      'ProgramExecuted',
+      compactResults('1/x/r1', h(1), [0, 1, 2], [figures('accepted', 1), figures('sandbox_error', 2), figures('wrong_answer', 3)], 'ran'),
+    ),
   );
   // A later request runs test 0 again (a flaky first run, say): its result answers from now on.
-  cache.observe(event('ExecutionRequested', { round: 2, problemId: 'x', requestId: 'r2', purpose: 'reward', ...requestBody([pairs[0]!]) }));
-  cache.observe(event('ProgramExecuted', compactResults('r2', h(1), [0], [figures('time_limit', 9)], 'ran')));
-  // Results of a request never announced name no pairs.
-  cache.observe(event('ProgramExecuted', compactResults('r9', h(2), [0], [figures('accepted', 1)], 'raised')));
+  cache.observe(await event('ExecutionRequested', { round: 2, problemId: 'x', requestId: '2/x/r2', purpose: 'reward', ...requestBody([pairs[0]!]) }));
+  cache.observe(await event('ProgramExecuted', compactResults('2/x/r2', h(1), [0], [figures('time_limit', 9)], 'ran')));
+  // Results of a request never announced name no pairs; a program whose only results are sandbox
+  // errors has none recorded either.
+  cache.observe(await event('ProgramExecuted', compactResults('9/x/r9', h(2), [0], [figures('accepted', 1)], 'raised')));
+  cache.observe(await event('ExecutionRequested', { round: 3, problemId: 'x', requestId: '3/x/r3', purpose: 'reward', ...requestBody([{ ...pairs[0]!, programHash: h(3) }]) }));
+  cache.observe(await event('ProgramExecuted', compactResults('3/x/r3', h(3), [0], [figures('sandbox_error', 1)], 'unknown')));
 
   const table = sideTable();
-  for (const c of [cache, roundTrip(cache, table)]) {
-    expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 9 });
-    expect(c.get(h(1), h(101))).toBeUndefined();
-    expect(c.get(h(1), h(102))).toMatchObject({ verdict: 'wrong_answer', timeMs: 3, isolated: true });
-    expect(c.get(h(2), h(100))).toBeUndefined();
+  for (const c of [cache, roundTrip(cache, table, read)]) {
+    expect(await get(c, h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 9 });
+    expect(await get(c, h(1), h(101))).toBeUndefined();
+    expect(await get(c, h(1), h(102))).toMatchObject({ verdict: 'wrong_answer', timeMs: 3, isolated: true });
+    expect(await get(c, h(2), h(100))).toBeUndefined();
+    expect(await get(c, h(3), h(100))).toBeUndefined();
     expect(c.load(h(1))).toBe('ran');
     expect(c.load(h(2))).toBe('raised');
     expect(c.load(h(3))).toBe('unknown');
+    expect(c.load(h(4))).toBe('unknown');
   }
 });
 
-it('a restored cache answers from the side rows and its own later records, and its body does not grow with the records', () => {
+it('a restored cache answers from the side rows and its own later records, and its body does not grow with the records', async () => {
+  const { event, read } = foldingLog();
   const table = sideTable();
-  const cache = new ExecutionCache();
-  const request = (id: string, program: number, tests: number[]) => {
-    const pairs = tests.map((t) => ({ programId: 'p', programHash: h(program), testId: `t${t}`, testHash: h(100 + t) }));
-    cache.observe(event('ExecutionRequested', { round: 1, problemId: 'x', requestId: id, purpose: 'reward', ...requestBody(pairs) }));
-  };
-  request('r1', 1, [0, 1]);
-  cache.observe(event('ProgramExecuted', compactResults('r1', h(1), [0, 1], [figures('accepted', 1), figures('wrong_answer', 2)], 'ran')));
+  const cache = new ExecutionCache(null, read);
+  const pairs = [0, 1].map((t) => ({ programId: 'p', programHash: h(1), testId: `t${t}`, testHash: h(100 + t) }));
+  cache.observe(await event('ExecutionRequested', { round: 1, problemId: 'x', requestId: '1/x/r1', purpose: 'reward', ...requestBody(pairs) }));
+  cache.observe(await event('ProgramExecuted', compactResults('1/x/r1', h(1), [0, 1], [figures('accepted', 1), figures('wrong_answer', 2)], 'ran')));
   const body = JSON.stringify(cache.serialize());
-  const restored = roundTrip(cache, table);
-  // Every record went to a side row: the body holds the requests in flight and a counter.
+  const restored = roundTrip(cache, table, read);
+  // The index went to a side row: the body holds the requests in flight (none).
   expect(JSON.stringify(restored.serialize())).toBe(body);
+  expect(body).toBe('{"awaiting":[]}');
   expect(restored.recorded()).toEqual(cache.recorded());
   // Folded after the restore: a newer result of test 0, a new program, a worse load outcome.
-  const after = restored as ExecutionCache;
-  for (const c of [cache, after]) {
-    const again = (e: EventEnvelope) => c.observe(e);
-    const pairs = [0, 2].map((t) => ({ programId: 'p', programHash: h(t === 0 ? 1 : 2), testId: `t${t}`, testHash: h(100 + t) }));
-    again(event('ExecutionRequested', { round: 2, problemId: 'x', requestId: 'r2', purpose: 'reward', ...requestBody(pairs) }));
-    again(event('ProgramExecuted', compactResults('r2', h(1), [0], [figures('time_limit', 7)], 'raised')));
-    again(event('ProgramExecuted', compactResults('r2', h(2), [1], [figures('accepted', 3)], 'ran')));
-  }
-  const newRows = after.sideRows();
+  const later = [0, 2].map((t) => ({ programId: 'p', programHash: h(t === 0 ? 1 : 2), testId: `t${t}`, testHash: h(100 + t) }));
+  const events = [
+    await event('ExecutionRequested', { round: 2, problemId: 'x', requestId: '2/x/r2', purpose: 'reward', ...requestBody(later) }),
+    await event('ProgramExecuted', compactResults('2/x/r2', h(1), [0], [figures('time_limit', 7)], 'raised')),
+    await event('ProgramExecuted', compactResults('2/x/r2', h(2), [1], [figures('accepted', 3)], 'ran')),
+  ];
+  for (const c of [cache, restored]) for (const e of events) c.observe(e);
+  const newRows = restored.sideRows();
   expect(newRows.replace).toBe(false);
-  // Two results, two load outcomes, and the new program's number.
-  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['q', 'q', 'm', 'm', 'i']);
-  for (const c of [cache, after]) {
-    expect(c.get(h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
-    expect(c.get(h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
-    expect(c.get(h(2), h(102))).toMatchObject({ verdict: 'accepted', timeMs: 3 });
+  // One row per program changed, not per result: each names where its results are.
+  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['h', 'h']);
+  for (const c of [cache, restored]) {
+    expect(await get(c, h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
+    expect(await get(c, h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
+    expect(await get(c, h(2), h(102))).toMatchObject({ verdict: 'accepted', timeMs: 3 });
     expect(c.load(h(1))).toBe('raised');
     expect(c.load(h(2))).toBe('ran');
   }
-  expect(roundTrip(after, table).recorded()).toEqual(cache.recorded());
+  expect(roundTrip(restored, table, read).recorded()).toEqual(cache.recorded());
 });
 
-it('once a snapshot saves its rows, the cache holds only what it folded since: memory stays bounded over rounds, answers unchanged', () => {
-  const cache = new ExecutionCache();
-  const table = sideTable();
-  const held: number[] = [];
-  for (let round = 1; round <= 20; round++) {
-    // Each round's programs and tests are new, as in a run: 4 programs x 8 tests.
-    for (let p = 0; p < 4; p++) {
-      const programHash = h(round * 100 + p);
-      const pairs = Array.from({ length: 8 }, (_, t) => ({ programId: `p${p}`, programHash, testId: `t${t}`, testHash: h(1_000_000 + round * 100 + t) }));
-      const requestId = `r${round}/${p}`;
-      cache.observe(event('ExecutionRequested', { round, problemId: 'x', requestId, purpose: 'reward', ...requestBody(pairs) }));
-      cache.observe(
-        event(
-          'ProgramExecuted',
-          compactResults(
-            requestId,
-            programHash,
-            [0, 1, 2, 3, 4, 5, 6, 7],
-            pairs.map((_, t) => figures('accepted', round * 10 + t)),
-            'ran',
-          ),
-        ),
-      );
-    }
-    // A snapshot every round: its rows saved, the cache reading them from the table from now on.
-    table.save(cache.sideRows());
-    cache.sideSaved(table.reader());
-    held.push(cache.heldEntries);
-  }
-  // Nothing of past rounds stays in memory; without the table it would hold 20 x 4 records and loads.
-  expect(Math.max(...held)).toBe(0);
-  // Every round's results still answer, read from the saved rows.
-  for (const round of [1, 10, 20]) {
-    expect(cache.get(h(round * 100 + 3), h(1_000_000 + round * 100 + 7))).toMatchObject({ verdict: 'accepted', timeMs: round * 10 + 7 });
-    expect(cache.load(h(round * 100 + 3))).toBe('ran');
-  }
-  expect(cache.get(h(2100), h(1_000_000))).toBeUndefined();
-  // A program read from the rows and run again (a problem's reference, on new tests) answers as a
-  // fresh read of the rows, and holds nothing of its results in memory once they are saved.
-  const again = [{ programId: 'ref', programHash: h(2003), testId: 'new', testHash: h(1_000_000 + 2007) }];
-  cache.observe(event('ExecutionRequested', { round: 21, problemId: 'x', requestId: 'r21/0', purpose: 'reward', ...requestBody(again) }));
-  cache.observe(event('ProgramExecuted', compactResults('r21/0', h(2003), [0], [figures('time_limit', 999)], 'ran')));
-  table.save(cache.sideRows());
-  cache.sideSaved(table.reader());
-  expect(cache.heldEntries).toBe(0);
-  const fresh = ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader());
-  for (const c of [cache, fresh]) expect(c.get(h(2003), h(1_000_000 + 2007))).toMatchObject({ verdict: 'time_limit', timeMs: 999 });
-  expect(cache.get(h(2003), h(1_000_000 + 2006))).toMatchObject({ verdict: 'accepted', timeMs: 206 });
-  // Not asked about again before the next save: dropped.
-  table.save(cache.sideRows());
-  cache.sideSaved(table.reader());
-  table.save(cache.sideRows());
-  cache.sideSaved(table.reader());
-  expect(cache.heldEntries).toBe(0);
-});
-
-it("keeps memory bounded while a problem's reference runs on every new test of the run, and answers its old pairs from the rows", () => {
-  const cache = new ExecutionCache();
-  const kept = new ExecutionCache();
+it("keeps memory and side rows bounded while a problem's reference runs on every new test of the run, and answers its old pairs from the log", async () => {
+  const { event, read } = foldingLog();
+  const cache = new ExecutionCache(null, read);
+  const kept = new ExecutionCache(null, read);
   const table = sideTable();
   const ref = h(42);
   const testOf = (step: number, t: number) => h(5_000_000 + step * 100 + t);
   const held: number[] = [];
+  const rowBytes: number[] = [];
   const steps = 40;
   for (let step = 1; step <= steps; step++) {
     const pairs = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${t}`, testHash: testOf(step, t) }));
-    for (const p of pairs) expect(cache.get(ref, p.testHash)).toBeUndefined();
+    const recorded = await cache.resultsOf(pairs);
+    for (const p of pairs) expect(recorded.get(ref, p.testHash)).toBeUndefined();
     // An earlier step's test is asked about (and answered) as a plan would.
-    if (step > 1) expect(cache.get(ref, testOf(step - 1, 3))).toMatchObject({ timeMs: (step - 1) * 10 + 3 });
-    for (const c of [cache, kept]) {
-      c.observe(event('ExecutionRequested', { round: step, problemId: 'x', requestId: `r${step}`, purpose: 'oracle', ...requestBody(pairs) }));
-      c.observe(
-        event(
-          'ProgramExecuted',
-          compactResults(
-            `r${step}`,
-            ref,
-            pairs.map((_, i) => i),
-            pairs.map((_, t) => figures(t % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t)),
-            'ran',
-          ),
+    if (step > 1) expect(await get(cache, ref, testOf(step - 1, 3))).toMatchObject({ timeMs: (step - 1) * 10 + 3 });
+    const folded = [
+      await event('ExecutionRequested', { round: step, problemId: 'x', requestId: `${step}/x/oracle`, purpose: 'oracle', ...requestBody(pairs) }),
+      await event(
+        'ProgramExecuted',
+        compactResults(
+          `${step}/x/oracle`,
+          ref,
+          pairs.map((_, i) => i),
+          pairs.map((_, t) => figures(t % 3 === 0 ? 'wrong_answer' : 'accepted', step * 10 + t)),
+          'ran',
         ),
-      );
-    }
+      ),
+    ];
+    for (const c of [cache, kept]) for (const e of folded) c.observe(e);
     held.push(cache.heldEntries);
-    table.save(cache.sideRows());
+    const rows = cache.sideRows();
+    rowBytes.push(rows.rows.reduce((n, [k, v]) => n + k.length + v.length, 0));
+    table.save(rows);
     cache.sideSaved(table.reader());
   }
-  // What the cache holds in a step is that step's work: the same at the last step as at the second.
-  expect(Math.max(...held)).toBeLessThanOrEqual(16 + 2);
-  // Every result of the reference, its load outcome and its first event.
-  expect(kept.heldEntries).toBe(steps * 16 + 1 + 1);
+  // What the cache holds in a step is the program it was asked about: the same at the last step as at the second.
+  expect(Math.max(...held)).toBe(1);
+  expect(kept.heldEntries).toBe(1);
+  // One row for the reference, two numbers per step (3 bytes each at commit x 2^16 positions): 640 results in a row of 275 bytes.
+  expect(rowBytes.at(-1)).toBeLessThanOrEqual(34 + 1 + steps * 6);
   expect(cache.recorded()).toEqual(kept.recorded());
   for (const [step, t] of [
     [1, 0],
     [7, 3],
     [steps, 15],
   ] as const) {
-    expect(cache.get(ref, testOf(step, t))).toEqual(kept.get(ref, testOf(step, t)));
-    expect(cache.get(ref, testOf(step, t))).toMatchObject({ verdict: t % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: step * 10 + t });
+    expect(await get(cache, ref, testOf(step, t))).toEqual(await get(kept, ref, testOf(step, t)));
+    expect(await get(cache, ref, testOf(step, t))).toMatchObject({ verdict: t % 3 === 0 ? 'wrong_answer' : 'accepted', timeMs: step * 10 + t });
   }
-  expect(cache.get(ref, testOf(steps + 1, 0))).toBeUndefined();
+  expect(await get(cache, ref, testOf(steps + 1, 0))).toBeUndefined();
 });

@@ -26,7 +26,7 @@ import { JudgeContext, judge, type VerdictIndex } from '../../src/actors/judge.j
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
-import { verdictOfCode } from '../../src/core/verdicts.js';
+import { decodeEntry } from '../../src/actors/program-history.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { recordedDecisions } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -182,7 +182,7 @@ describe('actor snapshots', () => {
       expect(restored.recorded()).toEqual(refolded.recorded());
       // So do the Executor's recorded results.
       const cached = fromSnapshot.indexOf('executor') as ExecutionCache;
-      expect(cached.recorded().filter(([k]) => k.startsWith('p')).length).toBeGreaterThan(0);
+      expect(cached.recorded().filter(([k]) => k.startsWith('h')).length).toBeGreaterThan(0);
       expect(cached.recorded()).toEqual((fromZero.indexOf('executor') as ExecutionCache).recorded());
     } finally {
       table.close();
@@ -246,7 +246,7 @@ describe('actor snapshots', () => {
     }
   }, 120_000);
 
-  it('the Judge keeps its recorded verdicts as side rows of its snapshot and reads them from there after a restart', async () => {
+  it('the Judge keeps where its recorded verdicts are in the log as side rows of its snapshot, and reads them there after a restart', async () => {
     const dir = copyOfStopped('side-rows');
     const runId = runIdOf(config());
     const file = path.join(dir, 'snapshots.db');
@@ -259,23 +259,23 @@ describe('actor snapshots', () => {
       db.close();
       return rows;
     };
-    const stored = sideRows();
-    // A number per program ('i', the problem's length and UTF-8, the program hash -> 8 bytes),
-    // and a row per pair keyed by that number ('q', 8 bytes big-endian, the test hash), its
-    // latest verdict's letter first in the value.
-    const numbers = new Map<string, [string, string]>();
-    for (const [k, value] of stored.filter(([k]) => k[0] === 0x69)) {
+    // A row per problem and program ('h', the problem's length and UTF-8, the program hash), its
+    // load outcome and the positions of the events that recorded its verdicts.
+    const stored = sideRows().map(([k, value]) => {
+      expect(k[0]).toBe(0x68);
       const at = 2 + k[1]!;
-      expect(value.length).toBe(8);
-      numbers.set(value.toString('hex'), [k.toString('utf8', 2, at), k.toString('hex', at, at + 32)]);
-    }
-    const keyParts = (k: Buffer) => [...numbers.get(k.toString('hex', 1, 9))!, k.toString('hex', 9)] as const;
-    const verdicts = stored.filter(([k]) => k[0] === 0x71).map(([k, value]) => [keyParts(k), verdictOfCode(String.fromCharCode(value[0]!))] as const);
-    expect(verdicts.length).toBeGreaterThan(0);
-    expect(verdicts.every(([[problemId, programHash, testHash]]) => problemId.length > 0 && programHash.length === 64 && testHash.length === 64)).toBe(true);
-    // Load outcomes ('m' and the number).
-    expect(stored.some(([k]) => k[0] === 0x6d && numbers.has(k.toString('hex', 1, 9)))).toBe(true);
+      return { problemId: k.toString('utf8', 2, at), programHash: k.toString('hex', at, at + 32), entry: decodeEntry(value) };
+    });
+    expect(stored.length).toBeGreaterThan(0);
+    const withVerdicts = stored.filter((r) => r.entry.events.length > 0);
+    expect(withVerdicts.length).toBeGreaterThan(0);
     const log = await openSqliteLog(path.join(dir, 'log.db'), { create: false });
+    // Each names ProgramExecuted events of its program, each after the request it names.
+    for (const { programHash, entry } of withVerdicts.slice(0, 20)) {
+      const events = await log.readAt!(entry.events.filter((_, i) => i % 2 === 0) as never);
+      for (const e of events) expect(e).toMatchObject({ type: 'ProgramExecuted', data: { programHash } });
+      for (let i = 0; i < entry.events.length; i += 2) expect(entry.events[i + 1]).toBeLessThan(entry.events[i]!);
+    }
     const table = new SqliteSnapshotTable(file, runId);
     const restart = async () => {
       const runtime = new ActorRuntime(log, runId, null as never, [judge] as never, { snapshots: { table, every: 0 } });
@@ -284,21 +284,21 @@ describe('actor snapshots', () => {
     };
     try {
       const index = await restart();
-      // Every verdict recorded before the snapshot is answered from its row.
-      for (const [[problemId, programHash, testHash], verdict] of verdicts) {
-        expect(index.has(problemId, programHash, testHash)).toBe(true);
-        expect(verdict).toMatch(/^[a-z_]+$/);
+      // Every program's recorded verdicts are read back from the log after the restart.
+      for (const { problemId, programHash } of withVerdicts) {
+        const recorded = await index.resultsOf(problemId, [{ programHash }]);
+        expect(recorded.byProgram.get(programHash)?.size).toBeGreaterThan(0);
       }
-      const distinct = new Set(verdicts.map(([k]) => k.join('/'))).size;
-      const count = (x: VerdictIndex) => x.recorded().filter(([k]) => k.startsWith('p')).length;
-      const before = count(index);
-      expect(before).toBeGreaterThanOrEqual(distinct);
-      // Side rows and body are one state: without the rows the restored index lacks those verdicts.
+      const before = index.recorded().length;
+      expect(before).toBe(stored.length);
+      // Side rows and body are one state: without the rows the restored index lacks those programs.
       const db = new Database(file);
-      db.prepare("DELETE FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge') AND substr(key, 1, 1) = X'71'").run();
+      db.prepare("DELETE FROM side_rows WHERE actor = (SELECT id FROM side_actors WHERE actor = 'judge')").run();
       db.close();
       const without = await restart();
-      expect(count(without)).toBe(before - distinct);
+      expect(without.recorded()).toEqual([]);
+      const { problemId, programHash } = withVerdicts[0]!;
+      expect((await without.resultsOf(problemId, [{ programHash }])).byProgram.size).toBe(0);
     } finally {
       table.close();
       await log.close();

@@ -24,6 +24,7 @@ import {
 } from '../../src/events/errors.js';
 import { ORIGIN, comparePositions, type EventLog, type Position, type ReadFilter, type ReadRange, type SubscriptionItem } from '../../src/events/log.js';
 import { defineEvent, type EventCodec } from '../../src/events/registry.js';
+import { readAtOf } from '../../src/events/read-at.js';
 
 export interface LogFixture {
   /** A handle on this fixture's log; every call reaches the same stored events. */
@@ -218,6 +219,24 @@ export function describeEventLogConformance(name: string, factory: () => Promise
         expect(await ranks(s, { to: ORIGIN })).toEqual([]);
         // Reading after a position inside a commit starts at the next event of that commit.
         expect(await ranks(s, { after: p[6] })).toEqual([7]);
+      });
+
+      it('reads events at given positions, in the order asked, as a read gives them; none where no event is', async () => {
+        const s = await seeded();
+        const { log, p } = s;
+        const all = await collect(log.read());
+        const byPosition = new Map(all.map((e) => [e.position as number, e]));
+        // Out of order, repeated, inside commits and not next to each other, the head and past it.
+        const asked = [p[6], p[1], p[7], p[4], p[1], p[5]].map((x) => x as Position);
+        const native = readAtOf(log);
+        const fallback = readAtOf({ read: (range, filter) => log.read(range, filter) } as EventLog);
+        for (const readAt of [native, fallback]) {
+          expect(await readAt(asked)).toEqual(asked.map((x) => byPosition.get(x)));
+          const head = await log.head();
+          const missing = await readAt([head + 1, ...(byPosition.has(head) ? [] : [head])].map((x) => x as Position));
+          expect(missing.every((e) => e === undefined)).toBe(true);
+          expect(await readAt([])).toEqual([]);
+        }
       });
 
       it('an "as of" read returns the same events after later appends', async () => {

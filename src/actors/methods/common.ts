@@ -108,20 +108,20 @@ export async function sampledTests(env: RunEnv, p: ProblemRound): Promise<Sample
 /** A plan's events: the judged tests, then one execution request per purpose, in order. A pair
  * is executed once in a run: a later request of the plan, or a pair recorded in an earlier
  * round, reuses the verdict (`split`, see splitReused), decided here so that it is in the log. */
-export function planEvents(
+export async function planEvents(
   env: RunEnv,
   p: ProblemRound,
   judged: JudgedTest[],
   requests: readonly (readonly ['reward' | 'heldout' | 'kill', Pair[]])[],
-  split: (pairs: readonly Pair[], planned: Set<string>) => { pairs: Pair[]; reused: Pair[] },
-): NewEvent[] {
+  split: (pairs: readonly Pair[], planned: Set<string>) => Promise<{ pairs: Pair[]; reused: Pair[] }>,
+): Promise<NewEvent[]> {
   const base = { round: p.round, problemId: p.problemId };
   const planned = new Set<string>();
-  return [
-    env.event('TestsJudged', { ...base, tests: judged }),
-    ...requests.map(([purpose, pairs]) => {
-      const s = split(pairs, planned);
-      return env.event('ExecutionRequested', { ...base, requestId: `${p.key}/${purpose}`, purpose, ...requestBody(s.pairs, s.reused) });
-    }),
-  ];
+  const events = [env.event('TestsJudged', { ...base, tests: judged })];
+  // In order: a pair in two requests is executed by the first.
+  for (const [purpose, pairs] of requests) {
+    const s = await split(pairs, planned);
+    events.push(env.event('ExecutionRequested', { ...base, requestId: `${p.key}/${purpose}`, purpose, ...requestBody(s.pairs, s.reused) }));
+  }
+  return events;
 }

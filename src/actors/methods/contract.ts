@@ -33,7 +33,7 @@ export interface PlanArgs {
   /** TCS: the problem's buffer as it stood before this round (the round is not in it yet). */
   tcsBuffer: readonly TcsBufferedSuite[];
   /** Leaves out of a request the pairs already recorded or planned (a pair runs once a run). */
-  split(pairs: readonly Pair[], planned: Set<string>): { pairs: Pair[]; reused: Pair[] };
+  split(pairs: readonly Pair[], planned: Set<string>): Promise<{ pairs: Pair[]; reused: Pair[] }>;
 }
 
 export interface JudgeArgs {

@@ -25,7 +25,7 @@ import {
   type SubscribeOptions,
   type Subscription,
 } from '../log.js';
-import { eventPosition, headPosition, seqOf } from '../positions.js';
+import { eventPosition, headPosition, indexOf, seqOf } from '../positions.js';
 import type { EventCodec } from '../registry.js';
 import { WakeSubscription } from '../wake-subscription.js';
 import { LocalWorkQueue, parseWorkQueueOptions, type WorkQueue, type WorkQueueOptions } from '../work-queue.js';
@@ -129,6 +129,16 @@ export class MemoryEventLog implements EventLog {
     store.streamLast.set(args.stream, positions[positions.length - 1]!);
     for (const wake of store.listeners) wake();
     return { positions, duplicate: false };
+  }
+
+  async readAt(positions: readonly Position[]): Promise<(EventEnvelope | undefined)[]> {
+    this.#assertOpen();
+    const commits = this.#store.commits;
+    return positions.map((position) => {
+      const c = commits[seqOf(position) - 1];
+      const e = c?.events[indexOf(position)];
+      return c && e ? decodeStored(this.#registry, e, position, c.stream, c.commitId) : undefined;
+    });
   }
 
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {

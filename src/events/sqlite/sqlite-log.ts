@@ -138,6 +138,7 @@ export class SqliteEventLog implements EventLog {
   readonly #idExists: Database.Statement;
   readonly #commitBefore: Database.Statement;
   readonly #atBefore: Database.Statement;
+  #at: Database.Statement | null = null;
 
   constructor(db: Database.Database, key: string, opts: SqliteLogOptions) {
     this.#db = db;
@@ -334,6 +335,20 @@ export class SqliteEventLog implements EventLog {
       this.#pageStmts.set(key, stmt);
     }
     return { stmt, params };
+  }
+
+  async readAt(positions: readonly Position[]): Promise<(EventEnvelope | undefined)[]> {
+    this.#assertOpen();
+    this.#at ??= this.#db.prepare(`SELECT ${COLUMNS} FROM events WHERE position = ?`).raw();
+    const at = this.#at;
+    let before: Row | undefined;
+    return positions.map((position) => {
+      const row = at.get(position) as Row | undefined;
+      if (row === undefined) return undefined;
+      const event = this.#decode(row, before);
+      before = row;
+      return event;
+    });
   }
 
   /** Fills in a row's elided commit id and time, from `before` when it is the row just before

@@ -1,0 +1,198 @@
+/** Where programs' recorded results are in the log (the index the Judge and the Executor share):
+ * its rows, what they answer across saves and restores, the bytes they take, and the results read
+ * back from a log, with a clear error where the index and the log disagree. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { HistoryReadError, ProgramHistory, decodeEntry, encodeEntry, readResults, type ProgramEntry } from '../../src/actors/program-history.js';
+import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots.js';
+import { requestBody } from '../../src/events/catalog.js';
+import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
+import { foldingLog } from '../support/folding-log.js';
+
+const h = (n: number) => n.toString(16).padStart(64, '0');
+const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
+  verdict,
+  timeMs,
+  memoryKb: 10,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+});
+const ref = (actor: string, position: number) => ({ actor, position: position as never, hash: 'a'.repeat(64), version: 'v' });
+
+let root: string;
+beforeAll(() => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'crucible-program-history-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function save(table: SqliteSnapshotTable, actor: string, history: ProgramHistory, position: number, reader?: (side: SideReader) => SideReader): void {
+  table.save([{ ref: ref(actor, position), body: Buffer.from('{}'), side: history.sideRows() }]);
+  const side = table.side(actor);
+  history.sideSaved(reader ? reader(side) : side);
+}
+
+it('an entry encodes and decodes to the same load and positions, SQLite-sized or JetStream-sized, with or without a request', () => {
+  const cases: ProgramEntry[] = [
+    { load: undefined, events: [] },
+    { load: 'ran', events: [1, 0] },
+    { load: 'compile_error', events: [5, 2, 6, 2, 900, 899, 901, 0] },
+    // JetStream numbers events commit x 2^16 + index: large positions, large steps.
+    { load: 'raised', events: [7 * 65_536 + 3, 7 * 65_536, 2 ** 30 * 65_536 + 1, 2 ** 30 * 65_536] },
+    { load: 'unknown', events: [Number.MAX_SAFE_INTEGER, 1] },
+  ];
+  for (const c of cases) expect(decodeEntry(encodeEntry(c))).toEqual(c);
+  // Two varints per event, one byte each while the steps are small.
+  expect(encodeEntry({ load: 'ran', events: [100, 99, 101, 99] })).toHaveLength(1 + 4);
+  expect(() => decodeEntry(Buffer.of(9))).toThrow(/load code 9/);
+  expect(() => decodeEntry(Buffer.of(0, 0x85))).toThrow(/ends inside a number/);
+  expect(() => decodeEntry(Buffer.of())).toThrow(/load code/);
+});
+
+it('an entry saved, then changed, answers the same before and after a restore; load outcomes only get worse', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'restore.db'), 'run');
+  try {
+    const history = new ProgramHistory(null);
+    history.record('x', h(1), 10, 9);
+    history.recordLoad('x', h(1), 'ran');
+    history.record('y', h(1), 11, 0);
+    save(table, 'judge', history, 11);
+    expect(history.heldEntries).toBe(0);
+    history.record('x', h(1), 20, 18);
+    history.recordLoad('x', h(1), 'raised');
+    // The same event folded again (a retry of a fold) adds nothing.
+    history.record('x', h(1), 20, 18);
+    save(table, 'judge', history, 20);
+    const restored = new ProgramHistory(table.side('judge'));
+    for (const r of [history, restored]) {
+      expect(r.entry('x', h(1))).toEqual({ load: 'raised', events: [10, 9, 20, 18] });
+      // Scopes are apart: the same program in another problem keeps its own entry.
+      expect(r.entry('y', h(1))).toEqual({ load: undefined, events: [11, 0] });
+      expect(r.entry('x', h(2))).toBeUndefined();
+      expect(r.load('y', h(1))).toBeUndefined();
+    }
+    restored.recordLoad('x', h(1), 'ran');
+    expect(restored.load('x', h(1))).toBe('raised');
+    expect(restored.sideRows().rows).toEqual([]);
+    expect(restored.recorded()).toEqual(history.recorded());
+    expect(history.recorded().map(([k]) => k[0])).toEqual(['h', 'h']);
+  } finally {
+    table.close();
+  }
+});
+
+it('a program without an entry is looked up once per snapshot interval, however often it is asked about', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'lookups.db'), 'run');
+  try {
+    let gets = 0;
+    const counting = (side: SideReader): SideReader => ({ ...side, get: (key) => (gets++, side.get(key)) });
+    const history = new ProgramHistory(null);
+    history.record('', h(1), 3, 2);
+    save(table, 'executor', history, 3, counting);
+    for (let i = 0; i < 50; i++) expect(history.entry('', h(2))).toBeUndefined();
+    for (let i = 0; i < 50; i++) expect(history.entry('', h(1))).toEqual({ load: undefined, events: [3, 2] });
+    expect(gets).toBe(2);
+    expect(history.heldEntries).toBe(2);
+    save(table, 'executor', history, 4, counting);
+    expect(history.heldEntries).toBe(0);
+    history.entry('', h(2));
+    expect(gets).toBe(3);
+  } finally {
+    table.close();
+  }
+});
+
+it('the same events give the same rows whatever the snapshot points: processes sharing a snapshot file agree on every row', () => {
+  const events = Array.from({ length: 60 }, (_, i) => {
+    const position = 3 * i + 2;
+    const touched = [{ scope: `problem-${i % 3}`, program: h(1 + ((i * 7919) % 31)) }];
+    if (i % 4 === 0) touched.push({ scope: 'problem-9', program: h(1 + ((i * 104_729) % 37)) });
+    return { position, touched };
+  });
+  const rowsOf = (every: number) => {
+    const table = new SqliteSnapshotTable(path.join(root, `agree-${every}.db`), 'run');
+    try {
+      const history = new ProgramHistory(null);
+      events.forEach(({ position, touched }, i) => {
+        for (const { scope, program } of touched) {
+          history.recordLoad(scope, program, i % 5 === 0 ? 'raised' : 'ran');
+          history.record(scope, program, position, i % 2 === 0 ? position - 1 : 0);
+        }
+        if ((i + 1) % every === 0 || i === events.length - 1) save(table, 'executor', history, position);
+      });
+      return [...table.side('executor').all()].map(([k, v]) => `${Buffer.from(k).toString('hex')}=${Buffer.from(v).toString('hex')}`);
+    } finally {
+      table.close();
+    }
+  };
+  const once = rowsOf(60);
+  expect(once.length).toBeGreaterThan(50);
+  for (const every of [1, 7, 13]) expect(rowsOf(every)).toEqual(once);
+});
+
+it('the side rows take bytes per program and per recording event, not per result', () => {
+  const file = path.join(root, 'bytes.db');
+  const table = new SqliteSnapshotTable(file, 'bench-scale-s1-0123abcd');
+  const problem = 'problem-0001';
+  const programs = 64;
+  const eventsEach = 10;
+  const resultsEach = 64;
+  try {
+    const history = new ProgramHistory(null);
+    let position = 0;
+    for (let e = 0; e < eventsEach; e++) {
+      const request = ++position;
+      for (let p = 0; p < programs; p++) {
+        history.recordLoad(problem, h(1_000_000 + p * 7919), 'ran');
+        history.record(problem, h(1_000_000 + p * 7919), ++position, request);
+      }
+    }
+    table.save([{ ref: ref('judge', position), body: Buffer.from('{}'), side: history.sideRows() }]);
+  } finally {
+    table.close();
+  }
+  const db = new Database(file, { readonly: true });
+  const { rows, bytes } = db
+    .prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'")
+    .get() as { rows: number; bytes: number };
+  db.close();
+  expect(rows).toBe(programs);
+  // Key 2 + 12 + 32, a load byte, two varints per event (at most 2 bytes each here), checksum, header.
+  const largest = 2 + problem.length + 32 + 1 + eventsEach * 4 + 4 + 1 + 7;
+  expect(bytes / rows).toBeLessThanOrEqual(2.2 * (largest + 4));
+  // Per result recorded (64 tests an event): about 2 bytes, against about 100 for a row per result.
+  expect(bytes / (programs * eventsEach * resultsEach)).toBeLessThan(3);
+});
+
+it('reads results back from the log: the latest of each test, no sandbox errors, older per-pair events too', async () => {
+  const { event, read } = foldingLog();
+  const program = h(1);
+  const pairs = [0, 1, 2].map((t) => ({ programId: 'p', programHash: program, testId: `t${t}`, testHash: h(100 + t) }));
+  const r1 = await event('ExecutionRequested', { round: 1, problemId: 'x', requestId: '1/x/reward', purpose: 'reward', ...requestBody(pairs) });
+  const e1 = await event(
+    'ProgramExecuted',
+    compactResults('1/x/reward', program, [0, 1, 2], [figures('accepted', 1), figures('sandbox_error', 2), figures('wrong_answer', 3)], 'ran'),
+  );
+  const r2 = await event('ExecutionRequested', { round: 2, problemId: 'x', requestId: '2/x/reward', purpose: 'reward', ...requestBody([pairs[2]!]) });
+  const e2 = await event('ProgramExecuted', compactResults('2/x/reward', program, [0], [figures('time_limit', 9)], 'ran'));
+  // A log written before results were compact: one ExecutionCompleted per pair, naming its test.
+  const e3 = await event('ExecutionCompleted', { requestId: '3/x/reward', programId: 'p', programHash: program, testId: 't9', testHash: h(109), ...figures('runtime_error', 4) });
+  const entry: ProgramEntry = { load: 'ran', events: [e1.position, r1.position, e2.position, r2.position, e3.position, 0] };
+  const results = (await readResults([[program, entry]], read)).get(program)!;
+  expect([...results.keys()]).toEqual([h(100), h(102), h(109)]);
+  expect(results.get(h(100))).toEqual(figures('accepted', 1));
+  expect(results.get(h(102))).toEqual(figures('time_limit', 9));
+  expect(results.get(h(109))).toEqual(figures('runtime_error', 4));
+
+  // Where the index and the log disagree, the read says where, and what to do.
+  const wrong = async (events: number[]) => readResults([[program, { load: 'ran', events }]], read);
+  await expect(wrong([e2.position + 1000, r2.position])).rejects.toThrow(HistoryReadError);
+  await expect(wrong([e2.position + 1000, r2.position])).rejects.toThrow(/no event at position \d+.*delete the run's snapshot file/);
+  await expect(wrong([e2.position, r1.position])).rejects.toThrow(/is not the request 2\/x\/reward/);
+  await expect(wrong([r1.position, 0])).rejects.toThrow(/is a ExecutionRequested, not the results/);
+  await expect(readResults([[h(2), entry]], read)).rejects.toThrow(new RegExp(`holds results of program ${h(1)}, not of ${h(2)}`));
+});
