@@ -185,6 +185,8 @@ export interface RestartReport {
    * start. */
   snapshot: 'used' | 'none' | 'ignored' | 'refused';
   refused?: SnapshotRefusedError;
+  /** Why a snapshot was 'ignored': the versions (the first part is the snapshot format). */
+  ignored?: string;
   /** Folding began after this position (ORIGIN: the start) and ended at `to`. */
   from: Position;
   to: Position;
@@ -385,12 +387,12 @@ export class ActorRuntime<Env> {
   }
 
   /** An actor begun from its initial state, to fold the log from the start up to `upTo`. */
-  #fresh(actor: LiveActor<Env>, upTo: Position, snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError): Begun<Env> {
+  #fresh(actor: LiveActor<Env>, upTo: Position, snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError, ignored?: string): Begun<Env> {
     return {
       actor,
       fold: this.#newFold(actor),
       index: actor.def.index?.create(this.#readAt),
-      report: { actor: actor.def.name, snapshot, ...(refused ? { refused } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
+      report: { actor: actor.def.name, snapshot, ...(refused ? { refused } : {}), ...(ignored ? { ignored } : {}), from: ORIGIN, to: upTo, eventsFolded: 0 },
     };
   }
 
@@ -410,11 +412,16 @@ export class ActorRuntime<Env> {
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
   #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
-    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError) => this.#fresh(actor, upTo, snapshot, refused);
+    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError, ignored?: string) => this.#fresh(actor, upTo, snapshot, refused, ignored);
     const stored = this.#snapshots?.table.latest(name) ?? null;
     if (stored === null || !actor.snapshottable) return fresh('none');
     const { ref } = stored;
-    if (ref.version !== actor.version) return fresh('ignored');
+    if (ref.version !== actor.version)
+      return fresh(
+        'ignored',
+        undefined,
+        `its snapshot at position ${ref.position} is of version ${ref.version} (snapshot format ${ref.version.split('/')[0]}), this ${name} reads ${actor.version}: it folds the log from the start instead`,
+      );
     try {
       const { fold, index, lastRead } = this.#restore(actor, stored, upTo);
       return { actor, fold, index, report: { actor: name, snapshot: 'used', from: ref.position, to: upTo, eventsFolded: 0 }, from: { ref, lastRead } };

@@ -171,6 +171,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerOutcome> {
       snapshots: { table, every: opts.snapshots?.every ?? DEFAULT_SNAPSHOT_EVERY },
       onRestart: (r) => {
         if (r.refused) say(r.refused.message);
+        if (r.ignored) say(r.ignored);
         say(
           `${r.snapshot === 'used' ? `started from its snapshot at position ${r.from}` : 'started from the start of the log'}: ${r.eventsFolded} events folded`,
         );

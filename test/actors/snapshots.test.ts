@@ -120,6 +120,32 @@ describe('actor snapshots', () => {
     expect(await eventsOf(dir)).toEqual(await eventsOf(baseline.dir));
   }, 300_000);
 
+  it('a run directory stopped by the version that wrote snapshot format 5 (a side row per result) resumes: its snapshots are ignored with their format named, every actor refolds, the run ends as an uninterrupted one', async () => {
+    // test/fixtures/format5-run: this config's run stopped in round 2 by crucible at snapshot
+    // format 5 (see its README), its log and snapshot file as that version left them.
+    const dir = path.join(root, 'format5');
+    cpSync(path.join(import.meta.dirname, '../fixtures/format5-run'), dir, { recursive: true });
+    const before = snapshotRows(dir);
+    expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => '5'));
+    const reports: RestartReport[] = [];
+    // The fixture's config names its directory as the config file did ('runs'): the run id hashes it.
+    const recorded = twoProblemConfig('runs');
+    const resumed = await runExperiment({ config: recorded, dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
+    expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
+    for (const r of reports) expect(r.ignored).toMatch(new RegExp(`^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads 6/`));
+    expect(resumed.finished).toBe(true);
+    const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format5-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
+    expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));
+    expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+    expect(await eventsOf(dir)).toEqual(await eventsOf(uninterrupted.dir));
+    // The old side rows are gone: the first save of each actor replaced them with the new format's.
+    const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
+    const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
+    db.close();
+    expect(kinds.map((k) => k.toString())).toEqual(['h']);
+    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith('6/'))).toBe(true);
+  }, 300_000);
+
   it('an actor whose state is too large for one JSON string is not snapshotted, and the run goes on', async () => {
     const dir = path.join(root, 'too-large');
     cpSync(baseline.dir, dir, { recursive: true });

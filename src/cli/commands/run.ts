@@ -166,6 +166,7 @@ async function runOne(config: RunConfig, dir: string | undefined, json: boolean,
       // A refused snapshot costs time, not results: say why, and go on.
       onRestart: (r) => {
         if (r.refused) process.stderr.write(`crucible: ${r.refused.message}\n`);
+        if (r.ignored) process.stderr.write(`crucible: ${r.actor}: ${r.ignored}\n`);
       },
       onResume: (r) => process.stderr.write(resumeLine(runIdOf(config), r)),
       onProgress: (p) => reporter.report(p, Date.now()),
