@@ -73,24 +73,33 @@ export function collector(): () => void {
   return vm.runInNewContext('gc') as () => void;
 }
 
-/** After each step: the heap once collected (what the run keeps in memory as it grows), and the
- * entries the Judge's verdict index and the Executor's cache hold (see heldEntries). */
+/** After each step: the heap once collected (what the run keeps in memory as it grows), the
+ * entries the Judge's verdict index and the Executor's cache hold (see heldEntries), and the bytes
+ * this process wrote to storage in the step per result the step recorded (flat over a run whose
+ * writes do not grow with it). */
 export function stepPrinter(t0: number): {
-  onStep: (runtime: ActorRuntime<RunEnv>, p: { round: number; rounds: number }) => void;
+  onStep: (runtime: ActorRuntime<RunEnv>, p: { round: number; rounds: number; executions: number }) => void;
   heapPerStep: number[];
 } {
   const gc = collector();
   let lastRound = 0;
+  let last = { written: bytesWritten(), executions: 0 };
   const heapPerStep: number[] = [];
-  const onStep = (runtime: ActorRuntime<RunEnv>, { round, rounds }: { round: number; rounds: number }) => {
+  const onStep = (runtime: ActorRuntime<RunEnv>, { round, rounds, executions }: { round: number; rounds: number; executions: number }) => {
     if (round === lastRound) return;
     lastRound = round;
+    const written = bytesWritten();
+    const stepWrites =
+      written !== null && last.written !== null && executions > last.executions
+        ? `; wrote ${Math.round((written - last.written) / (executions - last.executions))} bytes to storage per result of the step`
+        : '';
+    last = { written, executions };
     gc();
     const m = process.memoryUsage();
     heapPerStep.push(m.heapUsed);
     const held = (name: string) => (runtime.indexOf(name) as { heldEntries?: number } | undefined)?.heldEntries ?? 0;
     console.log(
-      `  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held), ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      `  step ${round}/${rounds}: heap ${(m.heapUsed / 1e6).toFixed(0)} MB after a full collection (rss ${(m.rss / 1e6).toFixed(0)} MB; judge ${held('judge')}, executor ${held('executor')} entries held${stepWrites}), ${((performance.now() - t0) / 1000).toFixed(0)} s`,
     );
   };
   return { onStep, heapPerStep };

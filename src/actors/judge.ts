@@ -333,7 +333,13 @@ export class VerdictIndex {
    * once for all of them: those it executed, then those it reused, under its own ids. */
   async verdictsOf(roundKey: string): Promise<(requestId: string) => PairResult[]> {
     const reused = (this.#requestsOf.get(roundKey) ?? []).flatMap((id) => this.#reused.get(id) ?? []);
-    const recorded = reused.length === 0 ? RecordedResults.EMPTY : await this.resultsOf(reused[0]!.problemId, reused.flatMap((r) => r.pairs));
+    const recorded =
+      reused.length === 0
+        ? RecordedResults.EMPTY
+        : await this.resultsOf(
+            reused[0]!.problemId,
+            reused.flatMap((r) => r.pairs),
+          );
     return (requestId) => this.#of(requestId, recorded);
   }
 

@@ -80,7 +80,8 @@ export function encodeEntry(e: ProgramEntry): Buffer {
 
 export function decodeEntry(value: Uint8Array): ProgramEntry {
   const load = value[0] === NO_LOAD ? undefined : LOADS[value[0]!];
-  if (value.length === 0 || (value[0] !== NO_LOAD && load === undefined)) throw new Error(`a program's history row starts with load code ${value[0]}, which names no load outcome`);
+  if (value.length === 0 || (value[0] !== NO_LOAD && load === undefined))
+    throw new Error(`a program's history row starts with load code ${value[0]}, which names no load outcome`);
   const events: number[] = [];
   let at = 1;
   const varint = (): number => {
@@ -225,7 +226,10 @@ export class HistoryReadError extends Error {
  * an earlier one; a sandbox error is the sandbox's failure, not a result, and is left out), read
  * from the log at the positions their entries name: every event once, in log order.
  */
-export async function readResults(entries: readonly (readonly [program: string, ProgramEntry])[], read: ReadAt): Promise<Map<string, Map<string, ResultFigures>>> {
+export async function readResults(
+  entries: readonly (readonly [program: string, ProgramEntry])[],
+  read: ReadAt,
+): Promise<Map<string, Map<string, ResultFigures>>> {
   const wanted = new Set<number>();
   for (const [, e] of entries) for (const p of e.events) if (p !== 0) wanted.add(p);
   const positions = [...wanted].sort((a, b) => a - b);
@@ -239,7 +243,8 @@ export async function readResults(entries: readonly (readonly [program: string, 
   const pairsAt = new Map<number, ExecutionPair[]>();
   const at = (position: number, program: string): EventEnvelope => {
     const e = events.get(position);
-    if (e === undefined) throw new HistoryReadError(`the log holds no event at position ${position}, where the index of program ${program} records its results`);
+    if (e === undefined)
+      throw new HistoryReadError(`the log holds no event at position ${position}, where the index of program ${program} records its results`);
     return e;
   };
   const out = new Map<string, Map<string, ResultFigures>>();
@@ -250,7 +255,8 @@ export async function readResults(entries: readonly (readonly [program: string, 
       const e = at(entry.events[i]!, program);
       if (e.type === 'ExecutionCompleted') {
         const r = e.data as PairResult;
-        if (r.programHash !== program) throw new HistoryReadError(`the event at position ${e.position} holds a result of program ${r.programHash}, not of ${program}`);
+        if (r.programHash !== program)
+          throw new HistoryReadError(`the event at position ${e.position} holds a result of program ${r.programHash}, not of ${program}`);
         if (r.verdict !== 'sandbox_error') tests.set(r.testHash, figuresOf(r));
         continue;
       }
@@ -264,10 +270,12 @@ export async function readResults(entries: readonly (readonly [program: string, 
           throw new HistoryReadError(`the event at position ${requestAt} is not the request ${d.requestId} of the results at ${e.position}`);
         pairsAt.set(requestAt, (pairs = requestPairs(request.data as EventData<'ExecutionRequested'>)));
       }
-      if (d.programHash !== program) throw new HistoryReadError(`the event at position ${e.position} holds results of program ${d.programHash}, not of ${program}`);
+      if (d.programHash !== program)
+        throw new HistoryReadError(`the event at position ${e.position} holds results of program ${d.programHash}, not of ${program}`);
       d.pairs.forEach((pairAt, k) => {
         const pair = pairs[pairAt];
-        if (pair === undefined) throw new HistoryReadError(`the results at position ${e.position} name pair ${pairAt} of request ${d.requestId}, which has ${pairs.length}`);
+        if (pair === undefined)
+          throw new HistoryReadError(`the results at position ${e.position} name pair ${pairAt} of request ${d.requestId}, which has ${pairs.length}`);
         if (d.verdicts[k] !== SANDBOX_ERROR) tests.set(pair.testHash, resultAt(d, k));
       });
     }
@@ -298,12 +306,7 @@ export class RecordedResults {
 }
 
 /** The recorded results of the programs of `pairs` in `scope`: only programs with an entry are read. */
-export async function resultsOf(
-  history: ProgramHistory,
-  scope: string,
-  pairs: Iterable<{ programHash: string }>,
-  read: ReadAt,
-): Promise<RecordedResults> {
+export async function resultsOf(history: ProgramHistory, scope: string, pairs: Iterable<{ programHash: string }>, read: ReadAt): Promise<RecordedResults> {
   const entries: [string, ProgramEntry][] = [];
   const seen = new Set<string>();
   for (const { programHash } of pairs) {
@@ -315,5 +318,3 @@ export async function resultsOf(
   if (entries.length === 0) return RecordedResults.EMPTY;
   return new RecordedResults(await readResults(entries, read));
 }
-
-

@@ -412,7 +412,8 @@ export class ActorRuntime<Env> {
   /** An actor's starting state: its latest usable snapshot at or before `upTo`, else the initial one. */
   #begin(actor: LiveActor<Env>, upTo: Position): Begun<Env> {
     const name = actor.def.name;
-    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError, ignored?: string) => this.#fresh(actor, upTo, snapshot, refused, ignored);
+    const fresh = (snapshot: RestartReport['snapshot'], refused?: SnapshotRefusedError, ignored?: string) =>
+      this.#fresh(actor, upTo, snapshot, refused, ignored);
     const stored = this.#snapshots?.table.latest(name) ?? null;
     if (stored === null || !actor.snapshottable) return fresh('none');
     const { ref } = stored;

@@ -10,7 +10,13 @@ export function readAtOf(log: EventLog): ReadAt {
   if (log.readAt) return (positions) => log.readAt!(positions);
   return async (positions) => {
     const out: (EventEnvelope | undefined)[] = [];
+    // A read up to a position past the head waits for it (JetStream): none is there yet.
+    const head = positions.length === 0 ? 0 : await log.head();
     for (const position of positions) {
+      if (position > head) {
+        out.push(undefined);
+        continue;
+      }
       let found: EventEnvelope | undefined;
       for await (const e of log.read({ after: asPosition(position - 1), to: position, limit: 1 })) if (e.position === position) found = e;
       out.push(found);

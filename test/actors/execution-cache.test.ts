@@ -44,7 +44,15 @@ it('answers each pair with its newest recorded result, never with a sandbox erro
   // Results of a request never announced name no pairs; a program whose only results are sandbox
   // errors has none recorded either.
   cache.observe(await event('ProgramExecuted', compactResults('9/x/r9', h(2), [0], [figures('accepted', 1)], 'raised')));
-  cache.observe(await event('ExecutionRequested', { round: 3, problemId: 'x', requestId: '3/x/r3', purpose: 'reward', ...requestBody([{ ...pairs[0]!, programHash: h(3) }]) }));
+  cache.observe(
+    await event('ExecutionRequested', {
+      round: 3,
+      problemId: 'x',
+      requestId: '3/x/r3',
+      purpose: 'reward',
+      ...requestBody([{ ...pairs[0]!, programHash: h(3) }]),
+    }),
+  );
   cache.observe(await event('ProgramExecuted', compactResults('3/x/r3', h(3), [0], [figures('sandbox_error', 1)], 'unknown')));
 
   const table = sideTable();

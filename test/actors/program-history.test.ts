@@ -156,9 +156,10 @@ it('the side rows take bytes per program and per recording event, not per result
     table.close();
   }
   const db = new Database(file, { readonly: true });
-  const { rows, bytes } = db
-    .prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'")
-    .get() as { rows: number; bytes: number };
+  const { rows, bytes } = db.prepare("SELECT (SELECT count(*) FROM side_rows) AS rows, SUM(pgsize) AS bytes FROM dbstat WHERE name = 'side_rows'").get() as {
+    rows: number;
+    bytes: number;
+  };
   db.close();
   expect(rows).toBe(programs);
   // Key 2 + 12 + 32, a load byte, two varints per event (at most 2 bytes each here), checksum, header.
@@ -180,7 +181,14 @@ it('reads results back from the log: the latest of each test, no sandbox errors,
   const r2 = await event('ExecutionRequested', { round: 2, problemId: 'x', requestId: '2/x/reward', purpose: 'reward', ...requestBody([pairs[2]!]) });
   const e2 = await event('ProgramExecuted', compactResults('2/x/reward', program, [0], [figures('time_limit', 9)], 'ran'));
   // A log written before results were compact: one ExecutionCompleted per pair, naming its test.
-  const e3 = await event('ExecutionCompleted', { requestId: '3/x/reward', programId: 'p', programHash: program, testId: 't9', testHash: h(109), ...figures('runtime_error', 4) });
+  const e3 = await event('ExecutionCompleted', {
+    requestId: '3/x/reward',
+    programId: 'p',
+    programHash: program,
+    testId: 't9',
+    testHash: h(109),
+    ...figures('runtime_error', 4),
+  });
   const entry: ProgramEntry = { load: 'ran', events: [e1.position, r1.position, e2.position, r2.position, e3.position, 0] };
   const results = (await readResults([[program, entry]], read)).get(program)!;
   expect([...results.keys()]).toEqual([h(100), h(102), h(109)]);

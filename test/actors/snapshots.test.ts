@@ -132,7 +132,10 @@ describe('actor snapshots', () => {
     const recorded = twoProblemConfig('runs');
     const resumed = await runExperiment({ config: recorded, dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
     expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
-    for (const r of reports) expect(r.ignored).toMatch(new RegExp(`^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads 6/`));
+    for (const r of reports)
+      expect(r.ignored).toMatch(
+        new RegExp(`^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads 6/`),
+      );
     expect(resumed.finished).toBe(true);
     const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format5-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
     expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));

@@ -627,6 +627,23 @@ export class JetStreamEventLog implements EventLog {
     }
   }
 
+  /** Each message holding an asked position is read once by a direct get, a window in flight. */
+  async readAt(positions: readonly Position[]): Promise<(EventEnvelope | undefined)[]> {
+    this.#assertOpen();
+    const seqs = [...new Set(positions.map(seqOf))].filter((seq) => seq > 0);
+    const bySeq = new Map<number, EventEnvelope[]>();
+    for (let from = 0; from < seqs.length; from += GET_WINDOW) {
+      const stored = await Promise.all(
+        seqs.slice(from, from + GET_WINDOW).map((seq) =>
+          // null: no message there (past the head, or deleted), so no event at its positions.
+          withRetry(this.#retryForMs, () => this.jsm.streams.getMessage(this.streamName, { seq })),
+        ),
+      );
+      for (const m of stored) if (m !== null) bySeq.set(m.seq, this.decodeMessage(m.seq, m.subject, m.data, storedCommitId(m.header, m.seq), {}));
+    }
+    return positions.map((position) => bySeq.get(seqOf(position))?.find((e) => e.position === position));
+  }
+
   async *read(range?: ReadRange, filter?: ReadFilter): AsyncIterable<EventEnvelope> {
     for await (const page of this.readPages(range, filter)) yield* page;
   }
