@@ -68,13 +68,6 @@ export const ExecutionCacheData = z.strictObject({
 });
 export type ExecutionCacheData = z.infer<typeof ExecutionCacheData>;
 
-/** Whether a ProgramExecuted's verdict letters hold a result: sandbox_error is the sandbox's
- * failure, not the program's, and worth running again. */
-function recordsAResult(verdicts: string): boolean {
-  for (let i = 0; i < verdicts.length; i++) if (verdicts[i] !== SANDBOX_ERROR) return true;
-  return false;
-}
-
 /** The Executor's results have no scope: a (program, test) pair's result is the same for every problem. */
 const ANY = '';
 
@@ -106,7 +99,7 @@ export class ExecutionCache {
     if (envelope.type === 'ExecutionCompleted') {
       const r = envelope.data as PairResult;
       // sandbox_error is the sandbox's failure, not the program's: worth running again.
-      if (r.verdict !== 'sandbox_error') this.#history.record(ANY, r.programHash, envelope.position, 0);
+      if (r.verdict !== 'sandbox_error') this.#history.record(ANY, r.programHash, envelope.position, 0, [r.testHash]);
       return;
     }
     if (envelope.type !== 'ProgramExecuted') return;
@@ -115,12 +108,14 @@ export class ExecutionCache {
     const wait = this.#awaiting.get(d.requestId);
     // Results of a request this log never announced name no pairs: nothing to remember.
     if (!wait) return;
-    if (recordsAResult(d.verdicts)) this.#history.record(ANY, d.programHash, envelope.position, wait.position);
+    const { tests, pairs } = wait.request;
+    const recorded = d.pairs.flatMap((at, i) => (d.verdicts[i] === SANDBOX_ERROR ? [] : [tests[pairs[2 * at + 1]!]!.testHash]));
+    if (recorded.length > 0) this.#history.record(ANY, d.programHash, envelope.position, wait.position, recorded);
     if ((wait.left -= d.pairs.length) <= 0) this.#awaiting.delete(d.requestId);
   }
 
-  /** The recorded results of the programs of `pairs`, read from the log. */
-  resultsOf(pairs: Iterable<{ programHash: string }>): Promise<RecordedResults> {
+  /** The recorded results of `pairs`, read from the log where the index says they are. */
+  resultsOf(pairs: Iterable<{ programHash: string; testHash: string }>): Promise<RecordedResults> {
     return resultsOf(this.#history, ANY, pairs, this.#read);
   }
   /** What is known of the program's module body; unknown when nothing recorded told. */

@@ -272,9 +272,10 @@ export class VerdictIndex {
     });
     if (request === undefined) return;
     // A sandbox error is the sandbox's failure, not a verdict: such a pair is executed again.
-    if (results.every((d) => d.verdict === 'sandbox_error')) return;
+    const tests = results.flatMap((d) => (d.verdict === 'sandbox_error' ? [] : [d.testHash]));
+    if (tests.length === 0) return;
     // One event holds one program's results (an older per-pair event names its own test).
-    this.#history.record(request.problemId, results[0]!.programHash, envelope.position, envelope.type === 'ProgramExecuted' ? request.position : 0);
+    this.#history.record(request.problemId, results[0]!.programHash, envelope.position, envelope.type === 'ProgramExecuted' ? request.position : 0, tests);
   }
 
   /** For actor snapshots: the open work as JSON data (see VerdictIndexData), and an index from
@@ -319,8 +320,8 @@ export class VerdictIndex {
     return this.#history.recorded();
   }
 
-  /** The recorded verdicts in this problem of the programs of `pairs`, read from the log. */
-  resultsOf(problemId: string, pairs: Iterable<{ programHash: string }>): Promise<RecordedResults> {
+  /** The recorded verdicts in this problem of `pairs`, read from the log where the index says they are. */
+  resultsOf(problemId: string, pairs: Iterable<{ programHash: string; testHash: string }>): Promise<RecordedResults> {
     return resultsOf(this.#history, problemId, pairs, this.#read);
   }
 

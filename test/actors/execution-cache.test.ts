@@ -25,7 +25,8 @@ const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigur
   cached: false,
 });
 /** A pair's recorded result, as a request of the Executor reads it. */
-const get = async (cache: ExecutionCache, program: string, test: string) => (await cache.resultsOf([{ programHash: program }])).get(program, test);
+const get = async (cache: ExecutionCache, program: string, test: string) =>
+  (await cache.resultsOf([{ programHash: program, testHash: test }])).get(program, test);
 
 it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', async () => {
   const { event, read } = foldingLog();
@@ -143,8 +144,10 @@ it("keeps memory and side rows bounded while a problem's reference runs on every
   // What the cache holds in a step is the program it was asked about: the same at the last step as at the second.
   expect(Math.max(...held)).toBe(1);
   expect(kept.heldEntries).toBe(1);
-  // One row for the reference, two numbers per step (3 bytes each at commit x 2^16 positions): 640 results in a row of 275 bytes.
-  expect(rowBytes.at(-1)).toBeLessThanOrEqual(34 + 1 + steps * 6);
+  // One row for the reference: per step two numbers (3 bytes each at commit x 2^16 positions) and
+  // per test its fingerprint and the event's place (6 + 1 bytes): about 7 bytes a result.
+  expect(rowBytes.at(-1)).toBeLessThanOrEqual(34 + 1 + 1 + steps * 6 + steps * 16 * 7);
+  expect(rowBytes.at(-1)! / (steps * 16)).toBeLessThan(8);
   expect(cache.recorded()).toEqual(kept.recorded());
   for (const [step, t] of [
     [1, 0],

@@ -6,7 +6,16 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { HistoryReadError, ProgramHistory, decodeEntry, encodeEntry, readResults, type ProgramEntry } from '../../src/actors/program-history.js';
+import {
+  HistoryReadError,
+  ProgramHistory,
+  decodeEntry,
+  encodeEntry,
+  fingerprintOf,
+  readResults,
+  resultsOf,
+  type ProgramEntry,
+} from '../../src/actors/program-history.js';
 import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots.js';
 import { requestBody } from '../../src/events/catalog.js';
 import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
@@ -36,20 +45,27 @@ function save(table: SqliteSnapshotTable, actor: string, history: ProgramHistory
   history.sideSaved(reader ? reader(side) : side);
 }
 
-it('an entry encodes and decodes to the same load and positions, SQLite-sized or JetStream-sized, with or without a request', () => {
+it('an entry encodes and decodes to the same load, positions and tests, SQLite-sized or JetStream-sized, with or without a request', () => {
+  const tests = (...pairs: [number, number][]) => new Map(pairs);
   const cases: ProgramEntry[] = [
-    { load: undefined, events: [] },
-    { load: 'ran', events: [1, 0] },
-    { load: 'compile_error', events: [5, 2, 6, 2, 900, 899, 901, 0] },
+    { load: undefined, events: [], tests: tests() },
+    { load: 'ran', events: [1, 0], tests: tests([fingerprintOf(h(7)), 0]) },
+    { load: 'compile_error', events: [5, 2, 6, 2, 900, 899, 901, 0], tests: tests([0, 3], [2 ** 48 - 1, 1], [123_456_789, 2]) },
     // JetStream numbers events commit x 2^16 + index: large positions, large steps.
-    { load: 'raised', events: [7 * 65_536 + 3, 7 * 65_536, 2 ** 30 * 65_536 + 1, 2 ** 30 * 65_536] },
-    { load: 'unknown', events: [Number.MAX_SAFE_INTEGER, 1] },
+    { load: 'raised', events: [7 * 65_536 + 3, 7 * 65_536, 2 ** 30 * 65_536 + 1, 2 ** 30 * 65_536], tests: tests([fingerprintOf('f'.repeat(64)), 1]) },
+    { load: 'unknown', events: [Number.MAX_SAFE_INTEGER, 1], tests: tests() },
   ];
   for (const c of cases) expect(decodeEntry(encodeEntry(c))).toEqual(c);
-  // Two varints per event, one byte each while the steps are small.
-  expect(encodeEntry({ load: 'ran', events: [100, 99, 101, 99] })).toHaveLength(1 + 4);
+  // The same tests in another order: the same bytes.
+  const reordered = { ...cases[2]!, tests: new Map([...cases[2]!.tests].reverse()) };
+  expect(encodeEntry(reordered)).toEqual(encodeEntry(cases[2]!));
+  // The count, two varints per event (one byte each while the steps are small), 7 bytes a test.
+  expect(encodeEntry({ load: 'ran', events: [100, 99, 101, 99], tests: tests([1, 0], [2, 1]) })).toHaveLength(1 + 1 + 4 + 2 * 7);
+  expect(fingerprintOf('f'.repeat(52) + '0123456789ab')).toBe(0x0123456789ab);
   expect(() => decodeEntry(Buffer.of(9))).toThrow(/load code 9/);
-  expect(() => decodeEntry(Buffer.of(0, 0x85))).toThrow(/ends inside a number/);
+  expect(() => decodeEntry(Buffer.of(0, 1, 0x85))).toThrow(/ends inside a number/);
+  expect(() => decodeEntry(Buffer.of(0, 1, 5, 0, 1, 2))).toThrow(/inside a test's fingerprint/);
+  expect(() => decodeEntry(Buffer.of(0, 1, 5, 0, 1, 2, 3, 4, 5, 6, 1))).toThrow(/names event 1 of 1/);
   expect(() => decodeEntry(Buffer.of())).toThrow(/load code/);
 });
 
@@ -57,21 +73,31 @@ it('an entry saved, then changed, answers the same before and after a restore; l
   const table = new SqliteSnapshotTable(path.join(root, 'restore.db'), 'run');
   try {
     const history = new ProgramHistory(null);
-    history.record('x', h(1), 10, 9);
+    history.record('x', h(1), 10, 9, [h(100), h(101)]);
     history.recordLoad('x', h(1), 'ran');
-    history.record('y', h(1), 11, 0);
+    history.record('y', h(1), 11, 0, [h(100)]);
     save(table, 'judge', history, 11);
     expect(history.heldEntries).toBe(0);
-    history.record('x', h(1), 20, 18);
+    // A later result of test 100: the test now points at the later event.
+    history.record('x', h(1), 20, 18, [h(100), h(102)]);
     history.recordLoad('x', h(1), 'raised');
     // The same event folded again (a retry of a fold) adds nothing.
-    history.record('x', h(1), 20, 18);
+    history.record('x', h(1), 20, 18, [h(103)]);
     save(table, 'judge', history, 20);
     const restored = new ProgramHistory(table.side('judge'));
+    const f = (n: number) => fingerprintOf(h(n));
     for (const r of [history, restored]) {
-      expect(r.entry('x', h(1))).toEqual({ load: 'raised', events: [10, 9, 20, 18] });
+      expect(r.entry('x', h(1))).toEqual({
+        load: 'raised',
+        events: [10, 9, 20, 18],
+        tests: new Map([
+          [f(100), 1],
+          [f(101), 0],
+          [f(102), 1],
+        ]),
+      });
       // Scopes are apart: the same program in another problem keeps its own entry.
-      expect(r.entry('y', h(1))).toEqual({ load: undefined, events: [11, 0] });
+      expect(r.entry('y', h(1))).toEqual({ load: undefined, events: [11, 0], tests: new Map([[f(100), 0]]) });
       expect(r.entry('x', h(2))).toBeUndefined();
       expect(r.load('y', h(1))).toBeUndefined();
     }
@@ -91,10 +117,10 @@ it('a program without an entry is looked up once per snapshot interval, however 
     let gets = 0;
     const counting = (side: SideReader): SideReader => ({ ...side, get: (key) => (gets++, side.get(key)) });
     const history = new ProgramHistory(null);
-    history.record('', h(1), 3, 2);
+    history.record('', h(1), 3, 2, [h(5)]);
     save(table, 'executor', history, 3, counting);
     for (let i = 0; i < 50; i++) expect(history.entry('', h(2))).toBeUndefined();
-    for (let i = 0; i < 50; i++) expect(history.entry('', h(1))).toEqual({ load: undefined, events: [3, 2] });
+    for (let i = 0; i < 50; i++) expect(history.entry('', h(1))).toEqual({ load: undefined, events: [3, 2], tests: new Map([[fingerprintOf(h(5)), 0]]) });
     expect(gets).toBe(2);
     expect(history.heldEntries).toBe(2);
     save(table, 'executor', history, 4, counting);
@@ -120,7 +146,7 @@ it('the same events give the same rows whatever the snapshot points: processes s
       events.forEach(({ position, touched }, i) => {
         for (const { scope, program } of touched) {
           history.recordLoad(scope, program, i % 5 === 0 ? 'raised' : 'ran');
-          history.record(scope, program, position, i % 2 === 0 ? position - 1 : 0);
+          history.record(scope, program, position, i % 2 === 0 ? position - 1 : 0, [h(10_000 + ((i * 3) % 50)), h(10_000 + ((i * 3 + 1) % 50))]);
         }
         if ((i + 1) % every === 0 || i === events.length - 1) save(table, 'executor', history, position);
       });
@@ -134,7 +160,7 @@ it('the same events give the same rows whatever the snapshot points: processes s
   for (const every of [1, 7, 13]) expect(rowsOf(every)).toEqual(once);
 });
 
-it('the side rows take bytes per program and per recording event, not per result', () => {
+it('the side rows take about 8 bytes per result: a fingerprint and an event number, not the result', () => {
   const file = path.join(root, 'bytes.db');
   const table = new SqliteSnapshotTable(file, 'bench-scale-s1-0123abcd');
   const problem = 'problem-0001';
@@ -148,7 +174,13 @@ it('the side rows take bytes per program and per recording event, not per result
       const request = ++position;
       for (let p = 0; p < programs; p++) {
         history.recordLoad(problem, h(1_000_000 + p * 7919), 'ran');
-        history.record(problem, h(1_000_000 + p * 7919), ++position, request);
+        history.record(
+          problem,
+          h(1_000_000 + p * 7919),
+          ++position,
+          request,
+          Array.from({ length: resultsEach }, (_, t) => h(2_000_000 + (e * resultsEach + t) * 104_729)),
+        );
       }
     }
     table.save([{ ref: ref('judge', position), body: Buffer.from('{}'), side: history.sideRows() }]);
@@ -162,11 +194,12 @@ it('the side rows take bytes per program and per recording event, not per result
   };
   db.close();
   expect(rows).toBe(programs);
-  // Key 2 + 12 + 32, a load byte, two varints per event (at most 2 bytes each here), checksum, header.
-  const largest = 2 + problem.length + 32 + 1 + eventsEach * 4 + 4 + 1 + 7;
-  expect(bytes / rows).toBeLessThanOrEqual(2.2 * (largest + 4));
-  // Per result recorded (64 tests an event): about 2 bytes, against about 100 for a row per result.
-  expect(bytes / (programs * eventsEach * resultsEach)).toBeLessThan(3);
+  // Key 2 + 12 + 32, a load byte, the count, two varints per event (at most 2 bytes each here),
+  // 6 + 1 bytes per test, checksum, header; a row that large spills to overflow pages.
+  const largest = 2 + problem.length + 32 + 1 + 1 + eventsEach * 4 + eventsEach * resultsEach * 7 + 4 + 1 + 7;
+  expect(bytes / rows).toBeLessThanOrEqual(1.3 * largest);
+  // Per result recorded: about 8 bytes, against about 150 for a row per result.
+  expect(bytes / (programs * eventsEach * resultsEach)).toBeLessThan(10);
 });
 
 it('reads results back from the log: the latest of each test, no sandbox errors, older per-pair events too', async () => {
@@ -189,18 +222,26 @@ it('reads results back from the log: the latest of each test, no sandbox errors,
     testHash: h(109),
     ...figures('runtime_error', 4),
   });
-  const entry: ProgramEntry = { load: 'ran', events: [e1.position, r1.position, e2.position, r2.position, e3.position, 0] };
-  const results = (await readResults([[program, entry]], read)).get(program)!;
-  expect([...results.keys()]).toEqual([h(100), h(102), h(109)]);
+  const history = new ProgramHistory(null);
+  history.record('', program, e1.position, r1.position, [h(100), h(102)]);
+  history.record('', program, e2.position, r2.position, [h(102)]);
+  history.record('', program, e3.position, 0, [h(109)]);
+  const asked = [100, 101, 102, 109, 110].map((t) => ({ programHash: program, testHash: h(t) }));
+  const results = (await resultsOf(history, '', asked, read)).byProgram.get(program)!;
+  expect([...results.keys()].sort()).toEqual([h(100), h(102), h(109)]);
   expect(results.get(h(100))).toEqual(figures('accepted', 1));
   expect(results.get(h(102))).toEqual(figures('time_limit', 9));
   expect(results.get(h(109))).toEqual(figures('runtime_error', 4));
+  // A test sharing a recorded test's fingerprint is not taken for it: its result is not recorded.
+  const twin = 'f'.repeat(52) + h(100).slice(-12);
+  expect((await resultsOf(history, '', [{ programHash: program, testHash: twin }], read)).has(program, twin)).toBe(false);
 
   // Where the index and the log disagree, the read says where, and what to do.
-  const wrong = async (events: number[]) => readResults([[program, { load: 'ran', events }]], read);
-  await expect(wrong([e2.position + 1000, r2.position])).rejects.toThrow(HistoryReadError);
-  await expect(wrong([e2.position + 1000, r2.position])).rejects.toThrow(/no event at position \d+.*delete the run's snapshot file/);
-  await expect(wrong([e2.position, r1.position])).rejects.toThrow(/is not the request 2\/x\/reward/);
-  await expect(wrong([r1.position, 0])).rejects.toThrow(/is a ExecutionRequested, not the results/);
-  await expect(readResults([[h(2), entry]], read)).rejects.toThrow(new RegExp(`holds results of program ${h(1)}, not of ${h(2)}`));
+  const wrong = async (position: number, request: number, programHash = program) =>
+    readResults([{ program: programHash, test: h(102), position, request }], read);
+  await expect(wrong(e2.position + 1000, r2.position)).rejects.toThrow(HistoryReadError);
+  await expect(wrong(e2.position + 1000, r2.position)).rejects.toThrow(/no event at position \d+.*delete the run's snapshot file/);
+  await expect(wrong(e2.position, r1.position)).rejects.toThrow(/is not the request 2\/x\/reward/);
+  await expect(wrong(r1.position, 0)).rejects.toThrow(/is a ExecutionRequested, not the results/);
+  await expect(wrong(e2.position, r2.position, h(2))).rejects.toThrow(new RegExp(`holds results of program ${h(1)}, not of ${h(2)}`));
 });

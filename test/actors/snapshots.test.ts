@@ -26,7 +26,7 @@ import { JudgeContext, judge, type VerdictIndex } from '../../src/actors/judge.j
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
-import { decodeEntry } from '../../src/actors/program-history.js';
+import { decodeEntry, fingerprintOf } from '../../src/actors/program-history.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { recordedDecisions } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -289,7 +289,7 @@ describe('actor snapshots', () => {
       return rows;
     };
     // A row per problem and program ('h', the problem's length and UTF-8, the program hash), its
-    // load outcome and the positions of the events that recorded its verdicts.
+    // load outcome, the positions of the events that recorded its verdicts and its tests' fingerprints.
     const stored = sideRows().map(([k, value]) => {
       expect(k[0]).toBe(0x68);
       const at = 2 + k[1]!;
@@ -314,9 +314,19 @@ describe('actor snapshots', () => {
     try {
       const index = await restart();
       // Every program's recorded verdicts are read back from the log after the restart.
-      for (const { problemId, programHash } of withVerdicts) {
-        const recorded = await index.resultsOf(problemId, [{ programHash }]);
-        expect(recorded.byProgram.get(programHash)?.size).toBeGreaterThan(0);
+      const log2 = log;
+      for (const { problemId, programHash, entry } of withVerdicts) {
+        // Each test the row names, by the request its event answers.
+        const tests: string[] = [];
+        for (let i = 0; i < entry.events.length; i += 2) {
+          const [request] = await log2.readAt!([entry.events[i + 1]!] as never);
+          for (const t of (request!.data as { tests: { testHash: string }[] }).tests) if (entry.tests.has(fingerprintOf(t.testHash))) tests.push(t.testHash);
+        }
+        const recorded = await index.resultsOf(
+          problemId,
+          tests.map((testHash) => ({ programHash, testHash })),
+        );
+        expect(recorded.byProgram.get(programHash)?.size).toBe(entry.tests.size);
       }
       const before = index.recorded().length;
       expect(before).toBe(stored.length);
@@ -327,7 +337,11 @@ describe('actor snapshots', () => {
       const without = await restart();
       expect(without.recorded()).toEqual([]);
       const { problemId, programHash } = withVerdicts[0]!;
-      expect((await without.resultsOf(problemId, [{ programHash }])).byProgram.size).toBe(0);
+      const { entry } = withVerdicts[0]!;
+      const [request] = await log.readAt!([entry.events[1]!] as never);
+      const asked = (request!.data as { tests: { testHash: string }[] }).tests.map((t) => ({ programHash, testHash: t.testHash }));
+      expect((await index.resultsOf(problemId, asked)).byProgram.size).toBe(1);
+      expect((await without.resultsOf(problemId, asked)).byProgram.size).toBe(0);
     } finally {
       table.close();
       await log.close();

@@ -21,7 +21,7 @@ const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigur
   cached: false,
 });
 const has = async (index: VerdictIndex, problemId: string, program: string, test: string) =>
-  (await index.resultsOf(problemId, [{ programHash: program }])).has(program, test);
+  (await index.resultsOf(problemId, [{ programHash: program, testHash: test }])).has(program, test);
 
 type Event = (type: string, data: unknown) => Promise<EventEnvelope>;
 
@@ -166,7 +166,7 @@ it("answers a problem's reference's old pairs from the log, its latest verdict e
   expect(await has(saved, 'y', ref, testOf(1, 0))).toBe(false);
 });
 
-it('splits a plan reading the log only for programs with history: a fresh sample costs a lookup, no read', async () => {
+it('splits a plan reading the log only at the events of the pairs it reuses: a fresh sample, or an old program on new tests, reads nothing', async () => {
   const { event, read } = foldingLog();
   const positionsRead: number[] = [];
   const counting: ReadAt = (positions) => (positionsRead.push(...positions), read(positions));
@@ -199,4 +199,9 @@ it('splits a plan reading the log only for programs with history: a fresh sample
   // One read of four events: each old program's results and the request naming them; nothing for the fresh one.
   expect(positionsRead).toHaveLength(4);
   expect(positionsRead).toEqual([...positionsRead].sort((a, b) => a - b));
+  // The reference on new tests only: answered from the index, nothing read.
+  positionsRead.length = 0;
+  const fresh = plan.slice(4, 64);
+  expect(splitReused('x', fresh, await index.resultsOf('x', fresh), new Set()).reused).toEqual([]);
+  expect(positionsRead).toEqual([]);
 });
