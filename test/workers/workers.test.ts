@@ -4,7 +4,8 @@
  * seed (SQLite log): the same round table, the same commits of every singleton role, and every
  * (program, test) pair of every request executed exactly once.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,6 +47,20 @@ interface WorkersRun {
   rows: RoundRow[];
   said: string[];
   workersLog: string;
+}
+
+/** Whether the snapshot file holds a snapshot of the actor (false while the file is not there yet). */
+function hasSnapshot(file: string, actor: string): boolean {
+  if (!existsSync(file)) return false;
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return (
+      db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'actor_snapshots'").get() !== undefined &&
+      db.prepare('SELECT 1 FROM actor_snapshots WHERE actor = ?').get(actor) !== undefined
+    );
+  } finally {
+    db.close();
+  }
 }
 
 async function workersRun(
@@ -251,11 +266,13 @@ describe('a run as worker processes', () => {
         });
         process.kill(executorBusy.pid, 'SIGKILL');
         killed.push('executor');
-        // The Judge mid-run: it has judged some tests and has more to judge.
-        const judge = await until('the judge after its first TestsJudged', 120_000, async () => {
+        // The Judge mid-run: it has judged some tests, stored a snapshot (which its replacement
+        // starts from; on a loaded machine the first TestsJudged can come before it) and has
+        // more to judge.
+        const judge = await until('the judge after its first TestsJudged and its first snapshot', 120_000, async () => {
           const s: RunStatus = await runStatus(location, runId);
           const events = await eventsOf(location, runId);
-          if (!events.some((e) => e.type === 'TestsJudged')) return null;
+          if (!events.some((e) => e.type === 'TestsJudged') || !hasSnapshot(path.join(root, 'sigkill', 'snapshots.db'), 'judge')) return null;
           return s.workers.find((w) => w.role === 'judge' && !w.gone && w.state === 'live');
         });
         process.kill(judge.pid, 'SIGKILL');
