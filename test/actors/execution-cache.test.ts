@@ -5,25 +5,15 @@ import { expect, it } from 'vitest';
 import { ExecutionCache } from '../../src/actors/executor.js';
 import { requestBody } from '../../src/events/catalog.js';
 import { sideTable } from '../support/side-table.js';
-import { foldingLog } from '../support/folding-log.js';
-import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
+import { figures, foldingLog, h } from '../support/folding-log.js';
+import { compactResults } from '../../src/events/program-executed.js';
 import type { ReadAt } from '../../src/events/read-at.js';
 
-const h = (n: number) => n.toString(16).padStart(64, '0');
 const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>, read: ReadAt) => {
   table.save(cache.sideRows());
   cache.sideSaved();
   return ExecutionCache.restore(JSON.parse(JSON.stringify(cache.serialize())), table.reader(), read);
 };
-const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
-  verdict,
-  timeMs,
-  memoryKb: 10,
-  outputHash: null,
-  exceptionType: null,
-  isolated: true,
-  cached: false,
-});
 /** A pair's recorded result, as a request of the Executor reads it. */
 const get = async (cache: ExecutionCache, program: string, test: string) =>
   (await cache.resultsOf([{ programHash: program, testHash: test }])).get(program, test);

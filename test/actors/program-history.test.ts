@@ -18,19 +18,9 @@ import {
 } from '../../src/actors/program-history.js';
 import { SqliteSnapshotTable, type SideReader } from '../../src/actors/snapshots.js';
 import { requestBody } from '../../src/events/catalog.js';
-import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
-import { foldingLog } from '../support/folding-log.js';
+import { compactResults } from '../../src/events/program-executed.js';
+import { figures, foldingLog, h } from '../support/folding-log.js';
 
-const h = (n: number) => n.toString(16).padStart(64, '0');
-const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
-  verdict,
-  timeMs,
-  memoryKb: 10,
-  outputHash: null,
-  exceptionType: null,
-  isolated: true,
-  cached: false,
-});
 const ref = (actor: string, position: number) => ({ actor, position: position as never, hash: 'a'.repeat(64), version: 'v' });
 
 let root: string;

@@ -7,19 +7,9 @@ import { requestBody } from '../../src/events/catalog.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import type { ReadAt } from '../../src/events/read-at.js';
 import { sideTable } from '../support/side-table.js';
-import { foldingLog } from '../support/folding-log.js';
-import { compactResults, type ResultFigures } from '../../src/events/program-executed.js';
+import { figures, foldingLog, h } from '../support/folding-log.js';
+import { compactResults } from '../../src/events/program-executed.js';
 
-const h = (n: number) => n.toString(16).padStart(64, '0');
-const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
-  verdict,
-  timeMs,
-  memoryKb: 10,
-  outputHash: null,
-  exceptionType: null,
-  isolated: true,
-  cached: false,
-});
 const has = async (index: VerdictIndex, problemId: string, program: string, test: string) =>
   (await index.resultsOf(problemId, [{ programHash: program, testHash: test }])).has(program, test);
 

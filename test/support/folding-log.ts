@@ -1,3 +1,4 @@
+import type { ResultFigures } from '../../src/events/program-executed.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { openMemoryLog } from '../../src/events/memory/memory-log.js';
 import { readAtOf } from '../../src/events/read-at.js';
@@ -18,3 +19,17 @@ export function foldingLog() {
     },
   };
 }
+
+/** A hash for tests: `n` in 64 hex digits. */
+export const h = (n: number) => n.toString(16).padStart(64, '0');
+
+/** A result's figures as a sandbox reports them, with the verdict and time given. */
+export const figures = (verdict: ResultFigures['verdict'], timeMs: number): ResultFigures => ({
+  verdict,
+  timeMs,
+  memoryKb: 10,
+  outputHash: null,
+  exceptionType: null,
+  isolated: true,
+  cached: false,
+});
