@@ -20,13 +20,12 @@ import { answerSelectionBeside, answerSelectionProjection, readSelectionBasis } 
 import { VariantLog } from './variant-log.js';
 
 /** The read models a variant can change. The policy versions are the run's own (a variant
- * passes those events through untouched), so they are not projected again; the executions are
- * projected, since answer selection reads the requests' lists they keep. */
+ * passes those events through untouched), so they are not projected again. */
 export const VARIANT_PROJECTIONS = RUN_PROJECTIONS.filter((p) => p.name !== 'policy-versions');
 
 /** The read models variants may share: answer selection and the Mistake Book (which settings
- * reach them: ./ablate.ts), with the executions answer selection reads. */
-export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection' || p.name === 'mistake-book' || p.name === 'executions');
+ * reach them: ./ablate.ts). */
+export const SHARED_PROJECTIONS = VARIANT_PROJECTIONS.filter((p) => p.name === 'answer-selection' || p.name === 'mistake-book');
 
 export interface ProjectionJob {
   kind: 'variant';

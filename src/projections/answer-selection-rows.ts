@@ -3,9 +3,9 @@
  * state, serialized whole at every checkpoint (every verdict of the run), is kept here in
  * internal rows, so a batch writes only the rows its events touch:
  *  - answer_selection_requests: one verdict letter per pair of each request ('.' until
- *    answered); kept, since a later request may reuse its verdicts. The request's lists are the
- *    executions read model's (execution_requests and request_test_ids, read through `reads` and
- *    request-lists.ts): stored once for both;
+ *    answered); kept, since a later request may reuse its verdicts. The request's lists are kept
+ *    packed beside them (answer_selection_request_lists, its test lists stored once per
+ *    problem-round: request-lists.ts);
  *  - answer_selection_programs: per (problem, program hash), the requests that executed it, in
  *    log order: a reused pair's verdict is the newest of them that ran the pair (not a
  *    sandbox error), the reducer's by-pair memory read backwards;
@@ -34,7 +34,7 @@ import {
   type ProblemSelection,
 } from './answer-selection.js';
 import type { RequestVerdict } from './recorded-verdicts.js';
-import { EXECUTION_REQUESTS, REQUEST_TESTS, requestListsOf, type RequestLists } from './request-lists.js';
+import { packRequest, REQUEST_LIST_TABLES, REQUEST_LISTS, requestListsOf, type RequestLists } from './request-lists.js';
 
 const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
@@ -66,8 +66,8 @@ class Bodies {
     let b = this.#lists.get(requestId);
     if (!b) {
       b = requestListsOf(this.view, requestId);
-      // The executions read model applies each event first: a request known here is there.
-      if (!b) throw new Error(`request ${requestId} is not in ${EXECUTION_REQUESTS}`);
+      // Its lists are written with its letters (requested): a request known here is there.
+      if (!b) throw new Error(`request ${requestId} is not in ${REQUEST_LISTS}`);
       if (this.#lists.size > 64) this.#lists.clear();
       this.#lists.set(requestId, b);
     }
@@ -298,8 +298,11 @@ function selectionRow(p: ProblemSelection) {
   };
 }
 
-function requested(d: EventData<'ExecutionRequested'>): RowWrite[] {
-  return [put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null })];
+function requested(view: ReadView, d: EventData<'ExecutionRequested'>): RowWrite[] {
+  return [
+    put(REQUESTS, { request_id: d.requestId, problem_id: d.problemId, codes: UNANSWERED.repeat(d.pairs.length / 2), extra: null }),
+    ...packRequest(d, view),
+  ];
 }
 
 function executed(view: ReadView, d: EventData<'ProgramExecuted'>): RowWrite[] {
@@ -346,7 +349,7 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
       return [put(OPEN, { key, body: JSON.stringify(o) })];
     }
     case 'ExecutionRequested':
-      return requested(e.data as EventData<'ExecutionRequested'>);
+      return requested(view, e.data as EventData<'ExecutionRequested'>);
     case 'ProgramExecuted':
       return executed(view, e.data as EventData<'ProgramExecuted'>);
     case 'ExecutionCompleted':
@@ -408,6 +411,7 @@ const TABLES = {
     key: ['round'],
   },
   [REQUESTS]: { columns: { request_id: 'text', problem_id: 'text', codes: 'text', extra: 'text?' }, key: ['request_id'], internal: true },
+  ...REQUEST_LIST_TABLES,
   [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
   [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
   [SUMS]: {
@@ -430,10 +434,10 @@ const query = queryBuilder<DatabaseOf<typeof TABLES>>();
 /** Best-of-N answer selection per problem-round and per round (see answer-selection.ts). */
 export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
-  // 9: the requests' lists read packed, through request-lists.ts.
-  version: 9,
+  // 9: the requests' lists read packed, through request-lists.ts. 10: the lists are its own
+  // (the executions read model, nobody's reading, is gone), test lists stored once, pairs as runs.
+  version: 10,
   types: ANSWER_SELECTION_TYPES,
-  reads: [EXECUTION_REQUESTS, REQUEST_TESTS],
   tables: TABLES,
   apply: applyAnswerSelection,
 };

@@ -1,71 +1,87 @@
 /**
- * An ExecutionRequested's lists as the read models keep them, packed: the executions read
- * model's tables, which answer selection reads too. A reward request's lists are tens of
- * kilobytes as JSON, and a problem's requests name the same tests, so:
+ * An ExecutionRequested's lists as answer selection keeps them, packed. A reward request's lists
+ * are tens of kilobytes as JSON, and a problem-round's requests name the same tests, so:
  * - hashes are 32 bytes each in one blob (the event's hashes are lowercase hex: one hex decode
  *   of the joined list, no string per hash);
- * - pairs and reused pairs are little-endian uint32 blobs;
- * - a request's test ids are stored once under a digest of their text in `request_test_ids`,
- *   and each request names them: a problem's oracle and reward requests name the same tests
- *   (under other hashes: the reward request's are the corrected tests'), so one row serves both.
- * `packRequest` writes these rows, `requestListsOf` is the one reader (both read models use it).
+ * - a request's test ids (JSON, deflated: ids share long prefixes) and its test hashes are each
+ *   stored once under a digest of their content, and the request names both: a problem-round's oracle, kill and reward requests
+ *   name the same test ids, its oracle and kill requests the same hashes (the reward request's
+ *   are the corrected tests');
+ * - pairs and reused pairs are runs of one program on consecutive tests, three little-endian
+ *   uint32 each (program, first test, length): a request of one program on every test is one
+ *   run, whatever its number of tests.
+ * `packRequest` writes these rows, `requestListsOf` is the one reader.
  */
 import { createHash } from 'node:crypto';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { EventData } from '../events/catalog.js';
 import { put, type ReadView, type RowWrite, type TableSpec } from './readmodel.js';
 
 type Requested = EventData<'ExecutionRequested'>;
 
-/** Each request's lists, stored once. */
-export const EXECUTION_REQUESTS = 'execution_requests';
-/** Test id lists by a digest of their text: a problem's requests share one. */
-export const REQUEST_TESTS = 'request_test_ids';
+/** Each request's lists. */
+export const REQUEST_LISTS = 'answer_selection_request_lists';
+/** Test id lists by a digest of their text: a problem-round's requests share one. */
+export const TEST_IDS = 'answer_selection_test_ids';
+/** Test hash lists by a digest of their bytes: a problem-round's oracle and kill requests share one. */
+export const TEST_HASHES = 'answer_selection_test_hashes';
 
 export const REQUEST_LIST_TABLES = {
-  [EXECUTION_REQUESTS]: {
-    columns: {
-      request_id: 'text',
-      purpose: 'text',
-      program_ids: 'text',
-      program_hashes: 'blob',
-      test_ids: 'text',
-      test_hashes: 'blob',
-      pairs: 'blob',
-      reused: 'blob',
-    },
+  [REQUEST_LISTS]: {
+    columns: { request_id: 'text', program_ids: 'text', program_hashes: 'blob', test_ids: 'text', test_hashes: 'text', pairs: 'blob', reused: 'blob' },
     key: ['request_id'],
+    internal: true,
   },
-  [REQUEST_TESTS]: { columns: { test_ids: 'text', ids: 'text' }, key: ['test_ids'] },
+  [TEST_IDS]: { columns: { key: 'text', ids: 'blob' }, key: ['key'], internal: true },
+  [TEST_HASHES]: { columns: { key: 'text', hashes: 'blob' }, key: ['key'], internal: true },
 } as const satisfies Readonly<Record<string, TableSpec>>;
 
 /** Requests whose verdicts answer selection reads, reused pairs included. */
 export const collectedPurpose = (purpose: string) => purpose === 'reward' || purpose === 'heldout';
 
 const HASH_BYTES = 32;
+const RUN_BYTES = 12;
 
-/** Indexes as a little-endian uint32 blob (the same bytes on every machine). */
-function packIndexes(list: readonly number[]): Buffer {
-  const b = Buffer.allocUnsafe(list.length * 4);
-  for (let i = 0; i < list.length; i++) b.writeUInt32LE(list[i]!, i * 4);
+/** Flat (program, test) pairs as runs of one program on consecutive tests. */
+function packRuns(pairs: readonly number[]): Buffer {
+  const runs: number[] = [];
+  for (let i = 0; i < pairs.length; i += 2) {
+    const p = pairs[i]!;
+    const t = pairs[i + 1]!;
+    const n = runs.length;
+    if (n > 0 && runs[n - 3] === p && runs[n - 2]! + runs[n - 1]! === t) runs[n - 1]!++;
+    else runs.push(p, t, 1);
+  }
+  const b = Buffer.allocUnsafe(runs.length * 4);
+  for (let i = 0; i < runs.length; i++) b.writeUInt32LE(runs[i]!, i * 4);
   return b;
 }
 
-function unpackIndexes(b: Uint8Array): Uint32Array {
-  const out = new Uint32Array(b.length / 4);
+function unpackRuns(requestId: string, what: string, b: Uint8Array): Uint32Array {
+  if (b.length % RUN_BYTES !== 0) throw new RequestListsError(`request ${requestId}: its ${what} take ${b.length} bytes, not a whole number of runs`);
   const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  for (let i = 0; i < out.length; i++) out[i] = view.getUint32(i * 4, true);
+  let count = 0;
+  for (let at = 8; at < b.length; at += RUN_BYTES) count += view.getUint32(at, true);
+  const out = new Uint32Array(count * 2);
+  let k = 0;
+  for (let at = 0; at < b.length; at += RUN_BYTES) {
+    const p = view.getUint32(at, true);
+    const t = view.getUint32(at + 4, true);
+    const n = view.getUint32(at + 8, true);
+    for (let j = 0; j < n; j++) {
+      out[k++] = p;
+      out[k++] = t + j;
+    }
+  }
   return out;
 }
 
-/** A list of lowercase hex hashes as one blob, 32 bytes each. */
-function packHashes(hashes: string[]): Buffer {
-  return Buffer.from(hashes.join(''), 'hex');
-}
+const digest = (data: string | Buffer) => createHash('sha256').update(data).digest('hex').slice(0, 32);
 
 /**
- * The rows of one request (pure: the same data, the same rows). The test ids' row is left out
- * when `view` already has it (a problem's earlier request wrote it): its key is its text's
- * digest, so the row there is this one.
+ * The rows of one request (pure: the same data, the same rows). A test list's row is left out
+ * when `view` already has it (an earlier request wrote it): its key is its content's digest, so
+ * the row there is this one.
  */
 export function packRequest(d: Requested, view: ReadView): RowWrite[] {
   const np = d.programs.length;
@@ -85,21 +101,23 @@ export function packRequest(d: Requested, view: ReadView): RowWrite[] {
     testHashes[i] = t.testHash;
   }
   const ids = JSON.stringify(testIds);
-  const key = createHash('sha256').update(ids).digest('hex').slice(0, 32);
+  const idsKey = digest(ids);
+  const hashes = Buffer.from(testHashes.join(''), 'hex');
+  const hashesKey = digest(hashes);
   const out: RowWrite[] = [];
-  if (view.get(REQUEST_TESTS, { test_ids: key }) === undefined) out.push(put(REQUEST_TESTS, { test_ids: key, ids }));
+  if (view.get(TEST_IDS, { key: idsKey }) === undefined) out.push(put(TEST_IDS, { key: idsKey, ids: deflateRawSync(ids) }));
+  if (view.get(TEST_HASHES, { key: hashesKey }) === undefined) out.push(put(TEST_HASHES, { key: hashesKey, hashes }));
   // Reused pairs are looked up for collected requests only (answer selection's verdictsOf).
   const reused = collectedPurpose(d.purpose) ? d.reused : [];
   out.push(
-    put(EXECUTION_REQUESTS, {
+    put(REQUEST_LISTS, {
       request_id: d.requestId,
-      purpose: d.purpose,
       program_ids: JSON.stringify(programIds),
-      program_hashes: packHashes(programHashes),
-      test_ids: key,
-      test_hashes: packHashes(testHashes),
-      pairs: packIndexes(d.pairs),
-      reused: packIndexes(reused),
+      program_hashes: Buffer.from(programHashes.join(''), 'hex'),
+      test_ids: idsKey,
+      test_hashes: hashesKey,
+      pairs: packRuns(d.pairs),
+      reused: packRuns(reused),
     }),
   );
   return out;
@@ -158,21 +176,31 @@ export class RequestLists {
 
 const hexAt = (b: Uint8Array, i: number) => Buffer.from(b.buffer, b.byteOffset + i * HASH_BYTES, HASH_BYTES).toString('hex');
 
+interface ListsRow {
+  program_ids: string;
+  program_hashes: Uint8Array;
+  test_ids: string;
+  test_hashes: string;
+  pairs: Uint8Array;
+  reused: Uint8Array;
+}
+
 /** The one reader: a request's lists from the rows `packRequest` wrote, or undefined when the
- * request is not there. A request naming test ids that are missing is refused. */
+ * request is not there. A request naming a test list that is missing is refused. */
 export function requestListsOf(view: ReadView, requestId: string): RequestLists | undefined {
-  const r = view.get(EXECUTION_REQUESTS, { request_id: requestId }) as
-    { program_ids: string; program_hashes: Uint8Array; test_ids: string; test_hashes: Uint8Array; pairs: Uint8Array; reused: Uint8Array } | undefined;
+  const r = view.get(REQUEST_LISTS, { request_id: requestId }) as ListsRow | undefined;
   if (r === undefined) return undefined;
-  const t = view.get(REQUEST_TESTS, { test_ids: r.test_ids }) as { ids: string } | undefined;
-  if (t === undefined) throw new RequestListsError(`request ${requestId} names test ids ${r.test_ids}, which are not in ${REQUEST_TESTS}`);
+  const ids = view.get(TEST_IDS, { key: r.test_ids }) as { ids: Uint8Array } | undefined;
+  if (ids === undefined) throw new RequestListsError(`request ${requestId} names test ids ${r.test_ids}, which are not in ${TEST_IDS}`);
+  const hashes = view.get(TEST_HASHES, { key: r.test_hashes }) as { hashes: Uint8Array } | undefined;
+  if (hashes === undefined) throw new RequestListsError(`request ${requestId} names test hashes ${r.test_hashes}, which are not in ${TEST_HASHES}`);
   return new RequestLists(
     requestId,
     JSON.parse(r.program_ids) as string[],
     r.program_hashes,
-    JSON.parse(t.ids) as string[],
-    r.test_hashes,
-    unpackIndexes(r.pairs),
-    unpackIndexes(r.reused),
+    JSON.parse(inflateRawSync(ids.ids).toString('utf8')) as string[],
+    hashes.hashes,
+    unpackRuns(requestId, 'pairs', r.pairs),
+    unpackRuns(requestId, 'reused pairs', r.reused),
   );
 }

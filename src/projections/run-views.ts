@@ -9,7 +9,6 @@ import type { DatabaseOf } from './typed-sql.js';
 import type { Projection, ReducerProjection, RowProjection } from './runner.js';
 import { emptyRoundTable, reduceRoundTable, roundRows, type RoundRow, type RoundTableState } from './round-table.js';
 import { answerSelectionProjection } from './answer-selection-rows.js';
-import { executionsProjection } from './executions.js';
 
 /** A round of the round table as its read-model row (and `crucible export`'s `rounds` columns). */
 export function roundRecord(r: RoundRow) {
@@ -30,7 +29,7 @@ export function roundRecord(r: RoundRow) {
   };
 }
 
-export { answerSelectionProjection, executionsProjection };
+export { answerSelectionProjection };
 
 export const roundTableProjection: ReducerProjection<RoundTableState> = {
   name: 'round-table',
@@ -157,7 +156,6 @@ export const RUN_PROJECTIONS: readonly Projection[] = [
   roundTableProjection,
   mistakeBookProjection,
   rewardsProjection,
-  executionsProjection,
   policyVersionsProjection,
   answerSelectionProjection,
 ];

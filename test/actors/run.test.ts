@@ -120,7 +120,7 @@ describe('crucible replay', () => {
     const result = JSON.parse(out) as { verified: boolean; hashes: Record<string, string>; rows: RoundRow[] };
     expect(code).toBe(0);
     expect(result.verified).toBe(true);
-    expect(Object.keys(result.hashes)).toEqual(['round-table', 'mistake-book', 'rewards', 'executions', 'policy-versions', 'answer-selection']);
+    expect(Object.keys(result.hashes)).toEqual(['round-table', 'mistake-book', 'rewards', 'policy-versions', 'answer-selection']);
     expect(figures(result.rows)).toEqual(figures(baseline.rows));
   });
 

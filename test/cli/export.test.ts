@@ -15,10 +15,11 @@ import { runMain } from '../support/cli.js';
 import { smallDemoArgs } from '../support/small-config.js';
 import { EXPORT_TABLES } from '../../src/report/export-tables.js';
 import { loadRunSummary, type RunSummary } from '../../src/report/run-data.js';
-import { executionVerdicts } from '../../src/projections/executions.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { requestPairs, type EventData } from '../../src/events/catalog.js';
 import { pairResultsOf } from '../../src/events/program-executed.js';
+import { requestListsOf } from '../../src/projections/request-lists.js';
+import { verdictOfCode } from '../../src/core/verdicts.js';
 
 type Row = Record<string, unknown>;
 interface Table {
@@ -139,27 +140,27 @@ describe('crucible export --format parquet', () => {
     );
   });
 
-  it('executions: one row per verdict of the executions read model, with time and memory from the log', async () => {
-    const verdicts = withViews((db) => executionVerdicts(db));
-    const key = (v: { requestId: string; programId: string; programHash: string; testId: string; testHash: string; verdict: string; cached: boolean }) =>
-      JSON.stringify([v.requestId, v.programId, v.programHash, v.testId, v.testHash, v.verdict, v.cached]);
+  it('executions: one row per verdict answer selection recorded, with time and memory from the log', async () => {
+    // The read models' view of the same verdicts: each request's letters and packed lists.
+    const verdicts = withViews((db) => {
+      const view = {
+        get: (table: string, key: Record<string, unknown>) =>
+          db.prepare(`SELECT * FROM ${table} WHERE ${Object.keys(key)[0]} = ?`).get(Object.values(key)[0]) as Row | undefined,
+      };
+      const out: string[] = [];
+      for (const r of db.prepare('SELECT request_id, codes FROM answer_selection_requests').all() as { request_id: string; codes: string }[]) {
+        const b = requestListsOf(view, r.request_id)!;
+        for (let i = 0; i < b.pairCount; i++) {
+          if (r.codes[i] === '.') continue;
+          const [pi, ti] = [b.pairs[2 * i]!, b.pairs[2 * i + 1]!];
+          out.push(JSON.stringify([r.request_id, b.programIds[pi], b.programHash(pi), b.testIds[ti], b.testHash(ti), verdictOfCode(r.codes[i]!)]));
+        }
+      }
+      return out;
+    });
     const rows = rowsOf('executions');
     expect(rows.length).toBe(verdicts.length);
-    expect(
-      rows
-        .map((r) =>
-          key({
-            requestId: r.request_id as string,
-            programId: r.program_id as string,
-            programHash: r.program_hash as string,
-            testId: r.test_id as string,
-            testHash: r.test_hash as string,
-            verdict: r.verdict as string,
-            cached: r.cached as boolean,
-          }),
-        )
-        .sort(),
-    ).toEqual(verdicts.map(key).sort());
+    expect(rows.map((r) => JSON.stringify([r.request_id, r.program_id, r.program_hash, r.test_id, r.test_hash, r.verdict])).sort()).toEqual(verdicts.sort());
     // Every purpose the Judge asks for in a Code-A1 round is there, each run timed.
     expect(new Set(rows.map((r) => r.purpose))).toEqual(new Set(['oracle', 'reward', 'heldout', 'kill']));
     for (const r of rows) expect(r.round === 1 || r.round === 2).toBe(true);

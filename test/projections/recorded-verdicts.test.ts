@@ -15,7 +15,6 @@ import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { dataText } from '../../src/events/sqlite/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
-import { executionVerdicts } from '../../src/projections/executions.js';
 import { allPairResults, emptyRecordedVerdicts, observeVerdicts, verdictsOf } from '../../src/projections/recorded-verdicts.js';
 import { compactResults, expandResults, type PairResult } from '../../src/events/program-executed.js';
 
@@ -133,15 +132,12 @@ async function replay(name: string, commits: NewEvent[][], v1 = false) {
   await runner.close();
   await log.close();
   const db = new Database(join(dir, `${name}-rm.db`), { readonly: true });
-  const rows = executionVerdicts(db);
-  // The stored shape: one row per (request, program hash), verdicts packed.
-  const tableRows = db.prepare('SELECT * FROM executions ORDER BY request_id, program_hash').all();
   // Answer selection keeps one verdict letter per pair of a request, whichever shape recorded it.
   const letters = db.prepare('SELECT request_id, codes, extra FROM answer_selection_requests ORDER BY request_id').all();
   db.close();
   let state = emptyRecordedVerdicts();
   for (const e of stored) state = observeVerdicts(state, e, () => true);
-  return { stored, rows, tableRows, letters, answers: ['1/p/reward', '2/p/reward'].map((id) => verdictsOf(state, id)) };
+  return { stored, letters, answers: ['1/p/reward', '2/p/reward'].map((id) => verdictsOf(state, id)) };
 }
 
 describe('compact execution records', () => {
@@ -153,7 +149,7 @@ describe('compact execution records', () => {
     expect(back).toEqual([0, 2, 4].map((i) => ({ requestId: '1/p/reward', ...reward1[i]!, ...results1[i]! })));
   });
 
-  it('a compact log and an older per-pair log replay to the same verdicts and executions table', async () => {
+  it('a compact log and an older per-pair log replay to the same verdicts and answer selection letters', async () => {
     const compact = await replay('compact', compactLog());
     const old = await replay('per-pair', perPairLog(), true);
     expect(compact.stored.filter((e) => e.type === 'ProgramExecuted')).toHaveLength(3);
@@ -161,23 +157,6 @@ describe('compact execution records', () => {
     // The v1 requests were upcast on read to the current form.
     const requests = (events: EventEnvelope[]) => events.filter((e) => e.type === 'ExecutionRequested').map((e) => [e.v, e.data]);
     expect(requests(old.stored)).toEqual(requests(compact.stored));
-    expect(compact.rows).toEqual(old.rows);
-    expect(compact.rows).toHaveLength(6);
-    expect(compact.rows.map((r) => [r.requestId, r.programId, r.testId, r.verdict, r.cached])).toEqual([
-      ['1/p/reward', '1/p/s0', 'g/0', 'accepted', false],
-      ['1/p/reward', '1/p/s1', 'g/0', 'runtime_error', false],
-      ['1/p/reward', '1/p/s0', 'g/1', 'wrong_answer', false],
-      ['1/p/reward', '1/p/s1', 'g/1', 'accepted', true],
-      ['1/p/reward', '1/p/s0', 'g/2', 'sandbox_error', false],
-      ['2/p/reward', '2/p/s0', 'g/2', 'time_limit', false],
-    ]);
-    // Both shapes store the same rows: one per (request, program hash).
-    expect(compact.tableRows).toEqual(old.tableRows);
-    expect(compact.tableRows).toEqual([
-      { request_id: '1/p/reward', program_hash: P0, positions: '0,2,4', verdicts: 'AWS', cached: '' },
-      { request_id: '1/p/reward', program_hash: P1, positions: '1,3', verdicts: 'RA', cached: '1' },
-      { request_id: '2/p/reward', program_hash: P1, positions: '0', verdicts: 'T', cached: '' },
-    ]);
     expect(compact.answers).toEqual(old.answers);
     expect(compact.letters).toEqual([
       { request_id: '1/p/reward', codes: 'ARWAS', extra: null },
@@ -204,20 +183,14 @@ describe('compact execution records', () => {
         .sort((a, b) => `${a.requestId} ${a.programId} ${a.testId}`.localeCompare(`${b.requestId} ${b.programId} ${b.testId}`));
     // Log order differs (grouped by program), the results do not.
     expect(flat(compact.stored)).toEqual(flat(old.stored));
-  });
-
-  it('the executions reader refuses a row that names a pair its request lacks, naming both', async () => {
-    await replay('tampered', compactLog());
-    const db = new Database(join(dir, 'tampered-rm.db'));
-    db.prepare(`UPDATE executions SET positions = '0,2,9' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
-    expect(() => executionVerdicts(db, { requestId: '1/p/reward' })).toThrow(
-      /executions of 1\/p\/reward \(program aaaaaaaaaaaa\) name pair 9, but the request has 5/,
-    );
-    db.prepare(`UPDATE executions SET positions = '0,2' WHERE request_id = '1/p/reward' AND program_hash = ?`).run(P0);
-    expect(() => executionVerdicts(db)).toThrow(/2 positions for 3 verdicts/);
-    // Another request's rows read as before.
-    expect(executionVerdicts(db, { requestId: '2/p/reward' }).map((v) => v.verdict)).toEqual(['time_limit']);
-    db.close();
+    expect(flat(compact.stored).map((r) => [r.requestId, r.programId, r.testId, r.verdict, r.cached])).toEqual([
+      ['1/p/reward', '1/p/s0', 'g/0', 'accepted', false],
+      ['1/p/reward', '1/p/s0', 'g/1', 'wrong_answer', false],
+      ['1/p/reward', '1/p/s0', 'g/2', 'sandbox_error', false],
+      ['1/p/reward', '1/p/s1', 'g/0', 'runtime_error', false],
+      ['1/p/reward', '1/p/s1', 'g/1', 'accepted', true],
+      ['2/p/reward', '2/p/s0', 'g/2', 'time_limit', false],
+    ]);
   });
 
   it('refuses a compact record whose arrays disagree, naming the field', () => {

@@ -1,15 +1,16 @@
 /** A request's lists, packed by packRequest, read back by requestListsOf as the event named them. */
 import { describe, expect, it } from 'vitest';
-import { EXECUTION_REQUESTS, packRequest, requestListsOf, REQUEST_TESTS, RequestListsError } from '../../src/projections/request-lists.js';
+import { packRequest, REQUEST_LISTS, requestListsOf, RequestListsError, TEST_HASHES, TEST_IDS } from '../../src/projections/request-lists.js';
 import type { ReadView, Row, RowWrite } from '../../src/projections/readmodel.js';
 import type { EventData } from '../../src/events/catalog.js';
 
 const hash = (c: string) => c.repeat(64);
+const putRow = (w: RowWrite) => (w as Extract<RowWrite, { op: 'put' }>).row;
 
 /** Rows by table and key, as the runner's view shows the writes of earlier events. */
 class Rows implements ReadView {
   readonly rows = new Map<string, Row>();
-  static key = (table: string, key: Row) => `${table} ${table === REQUEST_TESTS ? String(key.test_ids) : String(key.request_id)}`;
+  static key = (table: string, key: Row) => `${table} ${table === REQUEST_LISTS ? String(key.request_id) : String(key.key)}`;
   get(table: string, key: Row) {
     return this.rows.get(Rows.key(table, key));
   }
@@ -61,17 +62,38 @@ describe('request lists', () => {
     expect([...requestListsOf(rows, 'r')!.reused]).toEqual([]);
   });
 
+  it('stores pairs as runs of one program on consecutive tests, in any order', () => {
+    const rows = new Rows();
+    const tests = Array.from({ length: 300 }, (_, i) => ({ testId: `t/${i}`, testHash: hash(String(i % 10)) }));
+    // Two programs on every test: two runs of 12 bytes, not 600 pairs of 8.
+    const every = [0, 1].flatMap((p) => tests.flatMap((_, t) => [p, t]));
+    const writes = packRequest({ ...request, tests, pairs: every, reused: [] }, rows);
+    rows.apply(writes);
+    expect((putRow(writes.find((w) => w.table === REQUEST_LISTS)!).pairs as Buffer).length).toBe(24);
+    expect([...requestListsOf(rows, 'r')!.pairs]).toEqual(every);
+    // Pairs out of order, repeated, and a run broken by another program: read back as given.
+    const scattered = [1, 5, 1, 6, 0, 7, 1, 7, 1, 7, 0, 0, 1, 299, 0, 298, 0, 299];
+    rows.apply(packRequest({ ...request, requestId: 's', tests, pairs: scattered, reused: [1, 2, 1, 3, 0, 2] }, rows));
+    expect([...requestListsOf(rows, 's')!.pairs]).toEqual(scattered);
+    expect([...requestListsOf(rows, 's')!.reused]).toEqual([1, 2, 1, 3, 0, 2]);
+  });
+
   it('stores test ids once for the requests that name them, other ids beside them', () => {
     const rows = new Rows();
     rows.apply(packRequest(request, rows));
     // Other hashes under the same ids (a reward request beside its oracle request): one ids row.
     const tests = request.tests.map((t, i) => ({ ...t, testHash: hash(String(i)) }));
     const second = packRequest({ ...request, requestId: 'r2', purpose: 'heldout', tests }, rows);
-    expect(second.map((w) => w.table)).toEqual([EXECUTION_REQUESTS]);
+    expect(second.map((w) => w.table)).toEqual([TEST_HASHES, REQUEST_LISTS]);
     rows.apply(second);
     const third = packRequest({ ...request, requestId: 'r3', tests: request.tests.slice(1), pairs: [0, 0] }, rows);
-    expect(third.map((w) => w.table)).toEqual([REQUEST_TESTS, EXECUTION_REQUESTS]);
+    expect(third.map((w) => w.table)).toEqual([TEST_IDS, TEST_HASHES, REQUEST_LISTS]);
     rows.apply(third);
+    // The same ids and hashes (a kill request beside its oracle request): no test list written again.
+    const fourth = packRequest({ ...request, requestId: 'r4', purpose: 'kill' }, rows);
+    expect(fourth.map((w) => w.table)).toEqual([REQUEST_LISTS]);
+    rows.apply(fourth);
+    expect(requestListsOf(rows, 'r4')!.testHash(2)).toBe(request.tests[2]!.testHash);
     expect(requestListsOf(rows, 'r2')!.testIds).toEqual(['t/0', '\u0001', 't/2']);
     expect(requestListsOf(rows, 'r2')!.testHash(2)).toBe(hash('2'));
     expect(requestListsOf(rows, 'r')!.testHash(2)).toBe(request.tests[2]!.testHash);
@@ -81,10 +103,17 @@ describe('request lists', () => {
     expect(packRequest(request, new Rows())).toEqual(packRequest(request, new Rows()));
   });
 
-  it('refuses a request whose test ids are missing, naming both', () => {
+  it('refuses a request whose test lists are missing or whose pairs are cut, naming what', () => {
     const rows = new Rows();
-    rows.apply(packRequest(request, rows).filter((w) => w.table === EXECUTION_REQUESTS));
+    const writes = packRequest(request, rows);
+    rows.apply(writes.filter((w) => w.table === REQUEST_LISTS));
     expect(() => requestListsOf(rows, 'r')).toThrow(RequestListsError);
-    expect(() => requestListsOf(rows, 'r')).toThrow(/request r names test ids [0-9a-f]{32}, which are not in request_test_ids/);
+    expect(() => requestListsOf(rows, 'r')).toThrow(/request r names test ids [0-9a-f]{32}, which are not in answer_selection_test_ids/);
+    rows.apply(writes.filter((w) => w.table === TEST_IDS));
+    expect(() => requestListsOf(rows, 'r')).toThrow(/request r names test hashes [0-9a-f]{32}, which are not in answer_selection_test_hashes/);
+    rows.apply(writes.filter((w) => w.table === TEST_HASHES));
+    const lists = putRow(writes.find((w) => w.table === REQUEST_LISTS)!);
+    rows.apply([{ ...writes.at(-1)!, row: { ...lists, pairs: (lists.pairs as Buffer).subarray(0, 20) } } as RowWrite]);
+    expect(() => requestListsOf(rows, 'r')).toThrow(/request r: its pairs take 20 bytes, not a whole number of runs/);
   });
 });

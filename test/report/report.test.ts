@@ -16,7 +16,7 @@ import type { EventData } from '../../src/events/catalog.js';
 import { loadRunDetail, loadRunSummary } from '../../src/report/run-data.js';
 import { compareRuns } from '../../src/report/compare.js';
 import { ProjectionRunner, type ReducerProjection } from '../../src/projections/runner.js';
-import { answerSelectionProjection, executionsProjection } from '../../src/projections/run-views.js';
+import { answerSelectionProjection } from '../../src/projections/run-views.js';
 import { emptyAnswerSelection, reduceAnswerSelection, roundSelections, type AnswerSelectionState } from '../../src/projections/answer-selection.js';
 import { openReport, CHROMIUM, type PageCheck } from './browser.js';
 import type { Headline } from '../../src/report/headline.js';
@@ -145,8 +145,7 @@ describe('answer selection on a recorded run', () => {
     const log = await openSqliteLog(path.join(a.dir, 'log.db'), { create: false });
     const hashes: string[] = [];
     const rows: unknown[] = [];
-    // The row projection reads the requests' lists the executions read model keeps.
-    for (const [i, ps] of [[reference], [executionsProjection, answerSelectionProjection]].entries()) {
+    for (const [i, ps] of [[reference], [answerSelectionProjection]].entries()) {
       // Small batches: the row projection reads rows written by earlier batches.
       const runner = await ProjectionRunner.replayInto(path.join(root, `selection-${i}.db`), { log, projections: ps, runId: a.runId, batchSize: 97 });
       hashes.push(await runner.stateHash('answer-selection'));
