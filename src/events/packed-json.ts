@@ -263,9 +263,9 @@ function unpackTable(m: Obj): Obj[] {
  * characters per hash of the column), which the readers of these events, keeping most of a
  * column's hashes or none, do not notice. */
 function unpackHashes(m: Obj): Json[] {
-  const hex = Buffer.from(m['~h'] as string, 'base64').toString('hex');
+  const bytes = Buffer.from(m['~h'] as string, 'base64');
   const nulls = (m['~z'] as number[] | undefined) ?? [];
-  const out: Json[] = new Array(hex.length / 64 + nulls.length);
+  const out: Json[] = new Array(bytes.length / 32 + nulls.length);
   let z = 0;
   let at = 0;
   for (let i = 0; i < out.length; i++) {
@@ -273,8 +273,10 @@ function unpackHashes(m: Obj): Json[] {
       out[i] = null;
       z++;
     } else {
-      out[i] = hex.slice(at, at + 64);
-      at += 64;
+      // A string of its own per hash: a slice of the whole list's hex would keep the list alive
+      // for as long as any one hash is kept (a cache key, the Judge's state), tens of MB a run.
+      out[i] = bytes.toString('hex', at, at + 32);
+      at += 32;
     }
   }
   return out;

@@ -3,8 +3,8 @@
  * are tens of kilobytes as JSON, and a problem-round's requests name the same tests, so:
  * - hashes are 32 bytes each in one blob (the event's hashes are lowercase hex: one hex decode
  *   of the joined list, no string per hash);
- * - a request's test ids (JSON, deflated: ids share long prefixes) and its test hashes are each
- *   stored once under a digest of their content, and the request names both: a problem-round's oracle, kill and reward requests
+ * - a request's test ids (JSON) and its test hashes are each stored once under a digest of their
+ *   content, and the request names both: a problem-round's oracle, kill and reward requests
  *   name the same test ids, its oracle and kill requests the same hashes (the reward request's
  *   are the corrected tests');
  * - pairs and reused pairs are runs of one program on consecutive tests, three little-endian
@@ -13,7 +13,6 @@
  * `packRequest` writes these rows, `requestListsOf` is the one reader.
  */
 import { createHash } from 'node:crypto';
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { EventData } from '../events/catalog.js';
 import { put, type ReadView, type RowWrite, type TableSpec } from './readmodel.js';
 
@@ -32,7 +31,7 @@ export const REQUEST_LIST_TABLES = {
     key: ['request_id'],
     internal: true,
   },
-  [TEST_IDS]: { columns: { key: 'text', ids: 'blob' }, key: ['key'], internal: true },
+  [TEST_IDS]: { columns: { key: 'text', ids: 'text' }, key: ['key'], internal: true },
   [TEST_HASHES]: { columns: { key: 'text', hashes: 'blob' }, key: ['key'], internal: true },
 } as const satisfies Readonly<Record<string, TableSpec>>;
 
@@ -105,7 +104,7 @@ export function packRequest(d: Requested, view: ReadView): RowWrite[] {
   const hashes = Buffer.from(testHashes.join(''), 'hex');
   const hashesKey = digest(hashes);
   const out: RowWrite[] = [];
-  if (view.get(TEST_IDS, { key: idsKey }) === undefined) out.push(put(TEST_IDS, { key: idsKey, ids: deflateRawSync(ids) }));
+  if (view.get(TEST_IDS, { key: idsKey }) === undefined) out.push(put(TEST_IDS, { key: idsKey, ids }));
   if (view.get(TEST_HASHES, { key: hashesKey }) === undefined) out.push(put(TEST_HASHES, { key: hashesKey, hashes }));
   // Reused pairs are looked up for collected requests only (answer selection's verdictsOf).
   const reused = collectedPurpose(d.purpose) ? d.reused : [];
@@ -190,7 +189,7 @@ interface ListsRow {
 export function requestListsOf(view: ReadView, requestId: string): RequestLists | undefined {
   const r = view.get(REQUEST_LISTS, { request_id: requestId }) as ListsRow | undefined;
   if (r === undefined) return undefined;
-  const ids = view.get(TEST_IDS, { key: r.test_ids }) as { ids: Uint8Array } | undefined;
+  const ids = view.get(TEST_IDS, { key: r.test_ids }) as { ids: string } | undefined;
   if (ids === undefined) throw new RequestListsError(`request ${requestId} names test ids ${r.test_ids}, which are not in ${TEST_IDS}`);
   const hashes = view.get(TEST_HASHES, { key: r.test_hashes }) as { hashes: Uint8Array } | undefined;
   if (hashes === undefined) throw new RequestListsError(`request ${requestId} names test hashes ${r.test_hashes}, which are not in ${TEST_HASHES}`);
@@ -198,7 +197,7 @@ export function requestListsOf(view: ReadView, requestId: string): RequestLists 
     requestId,
     JSON.parse(r.program_ids) as string[],
     r.program_hashes,
-    JSON.parse(inflateRawSync(ids.ids).toString('utf8')) as string[],
+    JSON.parse(ids.ids) as string[],
     hashes.hashes,
     unpackRuns(requestId, 'pairs', r.pairs),
     unpackRuns(requestId, 'reused pairs', r.reused),

@@ -2,9 +2,12 @@
  * The packed stored form of list-heavy events: lossless on any JSON, and a log written in the
  * previous plain shape (the versions before packing) replays to the same read models.
  */
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
@@ -18,6 +21,8 @@ import { dataText } from '../../src/events/sqlite/stored-data.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../../src/projections/run-views.js';
 import { smallConfig } from '../support/small-config.js';
+
+v8.setFlagsFromString('--expose-gc');
 
 const roundTrip = (x: Json) => JSON.stringify(unpackJson(JSON.parse(JSON.stringify(packJson(x))) as Json));
 
@@ -108,6 +113,22 @@ describe('packed JSON', () => {
     expect(packed).toBeLessThan(plain * 0.55);
     expect(JSON.stringify(packJson(data.pairs))).toBe('{"~a2":[[0,0,64],[0,1,64]]}');
     expect(roundTrip(data)).toBe(JSON.stringify(data));
+  });
+
+  it('gives each unpacked hash a string of its own: one hash kept does not keep its whole list', () => {
+    // A slice of the list's hex would hold the list in memory while any hash of it is kept (a
+    // cache key, an actor's state): here 200 lists of 2,000 hashes, 25 MB of hex, one hash each kept.
+    const gc = vm.runInNewContext('gc') as () => void;
+    const list = (n: number) => Array.from({ length: 2000 }, (_, i) => createHash('sha256').update(`${n}/${i}`).digest('hex'));
+    const packed = Array.from({ length: 200 }, (_, n) => JSON.stringify(packJson(list(n))));
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const kept = packed.map((p) => (unpackJson(JSON.parse(p) as Json) as string[])[1234]!);
+    gc();
+    const retained = process.memoryUsage().heapUsed - before;
+    expect(kept).toHaveLength(200);
+    expect(kept.every((h) => /^[0-9a-f]{64}$/.test(h))).toBe(true);
+    expect(retained).toBeLessThan(4_000_000);
   });
 
   it('a marker it does not know is an error, not data', () => {
