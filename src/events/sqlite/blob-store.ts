@@ -7,9 +7,9 @@ import { BlobCorruptError, BlobNotFoundError } from '../errors.js';
 import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } from '../blobs.js';
 import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
 import { FifoCache } from '../../core/fifo-cache.js';
+import { RecentBlobs } from './recent-blobs.js';
 
-/** Bytes of blobs kept in memory after a read or a write, and what an entry costs beyond its
- * bytes (its key and the map's own). */
+/** Bytes of blobs kept in memory after a read or a write (./recent-blobs.ts). */
 const RECENT_BYTES = 64 << 20;
 /** Blobs held back for the next append before they are written on their own. Keys are hashes,
  * so every insert lands on a random page of the table: a batch written on its own rewrites
@@ -18,7 +18,6 @@ const RECENT_BYTES = 64 << 20;
  * dirty each page once. */
 const MAX_PENDING = 1 << 20;
 const MAX_PENDING_BYTES = 128 << 20;
-const ENTRY_COST = 160;
 
 /** Small blobs (a test, a program) put in one batch are stored together, PACK_SIZE to a row of
  * blob_packs, deflated as one: each alone costs its 32-byte key and a row, more than its
@@ -118,8 +117,7 @@ export class SqliteBlobStore implements BlobStore {
   /** Recently read or written blobs, already verified against their hash (blobs never change),
    * up to RECENT_BYTES: a step's tests are read back by the Judge and the Executor after they
    * are written, and a cache bounded by count missed most of them at Code-A1's size. */
-  readonly #recent = new FifoCache<string, Buffer>();
-  #recentBytes = 0;
+  readonly #recent = new RecentBlobs(RECENT_BYTES);
   readonly #insertPack: Database.Statement;
   readonly #selectPack: Database.Statement;
   readonly #insertMember: Database.Statement;
@@ -224,13 +222,7 @@ export class SqliteBlobStore implements BlobStore {
   }
 
   #remember(hash: string, bytes: Buffer): void {
-    if (bytes.byteLength > 64 << 10 || this.#recent.has(hash)) return;
-    while (this.#recentBytes + bytes.byteLength > RECENT_BYTES && this.#recent.size > 0) {
-      const [, old] = this.#recent.shift()!;
-      this.#recentBytes -= old.byteLength + ENTRY_COST;
-    }
-    this.#recent.set(hash, bytes);
-    this.#recentBytes += bytes.byteLength + ENTRY_COST;
+    if (bytes.byteLength <= 64 << 10) this.#recent.set(hash, bytes);
   }
 
   async getText(hash: string): Promise<string> {
