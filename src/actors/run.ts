@@ -31,7 +31,7 @@ import { prepareRun, type PreparedRun } from './sources.js';
 import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
-import { RUN_PROJECTIONS } from '../projections/run-views.js';
+import { RETIRED_RUN_PROJECTIONS, RUN_PROJECTIONS } from '../projections/run-views.js';
 import { readingDerived } from '../projections/damaged-file.js';
 import { RunMismatchError } from './errors.js';
 
@@ -210,7 +210,7 @@ async function recordResume(
  * of this run on another backend: the run id names only config and seed) are refused. */
 export async function openRunViews(log: EventLog, dir: string, runId: string): Promise<ProjectionRunner> {
   try {
-    return await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, runId });
+    return await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, retired: RETIRED_RUN_PROJECTIONS, runId });
   } catch (err) {
     if (!(err instanceof ReadModelOfAnotherLogError)) throw err;
     throw new RunMismatchError(

@@ -152,6 +152,11 @@ export const policyVersionsProjection: RowProjection = {
   },
 };
 
+/** Read models of a run that this version no longer builds, dropped from a run's views.db when
+ * it is opened (RunnerOptions.retired): the executions read model, which nothing read (answer
+ * selection keeps the requests' lists it needs; `crucible export` reads executions from the log). */
+export const RETIRED_RUN_PROJECTIONS: readonly string[] = ['executions'];
+
 export const RUN_PROJECTIONS: readonly Projection[] = [
   roundTableProjection,
   mistakeBookProjection,

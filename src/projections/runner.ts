@@ -74,6 +74,10 @@ export interface RunnerOptions {
   /** Only the read model as it stands is read (states, state hashes), whichever log built it (a
    * run's read models after the run was copied to another log); catching up is refused. */
   readOnly?: boolean;
+  /** Names of read models this code no longer builds: their tables and checkpoints are dropped
+   * when the file is opened for writing (a run's views.db made by an earlier version). A runner
+   * of some projections leaves the others' alone unless they are named here. */
+  retired?: readonly string[];
 }
 
 /** The crucible_meta row naming the log a read model's checkpoints belong to. */
@@ -220,6 +224,7 @@ export class ProjectionRunner {
     const builtFrom = this.#db.prepare('SELECT value FROM crucible_meta WHERE key = ?').pluck().get(LOG_KEY) as string | undefined;
     this.#db
       .transaction(() => {
+        if (!this.#opts.readOnly) this.#dropRetired(get);
         for (const slot of this.#slots) {
           const row = get.get(slot.p.name) as StoredCheckpoint | undefined;
           if (!row || row.version !== slot.p.version) {
@@ -255,6 +260,18 @@ export class ProjectionRunner {
         }
       })
       .immediate();
+  }
+
+  /** Drops the tables and checkpoints of retired read models (inside #load's transaction). */
+  #dropRetired(get: Database.Statement): void {
+    const current = new Set(this.#slots.flatMap((slot) => [slot.p.name, ...slot.tables.map((t) => t.name)]));
+    for (const name of this.#opts.retired ?? []) {
+      if (current.has(name)) throw new ReadModelError(`read model "${name}" is both built and named retired`);
+      const row = get.get(name) as StoredCheckpoint | undefined;
+      if (!row) continue;
+      for (const t of JSON.parse(row.tables) as string[]) if (!current.has(t)) this.#db.exec(this.readModel.dropTableSql(t));
+      this.#db.prepare('DELETE FROM crucible_projections WHERE name = ?').run(name);
+    }
   }
 
   #assertWritable(what: string): void {

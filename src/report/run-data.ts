@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { EventData } from '../events/catalog.js';
 import { openSqliteLog, type SqliteEventLog } from '../events/sqlite/sqlite-log.js';
 import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
-import { RUN_PROJECTIONS, type RunViewsDb } from '../projections/run-views.js';
+import { RETIRED_RUN_PROJECTIONS, RUN_PROJECTIONS, type RunViewsDb } from '../projections/run-views.js';
 import { all, queryBuilder } from '../projections/typed-sql.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
 import { roundSelections, type ProblemSelection, type RoundSelection } from '../projections/answer-selection.js';
@@ -120,7 +120,8 @@ export async function withRun<T>(dir: string, f: (log: SqliteEventLog, runner: P
     const status: RunStatus = completed ? 'finished' : failed ? 'failed' : 'unfinished';
     const inScratch = () => path.join((scratch = mkdtempSync(path.join(os.tmpdir(), 'crucible-views-'))), VIEWS_FILE);
     // A damaged views.db is named with its fix (it is rebuilt from the log), not a stack trace.
-    const openAt = (file: string) => readingDerived(file, dir, () => ProjectionRunner.open({ log, readModel: file, projections: RUN_PROJECTIONS, runId }));
+    const openAt = (file: string) =>
+      readingDerived(file, dir, () => ProjectionRunner.open({ log, readModel: file, projections: RUN_PROJECTIONS, retired: RETIRED_RUN_PROJECTIONS, runId }));
     let views = status === 'unfinished' ? inScratch() : path.join(dir, VIEWS_FILE);
     try {
       runner = await openAt(views);

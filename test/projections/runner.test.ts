@@ -3,6 +3,7 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isEvent, makeEvent } from '../../src/events/catalog.js';
 import { NotACrucibleLogError } from '../../src/events/errors.js';
@@ -353,6 +354,43 @@ describe('state hash and rebuild', () => {
       tables: { event_counts: { ...doubled.tables.event_counts!, columns: { ...doubled.tables.event_counts!.columns, extra: 'text?' } } },
     };
     await expect(runner({ projections: [sneaky] })).rejects.toThrow(/bump the version/);
+  });
+});
+
+describe('retired read models', () => {
+  it("drops the tables and checkpoint of a read model named retired, and leaves another runner's alone", async () => {
+    await seed(30);
+    const other: RowProjection = {
+      name: 'other-counts',
+      version: 1,
+      tables: { other_counts: { columns: { type: 'text' }, key: ['type'] } },
+      apply: (e) => [put('other_counts', { type: e.type })],
+    };
+    const both = await runner({ projections: [eventCounts, other] });
+    await both.catchUp();
+    await both.close();
+    open.splice(0);
+    const tables = () => {
+      const db = new Database(join(dir, 'rm.db'), { readonly: true });
+      try {
+        const names = db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE '%counts'`).pluck().all();
+        const checkpoints = db.prepare('SELECT name FROM crucible_projections ORDER BY name').pluck().all();
+        return { names: (names as string[]).sort(), checkpoints };
+      } finally {
+        db.close();
+      }
+    };
+    // A runner of some projections keeps the others' tables.
+    await (await runner({ projections: [eventCounts] })).close();
+    open.splice(0);
+    expect(tables()).toEqual({ names: ['event_counts', 'other_counts'], checkpoints: ['event-counts', 'other-counts'] });
+    // Named retired, they go; what the runner builds stays as it was.
+    const kept = await runner({ projections: [eventCounts], retired: ['other-counts', 'never-built'] });
+    expect(await counts(kept)).toEqual(await expectedCounts());
+    expect(tables()).toEqual({ names: ['event_counts'], checkpoints: ['event-counts'] });
+    await expect(runner({ projections: [eventCounts], retired: ['event-counts'] })).rejects.toThrow(
+      /read model "event-counts" is both built and named retired/,
+    );
   });
 });
 
