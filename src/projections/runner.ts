@@ -38,9 +38,6 @@ export interface RowProjection {
   /** Event types it reads; omit for all. A narrow list makes replays faster. */
   types?: readonly string[];
   tables: Readonly<Record<string, TableSpec>>;
-  /** Tables of a projection listed before it in the same runner that `view` may read (never
-   * write): data both keep, stored once. The owner applies each event first. */
-  reads?: readonly string[];
   apply(event: EventEnvelope, view: ReadView): readonly RowWrite[];
 }
 
@@ -99,8 +96,6 @@ interface Slot {
   kind: 'rows' | 'reducer';
   tables: Table[];
   byName: Map<string, Table>;
-  /** Own tables and the tables it reads of earlier projections. */
-  readable: Map<string, Table>;
   types: Set<string> | null;
   specHash: string;
   position: Position;
@@ -110,12 +105,9 @@ interface Slot {
 }
 
 const isReducer = (p: Projection): p is ReducerProjection => typeof (p as ReducerProjection).reduce === 'function';
-const readsOf = (p: Projection): readonly string[] => (isReducer(p) ? [] : ((p as RowProjection).reads ?? []));
 
 function specHashOf(p: Projection): string {
-  // A projection without reads keeps the hash it had before reads existed.
-  const reads = readsOf(p).length === 0 ? {} : { reads: [...readsOf(p)].sort() };
-  const spec = { kind: isReducer(p) ? 'reducer' : 'rows', types: p.types ? [...p.types].sort() : null, tables: p.tables ?? {}, ...reads };
+  const spec = { kind: isReducer(p) ? 'reducer' : 'rows', types: p.types ? [...p.types].sort() : null, tables: p.tables ?? {} };
   return createHash('sha256').update(canonicalJson(spec)).digest('hex');
 }
 
@@ -164,7 +156,6 @@ export class ProjectionRunner {
     this.#batchSize = Math.max(1, opts.batchSize ?? 5000);
     const names = new Set<string>();
     const tableOwners = new Map<string, string>();
-    const declared = new Map<string, Table>();
     this.#slots = opts.projections.map((p) => {
       if (!p.name || names.has(p.name)) throw new ReadModelError(`projection name "${p.name}" is empty or used twice`);
       if (!Number.isInteger(p.version) || p.version < 1) throw new ReadModelError(`projection "${p.name}" needs an integer version >= 1`);
@@ -176,19 +167,11 @@ export class ProjectionRunner {
         return new Table(t, spec, this.#db);
       });
       const byName = new Map(tables.map((t) => [t.name, t]));
-      const readable = new Map(byName);
-      for (const t of readsOf(p)) {
-        const table = declared.get(t);
-        if (!table) throw new ReadModelError(`projection "${p.name}" reads table "${t}", which no projection listed before it declares`);
-        readable.set(t, table);
-      }
-      for (const t of tables) declared.set(t.name, t);
       return {
         p,
         kind: isReducer(p) ? 'reducer' : 'rows',
         tables,
         byName,
-        readable,
         types: p.types ? new Set(p.types) : null,
         specHash: specHashOf(p),
         position: ORIGIN,
@@ -484,8 +467,8 @@ export class ProjectionRunner {
   #view(slot: Slot, writer: BatchWriter): ReadView {
     return {
       get: (table, key) => {
-        const t = slot.readable.get(table);
-        if (!t) throw new ReadModelError(`it reads table "${table}", which it neither declares nor names in reads`);
+        const t = slot.byName.get(table);
+        if (!t) throw new ReadModelError(`it reads table "${table}", which it does not declare`);
         return writer.get(t, key);
       },
     };

@@ -223,7 +223,7 @@ describe('row writes', () => {
     await expect(r2.catchUp()).rejects.toThrow(/without column "label"/);
   });
 
-  it("reads another projection's table only when it names it and that projection comes first", async () => {
+  it("refuses a projection's reads and writes of another projection's table, naming both", async () => {
     await seed(7);
     const owner: RowProjection = {
       name: 'owner',
@@ -231,27 +231,12 @@ describe('row writes', () => {
       tables: { owned: { columns: { k: 'text', position: 'integer' }, key: ['k'] } },
       apply: (e) => [put('owned', { k: e.id, position: e.position })],
     };
-    // Reads the owner's row of the same event: the owner applies it first, in the same batch.
-    const follower: RowProjection = {
-      name: 'follower',
-      version: 1,
-      reads: ['owned'],
-      tables: { followed: { columns: { k: 'text', seen: 'integer?' }, key: ['k'] } },
-      apply: (e, view) => [put('followed', { k: e.id, seen: (view.get('owned', { k: e.id })?.position as number | undefined) ?? null })],
-    };
-    const r = await runner({ projections: [owner, follower], batchSize: 3 });
-    await r.catchUp();
-    const rows = r.readModel.db.prepare('SELECT seen FROM followed ORDER BY seen').all() as { seen: number | null }[];
-    expect(rows.map((x) => x.seen)).toEqual([1, 2, 3, 4, 5, 6, 7]);
-    await expect(runner({ projections: [follower, owner], readModel: join(dir, 'rm2.db') })).rejects.toThrow(
-      /projection "follower" reads table "owned", which no projection listed before it declares/,
-    );
-    const writer: RowProjection = { ...follower, name: 'writer', tables: {}, apply: (e) => [put('owned', { k: e.id, position: 0 })] };
+    const writer: RowProjection = { name: 'writer', version: 1, tables: {}, apply: (e) => [put('owned', { k: e.id, position: 0 })] };
     const r3 = await runner({ projections: [owner, writer], readModel: join(dir, 'rm3.db') });
     await expect(r3.catchUp()).rejects.toThrow(/"writer" at event position 1.*table "owned", which it does not declare/);
-    const unnamed: RowProjection = { ...follower, name: 'unnamed', reads: [], tables: {}, apply: (e, view) => (view.get('owned', { k: e.id }), []) };
-    const r4 = await runner({ projections: [owner, unnamed], readModel: join(dir, 'rm4.db') });
-    await expect(r4.catchUp()).rejects.toThrow(/"unnamed" at event position 1.*reads table "owned", which it neither declares nor names in reads/);
+    const reader: RowProjection = { name: 'reader', version: 1, tables: {}, apply: (e, view) => (view.get('owned', { k: e.id }), []) };
+    const r4 = await runner({ projections: [owner, reader], readModel: join(dir, 'rm4.db') });
+    await expect(r4.catchUp()).rejects.toThrow(/"reader" at event position 1.*reads table "owned", which it does not declare/);
   });
 });
 
