@@ -12,6 +12,7 @@ import type { EventEnvelope } from '../../src/events/envelope.js';
 import { MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
 import type { SubscriptionItem } from '../../src/events/log.js';
 import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+import { LOG_FORMAT_VERSION } from '../../src/events/sqlite/sqlite-file.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -47,7 +48,8 @@ describe('opening files', () => {
     const db = new Database(file, { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.prepare('SELECT key, value FROM crucible_meta ORDER BY key').all()).toEqual([
-      { key: 'format', value: '3' },
+      { key: 'blob-packs-indexed', value: '0' },
+      { key: 'format', value: '4' },
       { key: 'kind', value: 'event-log' },
       { key: 'log-id', value: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/) },
     ]);
@@ -97,7 +99,7 @@ describe('opening files', () => {
     const before = digest(future);
     const newer = await openSqliteLog(future).catch((e: unknown) => e);
     expect(newer).toBeInstanceOf(NewerLogFormatError);
-    expect(newer).toMatchObject({ found: 99, supported: 3 });
+    expect(newer).toMatchObject({ found: 99, supported: LOG_FORMAT_VERSION });
     expect(digest(future)).toBe(before);
   });
 
@@ -173,7 +175,7 @@ describe("a commit's later rows (format 3)", () => {
     await log.close();
   });
 
-  it('a log of format 2 (every row holding them) reads and appends, and is marked format 3', async () => {
+  it('a log of format 2 (every row holding them) reads and appends, and is marked of the current format', async () => {
     const file = join(dir, 'format-2.db');
     const log = await openSqliteLog(file);
     await log.append('a', [commitOf('a1'), commitOf('a2'), commitOf('a3')], { commitId: 'commit-a' });
@@ -190,7 +192,7 @@ describe("a commit's later rows (format 3)", () => {
     expect(ids).toEqual(['2 commit-a a2', '3 commit-a a3', '4 commit-b b1', '5 commit-b b2']);
     await again.close();
     const db = new Database(file, { readonly: true });
-    expect(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe('3');
+    expect(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe(String(LOG_FORMAT_VERSION));
     expect(db.prepare('SELECT commit_id FROM events ORDER BY position').pluck().all()).toEqual(['commit-a', 'commit-a', 'commit-a', 'commit-b', '']);
     db.close();
   });

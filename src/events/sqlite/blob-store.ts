@@ -8,29 +8,23 @@ import { assertBlobHash, decodeBlobText, sha256Hex, toBytes, type BlobStore } fr
 import { deflateRawSync, inflateRawSync, constants } from 'node:zlib';
 import { FifoCache } from '../../core/fifo-cache.js';
 import { RecentBlobs } from './recent-blobs.js';
+import { PACK_SIZE, PackedBlobIndex, type BlobIndexOptions } from './blob-index.js';
 
 /** Bytes of blobs kept in memory after a read or a write (./recent-blobs.ts). */
 const RECENT_BYTES = 64 << 20;
-/** Blobs held back for the next append before they are written on their own. Keys are hashes,
- * so every insert lands on a random page of the table: a batch written on its own rewrites
- * about one page per blob, and batches of a few thousand (as a step's tests once were) cost
- * more than everything else in the loop. Held for the step's append instead, a step's blobs
- * dirty each page once. */
+/** Blobs held back for the next append before they are written in a transaction of their own
+ * (each transaction rewrites the last page of every table it touches). */
 const MAX_PENDING = 1 << 20;
 const MAX_PENDING_BYTES = 128 << 20;
 
-/** Small blobs (a test, a program) put in one batch are stored together, PACK_SIZE to a row of
- * blob_packs, deflated as one: each alone costs its 32-byte key and a row, more than its
- * bytes, and tests share most of their text. Each is found through blob_members, keyed by
- * the first 52 bits of its hash (a safe integer: an 8-byte varint, not 32 bytes). Two hashes
- * that share those bits (about one pair in a run of 2^26 blobs) are told apart by hashing the
- * member: the second one is stored in blobs under its full key. */
-const PACKED_MAX = 256;
-const PACK_SIZE = 64;
+/** Blobs of up to PACKED_MAX bytes put in one batch (a step's tests, its programs) are stored
+ * together, up to PACK_SIZE members or PACK_BYTES to a row of blob_packs, deflated as one: each
+ * alone would cost its 32-byte key, a row and a random leaf of a tree keyed by hash, more than
+ * its bytes, and tests share most of their text. Each is found through the packed-blob index
+ * (./blob-index.ts). */
+const PACKED_MAX = 16 << 10;
+const PACK_BYTES = 32 << 10;
 const PACK_CACHE = 256;
-
-/** The first 52 bits of a hex sha256, as a safe integer. */
-const prefixOf = (hash: string): number => parseInt(hash.slice(0, 13), 16);
 
 /** A pack's stored form: member count (u16), each member's length (u32), the members; deflated. */
 function packBytes(members: readonly Buffer[]): Buffer {
@@ -90,20 +84,15 @@ function blobOfRow(row: Buffer): Buffer | undefined {
 }
 
 /**
- * Blobs in the log's SQLite file, keyed by the 32 bytes of their sha256 (half the size of its
- * hex text, which files written before format 2 hold as keys; both are read, so such a file
- * keeps working when it is appended to), each row's bytes deflated where that pays. A put is buffered and written in the same transaction as the
+ * Blobs in the log's SQLite file: small ones in packs, larger ones keyed by the 32 bytes of their
+ * sha256 (half the size of its hex text, which files written before format 2 hold as keys; both
+ * are read, so such a file keeps working when it is appended to), each row's bytes deflated where
+ * that pays. A put is buffered and written in the same transaction as the
  * next append (or at close, or when the buffer grows large): an autocommitted insert per blob
  * would cost one fsync each at synchronous=FULL, and a blob is only ever looked for through an
  * event that names it, which that append writes. A blob put by a process that dies before its
  * next append is lost with the work that would have referenced it.
  */
-/** Made by the store itself: a file of format 1 (or 2 before packs) gains them when opened. */
-const PACK_TABLES = `
-CREATE TABLE IF NOT EXISTS blob_packs (id INTEGER PRIMARY KEY, bytes BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS blob_members (prefix INTEGER PRIMARY KEY, place INTEGER NOT NULL);
-`;
-
 export class SqliteBlobStore implements BlobStore {
   readonly #db: Database.Database;
   readonly #insert: Database.Statement;
@@ -112,30 +101,28 @@ export class SqliteBlobStore implements BlobStore {
   /** Not yet written: hash -> bytes. */
   readonly #pending = new Map<string, Buffer>();
   #pendingBytes = 0;
+  /** Packs written in the open transaction, taken into the index once it commits. */
+  #written: { id: number; hashes: string[] }[] = [];
   /** Hashes known to be stored (bounded): a repeated put costs a hash and a lookup. */
   readonly #stored = new Set<string>();
   /** Recently read or written blobs, already verified against their hash (blobs never change),
    * up to RECENT_BYTES: a step's tests are read back by the Judge and the Executor after they
    * are written, and a cache bounded by count missed most of them at Code-A1's size. */
   readonly #recent = new RecentBlobs(RECENT_BYTES);
-  readonly #insertPack: Database.Statement;
-  readonly #selectPack: Database.Statement;
-  readonly #insertMember: Database.Statement;
-  readonly #selectMember: Database.Statement;
+  readonly #index: PackedBlobIndex;
+  #insertPack: Database.Statement | undefined;
+  #selectPack: Database.Statement | undefined;
   /** Recently read packs, inflated: a problem's tests were put together and are read together. */
   readonly #packs = new FifoCache<number, Buffer[]>();
 
-  constructor(db: Database.Database) {
+  constructor(db: Database.Database, index: BlobIndexOptions = {}) {
     this.#db = db;
     this.#insert = db.prepare('INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?, ?)');
     this.#select = db.prepare('SELECT bytes FROM blobs WHERE hash = ?').pluck();
     // The key is bound as 32 bytes, or as hex text for a blob an older writer put.
     this.#exists = db.prepare('SELECT 1 FROM blobs WHERE hash = ?').pluck();
-    db.exec(PACK_TABLES);
-    this.#insertPack = db.prepare('INSERT INTO blob_packs (bytes) VALUES (?)');
-    this.#selectPack = db.prepare('SELECT bytes FROM blob_packs WHERE id = ?').pluck();
-    this.#insertMember = db.prepare('INSERT OR IGNORE INTO blob_members (prefix, place) VALUES (?, ?)');
-    this.#selectMember = db.prepare('SELECT place FROM blob_members WHERE prefix = ?').pluck();
+    // Makes the pack tables in a file that lacks them (formats 1 and 2 before packs).
+    this.#index = new PackedBlobIndex(db, (id) => this.#readPack(id), index);
   }
 
   async put(content: Uint8Array | string): Promise<string> {
@@ -145,31 +132,57 @@ export class SqliteBlobStore implements BlobStore {
     // Copied: the caller may reuse its buffer.
     this.#pending.set(hash, Buffer.from(bytes));
     this.#pendingBytes += bytes.byteLength;
-    if (this.#pending.size >= MAX_PENDING || this.#pendingBytes >= MAX_PENDING_BYTES) this.#db.transaction(() => this.writePending())();
+    if (this.#pending.size >= MAX_PENDING || this.#pendingBytes >= MAX_PENDING_BYTES) this.flush();
     return hash;
   }
 
-  /** Writes buffered blobs; called inside the append transaction, and on close. */
+  /** Writes buffered blobs in a transaction of their own (when no append comes to carry them). */
+  flush(): void {
+    if (this.#pending.size === 0) return;
+    try {
+      this.#db.transaction(() => this.writePending())();
+    } catch (err) {
+      this.rolledBack();
+      throw err;
+    }
+    this.committed();
+    this.mergeIfDue();
+  }
+
+  /** Writes buffered blobs inside the caller's transaction (the append's); the caller then says
+   * whether it committed (committed, then mergeIfDue) or not (rolledBack: they stay buffered). */
   writePending(): void {
+    this.#written = [];
     if (this.#pending.size === 0) return;
     const whole: string[] = [];
-    const small: string[] = [];
     // Small ones in put order (a step's tests of one problem side by side).
-    for (const [hash, bytes] of this.#pending) (bytes.byteLength <= PACKED_MAX ? small : whole).push(hash);
-    // A lone small blob is not worth a pack.
-    if (small.length === 1) whole.push(small.pop()!);
-    const members: [number, number, string][] = [];
-    for (let at = 0; at < small.length; at += PACK_SIZE) {
-      const group = small.slice(at, at + PACK_SIZE);
+    let group: string[] = [];
+    let groupBytes = 0;
+    const writeGroup = () => {
+      if (group.length === 0) return;
+      this.#insertPack ??= this.#db.prepare('INSERT INTO blob_packs (bytes) VALUES (?)');
       const id = Number(this.#insertPack.run(packBytes(group.map((h) => this.#pending.get(h)!))).lastInsertRowid);
-      group.forEach((h, i) => members.push([prefixOf(h), id * PACK_SIZE + i, h]));
+      this.#written.push({ id, hashes: group });
+      group = [];
+      groupBytes = 0;
+    };
+    for (const [hash, bytes] of this.#pending) {
+      if (bytes.byteLength > PACKED_MAX) {
+        whole.push(hash);
+        continue;
+      }
+      if (group.length === PACK_SIZE || groupBytes + bytes.byteLength > PACK_BYTES) writeGroup();
+      group.push(hash);
+      groupBytes += bytes.byteLength;
     }
-    // In key order: each b-tree page is visited once per batch, not once per blob. A prefix
-    // already taken (by an earlier blob or one of this batch) leaves the blob under its full
-    // key; its copy in the pack is never read.
-    members.sort((x, y) => x[0] - y[0]);
-    for (const [prefix, place, hash] of members) if (this.#insertMember.run(prefix, place).changes === 0) whole.push(hash);
+    writeGroup();
     for (const hash of whole.sort()) this.#insert.run(Buffer.from(hash, 'hex'), storedBlob(this.#pending.get(hash)!));
+  }
+
+  /** The transaction that wrote the buffered blobs committed. */
+  committed(): void {
+    for (const { id, hashes } of this.#written) this.#index.added(id, hashes);
+    this.#written = [];
     if (this.#stored.size > 200_000) this.#stored.clear();
     for (const [hash, bytes] of this.#pending) {
       this.#stored.add(hash);
@@ -179,14 +192,27 @@ export class SqliteBlobStore implements BlobStore {
     this.#pendingBytes = 0;
   }
 
+  /** The transaction that wrote them rolled back: they are written with the next one. */
+  rolledBack(): void {
+    this.#written = [];
+  }
+
+  /** Merges the packed-blob index when it is due (./blob-index.ts); after a commit, outside any
+   * transaction. Another process holding the file's lock only defers it. */
+  mergeIfDue(): void {
+    try {
+      this.#index.mergeIfDue();
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'SQLITE_BUSY') throw err;
+    }
+  }
+
   async get(hash: string): Promise<Uint8Array> {
     assertBlobHash(hash);
     let bytes = this.#pending.get(hash) ?? this.#recent.get(hash);
     if (bytes === undefined) {
       const member = this.#member(hash);
-      // A member whose bytes hash to another key shares only its prefix: then the blob, if
-      // stored, is under its full key.
-      if (member !== undefined && member !== null && sha256Hex(member) === hash) bytes = member;
+      if (member instanceof Buffer) bytes = member;
       else {
         const row = this.#select.get(Buffer.from(hash, 'hex')) as Buffer | undefined;
         bytes = row === undefined ? (this.#select.get(hash) as Buffer | undefined) : blobOfRow(row);
@@ -203,22 +229,42 @@ export class SqliteBlobStore implements BlobStore {
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** The pack member under the hash's prefix (not yet checked against the hash); undefined when
-   * none is, null when its pack does not read. */
+  /** The packed blob with this hash (checked); undefined when no pack holds it, null when a pack
+   * that may hold it does not read. */
   #member(hash: string): Buffer | null | undefined {
-    const place = this.#selectMember.get(prefixOf(hash)) as number | undefined;
-    if (place === undefined) return undefined;
-    const id = Math.floor(place / PACK_SIZE);
+    let damaged = false;
+    const check = (place: number): Buffer | undefined => {
+      const m = this.#readPack(Math.floor(place / PACK_SIZE))?.[place % PACK_SIZE];
+      if (m === undefined) damaged = true;
+      // A member whose bytes hash to another key shares only its prefix.
+      return m !== undefined && sha256Hex(m) === hash ? m : undefined;
+    };
+    for (const place of this.#index.placesOf(hash)) {
+      const m = check(place);
+      if (m) return m;
+    }
+    // What another connection wrote since this one last looked.
+    if (this.#index.catchUp()) {
+      for (const place of this.#index.placesOf(hash)) {
+        const m = check(place);
+        if (m) return m;
+      }
+    }
+    return damaged || this.#index.unreadablePacks > 0 ? null : undefined;
+  }
+
+  /** A pack's members, inflated (cached); undefined when it is not there or does not read. */
+  #readPack(id: number): Buffer[] | undefined {
     let members = this.#packs.get(id);
     if (members === undefined) {
+      this.#selectPack ??= this.#db.prepare('SELECT bytes FROM blob_packs WHERE id = ?').pluck();
       const stored = this.#selectPack.get(id) as Buffer | undefined;
-      const read = stored === undefined ? undefined : unpackBytes(stored);
-      if (read === undefined) return null;
-      members = read;
+      members = stored === undefined ? undefined : unpackBytes(stored);
+      if (members === undefined) return undefined;
       if (this.#packs.size >= PACK_CACHE) this.#packs.shift();
       this.#packs.set(id, members);
     }
-    return members[place % PACK_SIZE] ?? null;
+    return members;
   }
 
   #remember(hash: string, bytes: Buffer): void {
@@ -232,8 +278,7 @@ export class SqliteBlobStore implements BlobStore {
   async has(hash: string): Promise<boolean> {
     assertBlobHash(hash);
     if (this.#pending.has(hash) || this.#exists.get(Buffer.from(hash, 'hex')) !== undefined || this.#exists.get(hash) !== undefined) return true;
-    const member = this.#member(hash);
-    return member !== undefined && member !== null && sha256Hex(member) === hash;
+    return this.#member(hash) instanceof Buffer;
   }
 
   async *list(): AsyncIterable<string> {

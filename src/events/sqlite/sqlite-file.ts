@@ -11,8 +11,10 @@ import { NewerLogFormatError, NotACrucibleLogError } from '../errors.js';
 /** Bump when the tables change in a way older code cannot read; add a migration from the old one.
  * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read).
  * 3: a commit's later rows leave out its id and a time equal to the row before's (sqlite-log.ts);
- *    rows written before keep them, and both are read. */
-export const LOG_FORMAT_VERSION = 3;
+ *    rows written before keep them, and both are read.
+ * 4: packed blobs are found through sorted runs (blob-index.ts), not blob_members alone: code of
+ *    format 3 would not find the blobs packed since. blob_members keeps the older ones. */
+export const LOG_FORMAT_VERSION = 4;
 const LOG_KIND = 'event-log';
 const SQLITE_MAGIC = 'SQLite format 3\u0000';
 
@@ -180,8 +182,9 @@ export function logIdOf(db: Database.Database): string | undefined {
 }
 
 /** A file of an older format opened by this code is of the current one from now on: the blobs
- * it puts have binary keys (2) and a commit's later rows it appends leave out what the row
- * before holds (3), which older code would not read. Nothing already stored changes. */
+ * it puts have binary keys (2), a commit's later rows it appends leave out what the row before
+ * holds (3) and its packed blobs are indexed in runs (4), which older code would not read.
+ * Nothing already stored changes. */
 function markFormat(db: Database.Database): void {
   const current = () => Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get());
   if (current() >= LOG_FORMAT_VERSION) return;

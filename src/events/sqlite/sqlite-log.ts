@@ -182,13 +182,21 @@ export class SqliteEventLog implements EventLog {
       const args = parseAppendArgs(stream, options);
       return { args, commit: encodeCommit(this.registry, args.stream, events, args.options.commitId, this.capabilities) };
     });
-    const results = this.#db
-      .transaction((): AppendResult[] => {
-        // Blobs the events may name land in the same transaction (see SqliteBlobStore).
-        this.blobs.writePending();
-        return encoded.map(({ args, commit }) => this.#write(args.stream, args.options, commit.events));
-      })
-      .immediate();
+    let results: AppendResult[];
+    try {
+      results = this.#db
+        .transaction((): AppendResult[] => {
+          // Blobs the events may name land in the same transaction (see SqliteBlobStore).
+          this.blobs.writePending();
+          return encoded.map(({ args, commit }) => this.#write(args.stream, args.options, commit.events));
+        })
+        .immediate();
+    } catch (err) {
+      this.blobs.rolledBack();
+      throw err;
+    }
+    this.blobs.committed();
+    this.blobs.mergeIfDue();
     if (results.some((r) => !r.duplicate)) for (const wake of listeners.get(this.#key) ?? []) wake();
     return results;
   }
@@ -444,7 +452,7 @@ export class SqliteEventLog implements EventLog {
     // Synchronous on purpose: once close() is called the file is released, even if not awaited.
     this.#closed = true;
     for (const s of this.#subs) void s.close();
-    if (!this.#db.readonly) this.#db.transaction(() => this.blobs.writePending())();
+    if (!this.#db.readonly) this.blobs.flush();
     this.#db.close();
     this.afterClose?.();
   }

@@ -1,0 +1,236 @@
+/**
+ * Where each packed blob lives (its hash -> its place in blob_packs), kept so that putting a blob
+ * writes only at the end of the file's trees.
+ *
+ * A hash is random: an index keyed by it takes each new key on a random leaf, and a commit of a
+ * suite's 64 tests rewrote 64 leaves of a tree that grows with the run (4 KB each, once in the WAL
+ * and again at the checkpoint): the bytes the loop wrote per result grew fivefold over a run of
+ * 23 steps. Here the packs written since the last merge are the index's newest part: a process
+ * finds their members in memory (`#unindexed`, filled as it writes them and, on a miss, by reading
+ * the packs other processes wrote). Every MERGE_PACKS packs they are written as a sorted run (rows
+ * keyed by run, then hash prefix: a new run lands at the end of its table), and FANOUT runs of one
+ * tier are merged into one of the next, so an entry is rewritten once per tier (a handful of
+ * times over a run) instead of a page per blob. A lookup probes every run (a dozen at most over a
+ * full run), then `blob_members`, where files of format 3 and before keep theirs.
+ *
+ * Entries name a place by the first 52 bits of a hash; the store checks each candidate member
+ * against the full hash, so two blobs sharing those bits (about one pair in 2^26) are both found.
+ */
+import type Database from 'better-sqlite3';
+import { sha256Hex } from '../blobs.js';
+
+export const PACK_SIZE = 64;
+/** Packs above the watermark that make a run. */
+const MERGE_PACKS = 1024;
+/** Runs of one tier merged into one of the next. */
+const FANOUT = 4;
+
+export interface BlobIndexOptions {
+  /** Packs above the watermark that make a run (default 1024). */
+  mergePacks?: number;
+  /** Runs of one tier merged into one of the next (default 4). */
+  fanout?: number;
+}
+/** crucible_meta: pack ids at or below it have their members in a run or in blob_members. */
+const WATERMARK_KEY = 'blob-packs-indexed';
+
+/** The first 52 bits of a hex sha256, as a safe integer. */
+export const prefixOf = (hash: string): number => parseInt(hash.slice(0, 13), 16);
+
+const TABLES = `
+CREATE TABLE IF NOT EXISTS blob_packs (id INTEGER PRIMARY KEY, bytes BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blob_members (prefix INTEGER PRIMARY KEY, place INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS blob_runs (run INTEGER PRIMARY KEY, tier INTEGER NOT NULL, entries INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS blob_run_members (run INTEGER NOT NULL, prefix INTEGER NOT NULL, place INTEGER NOT NULL, PRIMARY KEY (run, prefix, place)) WITHOUT ROWID;
+`;
+
+/** The members of a pack, or undefined when it does not read. */
+export type PackReader = (id: number) => Buffer[] | undefined;
+
+export class PackedBlobIndex {
+  readonly #db: Database.Database;
+  readonly #readPack: PackReader;
+  /** Members of packs above the watermark: hash -> place. */
+  #unindexed = new Map<string, number>();
+  /** Every pack id at or below it is at or below the watermark or in #unindexed. */
+  #scannedThrough: number;
+  #watermark: number;
+  /** The last pack id this process wrote. */
+  #lastPack = 0;
+  #runPlaces: Database.Statement | undefined;
+  #basePlace: Database.Statement | undefined;
+  #packsAfter: Database.Statement | undefined;
+  readonly #readWatermark: Database.Statement;
+
+  readonly #mergePacks: number;
+  readonly #fanout: number;
+
+  constructor(db: Database.Database, readPack: PackReader, opts: BlobIndexOptions = {}) {
+    this.#db = db;
+    this.#readPack = readPack;
+    this.#mergePacks = opts.mergePacks ?? MERGE_PACKS;
+    this.#fanout = Math.max(2, opts.fanout ?? FANOUT);
+    if (!db.readonly) {
+      db.exec(TABLES);
+      // A file without the row was written before runs existed: all its packs are in blob_members.
+      db.prepare(`INSERT OR IGNORE INTO crucible_meta (key, value) SELECT ?, coalesce(max(id), 0) FROM blob_packs`).run(WATERMARK_KEY);
+    }
+    this.#readWatermark = db.prepare('SELECT value FROM crucible_meta WHERE key = ?').pluck();
+    this.#prepare();
+    this.#watermark = this.#storedWatermark();
+    this.#scannedThrough = this.#watermark;
+  }
+
+  /** Statements on the tables the file has (a file opened read-only may predate some; a writer
+   * may add them while it is open). */
+  #prepare(): void {
+    if (this.#runPlaces && this.#basePlace && this.#packsAfter) return;
+    const tables = new Set(this.#db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[]);
+    if (tables.has('blob_run_members') && tables.has('blob_runs')) {
+      this.#runPlaces ??= this.#db.prepare('SELECT place FROM blob_run_members WHERE run IN (SELECT run FROM blob_runs) AND prefix = ?').pluck();
+    }
+    if (tables.has('blob_members')) this.#basePlace ??= this.#db.prepare('SELECT place FROM blob_members WHERE prefix = ?').pluck();
+    if (tables.has('blob_packs')) this.#packsAfter ??= this.#db.prepare('SELECT id FROM blob_packs WHERE id > ? ORDER BY id').pluck();
+  }
+
+  /** The stored watermark; a file read-only and without one has all its packs in blob_members. */
+  #storedWatermark(): number {
+    const v = this.#readWatermark.get(WATERMARK_KEY) as string | undefined;
+    return v === undefined ? Number.POSITIVE_INFINITY : Number(v);
+  }
+
+  /** A pack this process wrote, once its transaction committed. */
+  added(id: number, hashes: readonly string[]): void {
+    hashes.forEach((h, i) => this.#unindexed.set(h, id * PACK_SIZE + i));
+    if (id === this.#scannedThrough + 1) this.#scannedThrough = id;
+    this.#lastPack = Math.max(this.#lastPack, id);
+  }
+
+  /** Places that may hold the blob (to be checked against its hash), newest first. */
+  placesOf(hash: string): number[] {
+    const out: number[] = [];
+    const recent = this.#unindexed.get(hash);
+    if (recent !== undefined) out.push(recent);
+    const prefix = prefixOf(hash);
+    if (this.#runPlaces) for (const p of this.#runPlaces.all(prefix) as number[]) out.push(p);
+    if (this.#basePlace) {
+      const p = this.#basePlace.get(prefix) as number | undefined;
+      if (p !== undefined) out.push(p);
+    }
+    return out;
+  }
+
+  /** Packs above the watermark that did not read: a blob not found may have been in one. */
+  readonly #unreadable = new Set<number>();
+
+  get unreadablePacks(): number {
+    return this.#unreadable.size;
+  }
+
+  /** After a miss: takes in what other connections wrote since this one last looked (the
+   * packs, a new watermark, the tables of a file they upgraded); -> whether anything changed. */
+  catchUp(): boolean {
+    const had = this.#runPlaces !== undefined;
+    this.#prepare();
+    let changed = !had && this.#runPlaces !== undefined;
+    if (!this.#packsAfter) return changed;
+    const stored = this.#storedWatermark();
+    // Read-only on a file of format 3 that a writer has since opened: its runs start there.
+    if (this.#watermark === Number.POSITIVE_INFINITY && stored !== this.#watermark) {
+      this.#watermark = this.#scannedThrough = stored;
+      changed = true;
+    }
+    if (stored > this.#watermark) {
+      this.#forgetThrough(stored);
+      changed = true;
+    }
+    for (const id of this.#packsAfter.all(Math.max(this.#scannedThrough, this.#watermark)) as number[]) {
+      const members = this.#readPack(id);
+      if (members !== undefined) members.forEach((m, i) => this.#unindexed.set(sha256Hex(m), id * PACK_SIZE + i));
+      else this.#unreadable.add(id);
+      this.#scannedThrough = id;
+      changed = true;
+    }
+    return changed;
+  }
+
+  /** Writes the packs above the watermark as a run when enough have gathered (and merges full
+   * tiers), in a transaction of its own: called after an append commits. */
+  mergeIfDue(): void {
+    if (this.#db.readonly || this.#lastPack - this.#watermark < this.#mergePacks) return;
+    let through = 0;
+    this.#db
+      .transaction(() => {
+        const from = this.#storedWatermark();
+        through = (this.#db.prepare('SELECT coalesce(max(id), 0) FROM blob_packs').pluck().get() as number) ?? 0;
+        if (through - from < this.#mergePacks) {
+          through = Math.max(from, this.#watermark);
+          return;
+        }
+        this.#writeRun(this.#entriesOf(from, through));
+        this.#mergeTiers();
+        this.#db.prepare('UPDATE crucible_meta SET value = ? WHERE key = ?').run(String(through), WATERMARK_KEY);
+      })
+      .immediate();
+    this.#forgetThrough(through);
+  }
+
+  /** (prefix, place) of every member of the packs in (from, through], sorted. */
+  #entriesOf(from: number, through: number): [number, number][] {
+    const out: [number, number][] = [];
+    // This process's memory holds them when it has seen every pack since `from`.
+    if (this.#watermark <= from && this.#scannedThrough >= through) {
+      const low = (from + 1) * PACK_SIZE;
+      const high = (through + 1) * PACK_SIZE;
+      for (const [hash, place] of this.#unindexed) if (place >= low && place < high) out.push([prefixOf(hash), place]);
+    } else {
+      for (const id of this.#packsAfter!.all(from) as number[]) {
+        if (id > through) break;
+        const members = this.#readPack(id);
+        if (members !== undefined) members.forEach((m, i) => out.push([prefixOf(sha256Hex(m)), id * PACK_SIZE + i]));
+      }
+    }
+    return out.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  }
+
+  #nextRun(): number {
+    return ((this.#db.prepare('SELECT coalesce(max(run), 0) FROM blob_runs').pluck().get() as number) ?? 0) + 1;
+  }
+
+  #writeRun(entries: readonly [number, number][]): void {
+    const run = this.#nextRun();
+    const insert = this.#db.prepare('INSERT OR IGNORE INTO blob_run_members (run, prefix, place) VALUES (?, ?, ?)');
+    for (const [prefix, place] of entries) insert.run(run, prefix, place);
+    this.#db.prepare('INSERT INTO blob_runs (run, tier, entries) VALUES (?, 0, ?)').run(run, entries.length);
+  }
+
+  /** While a tier holds FANOUT runs, they become one run of the next tier. */
+  #mergeTiers(): void {
+    for (;;) {
+      const full = this.#db.prepare('SELECT tier FROM blob_runs GROUP BY tier HAVING count(*) >= ? ORDER BY tier LIMIT 1').pluck().get(this.#fanout) as
+        number | undefined;
+      if (full === undefined) return;
+      const runs = this.#db.prepare('SELECT run FROM blob_runs WHERE tier = ? ORDER BY run').pluck().all(full) as number[];
+      const run = this.#nextRun();
+      const list = runs.join(',');
+      this.#db.exec(
+        `INSERT OR IGNORE INTO blob_run_members (run, prefix, place) SELECT ${run}, prefix, place FROM blob_run_members WHERE run IN (${list}) ORDER BY prefix, place;` +
+          `DELETE FROM blob_run_members WHERE run IN (${list}); DELETE FROM blob_runs WHERE run IN (${list});`,
+      );
+      const entries = this.#db.prepare('SELECT count(*) FROM blob_run_members WHERE run = ?').pluck().get(run) as number;
+      this.#db.prepare('INSERT INTO blob_runs (run, tier, entries) VALUES (?, ?, ?)').run(run, full + 1, entries);
+    }
+  }
+
+  /** The watermark moved to `through`: members of packs at or below it are found in the runs. */
+  #forgetThrough(through: number): void {
+    if (through <= this.#watermark) return;
+    this.#watermark = through;
+    const high = (through + 1) * PACK_SIZE;
+    // A new map rather than deletes: a Map keeps deleted entries as holes until it is rebuilt.
+    const kept = new Map<string, number>();
+    for (const [hash, place] of this.#unindexed) if (place >= high) kept.set(hash, place);
+    this.#unindexed = kept;
+    this.#scannedThrough = Math.max(this.#scannedThrough, through);
+  }
+}

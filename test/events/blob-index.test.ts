@@ -1,0 +1,143 @@
+/** The packed-blob index (src/events/sqlite/blob-index.ts): members of packs found in memory until
+ * they make a run, runs merged by tier; other connections, rolled-back appends and files of
+ * format 3 see every blob. */
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { makeEvent } from '../../src/events/catalog.js';
+import { SqliteBlobStore } from '../../src/events/sqlite/blob-store.js';
+import { LOG_FORMAT_VERSION, openLogFile } from '../../src/events/sqlite/sqlite-file.js';
+import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'crucible-blob-index-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const open = (file: string) => openLogFile(file, { synchronous: 'normal', busyTimeoutMs: 2000, create: true });
+const testText = (i: number) => JSON.stringify({ input: `${i * 7919}\n`, output: `${i % 97}\n`, style: 'stdio' });
+
+function tables(db: Database.Database) {
+  const runs = db.prepare('SELECT run, tier, entries FROM blob_runs ORDER BY run').all() as { run: number; tier: number; entries: number }[];
+  const watermark = Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'blob-packs-indexed'").pluck().get());
+  const packs = db.prepare('SELECT count(*) FROM blob_packs').pluck().get() as number;
+  const indexed = db.prepare('SELECT count(*) FROM blob_run_members').pluck().get() as number;
+  return { runs, watermark, packs, indexed, base: db.prepare('SELECT count(*) FROM blob_members').pluck().get() as number };
+}
+
+it('writes the packs above the watermark as a run every few packs, merges a full tier into the next, and finds every blob from a fresh connection', async () => {
+  const file = path.join(dir, 'log.db');
+  const db = open(file);
+  const store = new SqliteBlobStore(db, { mergePacks: 3, fanout: 2 });
+  // A second connection opened before anything is written: it finds what the first writes later.
+  const other = new SqliteBlobStore(open(file));
+  const hashes: string[] = [];
+  for (let batch = 0; batch < 40; batch++) {
+    for (let i = 0; i < 5; i++) hashes.push(await store.put(testText(batch * 5 + i)));
+    store.flush();
+    // Unmerged blobs are found by the other connection too.
+    expect(await other.getText(hashes.at(-1)!)).toBe(testText(batch * 5 + 4));
+  }
+  const t = tables(db);
+  expect(t.packs).toBe(40);
+  // Runs of 3 packs merged 2 to a tier: 39 packs indexed as 13 runs' worth, tiers binary.
+  expect(t.watermark).toBe(39);
+  expect(t.indexed).toBe(39 * 5);
+  expect(t.runs.map((r) => r.entries).reduce((a, b) => a + b, 0)).toBe(39 * 5);
+  const perTier = new Map<number, number>();
+  for (const r of t.runs) perTier.set(r.tier, (perTier.get(r.tier) ?? 0) + 1);
+  for (const n of perTier.values()) expect(n).toBeLessThan(2);
+  // 13 = 0b1101: one run each of tiers 0, 2 and 3.
+  expect([...perTier.keys()].sort()).toEqual([0, 2, 3]);
+  expect(t.base).toBe(0);
+  db.close();
+
+  const fresh = new SqliteBlobStore(open(file));
+  for (const [i, h] of hashes.entries()) expect(await fresh.getText(h)).toBe(testText(i));
+  for (const [i, h] of hashes.entries()) expect(await other.getText(h)).toBe(testText(i));
+  expect(await fresh.has('0'.repeat(64))).toBe(false);
+});
+
+it('merges in the append path of the log, and a read-only log sees every blob', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file, { synchronous: 'normal' });
+  const hashes: string[] = [];
+  // 1,100 appends of one small blob each: past the default 1,024 packs of a run.
+  for (let i = 0; i < 1100; i++) {
+    hashes.push(await log.blobs.put(testText(i)));
+    await log.append('s', [makeEvent('RunFailed', 'run-1', { reason: `r${i}` })], { commitId: `c${i}` });
+  }
+  await log.close();
+  const db = new Database(file, { readonly: true });
+  const t = tables(db);
+  db.close();
+  expect(t.runs).toHaveLength(1);
+  expect(t.indexed).toBe(t.watermark);
+  expect(t.watermark).toBeGreaterThanOrEqual(1024);
+  const reader = await openSqliteLog(file, { readOnly: true });
+  try {
+    for (const [i, h] of hashes.entries()) expect(await reader.blobs.getText(h)).toBe(testText(i));
+  } finally {
+    await reader.close();
+  }
+});
+
+it('keeps the blobs of an append that rolled back and writes them with the next one', async () => {
+  const file = path.join(dir, 'log.db');
+  const log = await openSqliteLog(file);
+  await log.append('s', [makeEvent('RunFailed', 'run-1', { reason: 'first' })], { commitId: 'c0' });
+  const h = await log.blobs.put(testText(1));
+  await expect(log.append('s', [makeEvent('RunFailed', 'run-1', { reason: 'late' })], { commitId: 'c1', expectedPosition: 0 as never })).rejects.toThrow(
+    /expected/i,
+  );
+  await log.append('s', [makeEvent('RunFailed', 'run-1', { reason: 'next' })], { commitId: 'c2' });
+  await log.close();
+  const again = await openSqliteLog(file, { readOnly: true });
+  try {
+    expect(await again.blobs.getText(h)).toBe(testText(1));
+  } finally {
+    await again.close();
+  }
+});
+
+it('a log of format 3 keeps its members in blob_members: read before and after it is opened for writing, and its new blobs indexed in runs', async () => {
+  const file = path.join(dir, 'log.db');
+  cpSync(path.join(import.meta.dirname, '../fixtures/format5-run/log.db'), file);
+  const before = new Database(file, { readonly: true });
+  expect(before.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe('3');
+  const baseCount = before.prepare('SELECT count(*) FROM blob_members').pluck().get() as number;
+  before.close();
+  expect(baseCount).toBeGreaterThan(0);
+
+  // A reader of the old file, opened before a writer upgrades it.
+  const reader = await openSqliteLog(file, { readOnly: true });
+  const old: string[] = [];
+  for await (const h of reader.blobs.list()) old.push(h);
+  for (const h of old) expect((await reader.blobs.get(h)).byteLength).toBeGreaterThan(0);
+
+  const db = open(file);
+  const store = new SqliteBlobStore(db, { mergePacks: 2, fanout: 2 });
+  const added: string[] = [];
+  for (let batch = 0; batch < 7; batch++) {
+    for (let i = 0; i < 3; i++) added.push(await store.put(testText(1000 + batch * 3 + i)));
+    store.flush();
+  }
+  const t = tables(db);
+  expect(Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get())).toBe(LOG_FORMAT_VERSION);
+  expect(t.base).toBe(baseCount);
+  expect(t.indexed).toBeGreaterThan(0);
+  db.close();
+
+  for (const [i, h] of added.entries()) expect(await reader.blobs.getText(h)).toBe(testText(1000 + i));
+  await reader.close();
+  const fresh = await openSqliteLog(file, { readOnly: true });
+  try {
+    for (const h of old) expect((await fresh.blobs.get(h)).byteLength).toBeGreaterThan(0);
+    for (const [i, h] of added.entries()) expect(await fresh.blobs.getText(h)).toBe(testText(1000 + i));
+  } finally {
+    await fresh.close();
+  }
+});
