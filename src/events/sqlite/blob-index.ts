@@ -106,18 +106,17 @@ export class PackedBlobIndex {
     this.#lastPack = Math.max(this.#lastPack, id);
   }
 
-  /** Places that may hold the blob (to be checked against its hash), newest first. */
-  placesOf(hash: string): number[] {
-    const out: number[] = [];
+  /** Places that may hold the blob (to be checked against its hash), newest first; lazily, so
+   * a blob found in memory costs no query. */
+  *placesOf(hash: string): Generator<number> {
     const recent = this.#unindexed.get(hash);
-    if (recent !== undefined) out.push(recent);
+    if (recent !== undefined) yield recent;
     const prefix = prefixOf(hash);
-    if (this.#runPlaces) for (const p of this.#runPlaces.all(prefix) as number[]) out.push(p);
+    if (this.#runPlaces) yield* this.#runPlaces.all(prefix) as number[];
     if (this.#basePlace) {
       const p = this.#basePlace.get(prefix) as number | undefined;
-      if (p !== undefined) out.push(p);
+      if (p !== undefined) yield p;
     }
-    return out;
   }
 
   /** Packs above the watermark that did not read: a blob not found may have been in one. */
