@@ -141,3 +141,12 @@ it('a log of format 3 keeps its members in blob_members: read before and after i
     await fresh.close();
   }
 });
+
+it('a watermark that is not a pack number is refused by name', async () => {
+  const file = path.join(dir, 'log.db');
+  await (await openSqliteLog(file)).close();
+  const db = new Database(file);
+  db.prepare("UPDATE crucible_meta SET value = 'seven' WHERE key = 'blob-packs-indexed'").run();
+  db.close();
+  await expect(openSqliteLog(file)).rejects.toThrow(/"blob-packs-indexed" holds "seven", not a pack number/);
+});

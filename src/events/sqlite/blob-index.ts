@@ -96,7 +96,10 @@ export class PackedBlobIndex {
   /** The stored watermark; a file read-only and without one has all its packs in blob_members. */
   #storedWatermark(): number {
     const v = this.#readWatermark.get(WATERMARK_KEY) as string | undefined;
-    return v === undefined ? Number.POSITIVE_INFINITY : Number(v);
+    if (v === undefined) return Number.POSITIVE_INFINITY;
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < 0) throw new Error(`the log's crucible_meta row "${WATERMARK_KEY}" holds ${JSON.stringify(v)}, not a pack number`);
+    return n;
   }
 
   /** A pack this process wrote, once its transaction committed. */

@@ -109,7 +109,13 @@ export async function openSqliteLog(path: string, opts: SqliteLogOptions = {}): 
     create: opts.create ?? true,
     readOnly: opts.readOnly ?? false,
   });
-  const log = new SqliteEventLog(db, fileKey(path), opts);
+  let log: SqliteEventLog;
+  try {
+    log = new SqliteEventLog(db, fileKey(path), opts);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   if (opts.readOnly) log.afterClose = () => tidyAfterReadOnly(path, walExisted);
   return log;
 }
