@@ -211,46 +211,47 @@ export class SqliteBlobStore implements BlobStore {
     assertBlobHash(hash);
     let bytes = this.#pending.get(hash) ?? this.#recent.get(hash);
     if (bytes === undefined) {
-      const member = this.#member(hash);
+      let member = this.#member(hash);
       if (member instanceof Buffer) bytes = member;
       else {
         const row = this.#select.get(Buffer.from(hash, 'hex')) as Buffer | undefined;
         bytes = row === undefined ? (this.#select.get(hash) as Buffer | undefined) : blobOfRow(row);
         if (row === undefined && bytes === undefined) {
-          // A pack that no longer reads is damage, not absence.
-          if (member === null) throw new BlobCorruptError(hash);
-          throw new BlobNotFoundError(hash);
+          // Not stored whole: packed by another connection since this one last looked?
+          const later = this.#packedSince(hash);
+          if (later instanceof Buffer) bytes = later;
+          else {
+            if (later === null) member = null;
+            // A pack that no longer reads is damage, not absence.
+            if (member === null) throw new BlobCorruptError(hash);
+            throw new BlobNotFoundError(hash);
+          }
         }
         // A flipped byte on disk must not pass as the payload an event refers to.
-        if (bytes === undefined || sha256Hex(bytes) !== hash) throw new BlobCorruptError(hash);
+        else if (bytes === undefined || sha256Hex(bytes) !== hash) throw new BlobCorruptError(hash);
       }
       this.#remember(hash, bytes);
     }
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** The packed blob with this hash (checked); undefined when no pack holds it, null when a pack
-   * that may hold it does not read. */
+  /** The packed blob with this hash (checked) as this connection knows the packs; undefined
+   * when none of them holds it, null when a pack that may hold it does not read. */
   #member(hash: string): Buffer | null | undefined {
     let damaged = false;
-    const check = (place: number): Buffer | undefined => {
+    for (const place of this.#index.placesOf(hash)) {
       const m = this.#readPack(Math.floor(place / PACK_SIZE))?.[place % PACK_SIZE];
       if (m === undefined) damaged = true;
       // A member whose bytes hash to another key shares only its prefix.
-      return m !== undefined && sha256Hex(m) === hash ? m : undefined;
-    };
-    for (const place of this.#index.placesOf(hash)) {
-      const m = check(place);
-      if (m) return m;
-    }
-    // What another connection wrote since this one last looked.
-    if (this.#index.catchUp()) {
-      for (const place of this.#index.placesOf(hash)) {
-        const m = check(place);
-        if (m) return m;
-      }
+      else if (sha256Hex(m) === hash) return m;
     }
     return damaged || this.#index.unreadablePacks > 0 ? null : undefined;
+  }
+
+  /** The same after taking in what other connections wrote since this one last looked (only on
+   * a miss: it reads the packs table). */
+  #packedSince(hash: string): Buffer | null | undefined {
+    return this.#index.catchUp() ? this.#member(hash) : this.#index.unreadablePacks > 0 ? null : undefined;
   }
 
   /** A pack's members, inflated (cached); undefined when it is not there or does not read. */
@@ -278,7 +279,7 @@ export class SqliteBlobStore implements BlobStore {
   async has(hash: string): Promise<boolean> {
     assertBlobHash(hash);
     if (this.#pending.has(hash) || this.#exists.get(Buffer.from(hash, 'hex')) !== undefined || this.#exists.get(hash) !== undefined) return true;
-    return this.#member(hash) instanceof Buffer;
+    return this.#member(hash) instanceof Buffer || this.#packedSince(hash) instanceof Buffer;
   }
 
   async *list(): AsyncIterable<string> {
