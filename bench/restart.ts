@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/load.js';
 import { SNAPSHOTS_FILE, runExperiment } from '../src/actors/run.js';
 import { ActorRuntime, stateSchemasOf, type RestartReport } from '../src/actors/runtime.js';
-import { SqliteSnapshotTable } from '../src/actors/snapshots.js';
+import { SqliteSnapshotTable, decodeBody } from '../src/actors/snapshots.js';
 import { checkStoredState } from '../src/actors/snapshot-schema.js';
 import { conductor } from '../src/actors/conductor.js';
 import { solver } from '../src/actors/solver.js';
@@ -97,13 +97,13 @@ export async function runBench(args: string[]): Promise<void> {
 function checkingCost(table: SqliteSnapshotTable, repeat: number) {
   const stored = table.latest('judge');
   if (!stored) throw new Error('the run left no snapshot of the judge');
-  const text = Buffer.from(stored.body).toString('utf8');
   let parseMs = Number.POSITIVE_INFINITY;
   let checkMs = Number.POSITIVE_INFINITY;
   let open = 0;
   for (let k = 0; k < repeat; k++) {
     const t0 = performance.now();
-    const body = JSON.parse(text) as { machine: { children: object }; index: unknown };
+    // Inflated (a large body is stored deflated) and parsed: what a restore reads.
+    const body = JSON.parse(decodeBody(stored.body)) as { machine: { children: object }; index: unknown };
     const t1 = performance.now();
     const checked = checkStoredState('judge', stateSchemasOf(judge as never), body);
     const t2 = performance.now();

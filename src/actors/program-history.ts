@@ -6,17 +6,29 @@
  * result on, the last 48 bits of the test's hash and which of those events holds its latest
  * result. Whether a pair is recorded is answered from the index; its result is read from the log
  * at that event (`resultsOf`), so a plan reads only the events of the pairs it reuses: the log is
- * the memory, and beside it an index of about 8 bytes per result, not a second copy of each.
+ * the memory, and beside it an index of about 7 bytes per result, not a second copy of each.
  *
  * Entries changed or read since the last saved snapshot are held here; the others are read from
  * the snapshot's side rows when asked for (see SideRows), so memory holds one snapshot
  * interval's programs, not the run's.
- *   key:   'h' | scope length (1 byte) | scope (UTF-8) | program hash (32 bytes)
- *   value: the load outcome (1 byte: its place in LOADS, 255: none recorded) | the number of
- *          recording events (varint) | per event, two varints: its position less the one
- *          before's (the first: its position), and its position less its request's (0: an older
- *          per-pair event that names its test) | per test, in fingerprint order: the fingerprint
- *          (6 bytes, big-endian) and the event's place in the list (varint)
+ *
+ * A program's rows are the records of its events, appended in log order: a program run on every
+ * new test (a problem's reference) gathers thousands of them, and a row rewritten whole at each
+ * snapshot would cost bytes growing with the run. So the records fill parts of at most
+ * PART_BYTES; a full part is sealed, written once and never again, and each snapshot rewrites only
+ * the head (the load outcome and the open part) and the parts sealed since. Parts are cut by the
+ * records alone, so the same events give the same rows whatever the snapshot points (processes
+ * sharing a snapshot file agree), and each row stays under SQLite's in-page limit for a
+ * `WITHOUT ROWID` row (about 1,000 bytes on 4 KB pages), never spilling into overflow pages.
+ *   head key:  'h' | scope length (1 byte) | scope (UTF-8) | program hash (32 bytes)
+ *   head:      the load outcome (1 byte: its place in LOADS, 255: none recorded) | the number of
+ *              sealed parts (varint) | the open part
+ *   part key:  the head key | the part's number (4 bytes, big-endian; from 0)
+ *   a part:    records. A record: a varint, twice its number of fingerprints, plus 1 where it
+ *              begins an event; then, where it does, two varints: the event's position less the
+ *              one before's (the first: its position), and its position less its request's (0:
+ *              an older per-pair event that names its test); then its fingerprints (6 bytes each,
+ *              big-endian). An event's fingerprints may go on in records of the next parts.
  */
 import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
@@ -32,6 +44,10 @@ const HASH_BYTES = 32;
 const LOADS: readonly ModuleLoad[] = ['ran', 'raised', 'compile_error', 'unknown'];
 const NO_LOAD = 255;
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
+/** The most bytes of records in a part: with a key of the longest scope (255 bytes) a row stays
+ * under SQLite's ~1,000-byte in-page limit. */
+export const PART_BYTES = 640;
+const PART_NUMBER_BYTES = 4;
 
 /** What the index knows of a program in a scope. `events` is flat: [position, request position
  * (0: none), ...], in log order; `tests`: test fingerprint -> the place in `events` (the
@@ -61,12 +77,31 @@ function keyOf(scope: string, program: string): Buffer {
   return key;
 }
 
-function scopeAndProgram(key: Uint8Array): [scope: string, program: string] {
-  const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
-  if (b[0] !== HISTORY) throw new Error(`side row ${b.toString('hex').slice(0, 80)} is not a program's history`);
-  const at = 2 + b[1]!;
-  return [b.toString('utf8', 2, at), b.toString('hex', at, at + HASH_BYTES)];
+function partKey(head: Buffer, part: number): Buffer {
+  const key = Buffer.allocUnsafe(head.length + PART_NUMBER_BYTES);
+  head.copy(key);
+  key.writeUInt32BE(part, head.length);
+  return key;
 }
+
+/** A side row's key read: its scope, program, and part number (undefined: the head). */
+function parseKey(key: Uint8Array): { scope: string; program: string; part: number | undefined } {
+  const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+  const at = 2 + (b[1] ?? 0);
+  if (b[0] !== HISTORY || (b.length !== at + HASH_BYTES && b.length !== at + HASH_BYTES + PART_NUMBER_BYTES))
+    throw new Error(`side row ${b.toString('hex').slice(0, 80)} is not a program's history`);
+  const part = b.length === at + HASH_BYTES ? undefined : b.readUInt32BE(at + HASH_BYTES);
+  return { scope: b.toString('utf8', 2, at), program: b.toString('hex', at, at + HASH_BYTES), part };
+}
+
+const varintBytes = (n: number): number => {
+  let bytes = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    bytes++;
+  }
+  return bytes;
+};
 
 function pushVarint(out: number[], n: number): void {
   while (n >= 0x80) {
@@ -76,60 +111,166 @@ function pushVarint(out: number[], n: number): void {
   out.push(n);
 }
 
-export function encodeEntry(e: ProgramEntry): Buffer {
-  const bytes: number[] = [e.load === undefined ? NO_LOAD : LOADS.indexOf(e.load)];
-  pushVarint(bytes, e.events.length / 2);
-  let last = 0;
-  for (let i = 0; i < e.events.length; i += 2) {
-    const position = e.events[i]!;
-    const request = e.events[i + 1]!;
-    pushVarint(bytes, position - last);
-    pushVarint(bytes, request === 0 ? 0 : position - request);
-    last = position;
+/** A head row read: the load outcome, the number of sealed parts, where the open part begins. */
+function headOf(head: Uint8Array): { load: ModuleLoad | undefined; sealed: number; openAt: number } {
+  const load = head[0] === NO_LOAD ? undefined : LOADS[head[0]!];
+  if (head.length === 0 || (head[0] !== NO_LOAD && load === undefined))
+    throw new Error(`a program's history row starts with load code ${head[0]}, which names no load outcome`);
+  let sealed = 0;
+  let scale = 1;
+  for (let at = 1; ; at++) {
+    if (at >= head.length) throw new Error("a program's history row ends inside a number");
+    const byte = head[at]!;
+    sealed += (byte & 0x7f) * scale;
+    if (byte < 0x80) return { load, sealed, openAt: at + 1 };
+    scale *= 0x80;
   }
-  // In fingerprint order: the same entry is the same bytes whatever order its tests came in.
-  for (const fingerprint of [...e.tests.keys()].sort((a, b) => a - b)) {
-    for (let shift = (FINGERPRINT_BYTES - 1) * 8; shift >= 0; shift -= 8) bytes.push(Math.floor(fingerprint / 2 ** shift) % 256);
-    pushVarint(bytes, e.tests.get(fingerprint)!);
-  }
-  return Buffer.from(bytes);
 }
 
-export function decodeEntry(value: Uint8Array): ProgramEntry {
-  const load = value[0] === NO_LOAD ? undefined : LOADS[value[0]!];
-  if (value.length === 0 || (value[0] !== NO_LOAD && load === undefined))
-    throw new Error(`a program's history row starts with load code ${value[0]}, which names no load outcome`);
-  const events: number[] = [];
-  let at = 1;
-  const varint = (): number => {
-    let n = 0;
-    let scale = 1;
-    for (;;) {
-      if (at >= value.length) throw new Error("a program's history row ends inside a number");
-      const byte = value[at++]!;
-      n += (byte & 0x7f) * scale;
-      if (byte < 0x80) return n;
-      scale *= 0x80;
+/**
+ * A program's entry and its rows: the entry as the records decode, the number of sealed parts,
+ * the open part's bytes, and the parts sealed since the last save (the next save writes them).
+ */
+class Chronicle {
+  constructor(
+    readonly entry: ProgramEntry,
+    public sealed: number,
+    public open: number[],
+    readonly fresh: Buffer[] = [],
+  ) {}
+
+  static empty(): Chronicle {
+    return new Chronicle({ load: undefined, events: [], tests: new Map() }, 0, []);
+  }
+
+  /** Appends the event's records; its tests' latest result is now this event's. */
+  record(position: number, request: number, fingerprints: readonly number[]): void {
+    const { events, tests } = this.entry;
+    const place = events.length / 2;
+    const last = place === 0 ? 0 : events[events.length - 2]!;
+    const opening = varintBytes(position - last) + varintBytes(request === 0 ? 0 : position - request);
+    events.push(position, request);
+    let done = 0;
+    let first = true;
+    do {
+      const left = fingerprints.length - done;
+      // The header at its largest for what is left: the cut depends on the records alone.
+      const header = varintBytes(2 * left + 1) + (first ? opening : 0);
+      if (this.open.length + header + (left > 0 ? FINGERPRINT_BYTES : 0) > PART_BYTES) this.#seal();
+      const n = Math.min(left, Math.floor((PART_BYTES - this.open.length - header) / FINGERPRINT_BYTES));
+      pushVarint(this.open, 2 * n + (first ? 1 : 0));
+      if (first) {
+        pushVarint(this.open, position - last);
+        pushVarint(this.open, request === 0 ? 0 : position - request);
+      }
+      for (let k = done; k < done + n; k++) {
+        const fingerprint = fingerprints[k]!;
+        for (let shift = (FINGERPRINT_BYTES - 1) * 8; shift >= 0; shift -= 8) this.open.push(Math.floor(fingerprint / 2 ** shift) % 256);
+        tests.set(fingerprint, place);
+      }
+      done += n;
+      first = false;
+    } while (done < fingerprints.length);
+  }
+
+  #seal(): void {
+    this.fresh.push(Buffer.from(this.open));
+    this.sealed++;
+    this.open = [];
+  }
+
+  head(): Buffer {
+    const bytes = [this.entry.load === undefined ? NO_LOAD : LOADS.indexOf(this.entry.load)];
+    pushVarint(bytes, this.sealed);
+    return Buffer.from(bytes.concat(this.open));
+  }
+
+  /** The entry decoded from its head and sealed parts (as many as the head names, in order). */
+  static decode(head: Uint8Array, parts: readonly Uint8Array[]): Chronicle {
+    const { load, sealed, openAt } = headOf(head);
+    if (sealed !== parts.length) throw new Error(`a program's history row names ${sealed} sealed parts, ${parts.length} given`);
+    let value: Uint8Array = head;
+    let at = openAt;
+    const varint = (): number => {
+      let n = 0;
+      let scale = 1;
+      for (;;) {
+        if (at >= value.length) throw new Error("a program's history row ends inside a number");
+        const byte = value[at++]!;
+        n += (byte & 0x7f) * scale;
+        if (byte < 0x80) return n;
+        scale *= 0x80;
+      }
+    };
+    const entry: ProgramEntry = { load, events: [], tests: new Map() };
+    let last = 0;
+    const records = (from: number) => {
+      at = from;
+      while (at < value.length) {
+        const header = varint();
+        if (header % 2 === 1) {
+          const position = last + varint();
+          const back = varint();
+          entry.events.push(position, back === 0 ? 0 : position - back);
+          last = position;
+        } else if (entry.events.length === 0) throw new Error("a program's history row goes on with an event before it names one");
+        const place = entry.events.length / 2 - 1;
+        for (let n = Math.floor(header / 2); n > 0; n--) {
+          if (at + FINGERPRINT_BYTES > value.length) throw new Error("a program's history row ends inside a test's fingerprint");
+          let fingerprint = 0;
+          for (let k = 0; k < FINGERPRINT_BYTES; k++) fingerprint = fingerprint * 256 + value[at++]!;
+          entry.tests.set(fingerprint, place);
+        }
+      }
+    };
+    for (const part of parts) {
+      value = part;
+      records(0);
     }
+    value = head;
+    records(openAt);
+    return new Chronicle(entry, sealed, Array.from(head.subarray(openAt)));
+  }
+}
+
+/** An entry's rows written from nothing: its events recorded in order, each with the tests whose
+ * latest result it holds (in fingerprint order). */
+export function encodeEntry(e: ProgramEntry): { head: Buffer; parts: Buffer[] } {
+  const byEvent = e.events.filter((_, i) => i % 2 === 0).map(() => [] as number[]);
+  for (const [fingerprint, place] of [...e.tests].sort((a, b) => a[0] - b[0])) {
+    const tests = byEvent[place];
+    if (tests === undefined) throw new Error(`an entry's test names event ${place} of ${byEvent.length}`);
+    tests.push(fingerprint);
+  }
+  const chronicle = Chronicle.empty();
+  chronicle.entry.load = e.load;
+  byEvent.forEach((tests, i) => chronicle.record(e.events[2 * i]!, e.events[2 * i + 1]!, tests));
+  return { head: chronicle.head(), parts: chronicle.fresh };
+}
+
+/** An entry read from its head row and its sealed parts, in order. */
+export function decodeEntry(head: Uint8Array, parts: readonly Uint8Array[] = []): ProgramEntry {
+  return Chronicle.decode(head, parts).entry;
+}
+
+/** The entries of side rows (every row of some programs, in key order): scope, program, entry. */
+export function entriesOfRows(rows: Iterable<readonly [Uint8Array, Uint8Array]>): { scope: string; program: string; entry: ProgramEntry }[] {
+  const out: { scope: string; program: string; entry: ProgramEntry }[] = [];
+  let open: { scope: string; program: string; head: Uint8Array; parts: Uint8Array[] } | undefined;
+  const close = () => {
+    if (open) out.push({ scope: open.scope, program: open.program, entry: decodeEntry(open.head, open.parts) });
+    open = undefined;
   };
-  const count = varint();
-  let last = 0;
-  for (let i = 0; i < count; i++) {
-    const position = last + varint();
-    const back = varint();
-    events.push(position, back === 0 ? 0 : position - back);
-    last = position;
+  for (const [key, value] of rows) {
+    const { scope, program, part } = parseKey(key);
+    if (part === undefined) {
+      close();
+      open = { scope, program, head: value, parts: [] };
+    } else if (open?.scope === scope && open.program === program && part === open.parts.length) open.parts.push(value);
+    else throw new Error(`side row of part ${part} of program ${program} in scope ${JSON.stringify(scope)} follows no head and parts before it`);
   }
-  const tests = new Map<number, number>();
-  while (at < value.length) {
-    if (at + FINGERPRINT_BYTES > value.length) throw new Error("a program's history row ends inside a test's fingerprint");
-    let fingerprint = 0;
-    for (let k = 0; k < FINGERPRINT_BYTES; k++) fingerprint = fingerprint * 256 + value[at++]!;
-    const place = varint();
-    if (place >= count) throw new Error(`a program's history row names event ${place} of ${count}`);
-    tests.set(fingerprint, place);
-  }
-  return { load, events, tests };
+  close();
+  return out;
 }
 
 type Nested<T> = Map<string, Map<string, T>>;
@@ -145,9 +286,9 @@ function nestedSet<T>(map: Nested<T>, a: string, b: string, value: T): void {
 /** The index of programs' recorded results (see the top of this file). */
 export class ProgramHistory {
   /** Entries read or changed since the last save (null: read, and none is recorded). */
-  readonly #held: Nested<ProgramEntry | null> = new Map();
-  /** Entries changed since the last save: the next save writes their rows. */
-  readonly #changed: Nested<ProgramEntry> = new Map();
+  readonly #held: Nested<Chronicle | null> = new Map();
+  /** Entries changed since the last save: the next save writes their head and new parts. */
+  readonly #changed: Nested<Chronicle> = new Map();
   /** The side rows of the latest snapshot (null: folded from the start, none saved yet). */
   #side: SideReader | null;
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
@@ -158,37 +299,50 @@ export class ProgramHistory {
     this.#replace = side === null;
   }
 
-  /** What is recorded of the program in the scope (undefined: nothing). */
-  entry(scope: string, program: string): ProgramEntry | undefined {
+  #chronicle(scope: string, program: string): Chronicle | undefined {
     const held = nestedGet(this.#held, scope, program);
     if (held !== undefined) return held ?? undefined;
-    const row = this.#side?.get(keyOf(scope, program));
-    const entry = row === undefined ? null : decodeEntry(row);
+    let chronicle: Chronicle | null = null;
+    const side = this.#side;
+    const key = side === null ? undefined : keyOf(scope, program);
+    const head = key === undefined ? undefined : side!.get(key);
+    if (head !== undefined) {
+      const { sealed } = headOf(head);
+      const parts = sealed === 0 ? [] : side!.getMany(Array.from({ length: sealed }, (_, k) => partKey(key!, k)));
+      const missing = parts.indexOf(undefined);
+      if (missing >= 0)
+        throw new Error(`the history of program ${program} in scope ${JSON.stringify(scope)} names ${sealed} parts, and part ${missing} is missing`);
+      chronicle = Chronicle.decode(head, parts as Uint8Array[]);
+    }
     // Kept until the next save: a program is asked about several times in a request.
-    nestedSet(this.#held, scope, program, entry);
-    return entry ?? undefined;
+    nestedSet(this.#held, scope, program, chronicle);
+    return chronicle ?? undefined;
   }
 
-  #changing(scope: string, program: string): ProgramEntry {
-    let entry = this.entry(scope, program);
-    if (entry === undefined) {
-      entry = { load: undefined, events: [], tests: new Map() };
-      nestedSet(this.#held, scope, program, entry);
+  /** What is recorded of the program in the scope (undefined: nothing). */
+  entry(scope: string, program: string): ProgramEntry | undefined {
+    return this.#chronicle(scope, program)?.entry;
+  }
+
+  #changing(scope: string, program: string): Chronicle {
+    let chronicle = this.#chronicle(scope, program);
+    if (chronicle === undefined) {
+      chronicle = Chronicle.empty();
+      nestedSet(this.#held, scope, program, chronicle);
     }
-    nestedSet(this.#changed, scope, program, entry);
-    return entry;
+    nestedSet(this.#changed, scope, program, chronicle);
+    return chronicle;
   }
 
   /** Notes that the event at `position` recorded results of the program on `tests` (sandbox
    * errors left out), named by the pairs of the request at `request` (0: the event names its
    * test itself). */
   record(scope: string, program: string, position: number, request: number, tests: Iterable<string>): void {
-    const entry = this.#changing(scope, program);
-    const n = entry.events.length;
+    const known = this.entry(scope, program);
+    const n = known?.events.length ?? 0;
     // Folded once per event, in log order: a position at or before the last one is that event again.
-    if (n > 0 && entry.events[n - 2]! >= position) return;
-    entry.events.push(position, request);
-    for (const test of tests) entry.tests.set(fingerprintOf(test), n / 2);
+    if (n > 0 && known!.events[n - 2]! >= position) return;
+    this.#changing(scope, program).record(position, request, Array.from(tests, fingerprintOf));
   }
 
   /** Merges a newly reported load outcome into the program's (see mergeLoad). */
@@ -196,18 +350,24 @@ export class ProgramHistory {
     const known = this.entry(scope, program)?.load;
     const merged = mergeLoad(known, next);
     if (merged === known) return;
-    this.#changing(scope, program).load = merged;
+    this.#changing(scope, program).entry.load = merged;
   }
 
   load(scope: string, program: string): ModuleLoad | undefined {
     return this.entry(scope, program)?.load;
   }
 
-  /** The rows of the entries changed since the last saved snapshot (all of them before the first
-   * save, which replaces the actor's rows). */
+  /** The rows of the entries changed since the last saved snapshot: each one's head and the
+   * parts it sealed since (every row before the first save, which replaces the actor's rows). */
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
-    for (const [scope, programs] of this.#changed) for (const [program, entry] of programs) rows.push([keyOf(scope, program), encodeEntry(entry)]);
+    for (const [scope, programs] of this.#changed)
+      for (const [program, chronicle] of programs) {
+        const key = keyOf(scope, program);
+        rows.push([key, chronicle.head()]);
+        const first = chronicle.sealed - chronicle.fresh.length;
+        chronicle.fresh.forEach((part, k) => rows.push([partKey(key, first + k), part]));
+      }
     return { replace: this.#replace, rows };
   }
 
@@ -215,6 +375,7 @@ export class ProgramHistory {
    * (a caller keeping no table) they stay, and only what changes from now on is written next. */
   sideSaved(saved?: SideReader): void {
     this.#replace = false;
+    for (const programs of this.#changed.values()) for (const chronicle of programs.values()) chronicle.fresh.length = 0;
     this.#changed.clear();
     if (saved === undefined) return;
     this.#side = saved;
@@ -240,11 +401,9 @@ export class ProgramHistory {
           .map(([f, i]) => `${f}:${i}`)
           .join(',')}`,
       );
-    for (const [key, value] of this.#side?.all() ?? []) {
-      const [scope, program] = scopeAndProgram(key);
-      if (nestedGet(this.#held, scope, program) === undefined) text(scope, program, decodeEntry(value));
-    }
-    for (const [scope, programs] of this.#held) for (const [program, e] of programs) if (e !== null) text(scope, program, e);
+    for (const { scope, program, entry } of entriesOfRows(this.#side?.all() ?? []))
+      if (nestedGet(this.#held, scope, program) === undefined) text(scope, program, entry);
+    for (const [scope, programs] of this.#held) for (const [program, c] of programs) if (c !== null) text(scope, program, c.entry);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }

@@ -27,6 +27,8 @@ import { ORIGIN, asPosition, type AppendResult, type CommitRequest, type EventLo
 import { readAtOf, type ReadAt } from '../events/read-at.js';
 import {
   SNAPSHOT_FORMAT,
+  decodeBody,
+  encodeBody,
   SnapshotBody,
   SnapshotRefusedError,
   sha256Hex,
@@ -436,7 +438,12 @@ export class ActorRuntime<Env> {
     const refuse = (reason: string) => new SnapshotRefusedError(actor.def.name, ref, reason);
     // A flipped byte must not pass as the state of an actor.
     if (sha256Hex(bytes) !== ref.hash) throw refuse('its body is corrupt: it no longer hashes to the sha256 recorded with it');
-    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+    let text: string;
+    try {
+      text = decodeBody(bytes);
+    } catch (err) {
+      throw refuse(`its body cannot be read: ${(err as Error).message}`);
+    }
     let raw: unknown;
     try {
       raw = JSON.parse(text);
@@ -692,7 +699,7 @@ export class ActorRuntime<Env> {
         this.snapshotsSkipped.push({ actor: actor.def.name, position });
         continue;
       }
-      const bytes = Buffer.from(text);
+      const bytes = encodeBody(text);
       const side = actor.def.index?.sideRows?.(index);
       taken.push({
         stored: { ref: { actor: actor.def.name, position, version: actor.version, hash: sha256Hex(bytes) }, body: bytes, ...(side ? { side } : {}) },

@@ -11,7 +11,7 @@
  * reason reported, and the actor refolded from the start of the log.
  */
 import { createHash } from 'node:crypto';
-import { crc32 } from 'node:zlib';
+import { crc32, deflateSync, inflateSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { Position } from '../events/log.js';
@@ -21,15 +21,16 @@ import { DamagedFileError, derivedFailure } from '../projections/damaged-file.js
 /** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
  * a program's number; 3 numbered programs in each process's own order; 5: the log folded is
  * named in the body; 6: a row per program, where its results are in the log, see
- * program-history.ts, not a row per result). */
-export const SNAPSHOT_FORMAT = 6;
+ * program-history.ts, not a row per result; 7: a program's history in parts of bounded size,
+ * only its head and new parts rewritten). */
+export const SNAPSHOT_FORMAT = 7;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {
   actor: string;
   /** The log position the snapshot was folded up to (inclusive). */
   position: Position;
-  /** sha256 of the body, checked before the body is trusted. */
+  /** sha256 of the body as stored, checked before the body is trusted. */
   hash: string;
   /** Its actor's snapshot version when written (see snapshot-schema.ts): another version's
    * snapshot is ignored. */
@@ -57,9 +58,34 @@ export const SnapshotBody = z
   .strict();
 export type SnapshotBody = z.infer<typeof SnapshotBody>;
 
+/** Bodies from this size on are stored deflated: a Learner's or a Judge's body of a real run is
+ * megabytes of JSON (open samples, Mistake Books) that deflate to a fifth or less, and each
+ * snapshot writes it again (twice, with SQLite's WAL). Smaller ones stay as text. */
+export const DEFLATE_BODIES_FROM = 64 * 1024;
+const ZLIB_FIRST_BYTE = 0x78;
+const JSON_FIRST_BYTE = 0x7b; // '{'
+
+/** A body's JSON text as stored: as it is, or deflated (zlib) from `deflateFrom` bytes on. */
+export function encodeBody(text: string, deflateFrom = DEFLATE_BODIES_FROM): Buffer {
+  const bytes = Buffer.from(text);
+  return bytes.length >= deflateFrom ? deflateSync(bytes, { level: 1 }) : bytes;
+}
+
+/** A stored body's JSON text (see encodeBody); a body that is neither is named as such. */
+export function decodeBody(bytes: Uint8Array): string {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b[0] === JSON_FIRST_BYTE) return b.toString('utf8');
+  if (b[0] !== ZLIB_FIRST_BYTE) throw new Error(`it is neither JSON text nor deflated JSON (first byte 0x${(b[0] ?? 0).toString(16)})`);
+  try {
+    return inflateSync(b).toString('utf8');
+  } catch (err) {
+    throw new Error(`it does not inflate (${(err as Error).message})`);
+  }
+}
+
 export interface StoredSnapshot {
   ref: SnapshotRef;
-  /** The body's JSON text as stored (see SnapshotBody). */
+  /** The body as stored: its JSON text (see SnapshotBody), deflated when large (encodeBody). */
   body: Uint8Array;
   /** Rows kept beside the body (see SideRows), saved with it. */
   side?: SideRows;
@@ -70,7 +96,7 @@ export interface StoredSnapshot {
  * the whole run (every recorded verdict) is written once, as it is recorded, not again in every
  * body, and a restarted actor reads the rows it needs instead of parsing them all. Saved in the
  * transaction of the body they go with, so the rows and the body always stand at one position.
- * Keys and values are bytes (see program-history.ts): a row per program an actor has seen.
+ * Keys and values are bytes (see program-history.ts): rows per program an actor has seen.
  */
 export interface SideRows {
   /** Drop the actor's rows first: an index folded from the start writes all of its rows. */

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { twoProblemConfig } from '../support/small-config.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime, eventTypesOf, type RestartReport } from '../../src/actors/runtime.js';
-import { SideRowCorruptError, SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { SNAPSHOT_FORMAT, SideRowCorruptError, SqliteSnapshotTable, decodeBody, encodeBody } from '../../src/actors/snapshots.js';
 import { conductor } from '../../src/actors/conductor.js';
 import { solver } from '../../src/actors/solver.js';
 import { adversary } from '../../src/actors/adversary.js';
@@ -26,7 +26,7 @@ import { JudgeContext, judge, type VerdictIndex } from '../../src/actors/judge.j
 import { learner } from '../../src/actors/learner.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
-import { decodeEntry, fingerprintOf } from '../../src/actors/program-history.js';
+import { entriesOfRows, fingerprintOf } from '../../src/actors/program-history.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
 import { recordedDecisions } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
@@ -134,7 +134,9 @@ describe('actor snapshots', () => {
     expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
     for (const r of reports)
       expect(r.ignored).toMatch(
-        new RegExp(`^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads 6/`),
+        new RegExp(
+          `^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads ${SNAPSHOT_FORMAT}/`,
+        ),
       );
     expect(resumed.finished).toBe(true);
     const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format5-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
@@ -146,7 +148,7 @@ describe('actor snapshots', () => {
     const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
     db.close();
     expect(kinds.map((k) => k.toString())).toEqual(['h']);
-    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith('6/'))).toBe(true);
+    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
   }, 300_000);
 
   it('an actor whose state is too large for one JSON string is not snapshotted, and the run goes on', async () => {
@@ -288,13 +290,10 @@ describe('actor snapshots', () => {
       db.close();
       return rows;
     };
-    // A row per problem and program ('h', the problem's length and UTF-8, the program hash), its
-    // load outcome, the positions of the events that recorded its verdicts and its tests' fingerprints.
-    const stored = sideRows().map(([k, value]) => {
-      expect(k[0]).toBe(0x68);
-      const at = 2 + k[1]!;
-      return { problemId: k.toString('utf8', 2, at), programHash: k.toString('hex', at, at + 32), entry: decodeEntry(value) };
-    });
+    // Rows per problem and program (a head keyed by 'h', the problem's length and UTF-8, the
+    // program hash, then its sealed parts): its load outcome, the positions of the events that
+    // recorded its verdicts and its tests' fingerprints.
+    const stored = entriesOfRows(sideRows()).map(({ scope, program, entry }) => ({ problemId: scope, programHash: program, entry }));
     expect(stored.length).toBeGreaterThan(0);
     const withVerdicts = stored.filter((r) => r.entry.events.length > 0);
     expect(withVerdicts.length).toBeGreaterThan(0);
@@ -518,6 +517,51 @@ describe('actor snapshots', () => {
       await log.close();
     }
   }, 120_000);
+
+  it('large bodies are stored deflated and read back; a body that is neither JSON nor deflated JSON is refused by name', () => {
+    const small = JSON.stringify({ a: 1 });
+    expect(encodeBody(small).toString()).toBe(small);
+    const large = JSON.stringify({
+      samples: Array.from({ length: 5_000 }, (_, i) => ({
+        id: `s${i}`,
+        hash: createHash('sha256')
+          .update(String(i % 50))
+          .digest('hex'),
+      })),
+    });
+    const stored = encodeBody(large);
+    expect(stored[0]).toBe(0x78);
+    expect(stored.length).toBeLessThan(large.length / 4);
+    expect(decodeBody(stored)).toBe(large);
+    expect(decodeBody(encodeBody(small, 0))).toBe(small);
+    expect(() => decodeBody(Buffer.from('[1]'))).toThrow(/neither JSON text nor deflated JSON \(first byte 0x5b\)/);
+    expect(() => decodeBody(stored.subarray(0, 100))).toThrow(/does not inflate/);
+  });
+
+  it('a run resumes from deflated bodies; a deflated body that does not inflate is refused, and its actor refolds', async () => {
+    const dir = copyOfStopped('deflated');
+    const rows = snapshotRows(dir);
+    const db = new Database(path.join(dir, 'snapshots.db'));
+    for (const actor of rows.keys()) {
+      const text = decodeBody(db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer);
+      // Every body deflated, as a large one is; the Judge's cut short, yet hashing to its record.
+      let bytes = encodeBody(text, 0);
+      if (actor === 'judge') bytes = bytes.subarray(0, bytes.length - 8);
+      db.prepare('UPDATE actor_snapshots SET body = ?, hash = ? WHERE actor = ?').run(bytes, createHash('sha256').update(bytes).digest('hex'), actor);
+    }
+    db.close();
+    const reports: RestartReport[] = [];
+    const resumed = await runExperiment({ config: config(), dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
+    const byActor = new Map(reports.map((r) => [r.actor, r]));
+    expect(byActor.get('judge')!.snapshot).toBe('refused');
+    expect(byActor.get('judge')!.refused?.message).toMatch(/refused: its body cannot be read: it does not inflate/);
+    for (const name of ['conductor', 'solver', 'adversary', 'executor', 'learner']) {
+      expect(byActor.get(name)!.snapshot, name).toBe('used');
+      expect(byActor.get(name)!.from, name).toBe(rows.get(name)!.position);
+    }
+    expect(resumed.finished).toBe(true);
+    expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+  }, 300_000);
 
   it("a corrupt snapshot is refused with an error naming it, and another version's is ignored: both refold from the start", async () => {
     const dir = copyOfStopped('corrupt');
