@@ -13,6 +13,15 @@
  * times over a run) instead of a page per blob. A lookup probes every run (a dozen at most over a
  * full run), then `blob_members`, where files of format 3 and before keep theirs.
  *
+ * A merge is done in slices, one after each append, in proportion to the packs written since the
+ * last (PACK_SIZE entries per pack for each tier, and one more): a merge of millions of entries
+ * done at once made the step that carried it write twice what the others did. Each slice moves
+ * the smallest entries left in the merge's sources into its new run and deletes them there, in one
+ * transaction, so every entry is in exactly one run at all times and a lookup (which probes every
+ * run) finds it wherever the merge stands. Where a merge stands is kept in crucible_meta
+ * (`blob-merge`), so another process or a later one goes on with it; one whose runs are gone is
+ * dropped (its entries are still in the runs that hold them).
+ *
  * Entries name a place by the first 52 bits of a hash; the store checks each candidate member
  * against the full hash, so two blobs sharing those bits (about one pair in 2^26) are both found.
  */
@@ -30,9 +39,21 @@ export interface BlobIndexOptions {
   mergePacks?: number;
   /** Runs of one tier merged into one of the next (default 4). */
   fanout?: number;
+  /** Entries a slice of a merge moves per pack written since the last slice (default PACK_SIZE
+   * per tier, and PACK_SIZE more). */
+  slicePerPack?: number;
 }
 /** crucible_meta: pack ids at or below it have their members in a run or in blob_members. */
 const WATERMARK_KEY = 'blob-packs-indexed';
+/** crucible_meta: the merge in progress, a MergeState as JSON. */
+const MERGE_KEY = 'blob-merge';
+
+/** A merge in progress: runs `sources` (one tier) into `run`, every entry up to `after` moved. */
+interface MergeState {
+  run: number;
+  sources: number[];
+  after: [prefix: number, place: number] | null;
+}
 
 /** The first 52 bits of a hex sha256, as a safe integer. */
 export const prefixOf = (hash: string): number => parseInt(hash.slice(0, 13), 16);
@@ -64,12 +85,19 @@ export class PackedBlobIndex {
 
   readonly #mergePacks: number;
   readonly #fanout: number;
+  readonly #slicePerPack: number | undefined;
+  /** Whether a merge may be in progress (read from the file at each slice; this only spares the
+   * appends of a process that knows of none a transaction). */
+  #merging = true;
+  /** The last pack id when this process last moved a slice. */
+  #slicedThrough = 0;
 
   constructor(db: Database.Database, readPack: PackReader, opts: BlobIndexOptions = {}) {
     this.#db = db;
     this.#readPack = readPack;
     this.#mergePacks = opts.mergePacks ?? MERGE_PACKS;
     this.#fanout = Math.max(2, opts.fanout ?? FANOUT);
+    this.#slicePerPack = opts.slicePerPack;
     if (!db.readonly) {
       db.exec(TABLES);
       // A file without the row was written before runs existed: all its packs are in blob_members.
@@ -104,6 +132,8 @@ export class PackedBlobIndex {
 
   /** A pack this process wrote, once its transaction committed. */
   added(id: number, hashes: readonly string[]): void {
+    // A slice is paid for by the packs this process writes from now on.
+    if (this.#slicedThrough === 0) this.#slicedThrough = id - 1;
     hashes.forEach((h, i) => this.#unindexed.set(h, id * PACK_SIZE + i));
     if (id === this.#scannedThrough + 1) this.#scannedThrough = id;
     this.#lastPack = Math.max(this.#lastPack, id);
@@ -156,25 +186,149 @@ export class PackedBlobIndex {
     return changed;
   }
 
-  /** Writes the packs above the watermark as a run when enough have gathered (and merges full
-   * tiers), in a transaction of its own: called after an append commits. */
+  /** Writes the packs above the watermark as a run when enough have gathered, and moves a slice
+   * of the merge in progress (starting one where a tier is full), in a transaction of its own:
+   * called after an append commits. */
   mergeIfDue(): void {
-    if (this.#db.readonly || this.#lastPack - this.#watermark < this.#mergePacks) return;
+    if (this.#db.readonly) return;
+    const runDue = this.#lastPack - this.#watermark >= this.#mergePacks;
+    const packs = Math.max(0, this.#lastPack - this.#slicedThrough);
+    if (!runDue && !(this.#merging && packs > 0)) return;
     let through = 0;
     this.#db
       .transaction(() => {
         const from = this.#storedWatermark();
-        through = (this.#db.prepare('SELECT coalesce(max(id), 0) FROM blob_packs').pluck().get() as number) ?? 0;
-        if (through - from < this.#mergePacks) {
-          through = Math.max(from, this.#watermark);
-          return;
+        through = Math.max(from, this.#watermark);
+        const last = (this.#db.prepare('SELECT coalesce(max(id), 0) FROM blob_packs').pluck().get() as number) ?? 0;
+        if (last - from >= this.#mergePacks) {
+          this.#writeRun(this.#entriesOf(from, last));
+          this.#db.prepare('UPDATE crucible_meta SET value = ? WHERE key = ?').run(String(last), WATERMARK_KEY);
+          through = last;
         }
-        this.#writeRun(this.#entriesOf(from, through));
-        this.#mergeTiers();
-        this.#db.prepare('UPDATE crucible_meta SET value = ? WHERE key = ?').run(String(through), WATERMARK_KEY);
+        this.#merging = this.#mergeSlice(packs);
       })
       .immediate();
+    this.#slicedThrough = this.#lastPack;
     this.#forgetThrough(through);
+  }
+
+  readonly #statements = new Map<string, Database.Statement>();
+  /** A statement prepared once per connection (slices run after every append while merging). */
+  #sql(text: string): Database.Statement {
+    let st = this.#statements.get(text);
+    if (st === undefined) this.#statements.set(text, (st = this.#db.prepare(text)));
+    return st;
+  }
+
+  #readMerge(): MergeState | null {
+    const v = this.#readWatermark.get(MERGE_KEY) as string | undefined;
+    if (v === undefined) return null;
+    try {
+      const m = JSON.parse(v) as MergeState;
+      const ints = (xs: unknown[]) => xs.every((x) => Number.isSafeInteger(x));
+      if (
+        ints([m.run]) &&
+        Array.isArray(m.sources) &&
+        ints(m.sources) &&
+        (m.after === null || (Array.isArray(m.after) && m.after.length === 2 && ints(m.after)))
+      )
+        return m;
+    } catch {
+      // named below
+    }
+    throw new Error(`the log's crucible_meta row "${MERGE_KEY}" holds ${JSON.stringify(v.slice(0, 200))}, not a merge in progress`);
+  }
+
+  #writeMerge(m: MergeState | null): void {
+    if (m === null) this.#sql('DELETE FROM crucible_meta WHERE key = ?').run(MERGE_KEY);
+    else this.#sql('INSERT OR REPLACE INTO crucible_meta (key, value) VALUES (?, ?)').run(MERGE_KEY, JSON.stringify(m));
+  }
+
+  /** Moves up to a slice's worth of entries (for `packs` packs written) of the merge in progress,
+   * starting one where a tier is full; -> whether a merge is still in progress. */
+  #mergeSlice(packs: number): boolean {
+    const tiers = ((this.#sql('SELECT coalesce(max(tier), -1) FROM blob_runs').pluck().get() as number) ?? -1) + 1;
+    let budget = packs * (this.#slicePerPack ?? PACK_SIZE * (tiers + 1));
+    for (;;) {
+      let m = this.#readMerge();
+      if (m !== null && !this.#runsExist([m.run, ...m.sources])) {
+        // Its runs were changed by another hand: every entry is still in exactly one run, and
+        // the part merged is a sorted run like any other, merged again from tier 0.
+        this.#sql('UPDATE blob_runs SET tier = 0 WHERE run = ? AND tier = -1').run(m.run);
+        this.#writeMerge(null);
+        m = null;
+      }
+      if (m === null) {
+        m = this.#startMerge();
+        if (m === null) return false;
+      }
+      if (budget <= 0) return true;
+      const { moved, emptied } = this.#moveSlice(m, budget);
+      budget -= moved;
+      if (!emptied) {
+        this.#writeMerge(m);
+        return true;
+      }
+      // The sources are empty: the merged run takes their place, and the budget left goes on.
+      this.#finishMerge(m);
+    }
+  }
+
+  #runsExist(runs: readonly number[]): boolean {
+    const found = this.#sql(`SELECT count(*) FROM blob_runs WHERE run IN (${runs.map(() => '?').join(', ')})`)
+      .pluck()
+      .get(...runs) as number;
+    return found === runs.length;
+  }
+
+  /** A merge of the lowest full tier into a new run of the next, or null when no tier is full. */
+  #startMerge(): MergeState | null {
+    const full = this.#sql('SELECT tier FROM blob_runs GROUP BY tier HAVING count(*) >= ? ORDER BY tier LIMIT 1').pluck().get(this.#fanout) as
+      number | undefined;
+    if (full === undefined) return null;
+    const sources = this.#sql('SELECT run FROM blob_runs WHERE tier = ? ORDER BY run LIMIT ?').pluck().all(full, this.#fanout) as number[];
+    const run = this.#nextRun();
+    // Counted in tier -1 while it fills: no tier's count, no merge, takes it in before it is whole.
+    this.#sql('INSERT INTO blob_runs (run, tier, entries) VALUES (?, -1, 0)').run(run);
+    const m: MergeState = { run, sources, after: null };
+    this.#writeMerge(m);
+    return m;
+  }
+
+  /** Moves the `budget` smallest entries left in the sources into the merged run and deletes
+   * them from the sources; -> how many moved, and whether the sources are now empty. */
+  #moveSlice(m: MergeState, budget: number): { moved: number; emptied: boolean } {
+    const next = this.#sql(
+      m.after === null
+        ? 'SELECT prefix, place FROM blob_run_members WHERE run = ? ORDER BY prefix, place LIMIT ?'
+        : 'SELECT prefix, place FROM blob_run_members WHERE run = ? AND (prefix, place) > (?, ?) ORDER BY prefix, place LIMIT ?',
+    );
+    const candidates: [number, number][] = [];
+    for (const source of m.sources)
+      for (const row of (m.after === null ? next.raw().all(source, budget) : next.raw().all(source, ...m.after, budget)) as [number, number][])
+        candidates.push(row);
+    candidates.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const taken = candidates.slice(0, budget);
+    if (taken.length === 0) return { moved: 0, emptied: true };
+    const insert = this.#sql('INSERT OR IGNORE INTO blob_run_members (run, prefix, place) VALUES (?, ?, ?)');
+    for (const [prefix, place] of taken) insert.run(m.run, prefix, place);
+    const upTo = taken[taken.length - 1]!;
+    const drop = this.#sql('DELETE FROM blob_run_members WHERE run = ? AND (prefix, place) <= (?, ?)');
+    const less = this.#sql('UPDATE blob_runs SET entries = entries - ? WHERE run = ?');
+    for (const source of m.sources) less.run(drop.run(source, ...upTo).changes, source);
+    this.#sql('UPDATE blob_runs SET entries = entries + ? WHERE run = ?').run(taken.length, m.run);
+    m.after = upTo;
+    return { moved: taken.length, emptied: taken.length < budget };
+  }
+
+  #finishMerge(m: MergeState): void {
+    const tier = this.#sql(`SELECT max(tier) FROM blob_runs WHERE run IN (${m.sources.map(() => '?').join(', ')})`)
+      .pluck()
+      .get(...m.sources) as number;
+    this.#sql(`DELETE FROM blob_run_members WHERE run IN (${m.sources.map(() => '?').join(', ')})`).run(...m.sources);
+    this.#sql(`DELETE FROM blob_runs WHERE run IN (${m.sources.map(() => '?').join(', ')})`).run(...m.sources);
+    this.#sql('UPDATE blob_runs SET tier = ? WHERE run = ?').run(tier + 1, m.run);
+    this.#writeMerge(null);
   }
 
   /** (prefix, place) of every member of the packs in (from, through], sorted. */
@@ -204,24 +358,6 @@ export class PackedBlobIndex {
     const insert = this.#db.prepare('INSERT OR IGNORE INTO blob_run_members (run, prefix, place) VALUES (?, ?, ?)');
     for (const [prefix, place] of entries) insert.run(run, prefix, place);
     this.#db.prepare('INSERT INTO blob_runs (run, tier, entries) VALUES (?, 0, ?)').run(run, entries.length);
-  }
-
-  /** While a tier holds FANOUT runs, they become one run of the next tier. */
-  #mergeTiers(): void {
-    for (;;) {
-      const full = this.#db.prepare('SELECT tier FROM blob_runs GROUP BY tier HAVING count(*) >= ? ORDER BY tier LIMIT 1').pluck().get(this.#fanout) as
-        number | undefined;
-      if (full === undefined) return;
-      const runs = this.#db.prepare('SELECT run FROM blob_runs WHERE tier = ? ORDER BY run').pluck().all(full) as number[];
-      const run = this.#nextRun();
-      const list = runs.join(',');
-      this.#db.exec(
-        `INSERT OR IGNORE INTO blob_run_members (run, prefix, place) SELECT ${run}, prefix, place FROM blob_run_members WHERE run IN (${list}) ORDER BY prefix, place;` +
-          `DELETE FROM blob_run_members WHERE run IN (${list}); DELETE FROM blob_runs WHERE run IN (${list});`,
-      );
-      const entries = this.#db.prepare('SELECT count(*) FROM blob_run_members WHERE run = ?').pluck().get(run) as number;
-      this.#db.prepare('INSERT INTO blob_runs (run, tier, entries) VALUES (?, ?, ?)').run(run, full + 1, entries);
-    }
   }
 
   /** The watermark moved to `through`: members of packs at or below it are found in the runs. */
