@@ -13,13 +13,13 @@
  * times over a run) instead of a page per blob. A lookup probes every run (a dozen at most over a
  * full run), then `blob_members`, where files of format 3 and before keep theirs.
  *
- * A merge is done in slices, one after each append, in proportion to the packs written since the
- * last (PACK_SIZE entries per pack for each tier, and one more): a merge of millions of entries
- * done at once made the step that carried it write twice what the others did. Each slice moves
- * the smallest entries left in the merge's sources into its new run and deletes them there, in one
+ * Merges are done in slices, one after each append, in proportion to the packs it wrote (see
+ * SLICE_PER_PACK), one merge of each tier going on at once: a merge of millions of entries done at
+ * once made the step that carried it write twice what the others did. Each slice moves the
+ * smallest entries left in a merge's sources into its new run and deletes them there, in one
  * transaction, so every entry is in exactly one run at all times and a lookup (which probes every
- * run) finds it wherever the merge stands. Where a merge stands is kept in crucible_meta
- * (`blob-merge`), so another process or a later one goes on with it; one whose runs are gone is
+ * run) finds it wherever the merge stands. Where the merges stand is kept in crucible_meta
+ * (`blob-merge`), so another process or a later one goes on with them; one whose runs are gone is
  * dropped (its entries are still in the runs that hold them).
  *
  * Entries name a place by the first 52 bits of a hash; the store checks each candidate member
@@ -39,21 +39,26 @@ export interface BlobIndexOptions {
   mergePacks?: number;
   /** Runs of one tier merged into one of the next (default 4). */
   fanout?: number;
-  /** Entries a slice of a merge moves per pack written since the last slice (default PACK_SIZE
-   * per tier, and PACK_SIZE more). */
+  /** Entries each merge in progress moves per pack written since the last slice (default
+   * SLICE_PER_PACK). */
   slicePerPack?: number;
 }
 /** crucible_meta: pack ids at or below it have their members in a run or in blob_members. */
 const WATERMARK_KEY = 'blob-packs-indexed';
-/** crucible_meta: the merge in progress, a MergeState as JSON. */
+/** crucible_meta: the merges in progress (at most one a tier), MergeState[] as JSON. */
 const MERGE_KEY = 'blob-merge';
 
-/** A merge in progress: runs `sources` (one tier) into `run`, every entry up to `after` moved. */
+/** A merge in progress: runs `sources` of `tier` into `run`, every entry up to `after` moved. */
 interface MergeState {
   run: number;
+  tier: number;
   sources: number[];
   after: [prefix: number, place: number] | null;
 }
+/** Entries each merge in progress moves per pack written: a merge of tier k's runs has at most
+ * PACK_SIZE entries for each pack written while tier k fills again, so one and a half times
+ * that finishes it in two thirds of that time, every tier's merge going on at once. */
+const SLICE_PER_PACK = (3 * PACK_SIZE) / 2;
 
 /** The first 52 bits of a hex sha256, as a safe integer. */
 export const prefixOf = (hash: string): number => parseInt(hash.slice(0, 13), 16);
@@ -220,58 +225,59 @@ export class PackedBlobIndex {
     return st;
   }
 
-  #readMerge(): MergeState | null {
+  /** The merges in progress, as crucible_meta holds them. */
+  #readMerges(): MergeState[] {
     const v = this.#readWatermark.get(MERGE_KEY) as string | undefined;
-    if (v === undefined) return null;
+    if (v === undefined) return [];
+    const ints = (xs: unknown) => Array.isArray(xs) && xs.every((x) => Number.isSafeInteger(x));
+    let parsed: unknown;
     try {
-      const m = JSON.parse(v) as MergeState;
-      const ints = (xs: unknown[]) => xs.every((x) => Number.isSafeInteger(x));
-      if (
-        ints([m.run]) &&
-        Array.isArray(m.sources) &&
-        ints(m.sources) &&
-        (m.after === null || (Array.isArray(m.after) && m.after.length === 2 && ints(m.after)))
-      )
-        return m;
+      parsed = JSON.parse(v);
     } catch {
-      // named below
+      parsed = undefined;
     }
-    throw new Error(`the log's crucible_meta row "${MERGE_KEY}" holds ${JSON.stringify(v.slice(0, 200))}, not a merge in progress`);
+    if (
+      Array.isArray(parsed) &&
+      parsed.every(
+        (m: MergeState) => ints([m?.run]) && ints(m.sources) && m.sources.length > 0 && (m.after === null || (ints(m.after) && m.after.length === 2)),
+      )
+    )
+      return parsed as MergeState[];
+    throw new Error(`the log's crucible_meta row "${MERGE_KEY}" holds ${JSON.stringify(v.slice(0, 200))}, not a list of merges in progress`);
   }
 
-  #writeMerge(m: MergeState | null): void {
-    if (m === null) this.#sql('DELETE FROM crucible_meta WHERE key = ?').run(MERGE_KEY);
-    else this.#sql('INSERT OR REPLACE INTO crucible_meta (key, value) VALUES (?, ?)').run(MERGE_KEY, JSON.stringify(m));
+  #writeMerges(merges: readonly MergeState[]): void {
+    if (merges.length === 0) this.#sql('DELETE FROM crucible_meta WHERE key = ?').run(MERGE_KEY);
+    else this.#sql('INSERT OR REPLACE INTO crucible_meta (key, value) VALUES (?, ?)').run(MERGE_KEY, JSON.stringify(merges));
   }
 
-  /** Moves up to a slice's worth of entries (for `packs` packs written) of the merge in progress,
-   * starting one where a tier is full; -> whether a merge is still in progress. */
+  /** Moves a slice of each merge in progress (for `packs` packs written), starting one for each
+   * full tier; -> whether any merge is still in progress. */
   #mergeSlice(packs: number): boolean {
-    const tiers = ((this.#sql('SELECT coalesce(max(tier), -1) FROM blob_runs').pluck().get() as number) ?? -1) + 1;
-    let budget = packs * (this.#slicePerPack ?? PACK_SIZE * (tiers + 1));
+    const budget = packs * (this.#slicePerPack ?? SLICE_PER_PACK);
+    let merges = this.#readMerges().filter((m) => {
+      if (this.#runsExist([m.run, ...m.sources])) return true;
+      // Its runs were changed by another hand: every entry is still in exactly one run, and
+      // the part merged is a sorted run like any other, merged again from tier 0.
+      this.#sql('UPDATE blob_runs SET tier = 0 WHERE run = ? AND tier = -1').run(m.run);
+      return false;
+    });
     for (;;) {
-      let m = this.#readMerge();
-      if (m !== null && !this.#runsExist([m.run, ...m.sources])) {
-        // Its runs were changed by another hand: every entry is still in exactly one run, and
-        // the part merged is a sorted run like any other, merged again from tier 0.
-        this.#sql('UPDATE blob_runs SET tier = 0 WHERE run = ? AND tier = -1').run(m.run);
-        this.#writeMerge(null);
-        m = null;
+      merges = [...merges, ...this.#startMerges(merges)];
+      const left: MergeState[] = [];
+      let finished = false;
+      for (const m of merges) {
+        if (budget > 0 && this.#moveSlice(m, budget)) {
+          this.#finishMerge(m);
+          finished = true;
+        } else left.push(m);
       }
-      if (m === null) {
-        m = this.#startMerge();
-        if (m === null) return false;
-      }
-      if (budget <= 0) return true;
-      const { moved, emptied } = this.#moveSlice(m, budget);
-      budget -= moved;
-      if (!emptied) {
-        this.#writeMerge(m);
-        return true;
-      }
-      // The sources are empty: the merged run takes their place, and the budget left goes on.
-      this.#finishMerge(m);
+      merges = left;
+      // A finished merge may have filled the next tier.
+      if (!finished) break;
     }
+    this.#writeMerges(merges);
+    return merges.length > 0;
   }
 
   #runsExist(runs: readonly number[]): boolean {
@@ -281,54 +287,59 @@ export class PackedBlobIndex {
     return found === runs.length;
   }
 
-  /** A merge of the lowest full tier into a new run of the next, or null when no tier is full. */
-  #startMerge(): MergeState | null {
-    const full = this.#sql('SELECT tier FROM blob_runs GROUP BY tier HAVING count(*) >= ? ORDER BY tier LIMIT 1').pluck().get(this.#fanout) as
-      number | undefined;
-    if (full === undefined) return null;
-    const sources = this.#sql('SELECT run FROM blob_runs WHERE tier = ? ORDER BY run LIMIT ?').pluck().all(full, this.#fanout) as number[];
-    const run = this.#nextRun();
-    // Counted in tier -1 while it fills: no tier's count, no merge, takes it in before it is whole.
-    this.#sql('INSERT INTO blob_runs (run, tier, entries) VALUES (?, -1, 0)').run(run);
-    const m: MergeState = { run, sources, after: null };
-    this.#writeMerge(m);
-    return m;
+  /** A merge for each full tier that has none (of its oldest FANOUT runs into a new run). */
+  #startMerges(merging: readonly MergeState[]): MergeState[] {
+    const busy = new Set(merging.flatMap((m) => m.sources));
+    const started: MergeState[] = [];
+    const byTier = new Map<number, number[]>();
+    for (const [run, tier] of this.#sql('SELECT run, tier FROM blob_runs WHERE tier >= 0 ORDER BY run').raw().all() as [number, number][]) {
+      if (busy.has(run)) continue;
+      const runs = byTier.get(tier) ?? [];
+      runs.push(run);
+      byTier.set(tier, runs);
+    }
+    const tiersMerging = new Set(merging.map((m) => m.tier));
+    for (const [tier, runs] of [...byTier].sort((a, b) => a[0] - b[0])) {
+      if (runs.length < this.#fanout || tiersMerging.has(tier)) continue;
+      const run = this.#nextRun();
+      // In tier -1 while it fills: counted in no tier, so no merge takes it in before it is whole.
+      this.#sql('INSERT INTO blob_runs (run, tier, entries) VALUES (?, -1, 0)').run(run);
+      started.push({ run, tier, sources: runs.slice(0, this.#fanout), after: null });
+    }
+    return started;
   }
 
-  /** Moves the `budget` smallest entries left in the sources into the merged run and deletes
-   * them from the sources; -> how many moved, and whether the sources are now empty. */
-  #moveSlice(m: MergeState, budget: number): { moved: number; emptied: boolean } {
-    const next = this.#sql(
+  /** Moves the `budget` smallest entries left in the merge's sources into its run and deletes
+   * them from the sources; -> whether the sources are now empty. */
+  #moveSlice(m: MergeState, budget: number): boolean {
+    const next =
       m.after === null
-        ? 'SELECT prefix, place FROM blob_run_members WHERE run = ? ORDER BY prefix, place LIMIT ?'
-        : 'SELECT prefix, place FROM blob_run_members WHERE run = ? AND (prefix, place) > (?, ?) ORDER BY prefix, place LIMIT ?',
-    );
+        ? this.#sql('SELECT prefix, place FROM blob_run_members WHERE run = ? ORDER BY prefix, place LIMIT ?')
+        : this.#sql('SELECT prefix, place FROM blob_run_members WHERE run = ? AND (prefix, place) > (?, ?) ORDER BY prefix, place LIMIT ?');
     const candidates: [number, number][] = [];
     for (const source of m.sources)
       for (const row of (m.after === null ? next.raw().all(source, budget) : next.raw().all(source, ...m.after, budget)) as [number, number][])
         candidates.push(row);
     candidates.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
     const taken = candidates.slice(0, budget);
-    if (taken.length === 0) return { moved: 0, emptied: true };
+    if (taken.length === 0) return true;
     const insert = this.#sql('INSERT OR IGNORE INTO blob_run_members (run, prefix, place) VALUES (?, ?, ?)');
-    for (const [prefix, place] of taken) insert.run(m.run, prefix, place);
+    let added = 0;
+    for (const [prefix, place] of taken) added += insert.run(m.run, prefix, place).changes;
     const upTo = taken[taken.length - 1]!;
     const drop = this.#sql('DELETE FROM blob_run_members WHERE run = ? AND (prefix, place) <= (?, ?)');
     const less = this.#sql('UPDATE blob_runs SET entries = entries - ? WHERE run = ?');
     for (const source of m.sources) less.run(drop.run(source, ...upTo).changes, source);
-    this.#sql('UPDATE blob_runs SET entries = entries + ? WHERE run = ?').run(taken.length, m.run);
+    this.#sql('UPDATE blob_runs SET entries = entries + ? WHERE run = ?').run(added, m.run);
     m.after = upTo;
-    return { moved: taken.length, emptied: taken.length < budget };
+    return taken.length < budget;
   }
 
   #finishMerge(m: MergeState): void {
-    const tier = this.#sql(`SELECT max(tier) FROM blob_runs WHERE run IN (${m.sources.map(() => '?').join(', ')})`)
-      .pluck()
-      .get(...m.sources) as number;
-    this.#sql(`DELETE FROM blob_run_members WHERE run IN (${m.sources.map(() => '?').join(', ')})`).run(...m.sources);
-    this.#sql(`DELETE FROM blob_runs WHERE run IN (${m.sources.map(() => '?').join(', ')})`).run(...m.sources);
-    this.#sql('UPDATE blob_runs SET tier = ? WHERE run = ?').run(tier + 1, m.run);
-    this.#writeMerge(null);
+    const list = m.sources.map(() => '?').join(', ');
+    this.#sql(`DELETE FROM blob_run_members WHERE run IN (${list})`).run(...m.sources);
+    this.#sql(`DELETE FROM blob_runs WHERE run IN (${list})`).run(...m.sources);
+    this.#sql('UPDATE blob_runs SET tier = ? WHERE run = ?').run(m.tier + 1, m.run);
   }
 
   /** (prefix, place) of every member of the packs in (from, through], sorted. */
