@@ -14,7 +14,7 @@ import { twoProblemConfig } from '../support/small-config.js';
 import { catalogCache } from '../support/catalog-cache.js';
 import { runExperiment, runIdOf, type RunOutcome } from '../../src/actors/run.js';
 import { ActorRuntime } from '../../src/actors/runtime.js';
-import { SqliteSnapshotTable, type SnapshotTable, type StoredSnapshot } from '../../src/actors/snapshots.js';
+import { SqliteSnapshotTable, decodeBody, type SnapshotTable, type StoredSnapshot } from '../../src/actors/snapshots.js';
 import { judge } from '../../src/actors/judge.js';
 import { executor } from '../../src/actors/executor.js';
 import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
@@ -125,7 +125,7 @@ describe('snapshot timing', () => {
       let after = 0;
       let atRest = 0;
       for (const s of ofJudge) {
-        const body = JSON.parse(Buffer.from(s.body).toString('utf8')) as { machine: { children: object } };
+        const body = JSON.parse(decodeBody(s.body)) as { machine: { children: object } };
         const open = Object.keys(body.machine.children).length;
         expect(s.ref.position - after).toBeGreaterThanOrEqual(EVERY);
         if (open > 0) expect(s.ref.position - after, `snapshot at ${s.ref.position} with ${open} problems open`).toBeGreaterThanOrEqual(2 * EVERY);

@@ -445,7 +445,7 @@ describe('actor snapshots', () => {
     // and carrying this code's version: only their content tells.
     const db = new Database(file);
     const reshape = (actor: string, change: (context: Record<string, unknown>) => void) => {
-      const body = JSON.parse((db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer).toString('utf8')) as {
+      const body = JSON.parse(decodeBody(db.prepare('SELECT body FROM actor_snapshots WHERE actor = ?').pluck().get(actor) as Buffer)) as {
         machine: { context: Record<string, unknown> };
       };
       change(body.machine.context);

@@ -18,7 +18,7 @@ import { makeEvent } from '../../src/events/catalog.js';
 import { LogRewrittenError } from '../../src/events/errors.js';
 import { openJetStreamLog, type JetStreamEventLog } from '../../src/events/jetstream/jetstream-log.js';
 import { ActorRuntime, type RestartReport } from '../../src/actors/runtime.js';
-import { SqliteSnapshotTable } from '../../src/actors/snapshots.js';
+import { SqliteSnapshotTable, decodeBody } from '../../src/actors/snapshots.js';
 import { conductor } from '../../src/actors/conductor.js';
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
@@ -294,7 +294,7 @@ class SnapshotTableFor {
   body(): { position: number; lastRead: { position: number; commitId: string } } & Record<string, unknown> {
     const db = new Database(this.file, { readonly: true });
     try {
-      return JSON.parse((db.prepare("SELECT body FROM actor_snapshots WHERE actor = 'conductor'").pluck().get() as Buffer).toString('utf8'));
+      return JSON.parse(decodeBody(db.prepare("SELECT body FROM actor_snapshots WHERE actor = 'conductor'").pluck().get() as Buffer));
     } finally {
       db.close();
     }
