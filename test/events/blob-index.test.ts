@@ -205,10 +205,12 @@ it('a merge in progress whose runs were changed by another hand is dropped, and 
   // run, as an older writer merging that tier would leave them).
   for (let i = 0; i < 4; i++) hashes.push(await store.put(testText(batch * 4 + i)));
   store.flush();
-  const [{ run, sources }] = JSON.parse(db.prepare("SELECT value FROM crucible_meta WHERE key = 'blob-merge'").pluck().get() as string) as {
+  const merges = JSON.parse(db.prepare("SELECT value FROM crucible_meta WHERE key = 'blob-merge'").pluck().get() as string) as {
     run: number;
     sources: number[];
   }[];
+  expect(merges).toHaveLength(1);
+  const { run, sources } = merges[0]!;
   db.prepare('UPDATE blob_run_members SET run = ? WHERE run = ?').run(run, sources[0]);
   db.prepare('DELETE FROM blob_runs WHERE run = ?').run(sources[0]);
   for (let more = 0; more < 6; more++) {
