@@ -95,7 +95,7 @@ export class PackedBlobIndex {
    * appends of a process that knows of none a transaction). */
   #merging = true;
   /** The last pack id when this process last moved a slice. */
-  #slicedThrough = 0;
+  #slicedThrough: number | undefined;
 
   constructor(db: Database.Database, readPack: PackReader, opts: BlobIndexOptions = {}) {
     this.#db = db;
@@ -138,7 +138,7 @@ export class PackedBlobIndex {
   /** A pack this process wrote, once its transaction committed. */
   added(id: number, hashes: readonly string[]): void {
     // A slice is paid for by the packs this process writes from now on.
-    if (this.#slicedThrough === 0) this.#slicedThrough = id - 1;
+    this.#slicedThrough ??= id - 1;
     hashes.forEach((h, i) => this.#unindexed.set(h, id * PACK_SIZE + i));
     if (id === this.#scannedThrough + 1) this.#scannedThrough = id;
     this.#lastPack = Math.max(this.#lastPack, id);
@@ -197,7 +197,7 @@ export class PackedBlobIndex {
   mergeIfDue(): void {
     if (this.#db.readonly) return;
     const runDue = this.#lastPack - this.#watermark >= this.#mergePacks;
-    const packs = Math.max(0, this.#lastPack - this.#slicedThrough);
+    const packs = Math.max(0, this.#lastPack - (this.#slicedThrough ?? this.#lastPack));
     if (!runDue && !(this.#merging && packs > 0)) return;
     let through = 0;
     this.#db
