@@ -26,6 +26,7 @@
  * against the full hash, so two blobs sharing those bits (about one pair in 2^26) are both found.
  */
 import type Database from 'better-sqlite3';
+import { z } from 'zod';
 import { sha256Hex } from '../blobs.js';
 
 export const PACK_SIZE = 64;
@@ -48,13 +49,15 @@ const WATERMARK_KEY = 'blob-packs-indexed';
 /** crucible_meta: the merges in progress (at most one a tier), MergeState[] as JSON. */
 const MERGE_KEY = 'blob-merge';
 
-/** A merge in progress: runs `sources` of `tier` into `run`, every entry up to `after` moved. */
-interface MergeState {
-  run: number;
-  tier: number;
-  sources: number[];
-  after: [prefix: number, place: number] | null;
-}
+/** A merge in progress: runs `sources` of `tier` into `run`, every entry up to `after` (prefix,
+ * place) moved. */
+const MergeState = z.strictObject({
+  run: z.number().int().positive(),
+  tier: z.number().int().nonnegative(),
+  sources: z.array(z.number().int().positive()).min(1),
+  after: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]).nullable(),
+});
+type MergeState = z.infer<typeof MergeState>;
 /** Entries each merge in progress moves per pack written: a merge of tier k's runs has at most
  * PACK_SIZE entries for each pack written while tier k fills again, so one and a half times
  * that finishes it in two thirds of that time, every tier's merge going on at once. */
@@ -91,8 +94,8 @@ export class PackedBlobIndex {
   readonly #mergePacks: number;
   readonly #fanout: number;
   readonly #slicePerPack: number | undefined;
-  /** Whether a merge may be in progress (read from the file at each slice; this only spares the
-   * appends of a process that knows of none a transaction). */
+  /** False once a slice found no merge in progress: appends then take no transaction for merges
+   * until a run is due (the file, not this, says which merges are in progress). */
   #merging = true;
   /** The last pack id when this process last moved a slice. */
   #slicedThrough: number | undefined;
@@ -229,20 +232,14 @@ export class PackedBlobIndex {
   #readMerges(): MergeState[] {
     const v = this.#readWatermark.get(MERGE_KEY) as string | undefined;
     if (v === undefined) return [];
-    const ints = (xs: unknown) => Array.isArray(xs) && xs.every((x) => Number.isSafeInteger(x));
     let parsed: unknown;
     try {
       parsed = JSON.parse(v);
     } catch {
       parsed = undefined;
     }
-    if (
-      Array.isArray(parsed) &&
-      parsed.every(
-        (m: MergeState) => ints([m?.run]) && ints(m.sources) && m.sources.length > 0 && (m.after === null || (ints(m.after) && m.after.length === 2)),
-      )
-    )
-      return parsed as MergeState[];
+    const merges = z.array(MergeState).safeParse(parsed);
+    if (merges.success) return merges.data;
     throw new Error(`the log's crucible_meta row "${MERGE_KEY}" holds ${JSON.stringify(v.slice(0, 200))}, not a list of merges in progress`);
   }
 
