@@ -111,20 +111,26 @@ function pushVarint(out: number[], n: number): void {
   out.push(n);
 }
 
+/** The varint at `bytes[at]`, and where the next value begins. */
+function readVarint(bytes: Uint8Array, at: number): [value: number, next: number] {
+  let n = 0;
+  let scale = 1;
+  for (;;) {
+    if (at >= bytes.length) throw new Error("a program's history row ends inside a number");
+    const byte = bytes[at++]!;
+    n += (byte & 0x7f) * scale;
+    if (byte < 0x80) return [n, at];
+    scale *= 0x80;
+  }
+}
+
 /** A head row read: the load outcome, the number of sealed parts, where the open part begins. */
 function headOf(head: Uint8Array): { load: ModuleLoad | undefined; sealed: number; openAt: number } {
   const load = head[0] === NO_LOAD ? undefined : LOADS[head[0]!];
   if (head.length === 0 || (head[0] !== NO_LOAD && load === undefined))
     throw new Error(`a program's history row starts with load code ${head[0]}, which names no load outcome`);
-  let sealed = 0;
-  let scale = 1;
-  for (let at = 1; ; at++) {
-    if (at >= head.length) throw new Error("a program's history row ends inside a number");
-    const byte = head[at]!;
-    sealed += (byte & 0x7f) * scale;
-    if (byte < 0x80) return { load, sealed, openAt: at + 1 };
-    scale *= 0x80;
-  }
+  const [sealed, openAt] = readVarint(head, 1);
+  return { load, sealed, openAt };
 }
 
 /**
@@ -192,15 +198,9 @@ class Chronicle {
     let value: Uint8Array = head;
     let at = openAt;
     const varint = (): number => {
-      let n = 0;
-      let scale = 1;
-      for (;;) {
-        if (at >= value.length) throw new Error("a program's history row ends inside a number");
-        const byte = value[at++]!;
-        n += (byte & 0x7f) * scale;
-        if (byte < 0x80) return n;
-        scale *= 0x80;
-      }
+      const [n, next] = readVarint(value, at);
+      at = next;
+      return n;
     };
     const entry: ProgramEntry = { load, events: [], tests: new Map() };
     let last = 0;
