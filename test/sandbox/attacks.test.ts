@@ -257,6 +257,24 @@ const attacks: Attack[] = [
     },
   },
   {
+    // The real reply comes after the oracle has its record and has closed the channel: the
+    // verdict is the test's (the forged value fails it, or passes it as the same value
+    // returned would), whatever the timing; a test that reads on meets the late reply.
+    cls: '10 channel',
+    name: 'forges a reply, and its real reply meets a closed channel',
+    verdicts: ['wrong_answer', 'accepted', 'runtime_error'],
+    req: {
+      program:
+        'import os, json, time\ndef f(x, v):\n    body = json.dumps(["ret", 1, [], v]).encode()\n    os.write(7, len(body).to_bytes(4, "big") + body)\n    time.sleep(0.3)\n    return 0\n',
+      entryPoint: 'f',
+      tests: [
+        { style: 'assert', code: 'assert f(1, 5) == 6' },
+        { style: 'assert', code: 'assert f(1, 7) == 7' },
+        { style: 'assert', code: 'assert f(1, 7) == 7\nassert f(2, 8) == 8' },
+      ],
+    },
+  },
+  {
     cls: '10 channel',
     name: 'claims an exception class that is not one, and a frame over the limit',
     verdicts: ['runtime_error', 'output_limit'],
