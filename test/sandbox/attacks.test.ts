@@ -28,6 +28,10 @@ interface Attack {
 
 const FORGE = (rec: string) => `import os\nos.write(9, ${JSON.stringify(rec)}.encode())\nos._exit(0)\ndef f(x):\n    return x\n`;
 
+/** f(x, v) writes a reply of value v to call 1 on the channel itself, runs `then`, returns 0. */
+const forgeReply = (then: string) =>
+  `import os, json, time\ndef f(x, v):\n    body = json.dumps(["ret", 1, [], v]).encode()\n    os.write(7, len(body).to_bytes(4, "big") + body)\n${then}    return 0\n`;
+
 const attacks: Attack[] = [
   // 1. The verdict channel
   {
@@ -247,8 +251,7 @@ const attacks: Attack[] = [
     name: 'forges a reply to the call it is answering',
     verdicts: ['wrong_answer', 'runtime_error'],
     req: {
-      program:
-        'import os, json\ndef f(x, v):\n    body = json.dumps(["ret", 1, [], v]).encode()\n    os.write(7, len(body).to_bytes(4, "big") + body)\n    return 0\n',
+      program: forgeReply(''),
       entryPoint: 'f',
       tests: [
         { style: 'assert', code: 'assert f(1, 5) == 6' },
@@ -264,8 +267,7 @@ const attacks: Attack[] = [
     name: 'forges a reply, and its real reply meets a closed channel',
     verdicts: ['wrong_answer', 'accepted', 'runtime_error'],
     req: {
-      program:
-        'import os, json, time\ndef f(x, v):\n    body = json.dumps(["ret", 1, [], v]).encode()\n    os.write(7, len(body).to_bytes(4, "big") + body)\n    time.sleep(0.3)\n    return 0\n',
+      program: forgeReply('    time.sleep(0.3)\n'),
       entryPoint: 'f',
       tests: [
         { style: 'assert', code: 'assert f(1, 5) == 6' },
