@@ -423,8 +423,9 @@ def reap_uid(uid):
 
 def server_setup():
     """What every child would otherwise do itself, done once in the server before any fork:
-    signal dispositions (the default's, SIGPIPE ignored), no core files, room for cleanup's directory fds, namespaces
-    without bubblewrap, the children's environment and recursion limit."""
+    signal dispositions (the default's, SIGPIPE ignored), no core files, room for cleanup's
+    directory fds, namespaces without bubblewrap, the children's environment and recursion
+    limit."""
     import signal
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGXFSZ, signal.SIGXCPU):
         signal.signal(s, signal.SIG_DFL)
