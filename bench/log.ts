@@ -20,6 +20,7 @@ import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { eventCounts } from '../src/projections/event-counts.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
+import { useWal } from '../src/core/sqlite-wal.js';
 
 interface Args {
   events: number;
@@ -168,7 +169,7 @@ export async function runBench(argv: string[]): Promise<void> {
     const rawLog = await openSqliteLog(join(dir, 'raw.db'));
     await rawLog.close();
     const raw = new Database(join(dir, 'raw.db'));
-    raw.pragma('journal_mode = WAL');
+    useWal(raw);
     raw.pragma('synchronous = FULL');
     const ins = raw.prepare(
       'INSERT INTO events (position, id, commit_id, stream, type, v, run_id, causation_id, correlation_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',

@@ -51,6 +51,7 @@ import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { standInRun } from './scale-policy.js';
 import { parseScaleLog } from './scale-log.js';
+import { useWal } from '../src/core/sqlite-wal.js';
 
 export const FULL_RUN_RESULTS = 15_000_000;
 export const PROGRAMS = 8;
@@ -270,7 +271,7 @@ export async function runBench(args: string[]): Promise<void> {
     // read from the log in pages of 64 beforehand so that only the inserts are timed.
     const rawPath = path.join(root, 'raw.db');
     const raw = new Database(rawPath);
-    raw.pragma('journal_mode = WAL');
+    useWal(raw);
     raw.pragma('synchronous = FULL');
     raw.exec(
       'CREATE TABLE events (position INTEGER PRIMARY KEY, id TEXT, commit_id TEXT, stream TEXT, type TEXT, v INTEGER, run_id TEXT, causation_id TEXT, correlation_id TEXT, at TEXT, data TEXT, sum TEXT)',

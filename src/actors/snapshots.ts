@@ -17,6 +17,7 @@ import { z } from 'zod';
 import type { Position } from '../events/log.js';
 import path from 'node:path';
 import { DamagedFileError, derivedFailure } from '../projections/damaged-file.js';
+import { useWal } from '../core/sqlite-wal.js';
 
 /** Bump when the body below or the side rows change shape (2: binary side rows; 4: rows keyed by
  * a program's number; 3 numbered programs in each process's own order; 5: the log folded is
@@ -215,7 +216,7 @@ export class SqliteSnapshotTable implements SnapshotTable {
 
   constructor(file: string, runId: string) {
     this.#db = openSnapshotFile(file);
-    this.#db.pragma('journal_mode = WAL');
+    useWal(this.#db);
     this.#db.pragma('synchronous = FULL');
     this.#db.exec(`CREATE TABLE IF NOT EXISTS actor_snapshots (
       run_id TEXT NOT NULL, actor TEXT NOT NULL, position INTEGER NOT NULL, version TEXT NOT NULL, hash TEXT NOT NULL, body BLOB NOT NULL,

@@ -10,6 +10,7 @@ import { Kysely, SqliteDialect } from 'kysely';
 import { inspectCrucibleFile } from '../events/sqlite/sqlite-file.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { ReadModelError } from './errors.js';
+import { useWal } from '../core/sqlite-wal.js';
 
 export { ReadModelError };
 
@@ -466,7 +467,7 @@ export class ReadModel {
     // tens of megabytes of rows, and each page is a system call into the WAL and one more at its
     // checkpoint; a quarter as many of them cost a quarter less of the writes.
     if (found.state === 'new') db.pragma('page_size = 16384');
-    db.pragma('journal_mode = WAL');
+    useWal(db);
     // A read model can always be rebuilt from the log: NORMAL is enough, and stays consistent.
     db.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : opts.synchronous === 'off' ? 'OFF' : 'NORMAL'}`);
     db.pragma('busy_timeout = 5000');

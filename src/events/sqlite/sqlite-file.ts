@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { NewerLogFormatError, NotACrucibleLogError } from '../errors.js';
+import { useWal } from '../../core/sqlite-wal.js';
 
 /** Bump when the tables change in a way older code cannot read; add a migration from the old one.
  * 2: blob keys are the 32 bytes of the sha256 (format 1 stored its hex text; both are read).
@@ -132,7 +133,7 @@ export function openLogFile(path: string, opts: OpenFileOptions): Database.Datab
   const db = new Database(path);
   try {
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs))}`);
-    db.pragma('journal_mode = WAL');
+    useWal(db);
     db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     // Index pages of a long log stay in memory (the default cache is 2 MB).
     db.pragma('cache_size = -32768');
