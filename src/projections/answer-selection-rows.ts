@@ -436,7 +436,8 @@ export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
   // 9: the requests' lists read packed, through request-lists.ts. 10: the lists are its own
   // (the executions read model, nobody's reading, is gone), test lists stored once, pairs as runs.
-  version: 10,
+  // 11: test ids stored in the log's packed form.
+  version: 11,
   types: ANSWER_SELECTION_TYPES,
   tables: TABLES,
   apply: applyAnswerSelection,

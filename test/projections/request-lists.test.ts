@@ -103,6 +103,28 @@ describe('request lists', () => {
     expect(packRequest(request, new Rows())).toEqual(packRequest(request, new Rows()));
   });
 
+  it('stores test ids packed: ids that count up as runs, read back as named, marker-like ids included', () => {
+    const rows = new Rows();
+    // A Code-A1 request's tests: 2 suites of 4 test sets of 8 cases, ids counting up within each set.
+    const tests = Array.from({ length: 64 }, (_, i) => ({ testId: `1/p0003/s${i >> 5}/t${(i >> 3) & 3}/${i & 7}`, testHash: hash(String(i % 10)) }));
+    const writes = packRequest({ ...request, tests, pairs: [0, 0], reused: [] }, rows);
+    rows.apply(writes);
+    const stored = putRow(writes.find((w) => w.table === TEST_IDS)!).ids as string;
+    expect(stored.length * 4).toBeLessThan(JSON.stringify(tests.map((t) => t.testId)).length);
+    expect(requestListsOf(rows, 'r')!.testIds).toEqual(tests.map((t) => t.testId));
+    // Ids that are not counted, and ids spelled like the packed form's markers, come back as given.
+    const odd = ['~s', '{"~s":[]}', '~o', 'x/1', 'x/1', '', '\u0000'].map((testId, i) => ({ testId, testHash: hash(String(i)) }));
+    rows.apply(packRequest({ ...request, requestId: 'odd', tests: odd, pairs: [0, 6], reused: [] }, rows));
+    expect(requestListsOf(rows, 'odd')!.testIds).toEqual(odd.map((t) => t.testId));
+  });
+
+  it('refuses a stored test id list that is not a list of strings', () => {
+    const rows = new Rows();
+    const writes = packRequest(request, rows);
+    rows.apply(writes.map((w) => (w.table === TEST_IDS ? ({ ...w, row: { ...putRow(w), ids: '{"~k":1,"~n":3}' } } as RowWrite) : w)));
+    expect(() => requestListsOf(rows, 'r')).toThrow(/request r: its test ids are not a list of strings/);
+  });
+
   it('refuses a request whose test lists are missing or whose pairs are cut, naming what', () => {
     const rows = new Rows();
     const writes = packRequest(request, rows);
