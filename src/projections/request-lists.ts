@@ -25,7 +25,7 @@ type Requested = EventData<'ExecutionRequested'>;
 
 /** Each request's lists. */
 export const REQUEST_LISTS = 'answer_selection_request_lists';
-/** Test id lists (packed JSON text) by a digest of that text: a problem-round's requests share one. */
+/** Test id lists (packed JSON text) by a digest of the list's JSON: a problem-round's requests share one. */
 export const TEST_IDS = 'answer_selection_test_ids';
 /** Test hash lists by a digest of their bytes: a problem-round's oracle and kill requests share one. */
 export const TEST_HASHES = 'answer_selection_test_hashes';
@@ -104,13 +104,12 @@ export function packRequest(d: Requested, view: ReadView): RowWrite[] {
     testIds[i] = t.testId;
     testHashes[i] = t.testHash;
   }
-  // Packing is deterministic: the same list, the same text and key.
-  const ids = JSON.stringify(packJson(testIds));
-  const idsKey = digest(ids);
+  // Keyed by the list's JSON (native, cheap), packed only when no earlier request stored it.
+  const idsKey = digest(JSON.stringify(testIds));
   const hashes = Buffer.from(testHashes.join(''), 'hex');
   const hashesKey = digest(hashes);
   const out: RowWrite[] = [];
-  if (view.get(TEST_IDS, { key: idsKey }) === undefined) out.push(put(TEST_IDS, { key: idsKey, ids }));
+  if (view.get(TEST_IDS, { key: idsKey }) === undefined) out.push(put(TEST_IDS, { key: idsKey, ids: JSON.stringify(packJson(testIds)) }));
   if (view.get(TEST_HASHES, { key: hashesKey }) === undefined) out.push(put(TEST_HASHES, { key: hashesKey, hashes }));
   // Reused pairs are looked up for collected requests only (answer selection's verdictsOf).
   const reused = collectedPurpose(d.purpose) ? d.reused : [];
