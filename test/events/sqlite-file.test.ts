@@ -12,7 +12,8 @@ import type { EventEnvelope } from '../../src/events/envelope.js';
 import { MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
 import type { SubscriptionItem } from '../../src/events/log.js';
 import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
-import { LOG_FORMAT_VERSION } from '../../src/events/sqlite/sqlite-file.js';
+import { LOG_FORMAT_VERSION, openLogFile } from '../../src/events/sqlite/sqlite-file.js';
+import { WAL_CHECKPOINT_BYTES } from '../../src/core/sqlite-wal.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -54,6 +55,16 @@ describe('opening files', () => {
       { key: 'log-id', value: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/) },
     ]);
     db.close();
+  });
+
+  it('checkpoints its WAL every WAL_CHECKPOINT_BYTES, not every 1,000 pages', () => {
+    const db = openLogFile(join(dir, 'wal.db'), { synchronous: 'full', busyTimeoutMs: 0, create: true });
+    try {
+      expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(db.pragma('wal_autocheckpoint', { simple: true })).toBe(WAL_CHECKPOINT_BYTES / (db.pragma('page_size', { simple: true }) as number));
+    } finally {
+      db.close();
+    }
   });
 
   it('refuses a file that is not SQLite, and leaves it untouched', async () => {
