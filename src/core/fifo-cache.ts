@@ -36,6 +36,9 @@ export class FifoCache<K, V> {
   shift(): [K, V] | undefined {
     if (this.#head >= this.#order.length) return undefined;
     const key = this.#order[this.#head]!;
+    // The slot lets go of the key now, not when the queue compacts: until then the evicted front
+    // would keep up to a whole cache's worth of keys alive (the parsed-test cache's 262,144).
+    this.#order[this.#head] = undefined as K;
     this.#head++;
     // The evicted front of the queue goes once it is half of it: O(1) per shift, amortized.
     if (this.#head >= 1024 && this.#head * 2 >= this.#order.length) {
