@@ -12,7 +12,8 @@
  *  - log bytes per execution result (the log file over the run's results);
  *  - append results/s of the whole actor loop, against raw inserts of the same event bytes
  *    into a plain SQLite table at the same durability;
- *  - replay results/s into all run read models, against a raw SELECT + JSON.parse of the
+ *  - replay results/s into the read models the run keeps and into all of them (answer
+ *    selection too, which reports build on demand), against a raw SELECT + JSON.parse of the
  *    same rows;
  *  - Judge restart at the end, from its snapshot and from position 0 (snapshotting as it folds,
  *    as a restart without a usable snapshot does).
@@ -47,7 +48,7 @@ import { openSqliteLog } from '../src/events/sqlite/sqlite-log.js';
 import { catalog } from '../src/events/catalog.js';
 import { dataText } from '../src/events/sqlite/stored-data.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
-import { RUN_PROJECTIONS } from '../src/projections/run-views.js';
+import { KEPT_RUN_PROJECTIONS, RUN_PROJECTIONS } from '../src/projections/run-views.js';
 import { InstantVerdictsForBenchmark } from './orchestration.js';
 import { standInRun } from './scale-policy.js';
 import { parseScaleLog } from './scale-log.js';
@@ -304,16 +305,22 @@ export async function runBench(args: string[]): Promise<void> {
         `  append, whole actor loop${head > 0 ? ` (the resumed part: ${resultsHere} results)` : ''}: ${here(runSeconds)} results/s (CPU: ${here(runCpu)} results/s, ${((runCpu * 1e6) / resultsHere).toFixed(1)} us per result${w0 === null || w1 === null ? '' : `; ${((w1 - w0) / resultsHere).toFixed(0)} bytes written to storage per result`})   baseline, raw inserts of the same rows: ${perSec(rawAppendSeconds)} results/s (CPU: ${perSec(rawAppendCpu)})`,
       );
 
-    // Replay into every run read model, from position 0 into a fresh file.
+    // Replay from position 0 into a fresh file: the read models the run keeps, then every one
+    // (answer selection too, which a report builds on demand), as `crucible replay` does.
     const log = await openSqliteLog(logPath, { create: false });
-    const tReplay = performance.now();
-    const cReplay = cpu();
     const replayed = path.join(root, 'replayed-views.db');
-    for (const suffix of ['', '-wal', '-shm']) rmSync(replayed + suffix, { force: true });
-    const views = await ProjectionRunner.replayInto(replayed, { log, projections: RUN_PROJECTIONS, runId: outcome.runId });
-    const replaySeconds = (performance.now() - tReplay) / 1000;
-    const replayCpu = cpu() - cReplay;
-    await views.close();
+    const replay = async (projections: typeof RUN_PROJECTIONS) => {
+      for (const suffix of ['', '-wal', '-shm']) rmSync(replayed + suffix, { force: true });
+      const t = performance.now();
+      const c = cpu();
+      const views = await ProjectionRunner.replayInto(replayed, { log, projections, runId: outcome.runId });
+      const seconds = (performance.now() - t) / 1000;
+      const cpuSeconds = cpu() - c;
+      await views.close();
+      return { seconds, cpuSeconds, bytes: fileBytes(replayed) + fileBytes(`${replayed}-wal`) };
+    };
+    const kept = await replay(KEPT_RUN_PROJECTIONS);
+    const { seconds: replaySeconds, cpuSeconds: replayCpu, bytes: viewBytes } = await replay(RUN_PROJECTIONS);
 
     // Baseline: SELECT the same rows and JSON.parse each one's data (inflated where it is stored deflated).
     const ro = new Database(logPath, { readonly: true });
@@ -334,9 +341,11 @@ export async function runBench(args: string[]): Promise<void> {
     for await (const page of log.readPages!()) decoded += page.length;
     const decodeSeconds = (performance.now() - tDecode) / 1000;
     const decodeCpu = cpu() - cDecode;
-    const viewBytes = fileBytes(replayed) + fileBytes(`${replayed}-wal`);
     console.log(
-      `  replay into all run read models: ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`,
+      `  replay into the read models the run keeps (${KEPT_RUN_PROJECTIONS.map((p) => p.name).join(', ')}): ${perSec(kept.seconds)} results/s (CPU: ${perSec(kept.cpuSeconds)}) -> ${(rawReadSeconds / kept.seconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / kept.cpuSeconds).toFixed(2)}x); ${(kept.bytes / results).toFixed(1)} bytes per result`,
+    );
+    console.log(
+      `  replay into all run read models (answer selection too, built on demand by reports): ${perSec(replaySeconds)} results/s (${Math.round(events / replaySeconds)} events/s; ${toFull(replaySeconds)} min at fraction 1; CPU: ${perSec(replayCpu)} results/s, ${toFull(replayCpu)} min)   baseline, raw SELECT + JSON.parse: ${perSec(rawReadSeconds)} results/s (CPU: ${perSec(rawReadCpu)}; ${parsed} rows) -> ${(rawReadSeconds / replaySeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / replayCpu).toFixed(2)}x)`,
     );
     console.log(
       `  the log's own read (decode, checksums), no read model: ${perSec(decodeSeconds)} results/s (CPU: ${perSec(decodeCpu)}; ${decoded} events) -> ${(rawReadSeconds / decodeSeconds).toFixed(2)}x of raw (CPU: ${(rawReadCpu / decodeCpu).toFixed(2)}x); the read models replayed: ${(viewBytes / results).toFixed(1)} bytes per result (${(viewBytes / 1e6).toFixed(1)} MB; the log ${(logBytes / results).toFixed(1)})`,

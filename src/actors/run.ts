@@ -30,8 +30,8 @@ import { canonicalJson } from '../core/canonical-json.js';
 import { prepareRun, type PreparedRun } from './sources.js';
 import type { ServedBackend } from './served-backend.js';
 import { roundRows, type RoundRow, type RoundTableState } from '../projections/round-table.js';
-import { ProjectionRunner, ReadModelOfAnotherLogError } from '../projections/runner.js';
-import { RETIRED_RUN_PROJECTIONS, RUN_PROJECTIONS } from '../projections/run-views.js';
+import { ProjectionRunner, ReadModelOfAnotherLogError, type Projection } from '../projections/runner.js';
+import { KEPT_RUN_PROJECTIONS, RETIRED_RUN_PROJECTIONS } from '../projections/run-views.js';
 import { readingDerived } from '../projections/damaged-file.js';
 import { RunMismatchError } from './errors.js';
 
@@ -206,11 +206,18 @@ async function recordResume(
   onResume?.({ position: Number(head), round: Math.min(completed + 1, rounds), finished });
 }
 
-/** The run directory's live read models over `log`; read models of another log (the directory
- * of this run on another backend: the run id names only config and seed) are refused. */
-export async function openRunViews(log: EventLog, dir: string, runId: string): Promise<ProjectionRunner> {
+/** The run directory's read models over `log`: those the run keeps as it goes (the default), or
+ * every one (a reader's, RUN_PROJECTIONS: those built on demand are brought up to date by its
+ * catch-up and kept). Read models of another log (the directory of this run on another backend:
+ * the run id names only config and seed) are refused. */
+export async function openRunViews(
+  log: EventLog,
+  dir: string,
+  runId: string,
+  projections: readonly Projection[] = KEPT_RUN_PROJECTIONS,
+): Promise<ProjectionRunner> {
   try {
-    return await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections: RUN_PROJECTIONS, retired: RETIRED_RUN_PROJECTIONS, runId });
+    return await ProjectionRunner.open({ log, readModel: path.join(dir, VIEWS_FILE), projections, retired: RETIRED_RUN_PROJECTIONS, runId });
   } catch (err) {
     if (!(err instanceof ReadModelOfAnotherLogError)) throw err;
     throw new RunMismatchError(

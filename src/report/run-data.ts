@@ -1,8 +1,9 @@
 /**
  * What `crucible runs`, `compare` and `report` show of a run directory, read from its log
  * (runs/<id>/log.db) and its read models (views.db). A run that ended (finished or failed) has
- * its views.db brought up to date in place, as `replay --verify` does; a run that may still be
- * going is replayed into a scratch read model instead, so nothing writes beside its live process.
+ * its views.db brought up to date in place, the read models built on demand (answer selection)
+ * included, which the next reader then only brings up to date; a run that may still be going is
+ * replayed into a scratch read model instead, so nothing writes beside its live process.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';

@@ -122,6 +122,8 @@ describe('crucible ablate', () => {
     const same = answered(first.variants.find((v) => v.name === 'same'));
     const live = await ProjectionRunner.open({ log, readModel: path.join(outcome.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: outcome.runId });
     try {
+      // Answer selection is built on demand, as a report builds it.
+      await live.catchUp();
       // Every read model a variant projects (policy versions pass through untouched).
       const hashes = same.hashes!;
       expect(Object.keys(hashes).sort()).toEqual(['answer-selection', 'mistake-book', 'rewards', 'round-table']);
@@ -449,7 +451,14 @@ describe('crucible ablate', () => {
         db.close();
       }
     };
-    expect(bookRuns(wide!.file)).toBeGreaterThan(bookRuns(path.join(bb.outcome.dir, 'views.db')));
+    // The run's own answer selection (built on demand, not kept by the run), replayed aside.
+    const recorded = await ProjectionRunner.replayInto(path.join(root, 'exec-recorded-views.db'), {
+      log: bb.log,
+      projections: RUN_PROJECTIONS,
+      runId: bb.outcome.runId,
+    });
+    await recorded.close();
+    expect(bookRuns(wide!.file)).toBeGreaterThan(bookRuns(path.join(root, 'exec-recorded-views.db')));
     // A second call is answered from the stored variant, without reading the log or executing.
     const again = await ablate({ log: bb.log, dir, variants: [wideSpec()], execute, hashes: true });
     expect(again.eventsRead).toBe(0);

@@ -40,6 +40,8 @@ async function ablateRun(method: string, variants: string[]) {
   try {
     const result = await ablate({ log, dir: path.join(out.dir, 'ablations'), variants: variants.map(parseVariantSpec), hashes: true });
     const live = await ProjectionRunner.open({ log, readModel: path.join(out.dir, 'views.db'), projections: RUN_PROJECTIONS, runId: out.runId });
+    // Answer selection is built on demand, as a report builds it.
+    await live.catchUp();
     const liveHashes: Record<string, string> = {};
     for (const p of RUN_PROJECTIONS) liveHashes[p.name] = await live.stateHash(p.name);
     await live.close();

@@ -116,11 +116,35 @@ describe('crucible replay', () => {
   const replay = (args: string[]) => runCli(['replay', ...args]);
 
   it('--verify passes on a finished run and prints the state hashes', async () => {
+    type Verified = { verified: boolean; hashes: Record<string, string>; rows: RoundRow[]; differences: string[]; notCompared: string[] };
+    // The run keeps four read models as it goes; answer selection is a reader's to build.
+    const checkpointOf = (name: string) => {
+      const db = new Database(path.join(baseline.dir, 'views.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT position FROM crucible_projections WHERE name = ?').pluck().get(name) as number | undefined;
+      } finally {
+        db.close();
+      }
+    };
+    expect(checkpointOf('round-table')).toBeGreaterThan(0);
+    expect(checkpointOf('answer-selection')).toBeUndefined();
+    const before = await replay([baseline.dir, '--verify', '--json']);
+    const unbuilt = JSON.parse(before.out) as Verified;
+    expect(before.code).toBe(0);
+    expect(unbuilt.verified).toBe(true);
+    expect(unbuilt.notCompared).toEqual(['answer-selection']);
+    expect(Object.keys(unbuilt.hashes)).toEqual(['round-table', 'mistake-book', 'rewards', 'policy-versions', 'answer-selection']);
+
+    // A report builds it in views.db, where --verify then compares it too.
+    const report = await runCli(['report', baseline.dir, '--out', path.join(root, 'report.html')]);
+    expect(report.code).toBe(0);
+    expect(checkpointOf('answer-selection')).toBe(checkpointOf('round-table'));
     const { code, out } = await replay([baseline.dir, '--verify', '--json']);
-    const result = JSON.parse(out) as { verified: boolean; hashes: Record<string, string>; rows: RoundRow[] };
+    const result = JSON.parse(out) as Verified;
     expect(code).toBe(0);
     expect(result.verified).toBe(true);
-    expect(Object.keys(result.hashes)).toEqual(['round-table', 'mistake-book', 'rewards', 'policy-versions', 'answer-selection']);
+    expect(result.notCompared).toEqual([]);
+    expect(result.hashes).toEqual(unbuilt.hashes);
     expect(figures(result.rows)).toEqual(figures(baseline.rows));
   });
 

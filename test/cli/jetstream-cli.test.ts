@@ -67,7 +67,7 @@ describe('the demo on JetStream', () => {
     expect(refused.stderr).toMatch(/refused the connection: it requires credentials.*--creds/);
     const direct = await crucible(['replay', path.join(dir, 'nats-run'), '--verify', '--creds', reader]);
     expect(direct.code, direct.stderr).toBe(0);
-    expect(direct.stdout).toMatch(/verified: every read model equals its replay/);
+    expect(direct.stdout).toMatch(/verified: every read model compared equals its replay/);
 
     const exported = await crucible(['log', 'export', '--from', url, '--run', runId, '--to', path.join(dir, 'nats-run'), '--creds', reader]);
     expect(exported.code, exported.stderr).toBe(0);

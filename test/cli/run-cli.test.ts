@@ -80,7 +80,9 @@ describe('the crucible command', () => {
 
     const verify = await crucible(['replay', runDir, '--verify']);
     expect(verify.code).toBe(0);
-    expect(verify.stdout).toMatch(/verified: every read model equals its replay/);
+    // Answer selection is built by the first report, not by the run: not compared yet.
+    expect(verify.stdout).toMatch(/answer-selection: built when a report reads it, and not up to date in views.db: not compared/);
+    expect(verify.stdout).toMatch(/verified: every read model compared equals its replay/);
   }, 240_000);
 
   it('--seeds 2 runs seeds 7 and 8 and prints, per round, the mean and spread of the two runs', async () => {

@@ -1,9 +1,11 @@
 /**
- * Run views.db files of earlier versions, opened as a run opens its read models: written before
- * the executions read model was retired (test/fixtures/views-before-retirement), the retired
- * tables go; written before test ids were stored packed (test/fixtures/views-answer-selection-10),
- * its rows are replaced. Either way the changed read model is rebuilt, the others are kept, and
- * every read model equals a replay of the same log.
+ * Run views.db files of earlier versions, opened as a run opens its read models and as a reader
+ * does: written before the executions read model was retired
+ * (test/fixtures/views-before-retirement), the retired tables go; written before test ids were
+ * stored packed (test/fixtures/views-answer-selection-10), its rows are replaced. Both were
+ * written while runs kept answer selection up to date themselves: a run now leaves it as it is,
+ * and a reader rebuilds it. The others are kept, and every read model equals a replay of the
+ * same log.
  */
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -54,20 +56,40 @@ const tablesOf = (file: string) => {
   }
 };
 
+/** Answer selection's checkpoint row (version and position) in a views.db. */
+const answerSelectionCheckpoint = (file: string) => {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare(`SELECT version, position FROM crucible_projections WHERE name = 'answer-selection'`).get();
+  } finally {
+    db.close();
+  }
+};
+
 describe('a views.db of the version before', () => {
-  it('loses the retired tables, rebuilds answer selection, keeps the rest, and equals a replay', async () => {
+  it('loses the retired tables, keeps the rest; answer selection is left to a reader, which rebuilds it; equals a replay', async () => {
     const before = tablesOf(path.join(dir, 'views.db'));
     expect(before.tables).toEqual(expect.arrayContaining(['executions', 'execution_requests', 'request_test_ids']));
     expect(before.checkpoints).toContain('executions');
+    const oldSelection = answerSelectionCheckpoint(path.join(dir, 'views.db'));
 
-    const views = await openRunViews(log, dir, runId);
+    // The run's own open (resuming it) keeps its read models and leaves answer selection as it was.
+    const kept = await openRunViews(log, dir, runId);
+    try {
+      expect(kept.rebuilt).toEqual([]);
+      await kept.catchUp();
+    } finally {
+      await kept.close();
+    }
+    const after = tablesOf(path.join(dir, 'views.db'));
+    for (const t of ['executions', 'execution_requests', 'request_test_ids']) expect(after.tables).not.toContain(t);
+    expect(after.checkpoints).toEqual(RUN_PROJECTIONS.map((p) => p.name).sort());
+    expect(answerSelectionCheckpoint(path.join(dir, 'views.db'))).toEqual(oldSelection);
+
+    const views = await openRunViews(log, dir, runId, RUN_PROJECTIONS);
     try {
       expect(views.rebuilt).toEqual(['answer-selection']);
       await views.catchUp();
-      const after = tablesOf(path.join(dir, 'views.db'));
-      for (const t of ['executions', 'execution_requests', 'request_test_ids']) expect(after.tables).not.toContain(t);
-      expect(after.checkpoints).toEqual(RUN_PROJECTIONS.map((p) => p.name).sort());
-
       await expectEqualsReplay(views, 'replayed.db');
     } finally {
       await views.close();
@@ -91,7 +113,7 @@ describe('a views.db of answer selection 10 (test ids stored as JSON)', () => {
     expect(before.length).toBeGreaterThan(0);
     for (const ids of before) expect(ids.startsWith('["')).toBe(true);
 
-    const views = await openRunViews(log, run, runId);
+    const views = await openRunViews(log, run, runId, RUN_PROJECTIONS);
     try {
       expect(views.rebuilt).toEqual(['answer-selection']);
       await views.catchUp();
