@@ -41,6 +41,9 @@ function sizeOf(e: StoredEvent): number {
   );
 }
 
+/** The form of deriveEventId's ids (envelope.ts): 24 hex digits of the commit id's hash, the index. */
+const DERIVED_ID = /^[0-9a-f]{24}-(0|[1-9][0-9]*)$/;
+
 export function encodeCommit(registry: EventCodec, stream: string, events: readonly NewEvent[], commitId: string, limits: CommitLimits): EncodedCommit {
   if (!Array.isArray(events) || events.length === 0) throw new EmptyCommitError(commitId);
   if (events.length > limits.maxCommitEvents) {
@@ -68,8 +71,22 @@ export function encodeCommit(registry: EventCodec, stream: string, events: reado
       throw new MalformedEventError(ev.type, v, [{ path: 'data', message: `not JSON-serializable (${(err as Error).message})` }], loc);
     }
     if (json === undefined) throw new MalformedEventError(ev.type, v, [{ path: 'data', message: 'not JSON-serializable' }], loc);
+    const derived = `${prefix}-${index}`;
+    if (ev.id !== undefined && ev.id !== derived && DERIVED_ID.test(ev.id)) {
+      throw new MalformedEventError(
+        ev.type,
+        v,
+        [
+          {
+            path: 'id',
+            message: `has the form of the ids derived from a commit's id (${derived} here), but is not this event's: ids of that form are the log's`,
+          },
+        ],
+        loc,
+      );
+    }
     const stored: StoredEvent = {
-      id: ev.id ?? `${prefix}-${index}`,
+      id: ev.id ?? derived,
       type: ev.type,
       v,
       runId: ev.runId,

@@ -72,8 +72,8 @@ export interface NewEvent<T extends string = string, D = unknown> {
 }
 
 /** Deterministic event id for the `index`-th event of a commit: a retried commit gets the
- * same ids, so a consumer that dedups by id stays correct on any backend. The ids of one commit
- * share a prefix, so they sit together in the id index (one commit touches few index pages). */
+ * same ids, so a consumer that dedups by id stays correct on any backend. Unique with their
+ * commit: the SQLite log indexes only the ids appenders give (sqlite-file.ts, format 5). */
 export function deriveEventId(commitId: string, index: number): string {
   return `${eventIdPrefix(commitId)}-${index}`;
 }

@@ -1,15 +1,15 @@
 /** What only the SQLite backend has: the file it lives in, and other processes sharing it. */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeEvent } from '../../src/events/catalog.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
-import { MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
+import { deriveEventId, type EventEnvelope } from '../../src/events/envelope.js';
+import { DuplicateEventIdError, MalformedEventError, NewerLogFormatError, NotACrucibleLogError } from '../../src/events/errors.js';
 import type { SubscriptionItem } from '../../src/events/log.js';
 import { RESOLVED_COMMIT_COLUMNS, openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { LOG_FORMAT_VERSION, openLogFile } from '../../src/events/sqlite/sqlite-file.js';
@@ -41,6 +41,34 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+describe('event ids (format 5)', () => {
+  const commitOf = (reason: string) => makeEvent('RunFailed', 'r', { reason });
+  it('are indexed only where the appender gave them: derived ids are unique with their commit', async () => {
+    const file = join(dir, 'ids.db');
+    const log = await openSqliteLog(file);
+    const a = await log.append('a', [commitOf('a1'), { ...commitOf('a2'), id: 'given' }], { commitId: 'commit-a' });
+    // The derived id given back as it is (a copy of a commit from another log) is a derived id.
+    const derived = deriveEventId('commit-b', 0);
+    await log.append('b', [{ ...commitOf('b1'), id: derived }], { commitId: 'commit-b' });
+    // A given id reused, or of the derived form but not the event's own, is refused; nothing is written.
+    expect(await log.append('c', [commitOf('c1'), { ...commitOf('c2'), id: 'given' }], { commitId: 'commit-c' }).catch((e: unknown) => e)).toBeInstanceOf(
+      DuplicateEventIdError,
+    );
+    const forged = await log.append('c', [{ ...commitOf('c1'), id: deriveEventId('commit-a', 0) }], { commitId: 'commit-c' }).catch((e: unknown) => e);
+    expect(forged).toBeInstanceOf(MalformedEventError);
+    expect((forged as MalformedEventError).issues[0]).toMatchObject({ path: 'id' });
+    expect(await log.head()).toBe(a.positions[1]! + 1);
+    await log.close();
+    const db = new Database(file, { readonly: true });
+    expect(db.prepare('SELECT id FROM events ORDER BY position').pluck().all()).toEqual([deriveEventId('commit-a', 0), 'given', derived]);
+    expect(db.prepare('SELECT id FROM event_ids').pluck().all()).toEqual(['given']);
+    // No index of every id: a commit's ids no longer land on a random page of one.
+    const indexes = db.prepare("SELECT name FROM pragma_index_list('events')").pluck().all();
+    expect(indexes).toEqual(['events_by_stream']);
+    db.close();
+  });
+});
+
 describe('opening files', () => {
   it('creates a WAL-mode log marked with its kind, format and an identity of its own', async () => {
     const file = join(dir, 'new.db');
@@ -50,7 +78,7 @@ describe('opening files', () => {
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.prepare('SELECT key, value FROM crucible_meta ORDER BY key').all()).toEqual([
       { key: 'blob-packs-indexed', value: '0' },
-      { key: 'format', value: '4' },
+      { key: 'format', value: String(LOG_FORMAT_VERSION) },
       { key: 'kind', value: 'event-log' },
       { key: 'log-id', value: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/) },
     ]);
@@ -205,6 +233,35 @@ describe("a commit's later rows (format 3)", () => {
     const db = new Database(file, { readonly: true });
     expect(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe(String(LOG_FORMAT_VERSION));
     expect(db.prepare('SELECT commit_id FROM events ORDER BY position').pluck().all()).toEqual(['commit-a', 'commit-a', 'commit-a', 'commit-b', '']);
+    db.close();
+  });
+
+  it('a log of format 4 (every id in a unique index) reads as it was, is marked of the current format, and refuses its given ids again', async () => {
+    const file = join(dir, 'format-4.db');
+    cpSync(join(repoRoot, 'test/fixtures/log-format-4/log.db'), file);
+    const readAll = async () => {
+      const log = await openSqliteLog(file, { readOnly: true });
+      const out: string[] = [];
+      for await (const e of log.read()) out.push(`${e.position} ${e.id} ${e.commitId} ${(e.data as { reason: string }).reason}`);
+      await log.close();
+      return out;
+    };
+    const before = await readAll();
+    expect(before).toHaveLength(6);
+    expect(before[1]).toBe('2 given-1 commit-a a2');
+    const log = await openSqliteLog(file);
+    // An id given to an event of the old file is refused again (its unique index stays).
+    const reused = await log.append('run', [commitOf('d1'), { ...commitOf('d2'), id: 'given-2' }], { commitId: 'commit-d' }).catch((e: unknown) => e);
+    expect(reused).toBeInstanceOf(DuplicateEventIdError);
+    await log.append('run', [commitOf('e1'), { ...commitOf('e2'), id: 'given-3' }], { commitId: 'commit-e' });
+    const again = await log.append('run', [{ ...commitOf('f1'), id: 'given-3' }], { commitId: 'commit-f' }).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(DuplicateEventIdError);
+    await log.close();
+    expect((await readAll()).slice(0, 6)).toEqual(before);
+    const db = new Database(file, { readonly: true });
+    expect(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get()).toBe(String(LOG_FORMAT_VERSION));
+    expect(db.prepare('SELECT id FROM event_ids').pluck().all()).toEqual(['given-3']);
+    expect(db.prepare('SELECT count(*) FROM events').pluck().get()).toBe(8);
     db.close();
   });
 

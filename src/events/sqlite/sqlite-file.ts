@@ -14,16 +14,22 @@ import { useWal } from '../../core/sqlite-wal.js';
  * 3: a commit's later rows leave out its id and a time equal to the row before's (sqlite-log.ts);
  *    rows written before keep them, and both are read.
  * 4: packed blobs are found through sorted runs (blob-index.ts), not blob_members alone: code of
- *    format 3 would not find the blobs packed since. blob_members keeps the older ones. */
-export const LOG_FORMAT_VERSION = 4;
+ *    format 3 would not find the blobs packed since. blob_members keeps the older ones.
+ * 5: event ids are not indexed, but for ids an appender gave (event_ids): an id derived from its
+ *    commit's id is unique with the commit (commits), and its index put each commit in a random
+ *    leaf (a tenth of what a run wrote). Code of format 4 would let a given id be reused. Files
+ *    made before keep their index of every id, which goes on refusing reuse. */
+export const LOG_FORMAT_VERSION = 5;
 const LOG_KIND = 'event-log';
+/** The ids appenders gave their events (not derived from the commit id): unique among them. */
+const EVENT_IDS = 'CREATE TABLE IF NOT EXISTS event_ids (id TEXT PRIMARY KEY) WITHOUT ROWID;';
 const SQLITE_MAGIC = 'SQLite format 3\u0000';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS crucible_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
   position INTEGER PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
+  id TEXT NOT NULL,
   commit_id TEXT NOT NULL,
   stream TEXT NOT NULL,
   type TEXT NOT NULL,
@@ -38,6 +44,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_stream ON events (stream, position);
 CREATE TABLE IF NOT EXISTS commits (commit_id TEXT PRIMARY KEY, first_position INTEGER NOT NULL, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, bytes BLOB NOT NULL) WITHOUT ROWID;
+${EVENT_IDS}
 `;
 // blobs is kept in its key's b-tree (WITHOUT ROWID): no second index of 64-character hashes
 // beside the table. Files made before hold a rowid table with the same columns; both answer
@@ -184,13 +191,15 @@ export function logIdOf(db: Database.Database): string | undefined {
 
 /** A file of an older format opened by this code is of the current one from now on: the blobs
  * it puts have binary keys (2), a commit's later rows it appends leave out what the row before
- * holds (3) and its packed blobs are indexed in runs (4), which older code would not read.
- * Nothing already stored changes. */
+ * holds (3), its packed blobs are indexed in runs (4) and the ids appenders give are kept in
+ * event_ids (5), which older code would not read or keep. Nothing already stored changes. */
 function markFormat(db: Database.Database): void {
   const current = () => Number(db.prepare("SELECT value FROM crucible_meta WHERE key = 'format'").pluck().get());
   if (current() >= LOG_FORMAT_VERSION) return;
   db.transaction(() => {
-    if (current() < LOG_FORMAT_VERSION) db.prepare("UPDATE crucible_meta SET value = ? WHERE key = 'format'").run(String(LOG_FORMAT_VERSION));
+    if (current() >= LOG_FORMAT_VERSION) return;
+    db.exec(EVENT_IDS);
+    db.prepare("UPDATE crucible_meta SET value = ? WHERE key = 'format'").run(String(LOG_FORMAT_VERSION));
   }).immediate();
 }
 

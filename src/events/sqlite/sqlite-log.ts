@@ -15,7 +15,7 @@ import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from '../catalog.js';
 import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from '../commit.js';
-import type { EventEnvelope, NewEvent } from '../envelope.js';
+import { eventIdPrefix, type EventEnvelope, type NewEvent } from '../envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from '../errors.js';
 import { dataBytes, storedData } from './stored-data.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
@@ -141,6 +141,7 @@ export class SqliteEventLog implements EventLog {
   readonly #findCommit: Database.Statement;
   #insertEvent: Database.Statement | null = null;
   #insertCommit: Database.Statement | null = null;
+  #insertGivenId: Database.Statement | null = null;
   readonly #idExists: Database.Statement;
   readonly #commitBefore: Database.Statement;
   readonly #atBefore: Database.Statement;
@@ -224,11 +225,24 @@ export class SqliteEventLog implements EventLog {
     const first = ((this.#head.get() as number | null) ?? 0) + 1;
     this.#insertEvent ??= this.#db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#insertCommit ??= this.#db.prepare('INSERT INTO commits (commit_id, first_position, count) VALUES (?, ?, ?)');
+    this.#insertGivenId ??= this.#db.prepare('INSERT INTO event_ids (id) VALUES (?)');
+    // Ids derived from the commit id are unique with it (the commit is new: checked above); an
+    // id the appender gave is kept in event_ids, where a reused one is refused. encodeCommit
+    // refuses given ids of the derived form that are not the event's own.
+    const prefix = eventIdPrefix(commitId);
     const positions: Position[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]!;
       const position = first + i;
       positions[i] = position as Position;
+      if (r.id !== `${prefix}-${i}`) {
+        try {
+          this.#insertGivenId.run(r.id);
+        } catch (err) {
+          if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateEventIdError(r.id, { index: i, stream, commitId });
+          throw err;
+        }
+      }
       try {
         const at = i > 0 && r.at === rows[i - 1]!.at ? AS_BEFORE : r.at;
         this.#insertEvent.run(
