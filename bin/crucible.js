@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=128
 // Entry point of the `crucible` command. It runs the JavaScript compiled into dist/ by `npm run
 // build` (which `npm ci` runs) when that build is not older than the sources; otherwise the
 // TypeScript sources through tsx's loader, so an edited checkout runs what it holds, never an

@@ -12,6 +12,7 @@ import { WORKER_ROLES, type WorkerRole } from './roles.js';
 import { EXIT_READ_AGAIN, WorkerError } from './errors.js';
 import { stampLines } from './stamped-lines.js';
 import { PACKAGE_ROOT } from '../core/package-root.js';
+import { YOUNG_GENERATION_FLAG } from '../core/node-flags.js';
 
 /** The `crucible` entry point of this checkout. */
 export const CRUCIBLE_BIN = path.join(PACKAGE_ROOT, 'bin/crucible.js');
@@ -84,6 +85,7 @@ export class WorkerSupervisor {
 
   #spawn(role: WorkerRole, slot: number): void {
     const args = [
+      YOUNG_GENERATION_FLAG,
       CRUCIBLE_BIN,
       'worker',
       '--role',
