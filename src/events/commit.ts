@@ -27,6 +27,8 @@ export interface EncodedCommit {
   events: StoredEvent[];
   /** Bytes of the events' encoded text (what the limit is checked against). */
   bytes: number;
+  /** Per event, whether its id is the one derived from the commit id (not given by the appender). */
+  derivedIds: boolean[];
 }
 
 export interface CommitLimits {
@@ -53,6 +55,7 @@ export function encodeCommit(registry: EventCodec, stream: string, events: reado
   const prefix = eventIdPrefix(commitId);
   const out: StoredEvent[] = new Array(events.length);
   const seen = new Set<string>();
+  const derivedIds: boolean[] = new Array(events.length);
   let bytes = 0;
   for (let index = 0; index < events.length; index++) {
     const e = events[index]!;
@@ -95,13 +98,14 @@ export function encodeCommit(registry: EventCodec, stream: string, events: reado
       at: ev.at ?? now,
       data: json,
     };
+    derivedIds[index] = stored.id === derived;
     if (seen.has(stored.id)) throw new DuplicateEventIdError(stored.id, loc);
     seen.add(stored.id);
     bytes += sizeOf(stored);
     out[index] = stored;
   }
   if (bytes > limits.maxCommitBytes) throw new CommitTooLargeError(commitId, stream, bytes, limits.maxCommitBytes, 'bytes');
-  return { commitId, stream, events: out, bytes };
+  return { commitId, stream, events: out, bytes, derivedIds };
 }
 
 /**

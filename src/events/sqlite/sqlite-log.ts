@@ -15,7 +15,7 @@ import type Database from 'better-sqlite3';
 import { SqliteBlobStore } from './blob-store.js';
 import { catalog } from '../catalog.js';
 import { decodeChecked, encodeCommit, storedSum, type StoredEvent } from '../commit.js';
-import { eventIdPrefix, type EventEnvelope, type NewEvent } from '../envelope.js';
+import type { EventEnvelope, NewEvent } from '../envelope.js';
 import { ConcurrencyError, DuplicateEventIdError, LogClosedError, MalformedEventError } from '../errors.js';
 import { dataBytes, storedData } from './stored-data.js';
 import { parseAppendArgs, parseReadArgs, parseStreamName, parseSubscribeOptions } from '../log-args.js';
@@ -195,7 +195,7 @@ export class SqliteEventLog implements EventLog {
         .transaction((): AppendResult[] => {
           // Blobs the events may name land in the same transaction (see SqliteBlobStore).
           this.blobs.writePending();
-          return encoded.map(({ args, commit }) => this.#write(args.stream, args.options, commit.events));
+          return encoded.map(({ args, commit }) => this.#write(args.stream, args.options, commit.events, commit.derivedIds));
         })
         .immediate();
     } catch (err) {
@@ -209,7 +209,7 @@ export class SqliteEventLog implements EventLog {
   }
 
   /** One commit's rows, inside the caller's transaction. */
-  #write(stream: string, options: AppendOptions, rows: readonly StoredEvent[]): AppendResult {
+  #write(stream: string, options: AppendOptions, rows: readonly StoredEvent[], derivedIds: readonly boolean[]): AppendResult {
     const { commitId, expectedPosition } = options;
     const earlier = this.#findCommit.get(commitId) as { first_position: number; count: number } | undefined;
     if (earlier) {
@@ -229,13 +229,12 @@ export class SqliteEventLog implements EventLog {
     // Ids derived from the commit id are unique with it (the commit is new: checked above); an
     // id the appender gave is kept in event_ids, where a reused one is refused. encodeCommit
     // refuses given ids of the derived form that are not the event's own.
-    const prefix = eventIdPrefix(commitId);
     const positions: Position[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]!;
       const position = first + i;
       positions[i] = position as Position;
-      if (r.id !== `${prefix}-${i}`) {
+      if (!derivedIds[i]) {
         try {
           this.#insertGivenId.run(r.id);
         } catch (err) {
