@@ -66,10 +66,11 @@ describe.skipIf(!HAVE_DATASETS)('EvolveCoder round-0 per-test pass status', () =
           if ((ours.verdict === 'accepted') === s.pass) return void stats.agree++;
           // Explained (see src/sandbox/README.md): program 17 of problem 0 is cut off mid-line
           // (the model hit its length limit) and cannot compile as stored; the label came from
-          // a run of other text. Test 6 of problem 4 is a 10^6-step loop: its timeout label is
-          // this machine's speed against theirs at a 1 s limit.
+          // a run of other text. Test 6 of problem 4 is a 10^6-step loop: at a 1 s limit its
+          // verdict is a machine's speed, theirs (a timeout label) or this one's under load (our
+          // time limit where they passed).
           if (rec.id === 0 && k === 17 && ours.verdict === 'compile_error' && s.pass) return;
-          if (rec.id === 4 && j === 6 && s.reason === 'timeout') return;
+          if (rec.id === 4 && j === 6 && (s.reason === 'timeout' || ours.verdict === 'time_limit')) return;
           unexplained.push(`program ${k} test ${j}: label ${s.reason}, ours ${ours.verdict} ${ours.exceptionType ?? ''} ${ours.message ?? ''}`);
         });
       }
