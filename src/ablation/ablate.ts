@@ -165,8 +165,9 @@ const SHARED_TYPES: ReadonlySet<string> | null = SHARED_PROJECTIONS.every((p) =>
 
 /** Whether the shared read models built from `a` are those of `b`: the same events of their
  * types in the same order (one object when passed through or planned alike); of those a variant
- * writes itself, a ProblemEvaluated of the same problem-round (all answer selection reads of it)
- * and a MistakeBookUpdated with the same changes. */
+ * writes itself, a ProblemEvaluated of the same problem-round (answer selection reads its round,
+ * problem and candidates' tallies, which the same requests and verdicts make the same) and a
+ * MistakeBookUpdated with the same changes. */
 function sameSharedInput(a: readonly EventEnvelope[], b: readonly EventEnvelope[]): boolean {
   if (SHARED_TYPES === null) return false;
   const read = (events: readonly EventEnvelope[]) => events.filter((e) => SHARED_TYPES.has(e.type));

@@ -36,7 +36,7 @@ import { canonicalJson } from '../core/canonical-json.js';
 import { sha256Hex } from '../events/blobs.js';
 import { readAssertComparison } from '../core/python-text.js';
 import { readReferenceProbe, referenceProbeProgram, referenceProbeTest } from './reference-probe.js';
-import { evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
+import { candidateTallies, evaluationFigures, evaluationPairs, mean } from './methods/evaluation.js';
 import { planEvents } from './methods/common.js';
 import type { BasisArgs, JudgeArgs, JudgementSteps, MethodJudgement, PlanArgs, Verdicts } from './methods/contract.js';
 import type { ModuleLoad } from '../core/module-load.js';
@@ -382,6 +382,8 @@ export async function judgeWithBasis(
     env: RunEnv;
     round: ProblemRound;
     book: MistakeBookState;
+    /** The verdicts of this judgement's requests (the candidates' tallies count them). */
+    verdicts: (requestId: string) => Verdicts;
     /** Self-play (one model, no separation): a suite is rewarded with its program's R_code, the
      * objective both roles of a single model share, instead of Code-A1's attack reward. */
     shared?: boolean;
@@ -471,6 +473,7 @@ export async function judgeWithBasis(
       tests: basis.tests,
       mistakeBook: { size: bookSize },
       rewards: { code: mean(rCodes), test: mean(testItems.map((t) => t.reward)) },
+      candidates: candidateTallies(p, args.verdicts),
     }),
   );
   return events;

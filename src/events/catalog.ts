@@ -17,6 +17,8 @@ const Id = z.string().min(1);
 const Hash = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256');
 const Round = z.int().nonnegative();
 const Count = z.int().nonnegative();
+/** Tests [passed, run]. */
+const Tally = z.tuple([Count, Count]);
 const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 export const PolicyRef = z.strictObject({ role: Role, name: Id, version: Count });
@@ -558,6 +560,11 @@ const definitions = {
       mistakeBook: z.strictObject({ size: Count }),
       /** Mean rewards of the problem's samples. */
       rewards: z.strictObject({ code: z.number(), test: z.number() }),
+      /** Each sampled program's tests [passed, run] as answer selection counts them, from the
+       * verdicts the Judge judged on: usable generated tests, Mistake Book tests, held-out
+       * tests. Answer selection reads them here instead of every request's verdicts. Absent in
+       * logs written before it was recorded. */
+      candidates: z.array(z.strictObject({ solutionId: Id, generated: Tally, book: Tally, heldOut: Tally })).optional(),
     }),
   }),
   /** Conductor (TCS): the training stage of a round, decided from the previous round's validity

@@ -12,7 +12,11 @@
  *  - answer_selection_open: the candidates and usable generated tests of a problem-round until
  *    ProblemEvaluated;
  *  - answer_selection_round_sums: per round, the running sums whose means answer_selection_rounds
- *    shows, added in event order so the means are the reducer's to the last bit.
+ *    shows, added in event order so the means are the reducer's to the last bit;
+ *  - answer_selection_source: where the candidates' tallies come from in this log, decided at its
+ *    first ProblemEvaluated: 'recorded' where the Judge recorded them with it (then the requests
+ *    and their verdicts are not read at all: most of a log's bytes), 'verdicts' in logs written
+ *    before it did (every request's verdicts are kept and counted, as they always were).
  * The shown tables (answer_selection, answer_selection_rounds) hold the reducer's rows exactly,
  * so the projection's state hash, which reads shown tables only, is the reducer's.
  */
@@ -40,6 +44,10 @@ const REQUESTS = 'answer_selection_requests';
 const PROGRAMS = 'answer_selection_programs';
 const OPEN = 'answer_selection_open';
 const SUMS = 'answer_selection_round_sums';
+const SOURCE = 'answer_selection_source';
+type Source = 'recorded' | 'verdicts';
+/** What it reads once the log's ProblemEvaluated carry the candidates' tallies. */
+const RECORDED_TYPES = ['SolutionSampled', 'TestsJudged', 'ProblemEvaluated'] as const;
 /** A pair whose result is not recorded yet. */
 const UNANSWERED = '.';
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
@@ -231,20 +239,45 @@ function scoresBeside(view: ReadView, bodies: Bodies, key: string, o: OpenRow, g
   return scores;
 }
 
-function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, basis?: SelectionBasis): RowWrite[] {
+const sourceOf = (view: ReadView): Source | undefined => (view.get(SOURCE, { id: 1 }) as { source: Source } | undefined)?.source;
+
+/** The candidates' scores from the tallies the Judge recorded with ProblemEvaluated. */
+function recordedScores(o: OpenRow, d: EventData<'ProblemEvaluated'>): CandidateScore[] {
+  const tallies = new Map((d.candidates ?? []).map((c) => [c.solutionId, c]));
+  return o.candidates.map((c) => {
+    const t = tallies.get(c.solutionId);
+    const tally = (x: readonly [number, number] | undefined) => ({ passed: x?.[0] ?? 0, run: x?.[1] ?? 0 });
+    const heldOut = tally(t?.heldOut);
+    return { ...c, generated: tally(t?.generated), book: tally(t?.book), heldOut, passesHeldOut: heldOut.run > 0 && heldOut.passed === heldOut.run };
+  });
+}
+
+function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, opts: { basis?: SelectionBasis; fromVerdicts?: boolean } = {}): RowWrite[] {
   const key = `${d.round}/${d.problemId}`;
   const o = openRow(view, key);
-  const bodies = new Bodies(view);
-  const generatedTests = new Set(o.generatedTests);
-  const given = basis?.get(key);
-  const scores =
-    (given !== undefined ? scoresBeside(view, bodies, key, o, generatedTests, given) : null) ??
-    scoreCandidates({
-      candidates: o.candidates,
-      generatedTests,
-      reward: verdictsOfRequest(view, bodies, `${key}/reward`),
-      heldOut: verdictsOfRequest(view, bodies, `${key}/heldout`),
-    });
+  const decided = sourceOf(view);
+  const source: Source = decided ?? (d.candidates !== undefined && !opts.fromVerdicts ? 'recorded' : 'verdicts');
+  let scores: CandidateScore[];
+  if (source === 'recorded') {
+    // Its requests were not read: there is nothing else to count.
+    if (d.candidates === undefined)
+      throw new Error(
+        `ProblemEvaluated of ${key} carries no candidates' tallies, though this log's first one did: its requests were not read; rebuild answer selection from verdicts (answerSelectionFromVerdicts)`,
+      );
+    scores = recordedScores(o, d);
+  } else {
+    const bodies = new Bodies(view);
+    const generatedTests = new Set(o.generatedTests);
+    const given = opts.basis?.get(key);
+    scores =
+      (given !== undefined ? scoresBeside(view, bodies, key, o, generatedTests, given) : null) ??
+      scoreCandidates({
+        candidates: o.candidates,
+        generatedTests,
+        reward: verdictsOfRequest(view, bodies, `${key}/reward`),
+        heldOut: verdictsOfRequest(view, bodies, `${key}/heldout`),
+      });
+  }
   const p = selectForProblem(d.round, d.problemId, scores);
   const s = (view.get(SUMS, { round: d.round }) as SumsRow | undefined) ?? {
     round: d.round,
@@ -268,6 +301,7 @@ function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, basis?: Sel
     with_book_ran: s.with_book_ran || ran(scores, true),
   };
   return [
+    ...(decided === undefined ? [put(SOURCE, { id: 1, source })] : []),
     del(OPEN, { key }),
     put('answer_selection', selectionRow(p)),
     put(SUMS, { ...sums }),
@@ -332,7 +366,11 @@ function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite
   return [put(REQUESTS, row), ...noteProgram(view, req.problem_id, d.programHash, d.requestId)];
 }
 
-export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly RowWrite[] {
+/** One event into answer selection's rows; `fromVerdicts`: count every request's verdicts even
+ * where the Judge recorded the tallies (what a log written before it did gets). */
+export function applyAnswerSelection(e: EventEnvelope, view: ReadView, opts: { fromVerdicts?: boolean; basis?: SelectionBasis } = {}): readonly RowWrite[] {
+  // A request's verdicts are nobody's once the tallies are read from ProblemEvaluated.
+  if (VERDICT_TYPES.has(e.type) && sourceOf(view) === 'recorded') return [];
   switch (e.type) {
     case 'SolutionSampled': {
       const d = e.data as EventData<'SolutionSampled'>;
@@ -355,11 +393,16 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView): readonly
     case 'ExecutionCompleted':
       return completed(view, e.data as EventData<'ExecutionCompleted'>);
     case 'ProblemEvaluated':
-      return evaluated(view, e.data as EventData<'ProblemEvaluated'>);
+      return evaluated(view, e.data as EventData<'ProblemEvaluated'>, opts);
     default:
       return [];
   }
 }
+
+const VERDICT_TYPES: ReadonlySet<string> = new Set(['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted']);
+
+/** The event types it reads from here on: fewer once the tallies are known to be recorded. */
+const readsNow = (view: ReadView): readonly string[] => (sourceOf(view) === 'recorded' ? RECORDED_TYPES : ANSWER_SELECTION_TYPES);
 
 /** Scores already selected, by problem-round ("round/problemId"), as the shown table keeps them
  * (the `scores` column's JSON text). */
@@ -377,14 +420,15 @@ export function readSelectionBasis(db: Database.Database): Map<string, string> {
  * scores, but for the Mistake Book pairs its reward requests reuse (a variant that replays
  * fewer Mistake Book tests, or none: the reward requests it plans keep the executed pairs and
  * the generated tests' pairs, see src/ablation): the generated and held-out tallies are the
- * basis's and only the Mistake Book tallies are counted again. The caller vouches for the
+ * basis's and only the Mistake Book tallies are counted again. Where the log's ProblemEvaluated
+ * carry the tallies (the variant's Judge counted them) the basis is not needed. The caller vouches for the
  * likeness of the logs; the projection is the same one (name, version, tables), so its rows and
  * state hash are answerSelectionProjection's over this log.
  */
 export function answerSelectionBeside(basis: SelectionBasis): RowProjection {
   return {
     ...answerSelectionProjection,
-    apply: (e, view) => (e.type === 'ProblemEvaluated' ? evaluated(view, e.data as EventData<'ProblemEvaluated'>, basis) : applyAnswerSelection(e, view)),
+    apply: (e, view) => applyAnswerSelection(e, view, { basis }),
   };
 }
 
@@ -414,6 +458,7 @@ const TABLES = {
   ...REQUEST_LIST_TABLES,
   [PROGRAMS]: { columns: { problem_id: 'text', program_hash: 'text', requests: 'text' }, key: ['problem_id', 'program_hash'], internal: true },
   [OPEN]: { columns: { key: 'text', body: 'text' }, key: ['key'], internal: true },
+  [SOURCE]: { columns: { id: 'integer', source: 'text' }, key: ['id'], internal: true },
   [SUMS]: {
     columns: {
       round: 'integer',
@@ -436,11 +481,21 @@ export const answerSelectionProjection: RowProjection = {
   name: 'answer-selection',
   // 9: the requests' lists read packed, through request-lists.ts. 10: the lists are its own
   // (the executions read model, nobody's reading, is gone), test lists stored once, pairs as runs.
-  // 11: test ids stored in the log's packed form.
-  version: 11,
+  // 11: test ids stored in the log's packed form. 12: the candidates' tallies read from
+  // ProblemEvaluated where the Judge recorded them.
+  version: 12,
   types: ANSWER_SELECTION_TYPES,
+  readsNow,
   tables: TABLES,
-  apply: applyAnswerSelection,
+  apply: (e, view) => applyAnswerSelection(e, view),
+};
+
+/** The same read model counted from every request's verdicts, as in a log whose Judge recorded no
+ * tallies (what `replay --verify` and the tests compare the recorded tallies with). */
+export const answerSelectionFromVerdicts: RowProjection = {
+  ...answerSelectionProjection,
+  readsNow: undefined,
+  apply: (e, view) => applyAnswerSelection(e, view, { fromVerdicts: true }),
 };
 
 /** The problem selections of a read model, in the order they were evaluated (rows are only

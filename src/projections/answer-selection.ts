@@ -150,19 +150,22 @@ export function roundSelections(problems: readonly ProblemSelection[]): RoundSel
     }));
 }
 
+/** What a verdict is counted by: whose, on which test, and what it says. */
+type Counted = Pick<RequestVerdict, 'programId' | 'testId' | 'verdict'> & Partial<RequestVerdict>;
+
 /** Scores the candidates of one problem-round from its requests' verdicts. */
 export function scoreCandidates(args: {
   candidates: readonly { solutionId: string; programHash: string; index: number }[];
   /** Test ids of the usable generated tests (TestsJudged with an oracle). */
   generatedTests: ReadonlySet<string>;
-  reward: readonly RequestVerdict[];
-  heldOut: readonly RequestVerdict[];
+  reward: readonly Counted[];
+  heldOut: readonly Counted[];
 }): CandidateScore[] {
   const scores = new Map<string, CandidateScore>();
   for (const c of args.candidates) {
     scores.set(c.solutionId, { ...c, generated: { passed: 0, run: 0 }, book: { passed: 0, run: 0 }, heldOut: { passed: 0, run: 0 }, passesHeldOut: false });
   }
-  const bump = (t: Tally, v: RequestVerdict) => {
+  const bump = (t: Tally, v: Counted) => {
     t.run++;
     if (v.verdict === 'accepted') t.passed++;
   };

@@ -39,6 +39,10 @@ export interface RowProjection {
   types?: readonly string[];
   tables: Readonly<Record<string, TableSpec>>;
   apply(event: EventEnvelope, view: ReadView): readonly RowWrite[];
+  /** The event types it reads from here on, given its rows (asked after each batch): a
+   * projection that learns from the log that it needs fewer lets a replay skip the rest. Each
+   * must be in `types`. */
+  readsNow?(view: ReadView): readonly string[];
 }
 
 export interface ReducerProjection<S = unknown> {
@@ -243,6 +247,25 @@ export class ProjectionRunner {
         }
       })
       .immediate();
+    this.#narrow();
+  }
+
+  /** Sets each row projection's types to what its readsNow says; true when some changed. */
+  #narrow(): boolean {
+    let changed = false;
+    for (const slot of this.#slots) {
+      const readsNow = slot.kind === 'rows' ? (slot.p as RowProjection).readsNow : undefined;
+      if (!readsNow) continue;
+      const now = readsNow(this.#view(slot, new BatchWriter()));
+      const declared = slot.p.types;
+      const outside = declared ? now.find((t) => !declared.includes(t)) : undefined;
+      if (outside !== undefined) throw new ProjectionError(slot.p.name, slot.position, `it reads ${outside} now, which its types do not name`);
+      const next = new Set(now);
+      if (slot.types !== null && slot.types.size === next.size && [...next].every((t) => slot.types!.has(t))) continue;
+      slot.types = next;
+      changed = true;
+    }
+    return changed;
   }
 
   /** Drops the tables and checkpoints of retired read models (inside #load's transaction). */
@@ -268,6 +291,7 @@ export class ProjectionRunner {
     slot.position = ORIGIN;
     slot.state = slot.kind === 'reducer' ? (slot.p as ReducerProjection).initial() : undefined;
     slot.shown = new Map();
+    slot.types = slot.p.types ? new Set(slot.p.types) : null;
     this.#db
       .prepare(
         `INSERT INTO crucible_projections (name, version, spec_hash, tables, position, state) VALUES (?, ?, ?, ?, 0, ?)
@@ -348,21 +372,31 @@ export class ProjectionRunner {
       const after = this.#min();
       if (after >= to) return after;
       const log = this.#opts.log;
-      const range = { after, to };
-      const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
       // Each event is applied as it is read: the batch holds its writes, not the decoded events.
       let batch = this.#begin();
-      for await (const page of pages) {
-        for (const e of page) {
-          this.#lastRead = { position: e.position, commitId: e.commitId };
-          this.#apply(batch, e);
-          if (++batch.events >= this.#batchSize) {
-            this.#finish(batch, e.position);
-            batch = this.#begin();
+      let from = after;
+      reading: for (;;) {
+        const range = { after: from, to };
+        const pages = log.readPages ? log.readPages(range, this.#filter()) : onePerPage(log.read(range, this.#filter()));
+        for await (const page of pages) {
+          for (const e of page) {
+            this.#lastRead = { position: e.position, commitId: e.commitId };
+            this.#apply(batch, e);
+            if (++batch.events >= this.#batchSize) {
+              this.#finish(batch, e.position);
+              batch = this.#begin();
+              // A projection now reading fewer types: the rest is read with the narrower filter.
+              if (this.#narrow()) {
+                from = e.position;
+                continue reading;
+              }
+            }
           }
         }
+        break;
       }
       this.#finish(batch, to);
+      this.#narrow();
       return to;
     });
   }
@@ -392,6 +426,7 @@ export class ProjectionRunner {
     const batch = this.#begin();
     for (const e of events) this.#apply(batch, e);
     this.#finish(batch, end);
+    this.#narrow();
   }
 
   #begin(): Batch {

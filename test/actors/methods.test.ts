@@ -14,7 +14,7 @@ import { requestPairs, requestSize, reusedPairs, type EventData, type EventType 
 import { TestCase } from '../../src/core/problem.js';
 import { exportEvolved } from '../../src/cli/commands/evolved.js';
 import { allPairResults } from '../../src/projections/recorded-verdicts.js';
-import { recordedBlobs, recordedEvents } from '../support/run-log.js';
+import { answerSelectionBothWays, recordedBlobs, recordedEvents } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
 import { expectStatesMatchSchemas } from '../support/state-schemas.js';
 
@@ -51,6 +51,11 @@ async function run(method: string, overrides: Record<string, unknown> = {}) {
     out.dir,
     events.flatMap((e) => (e.type === 'ExecutionRequested' ? requestPairs(e.data as EventData<'ExecutionRequested'>).map((p) => p.testHash) : [])),
   );
+  // Answer selection from the tallies the Judge recorded is the one counted from every verdict.
+  const selection = await answerSelectionBothWays(out.dir);
+  expect(selection.source).toBe('recorded');
+  expect(selection.recorded).toBe(selection.fromVerdicts);
+  expect(selection.scores.some((s) => (JSON.parse(s) as { heldOut: { run: number } }[]).some((c) => c.heldOut.run > 0))).toBe(true);
   const of = <T extends Parameters<typeof dataOfType>[1]>(type: T) => dataOfType(events, type);
   return { out, events, of, blob: (h: string) => blobs.get(h)! };
 }

@@ -19,6 +19,8 @@ import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { requestPairs, type EventData } from '../../src/events/catalog.js';
 import { pairResultsOf } from '../../src/events/program-executed.js';
 import { requestListsOf } from '../../src/projections/request-lists.js';
+import { ProjectionRunner } from '../../src/projections/runner.js';
+import { answerSelectionFromVerdicts } from '../../src/projections/answer-selection-rows.js';
 import { verdictOfCode } from '../../src/core/verdicts.js';
 
 type Row = Record<string, unknown>;
@@ -47,6 +49,23 @@ function withViews<T>(f: (db: Database.Database) => T): T {
     return f(db);
   } finally {
     db.close();
+  }
+}
+
+/** Answer selection counted from every request's verdicts, built aside from the run's log, for `f`. */
+async function withVerdictViews<T>(f: (db: Database.Database) => T): Promise<T> {
+  const log = await openSqliteLog(path.join(runDir, 'log.db'), { create: false });
+  const file = path.join(root, 'verdict-views.db');
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
+  try {
+    const runner = await ProjectionRunner.replayInto(file, { log, projections: [answerSelectionFromVerdicts] });
+    try {
+      return f(runner.readModel.db);
+    } finally {
+      await runner.close();
+    }
+  } finally {
+    await log.close();
   }
 }
 
@@ -141,8 +160,9 @@ describe('crucible export --format parquet', () => {
   });
 
   it('executions: one row per verdict answer selection recorded, with time and memory from the log', async () => {
-    // The read models' view of the same verdicts: each request's letters and packed lists.
-    const verdicts = withViews((db) => {
+    // Answer selection's view of the same verdicts, counted from every request (the run's own
+    // reads the Judge's tallies instead): each request's letters and packed lists.
+    const verdicts = await withVerdictViews((db) => {
       const view = {
         get: (table: string, key: Record<string, unknown>) =>
           db.prepare(`SELECT * FROM ${table} WHERE ${Object.keys(key)[0]} = ?`).get(Object.values(key)[0]) as Row | undefined,

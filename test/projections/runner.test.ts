@@ -575,3 +575,55 @@ describe('the log a read model was built from', () => {
     }
   });
 });
+
+describe('a projection that reads fewer types once its rows say so', () => {
+  /** Counts RoundStarted and RoundCompleted until its first RunFailed, then RunFailed only. */
+  const narrowing: RowProjection = {
+    name: 'narrowing',
+    version: 1,
+    types: ['RoundStarted', 'RoundCompleted', 'RunFailed'],
+    tables: {
+      seen: { columns: { type: 'text', n: 'integer' }, key: ['type'] },
+      mode: { columns: { id: 'integer', narrow: 'boolean' }, key: ['id'] },
+    },
+    apply: (e) => [add('seen', { type: e.type }, { n: 1 }), ...(e.type === 'RunFailed' ? [put('mode', { id: 1, narrow: true })] : [])],
+    readsNow: (view) => (view.get('mode', { id: 1 }) ? ['RunFailed'] : ['RoundStarted', 'RoundCompleted', 'RunFailed']),
+  };
+  const seen = (r: ProjectionRunner) =>
+    Object.fromEntries((r.readModel.db.prepare('SELECT type, n FROM seen').raw().all() as [string, number][]).map(([t, n]) => [t, n]));
+
+  it('a batch after the switch applies and reads only the types it still needs, and a reopened runner starts narrow', async () => {
+    // Event k: RoundStarted if k % 3 == 0, RoundCompleted if 1, RunFailed if 2; the first RunFailed is event 2.
+    await seed(60);
+    const filters: (readonly string[] | undefined)[] = [];
+    const watched = new Proxy(log, {
+      get(target, prop, receiver) {
+        if (prop === 'readPages' || prop === 'read')
+          return (range: unknown, filter?: { types?: readonly string[] }) => {
+            filters.push(filter?.types);
+            return (target[prop] as (r: unknown, f: unknown) => unknown).call(target, range, filter);
+          };
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const r = await runner({ log: watched, projections: [narrowing], batchSize: 5 });
+    await r.catchUp();
+    // The first batch (events 0-4) applied every type; after it, only RunFailed.
+    expect(seen(r)).toEqual({ RoundStarted: 2, RoundCompleted: 2, RunFailed: 20 });
+    expect(filters).toEqual([['RoundStarted', 'RoundCompleted', 'RunFailed'], ['RunFailed']]);
+    await seed(6, 10, 60);
+    filters.length = 0;
+    await r.close();
+    open.splice(open.indexOf(r), 1);
+    const again = await runner({ log: watched, projections: [narrowing], batchSize: 5 });
+    await again.catchUp();
+    expect(filters).toEqual([['RunFailed']]);
+    expect(seen(again)).toEqual({ RoundStarted: 2, RoundCompleted: 2, RunFailed: 22 });
+    // A rebuild starts from the declared types again.
+    filters.length = 0;
+    await again.rebuild();
+    expect(filters[0]).toEqual(['RoundStarted', 'RoundCompleted', 'RunFailed']);
+    expect(seen(again)).toEqual({ RoundStarted: 2, RoundCompleted: 2, RunFailed: 22 });
+  });
+});

@@ -8,7 +8,7 @@ import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 import type { JudgedTest, Pair, RewardItem, Verdicts } from './contract.js';
 import { requestBody } from '../../events/catalog.js';
-import { evaluationFigures, mean } from './evaluation.js';
+import { candidateTallies, evaluationFigures, mean } from './evaluation.js';
 
 export const GT_SUITE = 'gt';
 
@@ -77,6 +77,7 @@ export function judgedEvents(args: {
       },
       mistakeBook: { size: 0 },
       rewards: { code: mean(args.code.map((c) => c.reward)), test: mean(args.test.map((t) => t.reward)) },
+      candidates: candidateTallies(p, args.verdicts),
     }),
   ];
 }

@@ -11,6 +11,8 @@ import { outcomeOf } from '../../rewards/matrix.js';
 import type { RunEnv } from '../env.js';
 import type { ProblemRound } from '../judge-state.js';
 import type { Pair, Verdicts } from './contract.js';
+import { scoreCandidates } from '../../projections/answer-selection.js';
+import type { EventData } from '../../events/catalog.js';
 
 const cellKey = (programId: string, testId: string) => `${programId}\u0000${testId}`;
 
@@ -70,6 +72,25 @@ export function evaluationFigures(
     heldOut: { programs: programs.length, passed },
     kill: { targets: problem.incorrectSolutions.length, suites: p.suites.length, killed },
   };
+}
+
+/** Each sampled program's tallies as answer selection counts them (scoreCandidates, the same
+ * rules), from the verdicts the Judge judges on: recorded with ProblemEvaluated, so answer
+ * selection need not read every request's verdicts from the log again. */
+export function candidateTallies(p: ProblemRound, verdicts: (requestId: string) => Verdicts): NonNullable<EventData<'ProblemEvaluated'>['candidates']> {
+  const usable = new Set((p.judgedTests ?? []).filter((t) => t.oracleHash !== null).map((t) => t.testId));
+  const scores = scoreCandidates({
+    candidates: p.solutions.map((s, index) => ({ solutionId: s.solutionId, programHash: s.programHash, index })),
+    generatedTests: usable,
+    reward: verdicts(`${p.key}/reward`),
+    heldOut: verdicts(`${p.key}/heldout`),
+  });
+  return scores.map((c) => ({
+    solutionId: c.solutionId,
+    generated: [c.generated.passed, c.generated.run],
+    book: [c.book.passed, c.book.run],
+    heldOut: [c.heldOut.passed, c.heldOut.run],
+  }));
 }
 
 export function mean(xs: readonly number[]): number {
