@@ -341,7 +341,13 @@ export class VerdictIndex {
             reused[0]!.problemId,
             reused.flatMap((r) => r.pairs),
           );
-    return (requestId) => this.#of(requestId, recorded);
+    // A judgement reads a request several times (rewards, evaluation, tallies): built once.
+    const built = new Map<string, PairResult[]>();
+    return (requestId) => {
+      let out = built.get(requestId);
+      if (out === undefined) built.set(requestId, (out = this.#of(requestId, recorded)));
+      return out;
+    };
   }
 
   #of(requestId: string, recorded: RecordedResults): PairResult[] {
