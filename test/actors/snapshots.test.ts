@@ -28,7 +28,7 @@ import { openSqliteLog } from '../../src/events/sqlite/sqlite-log.js';
 import { makeEvent } from '../../src/events/catalog.js';
 import { entriesOfRows, fingerprintOf } from '../../src/actors/program-history.js';
 import type { RoundRow } from '../../src/projections/round-table.js';
-import { recordedDecisions } from '../support/run-log.js';
+import { answerSelectionBothWays, recordedDecisions, type Decision } from '../support/run-log.js';
 import { catalogCache } from '../support/catalog-cache.js';
 
 const ACTORS = [conductor, solver, adversary, executor, judge, learner];
@@ -127,6 +127,9 @@ describe('actor snapshots', () => {
     cpSync(path.join(import.meta.dirname, '../fixtures/format5-run'), dir, { recursive: true });
     const before = snapshotRows(dir);
     expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => '5'));
+    // Its problem-rounds evaluated before it stopped, by a Judge that recorded no candidates' tallies.
+    const evaluatedBefore = (await eventsOf(dir)).filter((e) => e.type === 'ProblemEvaluated').length;
+    expect(evaluatedBefore).toBeGreaterThan(0);
     const reports: RestartReport[] = [];
     // The fixture's config names its directory as the config file did ('runs'): the run id hashes it.
     const recorded = twoProblemConfig('runs');
@@ -142,7 +145,20 @@ describe('actor snapshots', () => {
     const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format5-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
     expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));
     expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
-    expect(await eventsOf(dir)).toEqual(await eventsOf(uninterrupted.dir));
+    // The same events, but for the tallies the older Judge did not record.
+    let evaluated = 0;
+    const withoutEarlyTallies = (e: Decision): Decision => {
+      if (e.type !== 'ProblemEvaluated' || evaluated++ >= evaluatedBefore) return e;
+      const { candidates: _recordedSince, ...data } = e.data;
+      return { ...e, data };
+    };
+    expect(await eventsOf(dir)).toEqual((await eventsOf(uninterrupted.dir)).map(withoutEarlyTallies));
+    // Answer selection counts the resumed log, whose first ProblemEvaluated has no tallies, from
+    // its verdicts, and reads the uninterrupted one's tallies: the same tables.
+    const [counted, read] = [await answerSelectionBothWays(dir), await answerSelectionBothWays(uninterrupted.dir)];
+    expect([counted.source, read.source]).toEqual(['verdicts', 'recorded']);
+    expect(counted.recorded).toBe(read.recorded);
+    expect(read.recorded).toBe(read.fromVerdicts);
     // The old side rows are gone: the first save of each actor replaced them with the new format's.
     const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
     const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
