@@ -14,8 +14,8 @@
  *  - answer_selection_round_sums: per round, the running sums whose means answer_selection_rounds
  *    shows, added in event order so the means are the reducer's to the last bit;
  *  - answer_selection_source: where the candidates' tallies come from in this log, decided at its
- *    first ProblemEvaluated: 'recorded' where the Judge recorded them with it (then the requests
- *    and their verdicts are not read at all: most of a log's bytes), 'verdicts' in logs written
+ *    first ProblemEvaluated: 'recorded' where the Judge recorded them with it (then the requests,
+ *    their verdicts and the judged tests are not read at all: most of a log's bytes), 'verdicts' in logs written
  *    before it did (every request's verdicts are kept and counted, as they always were).
  * The shown tables (answer_selection, answer_selection_rounds) hold the reducer's rows exactly,
  * so the projection's state hash, which reads shown tables only, is the reducer's.
@@ -47,7 +47,7 @@ const SUMS = 'answer_selection_round_sums';
 const SOURCE = 'answer_selection_source';
 type Source = 'recorded' | 'verdicts';
 /** What it reads once the log's ProblemEvaluated carry the candidates' tallies. */
-const RECORDED_TYPES = ['SolutionSampled', 'TestsJudged', 'ProblemEvaluated'] as const;
+const RECORDED_TYPES = ['SolutionSampled', 'ProblemEvaluated'] as const;
 /** A pair whose result is not recorded yet. */
 const UNANSWERED = '.';
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
@@ -252,7 +252,8 @@ function recordedScores(o: OpenRow, d: EventData<'ProblemEvaluated'>): Candidate
   });
 }
 
-function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, opts: { basis?: SelectionBasis; fromVerdicts?: boolean } = {}): RowWrite[] {
+function evaluated(view: ReadView, e: EventEnvelope, opts: { basis?: SelectionBasis; fromVerdicts?: boolean } = {}): RowWrite[] {
+  const d = e.data as EventData<'ProblemEvaluated'>;
   const key = `${d.round}/${d.problemId}`;
   const o = openRow(view, key);
   const decided = sourceOf(view);
@@ -262,7 +263,7 @@ function evaluated(view: ReadView, d: EventData<'ProblemEvaluated'>, opts: { bas
     // Its requests were not read: there is nothing else to count.
     if (d.candidates === undefined)
       throw new Error(
-        `ProblemEvaluated of ${key} carries no candidates' tallies, though this log's first one did: its requests were not read; rebuild answer selection from verdicts (answerSelectionFromVerdicts)`,
+        `ProblemEvaluated of ${key} at position ${e.position} carries no candidates' tallies, though this log's first one did, so its requests were not read and the problem-round cannot be counted (a log an older crucible wrote on after a newer one)`,
       );
     scores = recordedScores(o, d);
   } else {
@@ -369,8 +370,8 @@ function completed(view: ReadView, d: EventData<'ExecutionCompleted'>): RowWrite
 /** One event into answer selection's rows; `fromVerdicts`: count every request's verdicts even
  * where the Judge recorded the tallies (what a log written before it did gets). */
 export function applyAnswerSelection(e: EventEnvelope, view: ReadView, opts: { fromVerdicts?: boolean; basis?: SelectionBasis } = {}): readonly RowWrite[] {
-  // A request's verdicts are nobody's once the tallies are read from ProblemEvaluated.
-  if (VERDICT_TYPES.has(e.type) && sourceOf(view) === 'recorded') return [];
+  // Requests, verdicts and usable tests are nobody's once the tallies are read from ProblemEvaluated.
+  if (COUNTED_TYPES.has(e.type) && sourceOf(view) === 'recorded') return [];
   switch (e.type) {
     case 'SolutionSampled': {
       const d = e.data as EventData<'SolutionSampled'>;
@@ -393,13 +394,14 @@ export function applyAnswerSelection(e: EventEnvelope, view: ReadView, opts: { f
     case 'ExecutionCompleted':
       return completed(view, e.data as EventData<'ExecutionCompleted'>);
     case 'ProblemEvaluated':
-      return evaluated(view, e.data as EventData<'ProblemEvaluated'>, opts);
+      return evaluated(view, e, opts);
     default:
       return [];
   }
 }
 
-const VERDICT_TYPES: ReadonlySet<string> = new Set(['ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted']);
+/** What only the count from verdicts reads. */
+const COUNTED_TYPES: ReadonlySet<string> = new Set(['TestsJudged', 'ExecutionRequested', 'ProgramExecuted', 'ExecutionCompleted']);
 
 /** The event types it reads from here on: fewer once the tallies are known to be recorded. */
 const readsNow = (view: ReadView): readonly string[] => (sourceOf(view) === 'recorded' ? RECORDED_TYPES : ANSWER_SELECTION_TYPES);

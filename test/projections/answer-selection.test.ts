@@ -2,7 +2,13 @@
  * Answer selection on hand-made candidates and on a hand-made event sequence: the selectors,
  * their tie-breaks, the exact random-pick expectation, and verdicts reused across rounds.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openMemoryLog } from '../../src/events/memory/memory-log.js';
+import { ProjectionRunner } from '../../src/projections/runner.js';
+import { answerSelectionProjection, readProblemSelections } from '../../src/projections/answer-selection-rows.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 import { makeEvent, requestBody, type EventDataInput, type EventType } from '../../src/events/catalog.js';
 import {
@@ -237,5 +243,61 @@ describe('the answer-selection reducer', () => {
     expect(verdictsOf(after, '3/p/reward').map((x) => x.verdict)).toEqual(['sandbox_error']);
     const later = observeVerdicts(after, request(4, 'reward', [], [pair('y', P0, 't', H('7'))]), () => true);
     expect(verdictsOf(later, '4/p/reward')).toEqual([]);
+  });
+});
+
+describe('answer selection from the tallies the Judge records', () => {
+  const P0 = H('a');
+  const P1 = H('b');
+  const tallied = (
+    round: number,
+    problemId: string,
+    candidates: { solutionId: string; generated: [number, number]; book: [number, number]; heldOut: [number, number] }[] | undefined,
+  ) =>
+    makeEvent('ProblemEvaluated', 'run', {
+      round,
+      problemId,
+      heldOut: { programs: 2, passed: 0 },
+      kill: { targets: 0, suites: 0, killed: 0 },
+      tests: { sampled: 0, wellFormed: 0, valid: 0 },
+      mistakeBook: { size: 0 },
+      rewards: { code: 0, test: 0 },
+      ...(candidates ? { candidates } : {}),
+    });
+  const sampled = (round: number, problemId: string, id: string, index: number, programHash: string) =>
+    makeEvent('SolutionSampled', 'run', {
+      round,
+      problemId,
+      solutionId: id,
+      programHash,
+      policy,
+      sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null },
+      responseHash: null,
+    });
+
+  it('scores each candidate by its recorded tallies (a candidate without one has none) and refuses a later problem-round without them', async () => {
+    const log = openMemoryLog();
+    await log.append('s', [sampled(1, 'p', '1/p/s0', 0, P0), sampled(1, 'p', '1/p/s1', 1, P1)], { commitId: 'c1' });
+    // s1 passes more generated tests; s0 passes every held-out test; s1 has no tallies at all.
+    await log.append('s', [tallied(1, 'p', [{ solutionId: '1/p/s0', generated: [1, 2], book: [0, 0], heldOut: [3, 3] }])], { commitId: 'c2' });
+    const dir = mkdtempSync(join(tmpdir(), 'answer-selection-'));
+    try {
+      const runner = await ProjectionRunner.replayInto(join(dir, 'views.db'), { log, projections: [answerSelectionProjection] });
+      const [row] = readProblemSelections(runner.readModel.db);
+      expect(row).toMatchObject({ candidates: 2, passing: 1, selectedGenerated: '1/p/s0', generatedPass: true, randomPass: 0.5, oraclePass: true });
+      expect(row!.scores.map((c) => [c.solutionId, c.generated, c.book, c.heldOut, c.passesHeldOut])).toEqual([
+        ['1/p/s0', { passed: 1, run: 2 }, { passed: 0, run: 0 }, { passed: 3, run: 3 }, true],
+        ['1/p/s1', { passed: 0, run: 0 }, { passed: 0, run: 0 }, { passed: 0, run: 0 }, false],
+      ]);
+      // A later problem-round without tallies cannot be counted: its requests were not read.
+      await log.append('s', [sampled(2, 'q', '2/q/s0', 0, P0), tallied(2, 'q', undefined)], { commitId: 'c3' });
+      await expect(runner.catchUp()).rejects.toThrow(
+        /ProblemEvaluated of 2\/q at position \d+ carries no candidates' tallies, though this log's first one did/,
+      );
+      await runner.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await log.close();
+    }
   });
 });
