@@ -113,16 +113,16 @@ function ev<T extends EventType>(type: T, data: EventDataInput<T>): EventEnvelop
   } as unknown as EventEnvelope;
 }
 const policy = { role: 'code' as const, name: 'catalog', version: 0 };
-const solution = (round: number, id: string, index: number, programHash: string) =>
-  ev('SolutionSampled', {
-    round,
-    problemId: 'p',
-    solutionId: id,
-    programHash,
-    policy,
-    sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null },
-    responseHash: null,
-  });
+const sampledData = (round: number, id: string, index: number, programHash: string, problemId = 'p'): EventDataInput<'SolutionSampled'> => ({
+  round,
+  problemId,
+  solutionId: id,
+  programHash,
+  policy,
+  sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null },
+  responseHash: null,
+});
+const solution = (round: number, id: string, index: number, programHash: string) => ev('SolutionSampled', sampledData(round, id, index, programHash));
 const pair = (programId: string, programHash: string, testId: string, testHash: string) => ({ programId, programHash, testId, testHash });
 const done = (requestId: string, p: ReturnType<typeof pair>, verdict: 'accepted' | 'wrong_answer' | 'sandbox_error') =>
   ev('ExecutionCompleted', { requestId, ...p, verdict, timeMs: 1, memoryKb: 1, outputHash: null, exceptionType: null, isolated: true, cached: false });
@@ -139,16 +139,17 @@ const judged = (round: number, testIds: [string, string, boolean][]) =>
       oracleHash: ok ? testHash : null,
     })),
   });
-const evaluated = (round: number) =>
-  ev('ProblemEvaluated', {
-    round,
-    problemId: 'p',
-    heldOut: { programs: 2, passed: 0 },
-    kill: { targets: 0, suites: 0, killed: 0 },
-    tests: { sampled: 0, wellFormed: 0, valid: 0 },
-    mistakeBook: { size: 0 },
-    rewards: { code: 0, test: 0 },
-  });
+const evaluatedData = (round: number, problemId = 'p', candidates?: EventDataInput<'ProblemEvaluated'>['candidates']): EventDataInput<'ProblemEvaluated'> => ({
+  round,
+  problemId,
+  heldOut: { programs: 2, passed: 0 },
+  kill: { targets: 0, suites: 0, killed: 0 },
+  tests: { sampled: 0, wellFormed: 0, valid: 0 },
+  mistakeBook: { size: 0 },
+  rewards: { code: 0, test: 0 },
+  ...(candidates ? { candidates } : {}),
+});
+const evaluated = (round: number) => ev('ProblemEvaluated', evaluatedData(round));
 const request = (round: number, purpose: 'reward' | 'heldout', pairs: ReturnType<typeof pair>[], reused: ReturnType<typeof pair>[] = []) =>
   ev('ExecutionRequested', { round, problemId: 'p', requestId: `${round}/p/${purpose}`, purpose, ...requestBody(pairs, reused) });
 
@@ -249,31 +250,10 @@ describe('the answer-selection reducer', () => {
 describe('answer selection from the tallies the Judge records', () => {
   const P0 = H('a');
   const P1 = H('b');
-  const tallied = (
-    round: number,
-    problemId: string,
-    candidates: { solutionId: string; generated: [number, number]; book: [number, number]; heldOut: [number, number] }[] | undefined,
-  ) =>
-    makeEvent('ProblemEvaluated', 'run', {
-      round,
-      problemId,
-      heldOut: { programs: 2, passed: 0 },
-      kill: { targets: 0, suites: 0, killed: 0 },
-      tests: { sampled: 0, wellFormed: 0, valid: 0 },
-      mistakeBook: { size: 0 },
-      rewards: { code: 0, test: 0 },
-      ...(candidates ? { candidates } : {}),
-    });
+  const tallied = (round: number, problemId: string, candidates: EventDataInput<'ProblemEvaluated'>['candidates']) =>
+    makeEvent('ProblemEvaluated', 'run', evaluatedData(round, problemId, candidates));
   const sampled = (round: number, problemId: string, id: string, index: number, programHash: string) =>
-    makeEvent('SolutionSampled', 'run', {
-      round,
-      problemId,
-      solutionId: id,
-      programHash,
-      policy,
-      sampling: { seed: 1, index, temperature: null, candidateId: null, contextKey: null },
-      responseHash: null,
-    });
+    makeEvent('SolutionSampled', 'run', sampledData(round, id, index, programHash, problemId));
 
   it('scores each candidate by its recorded tallies (a candidate without one has none) and refuses a later problem-round without them', async () => {
     const log = openMemoryLog();
