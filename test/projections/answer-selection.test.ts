@@ -255,6 +255,15 @@ describe('answer selection from the tallies the Judge records', () => {
   const sampled = (round: number, problemId: string, id: string, index: number, programHash: string) =>
     makeEvent('SolutionSampled', 'run', sampledData(round, id, index, programHash, problemId));
 
+  it('refuses malformed tallies, naming the field', () => {
+    expect(() => tallied(1, 'p', [{ solutionId: '1/p/s0', generated: [-1, 2], book: [0, 0], heldOut: [0, 0] }])).toThrow(
+      /malformed: data\.candidates\[0\]\.generated\[0\]: Too small/,
+    );
+    expect(() => tallied(1, 'p', [{ solutionId: '', generated: [0, 0], book: [0, 0], heldOut: [0, 0] }])).toThrow(
+      /malformed: data\.candidates\[0\]\.solutionId/,
+    );
+  });
+
   it('scores each candidate by its recorded tallies (a candidate without one has none) and refuses a later problem-round without them', async () => {
     const log = openMemoryLog();
     await log.append('s', [sampled(1, 'p', '1/p/s0', 0, P0), sampled(1, 'p', '1/p/s1', 1, P1)], { commitId: 'c1' });
