@@ -68,12 +68,12 @@ export const ExecutionCacheData = z.strictObject({
 });
 export type ExecutionCacheData = z.infer<typeof ExecutionCacheData>;
 
-/** The Executor's results have no scope: a (program, test) pair's result is the same for every problem. */
-const ANY = '';
-
-/** Results already recorded, by (program, test), and each program's load outcome: the same
- * pair is never run twice in a run. Rebuilt by folding the log, so a restarted Executor has
- * the same cache.
+/** Results already recorded, by problem and (program, test), and each program's load outcome:
+ * the same pair is never run twice in a problem. Rebuilt by folding the log, so a restarted
+ * Executor has the same cache. The scope is the problem, as the Judge's, so that each problem's
+ * programs are found through a directory of its own (see ProgramHistory): one scope for the run
+ * made its directory the run's whole list of programs. A pair is the same in every problem, but
+ * another problem's program and test almost never are.
  *
  * The results are the log's: the cache keeps where each program's results are (see
  * ProgramHistory) and a request reads the recorded results of its programs that have any from
@@ -98,29 +98,30 @@ export class ExecutionCache {
     }
     if (envelope.type === 'ExecutionCompleted') {
       const r = envelope.data as PairResult;
+      const problemId = this.#awaiting.get(r.requestId)?.request.problemId;
       // sandbox_error is the sandbox's failure, not the program's: worth running again.
-      if (r.verdict !== 'sandbox_error') this.#history.record(ANY, r.programHash, envelope.position, 0, [r.testHash]);
+      if (problemId !== undefined && r.verdict !== 'sandbox_error') this.#history.record(problemId, r.programHash, envelope.position, 0, [r.testHash]);
       return;
     }
     if (envelope.type !== 'ProgramExecuted') return;
     const d = envelope.data as EventData<'ProgramExecuted'>;
-    this.#history.recordLoad(ANY, d.programHash, d.load);
     const wait = this.#awaiting.get(d.requestId);
-    // Results of a request this log never announced name no pairs: nothing to remember.
+    // Results of a request this log never announced name no problem and no pairs: nothing to remember.
     if (!wait) return;
-    const { tests, pairs } = wait.request;
+    const { problemId, tests, pairs } = wait.request;
+    this.#history.recordLoad(problemId, d.programHash, envelope.position, d.load);
     const recorded = d.pairs.flatMap((at, i) => (d.verdicts[i] === SANDBOX_ERROR ? [] : [tests[pairs[2 * at + 1]!]!.testHash]));
-    if (recorded.length > 0) this.#history.record(ANY, d.programHash, envelope.position, wait.position, recorded);
+    if (recorded.length > 0) this.#history.record(problemId, d.programHash, envelope.position, wait.position, recorded);
     if ((wait.left -= d.pairs.length) <= 0) this.#awaiting.delete(d.requestId);
   }
 
-  /** The recorded results of `pairs`, read from the log where the index says they are. */
-  resultsOf(pairs: Iterable<{ programHash: string; testHash: string }>): Promise<RecordedResults> {
-    return resultsOf(this.#history, ANY, pairs, this.#read);
+  /** The recorded results of `pairs` in the problem, read from the log where the index says they are. */
+  resultsOf(problemId: string, pairs: Iterable<{ programHash: string; testHash: string }>): Promise<RecordedResults> {
+    return resultsOf(this.#history, problemId, pairs, this.#read);
   }
-  /** What is known of the program's module body; unknown when nothing recorded told. */
-  load(programHash: string): ModuleLoad {
-    return this.#history.load(ANY, programHash) ?? 'unknown';
+  /** What is known of the program's module body in the problem; unknown when nothing recorded told. */
+  load(problemId: string, programHash: string): ModuleLoad {
+    return this.#history.load(problemId, programHash) ?? 'unknown';
   }
   /** For actor snapshots: the requests in flight (see ExecutionCacheData); where results are
    * goes to side rows (sideRows). */
@@ -204,7 +205,7 @@ export async function executePrograms(request: Request, env: RunEnv, cache: Exec
   const testOf = (hash: string) => testsByHash.get(hash) ?? testsByHash.set(hash, loadTest(env, hash)).get(hash)!;
   const byProgram = new Map<string, number[]>();
   const toRun = new Map<string, number[]>();
-  const recorded = await cache.resultsOf(only ? pairs.filter((p) => only.has(p.programHash)) : pairs);
+  const recorded = await cache.resultsOf(request.problemId, only ? pairs.filter((p) => only.has(p.programHash)) : pairs);
   pairs.forEach((pair, i) => {
     if (only && !only.has(pair.programHash)) return;
     const all = byProgram.get(pair.programHash) ?? [];
@@ -262,7 +263,8 @@ export async function executePrograms(request: Request, env: RunEnv, cache: Exec
       return r;
     });
     const fresh = loads.get(programHash);
-    const load = fresh === undefined ? cache.load(programHash) : mergeLoad(cache.load(programHash), fresh);
+    const known = cache.load(request.problemId, programHash);
+    const load = fresh === undefined ? known : mergeLoad(known, fresh);
     return env.event('ProgramExecuted', compactResults(request.requestId, programHash, indexes, figures, load));
   });
 }

@@ -257,7 +257,7 @@ export class VerdictIndex {
       const d = envelope.data as EventData<'ProgramExecuted'>;
       const wait = this.#awaiting.get(requestId);
       if (wait && (wait.left -= results.length) <= 0) this.#awaiting.delete(requestId);
-      if (request !== undefined) this.#history.recordLoad(request.problemId, d.programHash, d.load);
+      if (request !== undefined) this.#history.recordLoad(request.problemId, d.programHash, envelope.position, d.load);
     }
     const k = requestId.slice(0, requestId.lastIndexOf('/'));
     let requests = this.#byProblem.get(k);

@@ -1,34 +1,46 @@
 /**
  * Where each program's recorded results are in the log, as the Judge's verdict index and the
- * Executor's cache keep them: per scope (the Judge's problem id; the Executor has one scope, '')
- * and program, the program's load outcome, the positions of the events that recorded its results
- * (each with the position of its request, whose tests name the results), and per test it has a
- * result on, the last 48 bits of the test's hash and which of those events holds its latest
- * result. Whether a pair is recorded is answered from the index; its result is read from the log
- * at that event (`resultsOf`), so a plan reads only the events of the pairs it reuses: the log is
- * the memory, and beside it an index of about 7 bytes per result, not a second copy of each.
+ * Executor's cache keep them: per scope (the problem) and program, the program's load outcome,
+ * the positions of the events that recorded its results (each with the position of its request,
+ * whose tests name the results), and per test it has a result on, the last 48 bits of the test's
+ * hash and which of those events holds its latest result. Whether a pair is recorded is answered
+ * from the index; its result is read from the log at that event (`resultsOf`), so a plan reads
+ * only the events of the pairs it reuses: the log is the memory, and beside it an index of about
+ * 7 bytes per result, not a second copy of each.
  *
  * Entries changed or read since the last saved snapshot are held here; the others are read from
  * the snapshot's side rows when asked for (see SideRows), so memory holds one snapshot
  * interval's programs, not the run's.
  *
- * A program's rows are the records of its events, appended in log order: a program run on every
- * new test (a problem's reference) gathers thousands of them, and a row rewritten whole at each
- * snapshot would cost bytes growing with the run. So the records fill parts of at most
- * PART_BYTES; a full part is sealed, written once and never again, and each snapshot rewrites only
- * the head (the load outcome and the open part) and the parts sealed since. Parts are cut by the
- * records alone, so the same events give the same rows whatever the snapshot points (processes
- * sharing a snapshot file agree), and each row stays under SQLite's in-page limit for a
- * `WITHOUT ROWID` row (about 1,000 bytes on 4 KB pages), never spilling into overflow pages.
- *   head key:  'h' | scope length (1 byte) | scope (UTF-8) | program hash (32 bytes)
- *   head:      the load outcome (1 byte: its place in LOADS, 255: none recorded) | the number of
- *              sealed parts (varint) | the open part
- *   part key:  the head key | the part's number (4 bytes, big-endian; from 0)
- *   a part:    records. A record: a varint, twice its number of fingerprints, plus 1 where it
- *              begins an event; then, where it does, two varints: the event's position less the
- *              one before's (the first: its position), and its position less its request's (0:
- *              an older per-pair event that names its test); then its fingerprints (6 bytes each,
- *              big-endian). An event's fingerprints may go on in records of the next parts.
+ * Rows written together sit together. A program's rows are keyed by its number, the log position
+ * of the first event that recorded it (the same in every process folding the log), so the rows
+ * of the programs a snapshot interval first saw are new keys at the end of the table: a key made
+ * of the program's hash put each on a random leaf of a tree that grows with the run, and the
+ * bytes a snapshot wrote grew with it (a 4 KB page, twice, for a row of a few hundred bytes).
+ * What finds a program's number from its hash is the scope's directory: its programs in the order
+ * they were first recorded, fixed-size records appended, one row per problem rewritten a save.
+ *
+ * A program's records, appended in log order, fill parts of at most PART_BYTES; a full part is
+ * sealed, written once and never again, and each snapshot rewrites only the head (the load
+ * outcome and the open part) and the parts sealed since. Parts are cut by the records alone, so
+ * the same events give the same rows whatever the snapshot points (processes sharing a snapshot
+ * file agree), and each row stays under SQLite's in-page limit for a `WITHOUT ROWID` row (about
+ * 1,000 bytes on 4 KB pages), never spilling into overflow pages. A directory is cut the same way
+ * (DIRECTORY_PART_RECORDS records a part).
+ *   directory key:   'd' | scope length (1 byte) | scope (UTF-8)
+ *   directory:       the number of sealed parts (varint) | the open part
+ *   directory part:  the directory key | the part's number (4 bytes, big-endian; from 0)
+ *   a directory's records: the program hash's last 6 bytes | the program's number (6 bytes)
+ *   program key:     'p' | the program's number (6 bytes, big-endian)
+ *   program head:    the program hash (32 bytes) | the load outcome (1 byte: its place in LOADS,
+ *                    255: none recorded) | the number of sealed parts (varint) | the open part
+ *   program part:    the program key | the part's number (4 bytes, big-endian; from 0)
+ *   a program's part: records. A record: a varint, twice its number of fingerprints, plus 1
+ *              where it begins an event; then, where it does, two varints: the event's position
+ *              less the one before's (the first: its position), and its position less its
+ *              request's (0: an older per-pair event that names its test); then its fingerprints
+ *              (6 bytes each, big-endian). An event's fingerprints may go on in records of the
+ *              next parts.
  */
 import { mergeLoad, type ModuleLoad } from '../core/module-load.js';
 import { VERDICT_CODES } from '../core/verdicts.js';
@@ -39,8 +51,10 @@ import { resultAt, type PairResult, type ResultFigures } from '../events/program
 import type { ReadAt } from '../events/read-at.js';
 import type { SideReader, SideRows } from './snapshots.js';
 
-const HISTORY = 0x68; // 'h'
+const DIRECTORY = 0x64; // 'd'
+const PROGRAM = 0x70; // 'p'
 const HASH_BYTES = 32;
+const NUMBER_BYTES = 6;
 const LOADS: readonly ModuleLoad[] = ['ran', 'raised', 'compile_error', 'unknown'];
 const NO_LOAD = 255;
 const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
@@ -48,6 +62,10 @@ const SANDBOX_ERROR = VERDICT_CODES.sandbox_error;
  * under SQLite's ~1,000-byte in-page limit. */
 export const PART_BYTES = 640;
 const PART_NUMBER_BYTES = 4;
+/** A directory's record: the program hash's last 6 bytes and the program's number. */
+const DIRECTORY_RECORD_BYTES = 12;
+/** Records in a directory's part (636 bytes). */
+export const DIRECTORY_PART_RECORDS = 53;
 
 /** What the index knows of a program in a scope. `events` is flat: [position, request position
  * (0: none), ...], in log order; `tests`: test fingerprint -> the place in `events` (the
@@ -63,18 +81,32 @@ const FINGERPRINT_BYTES = 6;
  * checked against the whole hash (two tests of one program sharing a fingerprint: the older one
  * is then not reused, only run again). */
 export const fingerprintOf = (testHash: string): number => parseInt(testHash.slice(-2 * FINGERPRINT_BYTES), 16);
+/** A program's fingerprint in its scope's directory, the last 48 bits of its hash as a test's:
+ * programs sharing it are told apart by the whole hash in their heads. */
+const programFingerprintOf = fingerprintOf;
 
-function keyOf(scope: string, program: string): Buffer {
+function directoryKey(scope: string): Buffer {
   const scopeBytes = Buffer.byteLength(scope);
   if (scopeBytes > 255) throw new Error(`scope of a program's history longer than 255 bytes: ${JSON.stringify(scope.slice(0, 80))}`);
-  const key = Buffer.allocUnsafe(2 + scopeBytes + HASH_BYTES);
-  key[0] = HISTORY;
+  const key = Buffer.allocUnsafe(2 + scopeBytes);
+  key[0] = DIRECTORY;
   key[1] = scopeBytes;
   key.write(scope, 2, 'utf8');
-  // Hashes reach the index from validated events: 64 lowercase hex characters.
-  if (key.write(program, 2 + scopeBytes, 'hex') !== HASH_BYTES || program.length !== 2 * HASH_BYTES)
-    throw new Error(`not a sha256 hash: ${JSON.stringify(program.slice(0, 80))}`);
   return key;
+}
+
+function programKey(number: number): Buffer {
+  const key = Buffer.allocUnsafe(1 + NUMBER_BYTES);
+  key[0] = PROGRAM;
+  key.writeUIntBE(number, 1, NUMBER_BYTES);
+  return key;
+}
+
+function checkedHash(program: string): Buffer {
+  // Hashes reach the index from validated events: 64 lowercase hex characters.
+  const bytes = Buffer.from(program, 'hex');
+  if (bytes.length !== HASH_BYTES || program.length !== 2 * HASH_BYTES) throw new Error(`not a sha256 hash: ${JSON.stringify(program.slice(0, 80))}`);
+  return bytes;
 }
 
 function partKey(head: Buffer, part: number): Buffer {
@@ -84,14 +116,20 @@ function partKey(head: Buffer, part: number): Buffer {
   return key;
 }
 
-/** A side row's key read: its scope, program, and part number (undefined: the head). */
-function parseKey(key: Uint8Array): { scope: string; program: string; part: number | undefined } {
+/** A side row's key read: a directory's (its scope) or a program's (its number), and the part
+ * (undefined: the head). */
+type ParsedKey = { kind: 'directory'; scope: string; part: number | undefined } | { kind: 'program'; number: number; part: number | undefined };
+function parseKey(key: Uint8Array): ParsedKey {
   const b = Buffer.from(key.buffer, key.byteOffset, key.byteLength);
-  const at = 2 + (b[1] ?? 0);
-  if (b[0] !== HISTORY || (b.length !== at + HASH_BYTES && b.length !== at + HASH_BYTES + PART_NUMBER_BYTES))
-    throw new Error(`side row ${b.toString('hex').slice(0, 80)} is not a program's history`);
-  const part = b.length === at + HASH_BYTES ? undefined : b.readUInt32BE(at + HASH_BYTES);
-  return { scope: b.toString('utf8', 2, at), program: b.toString('hex', at, at + HASH_BYTES), part };
+  if (b[0] === DIRECTORY && b.length >= 2) {
+    const at = 2 + b[1]!;
+    if (b.length === at || b.length === at + PART_NUMBER_BYTES)
+      return { kind: 'directory', scope: b.toString('utf8', 2, at), part: b.length === at ? undefined : b.readUInt32BE(at) };
+  }
+  const at = 1 + NUMBER_BYTES;
+  if (b[0] === PROGRAM && (b.length === at || b.length === at + PART_NUMBER_BYTES))
+    return { kind: 'program', number: b.readUIntBE(1, NUMBER_BYTES), part: b.length === at ? undefined : b.readUInt32BE(at) };
+  throw new Error(`side row ${b.toString('hex').slice(0, 80)} is not a program's history`);
 }
 
 const varintBytes = (n: number): number => {
@@ -253,23 +291,141 @@ export function decodeEntry(head: Uint8Array, parts: readonly Uint8Array[] = [])
   return Chronicle.decode(head, parts).entry;
 }
 
-/** The entries of side rows (every row of some programs, in key order): scope, program, entry. */
+/** A program head's row: its hash, then the entry's head (see Chronicle.head). */
+function programHeadRow(program: string, chronicle: Chronicle): Buffer {
+  return Buffer.concat([checkedHash(program), chronicle.head()]);
+}
+
+/** A program head's row read: its hash and the entry's head. */
+function programHeadOf(row: Uint8Array, number: number): { program: string; head: Uint8Array } {
+  if (row.length <= HASH_BYTES) throw new Error(`the head of program number ${number} in a history's rows is ${row.length} bytes, too short to hold its hash`);
+  return { program: Buffer.from(row.buffer, row.byteOffset, HASH_BYTES).toString('hex'), head: row.subarray(HASH_BYTES) };
+}
+
+/**
+ * A scope's directory: its programs in the order they were first recorded, by fingerprint and
+ * number. Its rows are cut by the records alone: part k holds records [53k, 53k + 53), the head
+ * the records after the sealed parts.
+ */
+class Directory {
+  constructor(
+    readonly fingerprints: number[] = [],
+    readonly numbers: number[] = [],
+    /** Sealed parts written by the last save (or read from it): later ones are written next. */
+    public savedParts = 0,
+  ) {}
+
+  /** The numbers of the programs whose hash begins with the fingerprint, oldest first. */
+  numbersOf(fingerprint: number): number[] {
+    const out: number[] = [];
+    const { fingerprints, numbers } = this;
+    for (let i = 0; i < fingerprints.length; i++) if (fingerprints[i] === fingerprint) out.push(numbers[i]!);
+    return out;
+  }
+
+  add(fingerprint: number, number: number): void {
+    this.fingerprints.push(fingerprint);
+    this.numbers.push(number);
+  }
+
+  get sealed(): number {
+    return Math.floor(this.numbers.length / DIRECTORY_PART_RECORDS);
+  }
+
+  #records(from: number, to: number, out: Buffer, at: number): void {
+    for (let i = from; i < to; i++, at += DIRECTORY_RECORD_BYTES) {
+      out.writeUIntBE(this.fingerprints[i]!, at, FINGERPRINT_BYTES);
+      out.writeUIntBE(this.numbers[i]!, at + FINGERPRINT_BYTES, NUMBER_BYTES);
+    }
+  }
+
+  head(): Buffer {
+    const sealed = this.sealed;
+    const prefix: number[] = [];
+    pushVarint(prefix, sealed);
+    const from = sealed * DIRECTORY_PART_RECORDS;
+    const out = Buffer.alloc(prefix.length + (this.numbers.length - from) * DIRECTORY_RECORD_BYTES);
+    out.set(prefix);
+    this.#records(from, this.numbers.length, out, prefix.length);
+    return out;
+  }
+
+  part(k: number): Buffer {
+    const out = Buffer.alloc(DIRECTORY_PART_RECORDS * DIRECTORY_RECORD_BYTES);
+    this.#records(k * DIRECTORY_PART_RECORDS, (k + 1) * DIRECTORY_PART_RECORDS, out, 0);
+    return out;
+  }
+
+  /** The number of sealed parts a directory's head row names. */
+  static sealedOf(head: Uint8Array): number {
+    return readVarint(head, 0)[0];
+  }
+
+  /** The directory decoded from its head row and its sealed parts, in order. */
+  static decode(scope: string, head: Uint8Array, parts: readonly Uint8Array[]): Directory {
+    const [sealed, openAt] = readVarint(head, 0);
+    if (sealed !== parts.length) throw new Error(`the directory of scope ${JSON.stringify(scope)} names ${sealed} sealed parts, ${parts.length} given`);
+    const directory = new Directory([], [], sealed);
+    const records = (bytes: Uint8Array, from: number, whole: boolean) => {
+      const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const size = b.length - from;
+      if (size % DIRECTORY_RECORD_BYTES !== 0 || (whole && size !== DIRECTORY_PART_RECORDS * DIRECTORY_RECORD_BYTES))
+        throw new Error(`a row of the directory of scope ${JSON.stringify(scope)} holds ${size} bytes of records, not whole records of ${DIRECTORY_RECORD_BYTES}`);
+      for (let at = from; at < b.length; at += DIRECTORY_RECORD_BYTES) directory.add(b.readUIntBE(at, FINGERPRINT_BYTES), b.readUIntBE(at + FINGERPRINT_BYTES, NUMBER_BYTES));
+    };
+    for (const part of parts) records(part, 0, true);
+    records(head, openAt, false);
+    return directory;
+  }
+}
+
+/** Reads the parts a head names (as many as `sealed`, in order), or says which one is missing. */
+function partsOf(side: SideReader, key: Buffer, sealed: number, what: string): Uint8Array[] {
+  if (sealed === 0) return [];
+  const parts = side.getMany(Array.from({ length: sealed }, (_, k) => partKey(key, k)));
+  const missing = parts.indexOf(undefined);
+  if (missing >= 0) throw new Error(`${what} names ${sealed} parts, and part ${missing} is missing`);
+  return parts as Uint8Array[];
+}
+
+/** The entries of side rows (every row of some scopes and of their programs, in key order):
+ * scope, program, entry. */
 export function entriesOfRows(rows: Iterable<readonly [Uint8Array, Uint8Array]>): { scope: string; program: string; entry: ProgramEntry }[] {
+  const scopeOf = new Map<number, string>();
   const out: { scope: string; program: string; entry: ProgramEntry }[] = [];
-  let open: { scope: string; program: string; head: Uint8Array; parts: Uint8Array[] } | undefined;
-  const close = () => {
-    if (open) out.push({ scope: open.scope, program: open.program, entry: decodeEntry(open.head, open.parts) });
+  let dir: { scope: string; head: Uint8Array; parts: Uint8Array[] } | undefined;
+  let open: { number: number; head: Uint8Array; parts: Uint8Array[] } | undefined;
+  const closeDirectory = () => {
+    if (dir) for (const n of Directory.decode(dir.scope, dir.head, dir.parts).numbers) scopeOf.set(n, dir.scope);
+    dir = undefined;
+  };
+  const closeProgram = () => {
+    if (!open) return;
+    const { program, head } = programHeadOf(open.head, open.number);
+    const scope = scopeOf.get(open.number);
+    if (scope === undefined) throw new Error(`program number ${open.number} (${program}) is in no scope's directory`);
+    out.push({ scope, program, entry: decodeEntry(head, open.parts) });
     open = undefined;
   };
   for (const [key, value] of rows) {
-    const { scope, program, part } = parseKey(key);
-    if (part === undefined) {
-      close();
-      open = { scope, program, head: value, parts: [] };
-    } else if (open?.scope === scope && open.program === program && part === open.parts.length) open.parts.push(value);
-    else throw new Error(`side row of part ${part} of program ${program} in scope ${JSON.stringify(scope)} follows no head and parts before it`);
+    const k = parseKey(key);
+    if (k.kind === 'directory') {
+      if (k.part === undefined) {
+        closeDirectory();
+        dir = { scope: k.scope, head: value, parts: [] };
+      } else if (dir?.scope === k.scope && k.part === dir.parts.length) dir.parts.push(value);
+      else throw new Error(`side row of part ${k.part} of the directory of scope ${JSON.stringify(k.scope)} follows no head and parts before it`);
+      continue;
+    }
+    closeDirectory();
+    if (k.part === undefined) {
+      closeProgram();
+      open = { number: k.number, head: value, parts: [] };
+    } else if (open?.number === k.number && k.part === open.parts.length) open.parts.push(value);
+    else throw new Error(`side row of part ${k.part} of program number ${k.number} follows no head and parts before it`);
   }
-  close();
+  closeDirectory();
+  closeProgram();
   return out;
 }
 
@@ -283,12 +439,25 @@ function nestedSet<T>(map: Nested<T>, a: string, b: string, value: T): void {
   else map.set(a, new Map([[b, value]]));
 }
 
+/** A program's chronicle as held: its number (its rows' key) with it. */
+interface Held {
+  number: number;
+  chronicle: Chronicle;
+}
+
 /** The index of programs' recorded results (see the top of this file). */
 export class ProgramHistory {
   /** Entries read or changed since the last save (null: read, and none is recorded). */
-  readonly #held: Nested<Chronicle | null> = new Map();
+  readonly #held: Nested<Held | null> = new Map();
   /** Entries changed since the last save: the next save writes their head and new parts. */
-  readonly #changed: Nested<Chronicle> = new Map();
+  readonly #changed: Nested<Held> = new Map();
+  /** Directories read or changed since the last save. */
+  readonly #directories = new Map<string, Directory>();
+  /** Directories changed since the last save. */
+  readonly #changedDirectories = new Set<string>();
+  /** Numbers given since the side rows were last read: one event records one program, so each
+   * is new. */
+  readonly #numbered = new Set<number>();
   /** The side rows of the latest snapshot (null: folded from the start, none saved yet). */
   #side: SideReader | null;
   /** No snapshot saved or restored yet: the next one replaces the actor's side rows. */
@@ -299,39 +468,65 @@ export class ProgramHistory {
     this.#replace = side === null;
   }
 
-  #chronicle(scope: string, program: string): Chronicle | undefined {
+  #directory(scope: string): Directory {
+    let directory = this.#directories.get(scope);
+    if (directory !== undefined) return directory;
+    const side = this.#side;
+    const key = directoryKey(scope);
+    const head = side?.get(key);
+    directory =
+      head === undefined
+        ? new Directory()
+        : Directory.decode(scope, head, partsOf(side!, key, Directory.sealedOf(head), `the directory of scope ${JSON.stringify(scope)}`));
+    // Kept until the next save: a problem's programs are asked about together.
+    this.#directories.set(scope, directory);
+    return directory;
+  }
+
+  #held_(scope: string, program: string): Held | undefined {
     const held = nestedGet(this.#held, scope, program);
     if (held !== undefined) return held ?? undefined;
-    let chronicle: Chronicle | null = null;
+    let found: Held | null = null;
     const side = this.#side;
-    const key = side === null ? undefined : keyOf(scope, program);
-    const head = key === undefined ? undefined : side!.get(key);
-    if (head !== undefined) {
+    for (const number of this.#directory(scope).numbersOf(programFingerprintOf(program))) {
+      // A program numbered since the side rows were read is held: another program, not this one.
+      if (this.#numbered.has(number)) continue;
+      const key = programKey(number);
+      const row = side?.get(key);
+      if (row === undefined) throw new Error(`the directory of scope ${JSON.stringify(scope)} names program number ${number}, which has no head`);
+      const { program: hash, head } = programHeadOf(row, number);
+      if (hash !== program) continue;
       const { sealed } = headOf(head);
-      const parts = sealed === 0 ? [] : side!.getMany(Array.from({ length: sealed }, (_, k) => partKey(key!, k)));
-      const missing = parts.indexOf(undefined);
-      if (missing >= 0)
-        throw new Error(`the history of program ${program} in scope ${JSON.stringify(scope)} names ${sealed} parts, and part ${missing} is missing`);
-      chronicle = Chronicle.decode(head, parts as Uint8Array[]);
+      const parts = partsOf(side!, key, sealed, `the history of program ${program} in scope ${JSON.stringify(scope)}`);
+      found = { number, chronicle: Chronicle.decode(head, parts) };
+      break;
     }
     // Kept until the next save: a program is asked about several times in a request.
-    nestedSet(this.#held, scope, program, chronicle);
-    return chronicle ?? undefined;
+    nestedSet(this.#held, scope, program, found);
+    return found ?? undefined;
   }
 
   /** What is recorded of the program in the scope (undefined: nothing). */
   entry(scope: string, program: string): ProgramEntry | undefined {
-    return this.#chronicle(scope, program)?.entry;
+    return this.#held_(scope, program)?.chronicle.entry;
   }
 
-  #changing(scope: string, program: string): Chronicle {
-    let chronicle = this.#chronicle(scope, program);
-    if (chronicle === undefined) {
-      chronicle = Chronicle.empty();
-      nestedSet(this.#held, scope, program, chronicle);
+  /** The program's chronicle to change; a program not yet recorded takes the position of the
+   * event that first records it as its number. */
+  #changing(scope: string, program: string, position: number): Chronicle {
+    let held = this.#held_(scope, program);
+    if (held === undefined) {
+      if (this.#numbered.has(position) || !Number.isSafeInteger(position) || position < 0 || position >= 2 ** (8 * NUMBER_BYTES))
+        throw new Error(`program ${program} in scope ${JSON.stringify(scope)}: position ${position} cannot number it (another program has it, or it is out of range)`);
+      checkedHash(program);
+      this.#numbered.add(position);
+      held = { number: position, chronicle: Chronicle.empty() };
+      nestedSet(this.#held, scope, program, held);
+      this.#directory(scope).add(programFingerprintOf(program), position);
+      this.#changedDirectories.add(scope);
     }
-    nestedSet(this.#changed, scope, program, chronicle);
-    return chronicle;
+    nestedSet(this.#changed, scope, program, held);
+    return held.chronicle;
   }
 
   /** Notes that the event at `position` recorded results of the program on `tests` (sandbox
@@ -342,29 +537,37 @@ export class ProgramHistory {
     const n = known?.events.length ?? 0;
     // Folded once per event, in log order: a position at or before the last one is that event again.
     if (n > 0 && known!.events[n - 2]! >= position) return;
-    this.#changing(scope, program).record(position, request, Array.from(tests, fingerprintOf));
+    this.#changing(scope, program, position).record(position, request, Array.from(tests, fingerprintOf));
   }
 
-  /** Merges a newly reported load outcome into the program's (see mergeLoad). */
-  recordLoad(scope: string, program: string, next: ModuleLoad): void {
+  /** Merges a load outcome reported by the event at `position` into the program's (see
+   * mergeLoad). */
+  recordLoad(scope: string, program: string, position: number, next: ModuleLoad): void {
     const known = this.entry(scope, program)?.load;
     const merged = mergeLoad(known, next);
     if (merged === known) return;
-    this.#changing(scope, program).entry.load = merged;
+    this.#changing(scope, program, position).entry.load = merged;
   }
 
   load(scope: string, program: string): ModuleLoad | undefined {
     return this.entry(scope, program)?.load;
   }
 
-  /** The rows of the entries changed since the last saved snapshot: each one's head and the
-   * parts it sealed since (every row before the first save, which replaces the actor's rows). */
+  /** The rows of the entries changed since the last saved snapshot: each changed directory's head
+   * and the parts it sealed since, each changed program's head and the parts it sealed since
+   * (every row before the first save, which replaces the actor's rows). */
   sideRows(): SideRows {
     const rows: [Uint8Array, Uint8Array][] = [];
-    for (const [scope, programs] of this.#changed)
-      for (const [program, chronicle] of programs) {
-        const key = keyOf(scope, program);
-        rows.push([key, chronicle.head()]);
+    for (const scope of this.#changedDirectories) {
+      const directory = this.#directories.get(scope)!;
+      const key = directoryKey(scope);
+      rows.push([key, directory.head()]);
+      for (let k = directory.savedParts; k < directory.sealed; k++) rows.push([partKey(key, k), directory.part(k)]);
+    }
+    for (const programs of this.#changed.values())
+      for (const [program, { number, chronicle }] of programs) {
+        const key = programKey(number);
+        rows.push([key, programHeadRow(program, chronicle)]);
         const first = chronicle.sealed - chronicle.fresh.length;
         chronicle.fresh.forEach((part, k) => rows.push([partKey(key, first + k), part]));
       }
@@ -375,11 +578,18 @@ export class ProgramHistory {
    * (a caller keeping no table) they stay, and only what changes from now on is written next. */
   sideSaved(saved?: SideReader): void {
     this.#replace = false;
-    for (const programs of this.#changed.values()) for (const chronicle of programs.values()) chronicle.fresh.length = 0;
+    for (const programs of this.#changed.values()) for (const { chronicle } of programs.values()) chronicle.fresh.length = 0;
     this.#changed.clear();
+    for (const scope of this.#changedDirectories) {
+      const directory = this.#directories.get(scope)!;
+      directory.savedParts = directory.sealed;
+    }
+    this.#changedDirectories.clear();
     if (saved === undefined) return;
+    this.#numbered.clear();
     this.#side = saved;
     this.#held.clear();
+    this.#directories.clear();
   }
 
   /** Entries held in memory: those read or changed since the last save, not the run's. */
@@ -403,7 +613,7 @@ export class ProgramHistory {
       );
     for (const { scope, program, entry } of entriesOfRows(this.#side?.all() ?? []))
       if (nestedGet(this.#held, scope, program) === undefined) text(scope, program, entry);
-    for (const [scope, programs] of this.#held) for (const [program, c] of programs) if (c !== null) text(scope, program, c.entry);
+    for (const [scope, programs] of this.#held) for (const [program, held] of programs) if (held !== null) text(scope, program, held.chronicle.entry);
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }

@@ -23,8 +23,9 @@ import { useWal } from '../core/sqlite-wal.js';
  * a program's number; 3 numbered programs in each process's own order; 5: the log folded is
  * named in the body; 6: a row per program, where its results are in the log, see
  * program-history.ts, not a row per result; 7: a program's history in parts of bounded size,
- * only its head and new parts rewritten). */
-export const SNAPSHOT_FORMAT = 7;
+ * only its head and new parts rewritten; 8: a program's rows keyed by its number, found through
+ * its problem's directory, the Executor's too). */
+export const SNAPSHOT_FORMAT = 8;
 
 /** What the checkpoint table says about an actor's latest snapshot. */
 export interface SnapshotRef {

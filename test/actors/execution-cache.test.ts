@@ -16,7 +16,7 @@ const roundTrip = (cache: ExecutionCache, table: ReturnType<typeof sideTable>, r
 };
 /** A pair's recorded result, as a request of the Executor reads it. */
 const get = async (cache: ExecutionCache, program: string, test: string) =>
-  (await cache.resultsOf([{ programHash: program, testHash: test }])).get(program, test);
+  (await cache.resultsOf('x', [{ programHash: program, testHash: test }])).get(program, test);
 
 it('answers each pair with its newest recorded result, never with a sandbox error, and the same after a snapshot', async () => {
   const { event, read } = foldingLog();
@@ -32,8 +32,9 @@ it('answers each pair with its newest recorded result, never with a sandbox erro
   // A later request runs test 0 again (a flaky first run, say): its result answers from now on.
   cache.observe(await event('ExecutionRequested', { round: 2, problemId: 'x', requestId: '2/x/r2', purpose: 'reward', ...requestBody([pairs[0]!]) }));
   cache.observe(await event('ProgramExecuted', compactResults('2/x/r2', h(1), [0], [figures('time_limit', 9)], 'ran')));
-  // Results of a request never announced name no pairs; a program whose only results are sandbox
-  // errors has none recorded either.
+  // Results of a request never announced name no problem and no pairs: nothing is recorded of
+  // them, not even the load outcome; a program whose only results are sandbox errors has no
+  // results recorded either.
   cache.observe(await event('ProgramExecuted', compactResults('9/x/r9', h(2), [0], [figures('accepted', 1)], 'raised')));
   cache.observe(
     await event('ExecutionRequested', {
@@ -53,10 +54,13 @@ it('answers each pair with its newest recorded result, never with a sandbox erro
     expect(await get(c, h(1), h(102))).toMatchObject({ verdict: 'wrong_answer', timeMs: 3, isolated: true });
     expect(await get(c, h(2), h(100))).toBeUndefined();
     expect(await get(c, h(3), h(100))).toBeUndefined();
-    expect(c.load(h(1))).toBe('ran');
-    expect(c.load(h(2))).toBe('raised');
-    expect(c.load(h(3))).toBe('unknown');
-    expect(c.load(h(4))).toBe('unknown');
+    expect(c.load('x', h(1))).toBe('ran');
+    expect(c.load('x', h(2))).toBe('unknown');
+    expect(c.load('x', h(3))).toBe('unknown');
+    expect(c.load('x', h(4))).toBe('unknown');
+    // The problem is the scope: another problem's same pair is not answered.
+    expect(await c.resultsOf('y', [{ programHash: h(1), testHash: h(100) }])).toMatchObject({ byProgram: new Map() });
+    expect(c.load('y', h(1))).toBe('unknown');
   }
 });
 
@@ -83,14 +87,15 @@ it('a restored cache answers from the side rows and its own later records, and i
   for (const c of [cache, restored]) for (const e of events) c.observe(e);
   const newRows = restored.sideRows();
   expect(newRows.replace).toBe(false);
-  // One row per program changed, not per result: each names where its results are.
-  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['h', 'h']);
+  // One row per program changed, not per result: each names where its results are; and the
+  // problem's directory, which gained a program.
+  expect(newRows.rows.map(([k]) => String.fromCharCode(k[0]!))).toEqual(['d', 'p', 'p']);
   for (const c of [cache, restored]) {
     expect(await get(c, h(1), h(100))).toMatchObject({ verdict: 'time_limit', timeMs: 7 });
     expect(await get(c, h(1), h(101))).toMatchObject({ verdict: 'wrong_answer', timeMs: 2 });
     expect(await get(c, h(2), h(102))).toMatchObject({ verdict: 'accepted', timeMs: 3 });
-    expect(c.load(h(1))).toBe('raised');
-    expect(c.load(h(2))).toBe('ran');
+    expect(c.load('x', h(1))).toBe('raised');
+    expect(c.load('x', h(2))).toBe('ran');
   }
   expect(roundTrip(restored, table, read).recorded()).toEqual(cache.recorded());
 });
@@ -107,7 +112,7 @@ it("keeps memory and side rows bounded while a problem's reference runs on every
   const steps = 40;
   for (let step = 1; step <= steps; step++) {
     const pairs = Array.from({ length: 16 }, (_, t) => ({ programId: 'ref', programHash: ref, testId: `t${t}`, testHash: testOf(step, t) }));
-    const recorded = await cache.resultsOf(pairs);
+    const recorded = await cache.resultsOf('x', pairs);
     for (const p of pairs) expect(recorded.get(ref, p.testHash)).toBeUndefined();
     // An earlier step's test is asked about (and answered) as a plan would.
     if (step > 1) expect(await get(cache, ref, testOf(step - 1, 3))).toMatchObject({ timeMs: (step - 1) * 10 + 3 });

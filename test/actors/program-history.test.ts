@@ -106,7 +106,8 @@ it("a program run on thousands of tests keeps rows under SQLite's in-page limit,
     expect(rows.length).toBeGreaterThan((12 * 512 * 6) / PART_BYTES);
     expect(entriesOfRows(rows).map((e) => e.entry)).toEqual([entry]);
     const db = new Database(path.join(root, 'parts.db'));
-    db.prepare('DELETE FROM side_rows WHERE key = ?').run(rows[3]![0]);
+    // rows[0] is the scope's directory, rows[1] the program's head.
+    db.prepare('DELETE FROM side_rows WHERE key = ?').run(rows[4]![0]);
     db.close();
     expect(() => new ProgramHistory(table.side('judge')).entry(scope, h(1))).toThrow(/names \d+ parts, and part 2 is missing/);
   } finally {
@@ -119,13 +120,13 @@ it('an entry saved, then changed, answers the same before and after a restore; l
   try {
     const history = new ProgramHistory(null);
     history.record('x', h(1), 10, 9, [h(100), h(101)]);
-    history.recordLoad('x', h(1), 'ran');
+    history.recordLoad('x', h(1), 10, 'ran');
     history.record('y', h(1), 11, 0, [h(100)]);
     save(table, 'judge', history, 11);
     expect(history.heldEntries).toBe(0);
     // A later result of test 100: the test now points at the later event.
     history.record('x', h(1), 20, 18, [h(100), h(102)]);
-    history.recordLoad('x', h(1), 'raised');
+    history.recordLoad('x', h(1), 20, 'raised');
     // The same event folded again (a retry of a fold) adds nothing.
     history.record('x', h(1), 20, 18, [h(103)]);
     save(table, 'judge', history, 20);
@@ -146,7 +147,7 @@ it('an entry saved, then changed, answers the same before and after a restore; l
       expect(r.entry('x', h(2))).toBeUndefined();
       expect(r.load('y', h(1))).toBeUndefined();
     }
-    restored.recordLoad('x', h(1), 'ran');
+    restored.recordLoad('x', h(1), 30, 'ran');
     expect(restored.load('x', h(1))).toBe('raised');
     expect(restored.sideRows().rows).toEqual([]);
     expect(restored.recorded()).toEqual(history.recorded());
@@ -178,19 +179,21 @@ it('a program without an entry is looked up once per snapshot interval, however 
 });
 
 it('the same events give the same rows whatever the snapshot points: processes sharing a snapshot file agree on every row', () => {
-  const events = Array.from({ length: 60 }, (_, i) => {
+  const events = Array.from({ length: 240 }, (_, i) => {
     const position = 3 * i + 2;
-    const touched = [{ scope: `problem-${i % 3}`, program: h(1 + ((i * 7919) % 31)) }];
-    if (i % 4 === 0) touched.push({ scope: 'problem-9', program: h(1 + ((i * 104_729) % 37)) });
-    return { position, touched };
+    // One event records one program: the second is another event's. A scope of more than 53
+    // programs seals a part of its directory.
+    const touched = [{ scope: `problem-${i % 3}`, program: h(1 + ((i * 7919) % 97)), position }];
+    if (i % 4 === 0) touched.push({ scope: 'problem-9', program: h(1 + ((i * 104_729) % 37)), position: position + 1 });
+    return { position: position + 1, touched };
   });
   const rowsOf = (every: number) => {
     const table = new SqliteSnapshotTable(path.join(root, `agree-${every}.db`), 'run');
     try {
       const history = new ProgramHistory(null);
       events.forEach(({ position, touched }, i) => {
-        for (const { scope, program } of touched) {
-          history.recordLoad(scope, program, i % 5 === 0 ? 'raised' : 'ran');
+        for (const { scope, program, position } of touched) {
+          history.recordLoad(scope, program, position, i % 5 === 0 ? 'raised' : 'ran');
           history.record(scope, program, position, i % 2 === 0 ? position - 1 : 0, [h(10_000 + ((i * 3) % 50)), h(10_000 + ((i * 3 + 1) % 50))]);
         }
         if ((i + 1) % every === 0 || i === events.length - 1) save(table, 'executor', history, position);
@@ -200,9 +203,11 @@ it('the same events give the same rows whatever the snapshot points: processes s
       table.close();
     }
   };
-  const once = rowsOf(60);
-  expect(once.length).toBeGreaterThan(50);
-  for (const every of [1, 7, 13]) expect(rowsOf(every)).toEqual(once);
+  const once = rowsOf(240);
+  expect(once.length).toBeGreaterThan(200);
+  // A directory's sealed part: its key is the directory's with a part number.
+  expect(once.some((row) => row.startsWith(`64${Buffer.from('\x09problem-0').toString('hex')}00000000=`))).toBe(true);
+  for (const every of [1, 7, 13, 60]) expect(rowsOf(every)).toEqual(once);
 });
 
 it('the side rows take about 7 bytes per result: a fingerprint and an event number, not the result', () => {
@@ -218,11 +223,12 @@ it('the side rows take about 7 bytes per result: a fingerprint and an event numb
     for (let e = 0; e < eventsEach; e++) {
       const request = ++position;
       for (let p = 0; p < programs; p++) {
-        history.recordLoad(problem, h(1_000_000 + p * 7919), 'ran');
+        const at = ++position;
+        history.recordLoad(problem, h(1_000_000 + p * 7919), at, 'ran');
         history.record(
           problem,
           h(1_000_000 + p * 7919),
-          ++position,
+          at,
           request,
           Array.from({ length: resultsEach }, (_, t) => h(2_000_000 + (e * resultsEach + t) * 104_729)),
         );
@@ -238,8 +244,9 @@ it('the side rows take about 7 bytes per result: a fingerprint and an event numb
     bytes: number;
   };
   db.close();
-  // A head and the parts its 10 x 64 fingerprints of 6 bytes fill.
-  expect(rows).toBe(programs * (1 + Math.floor((eventsEach * (resultsEach * 6 + 4)) / PART_BYTES)));
+  // A head and the parts its 10 x 64 fingerprints of 6 bytes fill; and the problem's directory,
+  // 12 bytes a program (a sealed part of 53 and a head).
+  expect(rows).toBe(programs * (1 + Math.floor((eventsEach * (resultsEach * 6 + 4)) / PART_BYTES)) + 2);
   // Per result recorded: about 7 bytes, against about 150 for a row per result.
   expect(bytes / (programs * eventsEach * resultsEach)).toBeLessThan(10);
 });
@@ -286,4 +293,67 @@ it('reads results back from the log: the latest of each test, no sandbox errors,
   await expect(wrong(e2.position, r1.position)).rejects.toThrow(/is not the request 2\/x\/reward/);
   await expect(wrong(r1.position, 0)).rejects.toThrow(/is a ExecutionRequested, not the results/);
   await expect(wrong(e2.position, r2.position, h(2))).rejects.toThrow(new RegExp(`holds results of program ${h(1)}, not of ${h(2)}`));
+});
+
+it('rows written together sit together: the rows of programs a later interval first recorded are keyed after every earlier row', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'together.db'), 'run');
+  try {
+    const history = new ProgramHistory(null);
+    let position = 0;
+    const interval = (programs: number[], scopes: number) => {
+      for (const p of programs) {
+        position += 2;
+        history.record(`problem-${p % scopes}`, h(7_000_000 + p * 104_729), position, position - 1, [h(1_000 + position)]);
+      }
+      const rows = history.sideRows().rows.map(([k]) => Buffer.from(k).toString('hex'));
+      save(table, 'judge', history, position);
+      return rows;
+    };
+    const first = interval(Array.from({ length: 40 }, (_, p) => p), 8);
+    const savedKeys = [...table.side('judge').all()].map(([k]) => Buffer.from(k).toString('hex'));
+    // The next interval: 40 new programs and 2 old ones run again.
+    const second = interval([...Array.from({ length: 40 }, (_, p) => 100 + p), 3, 17], 8);
+    const isProgram = (key: string) => key.startsWith('70');
+    const newKeys = second.filter((k) => !savedKeys.includes(k));
+    expect(newKeys).toHaveLength(40);
+    const lastSaved = savedKeys.filter(isProgram).sort().at(-1)!;
+    for (const key of newKeys) expect(isProgram(key) && key > lastSaved).toBe(true);
+    // What else the second save rewrote: the old programs' heads and the 8 problems' directories.
+    expect(second.filter((k) => savedKeys.includes(k))).toHaveLength(2 + 8);
+    expect(first.filter(isProgram)).toHaveLength(40);
+    const restored = new ProgramHistory(table.side('judge'));
+    expect(restored.recorded()).toEqual(history.recorded());
+    expect(restored.entry('problem-3', h(7_000_000 + 3 * 104_729))?.events).toHaveLength(4);
+  } finally {
+    table.close();
+  }
+});
+
+it('programs of one problem sharing a fingerprint are told apart by their whole hash; a damaged directory row is refused, naming its scope', () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'twins.db'), 'run');
+  try {
+    // Two hashes with the same last 48 bits.
+    const a = `${'a'.repeat(52)}${'0'.repeat(12)}`;
+    const b = `${'b'.repeat(52)}${'0'.repeat(12)}`;
+    const history = new ProgramHistory(null);
+    history.record('x', a, 10, 9, [h(1)]);
+    save(table, 'judge', history, 10);
+    expect(history.entry('x', b)).toBeUndefined();
+    history.record('x', b, 12, 11, [h(2)]);
+    save(table, 'judge', history, 12);
+    const restored = new ProgramHistory(table.side('judge'));
+    expect(restored.entry('x', a)).toEqual({ load: undefined, events: [10, 9], tests: new Map([[fingerprintOf(h(1)), 0]]) });
+    expect(restored.entry('x', b)).toEqual({ load: undefined, events: [12, 11], tests: new Map([[fingerprintOf(h(2)), 0]]) });
+    // One event records one program: a second program numbered by the same event is refused.
+    history.record('y', h(3), 20, 19, [h(2)]);
+    expect(() => history.record('z', h(4), 20, 19, [h(2)])).toThrow(/position 20 cannot number it/);
+    const db = new Database(path.join(root, 'twins.db'));
+    db.prepare("UPDATE side_rows SET value = x'000102', sum = 0 WHERE key = x'640178'").run();
+    db.close();
+    // The checksum no longer matches: refused before it is decoded.
+    expect(() => new ProgramHistory(table.side('judge')).entry('x', a)).toThrow(/is corrupt/);
+    expect(() => entriesOfRows([[Buffer.from('640178', 'hex'), Buffer.of(0, 1, 2)]])).toThrow(/directory of scope "x" holds 2 bytes of records, not whole records of 12/);
+  } finally {
+    table.close();
+  }
 });

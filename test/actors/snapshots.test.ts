@@ -163,7 +163,38 @@ describe('actor snapshots', () => {
     const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
     const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
     db.close();
-    expect(kinds.map((k) => k.toString())).toEqual(['h']);
+    expect(kinds.map((k) => k.toString())).toEqual(['d', 'p']);
+    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
+  }, 300_000);
+
+  it('a run directory stopped by the version that wrote snapshot format 7 (side rows keyed by program hash) resumes: its snapshots are ignored with their format named, the run ends with the events of an uninterrupted one', async () => {
+    // test/fixtures/format7-run: the same config's run stopped in round 2 by crucible at snapshot
+    // format 7 (see its README).
+    const dir = path.join(root, 'format7');
+    cpSync(path.join(import.meta.dirname, '../fixtures/format7-run'), dir, { recursive: true });
+    const before = snapshotRows(dir);
+    expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => '7'));
+    const oldKinds = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
+    expect((oldKinds.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[]).map((k) => k.toString())).toEqual(['h']);
+    oldKinds.close();
+    const reports: RestartReport[] = [];
+    const recorded = twoProblemConfig('runs');
+    const resumed = await runExperiment({ config: recorded, dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
+    expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
+    for (const r of reports)
+      expect(r.ignored).toMatch(
+        new RegExp(
+          `^its snapshot at position ${before.get(r.actor)!.position} is of version 7/[0-9a-f]{12} \\(snapshot format 7\\), this ${r.actor} reads ${SNAPSHOT_FORMAT}/`,
+        ),
+      );
+    expect(resumed.finished).toBe(true);
+    const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format7-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
+    expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));
+    expect(await eventsOf(dir)).toEqual(await eventsOf(uninterrupted.dir));
+    const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
+    const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
+    db.close();
+    expect(kinds.map((k) => k.toString())).toEqual(['d', 'p']);
     expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
   }, 300_000);
 
