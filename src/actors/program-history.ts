@@ -31,10 +31,12 @@
  *   directory:       the number of sealed parts (varint) | the open part
  *   directory part:  the directory key | the part's number (4 bytes, big-endian; from 0)
  *   a directory's records: the program hash's last 6 bytes | the program's number (6 bytes)
- *   program key:     'p' | the program's number (6 bytes, big-endian)
- *   program head:    the program hash (32 bytes) | the load outcome (1 byte: its place in LOADS,
+ *   program part:    'p' | the program's number (6 bytes, big-endian) | the part's number (4
+ *                    bytes, big-endian; from 0)
+ *   program head:    keyed as its part 2^32 - 1, after its parts: a later save's new parts go
+ *                    where the head is, so an old program's rewrite touches one place, not two.
+ *                    The program hash (32 bytes) | the load outcome (1 byte: its place in LOADS,
  *                    255: none recorded) | the number of sealed parts (varint) | the open part
- *   program part:    the program key | the part's number (4 bytes, big-endian; from 0)
  *   a program's part: records. A record: a varint, twice its number of fingerprints, plus 1
  *              where it begins an event; then, where it does, two varints: the event's position
  *              less the one before's (the first: its position), and its position less its
@@ -95,12 +97,15 @@ function directoryKey(scope: string): Buffer {
   return key;
 }
 
+/** What every row of the program's begins with. */
 function programKey(number: number): Buffer {
   const key = Buffer.allocUnsafe(1 + NUMBER_BYTES);
   key[0] = PROGRAM;
   key.writeUIntBE(number, 1, NUMBER_BYTES);
   return key;
 }
+/** The part number of a program's head: after every part. */
+const HEAD_PART = 0xffffffff;
 
 function checkedHash(program: string): Buffer {
   // Hashes reach the index from validated events: 64 lowercase hex characters.
@@ -127,8 +132,10 @@ function parseKey(key: Uint8Array): ParsedKey {
       return { kind: 'directory', scope: b.toString('utf8', 2, at), part: b.length === at ? undefined : b.readUInt32BE(at) };
   }
   const at = 1 + NUMBER_BYTES;
-  if (b[0] === PROGRAM && (b.length === at || b.length === at + PART_NUMBER_BYTES))
-    return { kind: 'program', number: b.readUIntBE(1, NUMBER_BYTES), part: b.length === at ? undefined : b.readUInt32BE(at) };
+  if (b[0] === PROGRAM && b.length === at + PART_NUMBER_BYTES) {
+    const part = b.readUInt32BE(at);
+    return { kind: 'program', number: b.readUIntBE(1, NUMBER_BYTES), part: part === HEAD_PART ? undefined : part };
+  }
   throw new Error(`side row ${b.toString('hex').slice(0, 80)} is not a program's history`);
 }
 
@@ -162,38 +169,92 @@ function readVarint(bytes: Uint8Array, at: number): [value: number, next: number
   }
 }
 
-/** A head row read: the load outcome, the number of sealed parts, where the open part begins. */
-function headOf(head: Uint8Array): { load: ModuleLoad | undefined; sealed: number; openAt: number } {
+/** A head row read: the load outcome, the number of sealed parts, the events begun in them and
+ * the position of the last of those (where the open part's records go on from), and where the
+ * open part begins. */
+function headOf(head: Uint8Array): { load: ModuleLoad | undefined; sealed: number; before: number; last: number; openAt: number } {
   const load = head[0] === NO_LOAD ? undefined : LOADS[head[0]!];
   if (head.length === 0 || (head[0] !== NO_LOAD && load === undefined))
     throw new Error(`a program's history row starts with load code ${head[0]}, which names no load outcome`);
-  const [sealed, openAt] = readVarint(head, 1);
-  return { load, sealed, openAt };
+  const [sealed, a] = readVarint(head, 1);
+  const [before, b] = readVarint(head, a);
+  const [last, openAt] = readVarint(head, b);
+  return { load, sealed, before, last, openAt };
 }
 
 /**
- * A program's entry and its rows: the entry as the records decode, the number of sealed parts,
- * the open part's bytes, and the parts sealed since the last save (the next save writes them).
+ * Reads records, calling `event` for each event begun (its position and request) and `test` for
+ * each fingerprint with the place of the event holding it. `state` is where the records go on
+ * from: the events begun before them and the last one's position; it is left where they end.
+ */
+function readRecords(
+  bytes: Uint8Array,
+  from: number,
+  state: { events: number; last: number },
+  event: ((position: number, request: number) => void) | null,
+  test: ((fingerprint: number, place: number) => void) | null,
+): void {
+  let at = from;
+  while (at < bytes.length) {
+    let header: number;
+    [header, at] = readVarint(bytes, at);
+    if (header % 2 === 1) {
+      let delta: number;
+      let back: number;
+      [delta, at] = readVarint(bytes, at);
+      [back, at] = readVarint(bytes, at);
+      const position = state.last + delta;
+      event?.(position, back === 0 ? 0 : position - back);
+      state.last = position;
+      state.events++;
+    } else if (state.events === 0) throw new Error("a program's history row goes on with an event before it names one");
+    const place = state.events - 1;
+    const n = Math.floor(header / 2);
+    if (at + n * FINGERPRINT_BYTES > bytes.length) throw new Error("a program's history row ends inside a test's fingerprint");
+    if (test === null) {
+      at += n * FINGERPRINT_BYTES;
+      continue;
+    }
+    for (let k = 0; k < n; k++, at += FINGERPRINT_BYTES)
+      test(
+        (((bytes[at]! * 256 + bytes[at + 1]!) * 256 + bytes[at + 2]!) * 256 + bytes[at + 3]!) * 65536 + bytes[at + 4]! * 256 + bytes[at + 5]!,
+        place,
+      );
+  }
+}
+
+/**
+ * A program's rows as an appender needs them, never its whole history: the load outcome, the
+ * number of sealed parts, the open part's bytes and where its records go on from, the events
+ * begun and the last one's position, and the parts sealed since the last save (the next save
+ * writes them). A program run on every new test (a problem's reference) gathers tens of thousands
+ * of records over a run: appending to it reads none of them, and a lookup reads only the
+ * fingerprints it asks for (see `decode`).
  */
 class Chronicle {
   constructor(
-    readonly entry: ProgramEntry,
+    public load: ModuleLoad | undefined,
     public sealed: number,
+    /** Where the open part's records go on from: events begun before it, the last one's position. */
+    public base: { events: number; last: number },
     public open: number[],
+    /** Events begun so far and the last one's position. */
+    public events: number,
+    public last: number,
+    /** Sealed parts before these are read from the side rows; these are held here. */
+    readonly readable = 0,
+    readonly kept: Buffer[] = [],
+    /** The kept parts sealed since the last save: the next save writes them. */
     readonly fresh: Buffer[] = [],
   ) {}
 
   static empty(): Chronicle {
-    return new Chronicle({ load: undefined, events: [], tests: new Map() }, 0, []);
+    return new Chronicle(undefined, 0, { events: 0, last: 0 }, [], 0, 0);
   }
 
   /** Appends the event's records; its tests' latest result is now this event's. */
   record(position: number, request: number, fingerprints: readonly number[]): void {
-    const { events, tests } = this.entry;
-    const place = events.length / 2;
-    const last = place === 0 ? 0 : events[events.length - 2]!;
-    const opening = varintBytes(position - last) + varintBytes(request === 0 ? 0 : position - request);
-    events.push(position, request);
+    const opening = varintBytes(position - this.last) + varintBytes(request === 0 ? 0 : position - request);
     let done = 0;
     let first = true;
     do {
@@ -204,13 +265,14 @@ class Chronicle {
       const n = Math.min(left, Math.floor((PART_BYTES - this.open.length - header) / FINGERPRINT_BYTES));
       pushVarint(this.open, 2 * n + (first ? 1 : 0));
       if (first) {
-        pushVarint(this.open, position - last);
+        pushVarint(this.open, position - this.last);
         pushVarint(this.open, request === 0 ? 0 : position - request);
+        this.events++;
+        this.last = position;
       }
       for (let k = done; k < done + n; k++) {
         const fingerprint = fingerprints[k]!;
         for (let shift = (FINGERPRINT_BYTES - 1) * 8; shift >= 0; shift -= 8) this.open.push(Math.floor(fingerprint / 2 ** shift) % 256);
-        tests.set(fingerprint, place);
       }
       done += n;
       first = false;
@@ -218,56 +280,50 @@ class Chronicle {
   }
 
   #seal(): void {
-    this.fresh.push(Buffer.from(this.open));
+    const part = Buffer.from(this.open);
+    this.kept.push(part);
+    this.fresh.push(part);
     this.sealed++;
     this.open = [];
+    this.base = { events: this.events, last: this.last };
   }
 
   head(): Buffer {
-    const bytes = [this.entry.load === undefined ? NO_LOAD : LOADS.indexOf(this.entry.load)];
+    const bytes = [this.load === undefined ? NO_LOAD : LOADS.indexOf(this.load)];
     pushVarint(bytes, this.sealed);
+    pushVarint(bytes, this.base.events);
+    pushVarint(bytes, this.base.last);
     return Buffer.from(bytes.concat(this.open));
   }
 
-  /** The entry decoded from its head and sealed parts (as many as the head names, in order). */
-  static decode(head: Uint8Array, parts: readonly Uint8Array[]): Chronicle {
-    const { load, sealed, openAt } = headOf(head);
-    if (sealed !== parts.length) throw new Error(`a program's history row names ${sealed} sealed parts, ${parts.length} given`);
-    let value: Uint8Array = head;
-    let at = openAt;
-    const varint = (): number => {
-      const [n, next] = readVarint(value, at);
-      at = next;
-      return n;
-    };
-    const entry: ProgramEntry = { load, events: [], tests: new Map() };
-    let last = 0;
-    const records = (from: number) => {
-      at = from;
-      while (at < value.length) {
-        const header = varint();
-        if (header % 2 === 1) {
-          const position = last + varint();
-          const back = varint();
-          entry.events.push(position, back === 0 ? 0 : position - back);
-          last = position;
-        } else if (entry.events.length === 0) throw new Error("a program's history row goes on with an event before it names one");
-        const place = entry.events.length / 2 - 1;
-        for (let n = Math.floor(header / 2); n > 0; n--) {
-          if (at + FINGERPRINT_BYTES > value.length) throw new Error("a program's history row ends inside a test's fingerprint");
-          let fingerprint = 0;
-          for (let k = 0; k < FINGERPRINT_BYTES; k++) fingerprint = fingerprint * 256 + value[at++]!;
-          entry.tests.set(fingerprint, place);
-        }
-      }
-    };
-    for (const part of parts) {
-      value = part;
-      records(0);
-    }
-    value = head;
-    records(openAt);
-    return new Chronicle(entry, sealed, Array.from(head.subarray(openAt)));
+  /** The chronicle of a head row: its open part read, no sealed part. */
+  static ofHead(head: Uint8Array): Chronicle {
+    const { load, sealed, before, last, openAt } = headOf(head);
+    const state = { events: before, last };
+    readRecords(head, openAt, state, null, null);
+    return new Chronicle(load, sealed, { events: before, last }, Array.from(head.subarray(openAt)), state.events, state.last, sealed);
+  }
+
+  /**
+   * What the records say, read from the sealed parts (as many as the head names, in order) and
+   * the open part: every event, and the place of the latest event holding each test (only the
+   * tests in `wanted`, where given).
+   */
+  decode(parts: readonly Uint8Array[], wanted?: ReadonlySet<number>): { events: number[]; tests: Map<number, number> } {
+    if (this.sealed !== parts.length) throw new Error(`a program's history row names ${this.sealed} sealed parts, ${parts.length} given`);
+    const events: number[] = [];
+    const tests = new Map<number, number>();
+    const state = { events: 0, last: 0 };
+    const event = (position: number, request: number) => events.push(position, request);
+    const test = wanted === undefined ? (f: number, place: number) => tests.set(f, place) : (f: number, place: number) => wanted.has(f) && tests.set(f, place);
+    for (const part of parts) readRecords(part, 0, state, event, test);
+    if (state.events !== this.base.events || state.last !== this.base.last)
+      throw new Error(
+        `a program's history row goes on from event ${this.base.events} at position ${this.base.last}, where its sealed parts end at event ${state.events} at position ${state.last}`,
+      );
+    const open = Uint8Array.from(this.open);
+    readRecords(open, 0, state, event, test);
+    return { events, tests };
   }
 }
 
@@ -281,14 +337,15 @@ export function encodeEntry(e: ProgramEntry): { head: Buffer; parts: Buffer[] } 
     tests.push(fingerprint);
   }
   const chronicle = Chronicle.empty();
-  chronicle.entry.load = e.load;
+  chronicle.load = e.load;
   byEvent.forEach((tests, i) => chronicle.record(e.events[2 * i]!, e.events[2 * i + 1]!, tests));
   return { head: chronicle.head(), parts: chronicle.fresh };
 }
 
 /** An entry read from its head row and its sealed parts, in order. */
 export function decodeEntry(head: Uint8Array, parts: readonly Uint8Array[] = []): ProgramEntry {
-  return Chronicle.decode(head, parts).entry;
+  const chronicle = Chronicle.ofHead(head);
+  return { load: chronicle.load, ...chronicle.decode(parts) };
 }
 
 /** A program head's row: its hash, then the entry's head (see Chronicle.head). */
@@ -394,17 +451,17 @@ export function entriesOfRows(rows: Iterable<readonly [Uint8Array, Uint8Array]>)
   const scopeOf = new Map<number, string>();
   const out: { scope: string; program: string; entry: ProgramEntry }[] = [];
   let dir: { scope: string; head: Uint8Array; parts: Uint8Array[] } | undefined;
-  let open: { number: number; head: Uint8Array; parts: Uint8Array[] } | undefined;
+  let open: { number: number; parts: Uint8Array[] } | undefined;
   const closeDirectory = () => {
     if (dir) for (const n of Directory.decode(dir.scope, dir.head, dir.parts).numbers) scopeOf.set(n, dir.scope);
     dir = undefined;
   };
-  const closeProgram = () => {
-    if (!open) return;
-    const { program, head } = programHeadOf(open.head, open.number);
-    const scope = scopeOf.get(open.number);
-    if (scope === undefined) throw new Error(`program number ${open.number} (${program}) is in no scope's directory`);
-    out.push({ scope, program, entry: decodeEntry(head, open.parts) });
+  const closeProgram = (number: number, row: Uint8Array) => {
+    const parts = open?.number === number ? open.parts : [];
+    const { program, head } = programHeadOf(row, number);
+    const scope = scopeOf.get(number);
+    if (scope === undefined) throw new Error(`program number ${number} (${program}) is in no scope's directory`);
+    out.push({ scope, program, entry: decodeEntry(head, parts) });
     open = undefined;
   };
   for (const [key, value] of rows) {
@@ -418,14 +475,13 @@ export function entriesOfRows(rows: Iterable<readonly [Uint8Array, Uint8Array]>)
       continue;
     }
     closeDirectory();
-    if (k.part === undefined) {
-      closeProgram();
-      open = { number: k.number, head: value, parts: [] };
-    } else if (open?.number === k.number && k.part === open.parts.length) open.parts.push(value);
-    else throw new Error(`side row of part ${k.part} of program number ${k.number} follows no head and parts before it`);
+    if (open !== undefined && open.number !== k.number) throw new Error(`the parts of program number ${open.number} are followed by no head`);
+    if (k.part === undefined) closeProgram(k.number, value);
+    else if ((open?.parts.length ?? 0) === k.part) (open ??= { number: k.number, parts: [] }).parts.push(value);
+    else throw new Error(`side row of part ${k.part} of program number ${k.number} follows no parts before it`);
   }
   closeDirectory();
-  closeProgram();
+  if (open !== undefined) throw new Error(`the parts of program number ${open.number} are followed by no head`);
   return out;
 }
 
@@ -492,13 +548,11 @@ export class ProgramHistory {
       // A program numbered since the side rows were read is held: another program, not this one.
       if (this.#numbered.has(number)) continue;
       const key = programKey(number);
-      const row = side?.get(key);
+      const row = side?.get(partKey(key, HEAD_PART));
       if (row === undefined) throw new Error(`the directory of scope ${JSON.stringify(scope)} names program number ${number}, which has no head`);
       const { program: hash, head } = programHeadOf(row, number);
       if (hash !== program) continue;
-      const { sealed } = headOf(head);
-      const parts = partsOf(side!, key, sealed, `the history of program ${program} in scope ${JSON.stringify(scope)}`);
-      found = { number, chronicle: Chronicle.decode(head, parts) };
+      found = { number, chronicle: Chronicle.ofHead(head) };
       break;
     }
     // Kept until the next save: a program is asked about several times in a request.
@@ -506,9 +560,28 @@ export class ProgramHistory {
     return found ?? undefined;
   }
 
-  /** What is recorded of the program in the scope (undefined: nothing). */
+  /** What the program's records say: all of it, or only the tests in `wanted`. Its sealed parts
+   * are read from the side rows (those sealed since they were read are held). */
+  #decode(scope: string, program: string, held: Held, wanted?: ReadonlySet<number>): ProgramEntry {
+    const { chronicle, number } = held;
+    const saved =
+      chronicle.readable === 0 ? [] : partsOf(this.#side!, programKey(number), chronicle.readable, `the history of program ${program} in scope ${JSON.stringify(scope)}`);
+    return { load: chronicle.load, ...chronicle.decode(saved.length === 0 ? chronicle.kept : [...saved, ...chronicle.kept], wanted) };
+  }
+
+  /** What is recorded of the program in the scope (undefined: nothing), all of it: every event
+   * and every test's latest. */
   entry(scope: string, program: string): ProgramEntry | undefined {
-    return this.#held_(scope, program)?.chronicle.entry;
+    const held = this.#held_(scope, program);
+    return held && this.#decode(scope, program, held);
+  }
+
+  /** What is recorded of the program in the scope of the tests with these fingerprints: every
+   * event, and the latest event of each of those tests recorded (undefined: nothing recorded).
+   * Only those tests are kept from the records read. */
+  entryOf(scope: string, program: string, fingerprints: ReadonlySet<number>): ProgramEntry | undefined {
+    const held = this.#held_(scope, program);
+    return held && this.#decode(scope, program, held, fingerprints);
   }
 
   /** The program's chronicle to change; a program not yet recorded takes the position of the
@@ -533,24 +606,23 @@ export class ProgramHistory {
    * errors left out), named by the pairs of the request at `request` (0: the event names its
    * test itself). */
   record(scope: string, program: string, position: number, request: number, tests: Iterable<string>): void {
-    const known = this.entry(scope, program);
-    const n = known?.events.length ?? 0;
+    const known = this.#held_(scope, program)?.chronicle;
     // Folded once per event, in log order: a position at or before the last one is that event again.
-    if (n > 0 && known!.events[n - 2]! >= position) return;
+    if (known !== undefined && known.events > 0 && known.last >= position) return;
     this.#changing(scope, program, position).record(position, request, Array.from(tests, fingerprintOf));
   }
 
   /** Merges a load outcome reported by the event at `position` into the program's (see
    * mergeLoad). */
   recordLoad(scope: string, program: string, position: number, next: ModuleLoad): void {
-    const known = this.entry(scope, program)?.load;
+    const known = this.load(scope, program);
     const merged = mergeLoad(known, next);
     if (merged === known) return;
-    this.#changing(scope, program, position).entry.load = merged;
+    this.#changing(scope, program, position).load = merged;
   }
 
   load(scope: string, program: string): ModuleLoad | undefined {
-    return this.entry(scope, program)?.load;
+    return this.#held_(scope, program)?.chronicle.load;
   }
 
   /** The rows of the entries changed since the last saved snapshot: each changed directory's head
@@ -567,7 +639,7 @@ export class ProgramHistory {
     for (const programs of this.#changed.values())
       for (const [program, { number, chronicle }] of programs) {
         const key = programKey(number);
-        rows.push([key, programHeadRow(program, chronicle)]);
+        rows.push([partKey(key, HEAD_PART), programHeadRow(program, chronicle)]);
         const first = chronicle.sealed - chronicle.fresh.length;
         chronicle.fresh.forEach((part, k) => rows.push([partKey(key, first + k), part]));
       }
@@ -613,7 +685,7 @@ export class ProgramHistory {
       );
     for (const { scope, program, entry } of entriesOfRows(this.#side?.all() ?? []))
       if (nestedGet(this.#held, scope, program) === undefined) text(scope, program, entry);
-    for (const [scope, programs] of this.#held) for (const [program, held] of programs) if (held !== null) text(scope, program, held.chronicle.entry);
+    for (const [scope, programs] of this.#held) for (const [program, held] of programs) if (held !== null) text(scope, program, this.#decode(scope, program, held));
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }
@@ -728,13 +800,21 @@ export async function resultsOf(
   read: ReadAt,
 ): Promise<RecordedResults> {
   const wanted: Wanted[] = [];
-  const entries = new Map<string, ProgramEntry | undefined>();
+  // Each program's records are read once, keeping only the tests asked about.
+  const asked = new Map<string, { tests: string[]; fingerprints: Set<number> }>();
   for (const { programHash, testHash } of pairs) {
-    let entry = entries.get(programHash);
-    if (entry === undefined && !entries.has(programHash)) entries.set(programHash, (entry = history.entry(scope, programHash)));
-    const place = entry?.tests.get(fingerprintOf(testHash));
-    if (place === undefined) continue;
-    wanted.push({ program: programHash, test: testHash, position: entry!.events[2 * place]!, request: entry!.events[2 * place + 1]! });
+    let a = asked.get(programHash);
+    if (a === undefined) asked.set(programHash, (a = { tests: [], fingerprints: new Set() }));
+    a.tests.push(testHash);
+    a.fingerprints.add(fingerprintOf(testHash));
+  }
+  for (const [program, { tests, fingerprints }] of asked) {
+    const entry = history.entryOf(scope, program, fingerprints);
+    if (entry === undefined) continue;
+    for (const test of tests) {
+      const place = entry.tests.get(fingerprintOf(test));
+      if (place !== undefined) wanted.push({ program, test, position: entry.events[2 * place]!, request: entry.events[2 * place + 1]! });
+    }
   }
   if (wanted.length === 0) return RecordedResults.EMPTY;
   return new RecordedResults(await readResults(wanted, read));

@@ -55,17 +55,25 @@ it('an entry encodes and decodes to the same load, positions and tests, SQLite-s
   // The same tests in another order: the same bytes.
   const reordered = { ...cases[2]!, tests: new Map([...cases[2]!.tests].reverse()) };
   expect(encodeEntry(reordered)).toEqual(encodeEntry(cases[2]!));
-  // The load, the count of sealed parts, per event a record's header and two varints (one byte
+  // The load, the count of sealed parts, where the open part goes on from (events before it, the
+  // last one's position: 0 and 0 here), per event a record's header and two varints (one byte
   // each while the steps are small), 6 bytes a test.
-  expect(encodeEntry({ load: 'ran', events: [100, 99, 101, 99], tests: tests([1, 0], [2, 1]) }).head).toHaveLength(1 + 1 + 2 * 3 + 2 * 6);
+  expect(encodeEntry({ load: 'ran', events: [100, 99, 101, 99], tests: tests([1, 0], [2, 1]) }).head).toHaveLength(1 + 1 + 2 + 2 * 3 + 2 * 6);
   expect(fingerprintOf('f'.repeat(52) + '0123456789ab')).toBe(0x0123456789ab);
   expect(() => decodeEntry(Buffer.of(9))).toThrow(/load code 9/);
   expect(() => decodeEntry(Buffer.of())).toThrow(/load code/);
   expect(() => decodeEntry(Buffer.of(0))).toThrow(/ends inside a number/);
-  expect(() => decodeEntry(Buffer.of(0, 0, 3, 0x85))).toThrow(/ends inside a number/);
-  expect(() => decodeEntry(Buffer.of(0, 0, 3, 5, 0, 1, 2))).toThrow(/inside a test's fingerprint/);
-  expect(() => decodeEntry(Buffer.of(0, 0, 2, 1, 2, 3, 4, 5, 6))).toThrow(/goes on with an event before it names one/);
-  expect(() => decodeEntry(Buffer.of(0, 2), [Buffer.of(1, 5, 0)])).toThrow(/names 2 sealed parts, 1 given/);
+  expect(() => decodeEntry(Buffer.of(0, 0, 0, 0, 3, 0x85))).toThrow(/ends inside a number/);
+  expect(() => decodeEntry(Buffer.of(0, 0, 0, 0, 3, 5, 0, 1, 2))).toThrow(/inside a test's fingerprint/);
+  expect(() => decodeEntry(Buffer.of(0, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6))).toThrow(/goes on with an event before it names one/);
+  expect(() => decodeEntry(Buffer.of(0, 2, 0, 0), [Buffer.of(1, 5, 0)])).toThrow(/names 2 sealed parts, 1 given/);
+  // A head whose open part goes on from somewhere its sealed parts do not end.
+  const { head, parts } = encodeEntry({ load: 'ran', events: Array.from({ length: 300 }, (_, i) => [10 + 2 * i, 9 + 2 * i]).flat(), tests: tests() });
+  expect(parts.length).toBeGreaterThan(0);
+  const moved = Buffer.from(head);
+  // The events before the open part (a varint after the load and the count of parts), one more.
+  moved[2] = (moved[2]! & 0x80) | ((moved[2]! + 1) & 0x7f);
+  expect(() => decodeEntry(moved, parts)).toThrow(/goes on from event \d+ at position \d+, where its sealed parts end at event/);
 });
 
 it("a program run on thousands of tests keeps rows under SQLite's in-page limit, and a save writes only its head and the parts sealed since", () => {
@@ -106,8 +114,10 @@ it("a program run on thousands of tests keeps rows under SQLite's in-page limit,
     expect(rows.length).toBeGreaterThan((12 * 512 * 6) / PART_BYTES);
     expect(entriesOfRows(rows).map((e) => e.entry)).toEqual([entry]);
     const db = new Database(path.join(root, 'parts.db'));
-    // rows[0] is the scope's directory, rows[1] the program's head.
-    db.prepare('DELETE FROM side_rows WHERE key = ?').run(rows[4]![0]);
+    // rows[0] is the scope's directory, then the program's parts in order, then its head.
+    // The program's number is the position of its first event (4); its head is keyed as part 2^32 - 1.
+    expect(Buffer.from(rows.at(-1)![0]).toString('hex')).toBe(`70${'000000000004'}ffffffff`);
+    db.prepare('DELETE FROM side_rows WHERE key = ?').run(rows[3]![0]);
     db.close();
     expect(() => new ProgramHistory(table.side('judge')).entry(scope, h(1))).toThrow(/names \d+ parts, and part 2 is missing/);
   } finally {
@@ -353,6 +363,42 @@ it('programs of one problem sharing a fingerprint are told apart by their whole 
     // The checksum no longer matches: refused before it is decoded.
     expect(() => new ProgramHistory(table.side('judge')).entry('x', a)).toThrow(/is corrupt/);
     expect(() => entriesOfRows([[Buffer.from('640178', 'hex'), Buffer.of(0, 1, 2)]])).toThrow(/directory of scope "x" holds 2 bytes of records, not whole records of 12/);
+  } finally {
+    table.close();
+  }
+});
+
+it("appending to a program with a long history reads none of its parts, and a lookup keeps only the tests it asks about", () => {
+  const table = new SqliteSnapshotTable(path.join(root, 'append.db'), 'run');
+  try {
+    const history = new ProgramHistory(null);
+    let position = 1;
+    let test = 0;
+    for (let r = 0; r < 40; r++) {
+      position += 3;
+      history.record('x', h(1), position, position - 2, Array.from({ length: 64 }, () => h(20_000 + test++)));
+    }
+    let partsRead = 0;
+    const counting = (side: SideReader): SideReader => ({ ...side, getMany: (keys) => ((partsRead += keys.length), side.getMany(keys)) });
+    save(table, 'judge', history, position, counting);
+    // A round of the reference on new tests, folded: its head is read, none of its 25 parts.
+    for (let r = 0; r < 8; r++) {
+      position += 3;
+      history.record('x', h(1), position, position - 2, Array.from({ length: 64 }, () => h(20_000 + test++)));
+    }
+    expect(history.load('x', h(1))).toBeUndefined();
+    expect(partsRead).toBe(0);
+    // A lookup reads them, and keeps only the asked tests' places.
+    const asked = new Set([fingerprintOf(h(20_000 + 5)), fingerprintOf(h(20_000 + 48 * 64 - 1)), fingerprintOf(h(1))]);
+    const entry = history.entryOf('x', h(1), asked)!;
+    expect(partsRead).toBeGreaterThan(20);
+    expect([...entry.tests]).toEqual([
+      [fingerprintOf(h(20_000 + 5)), 0],
+      [fingerprintOf(h(20_000 + 48 * 64 - 1)), 47],
+    ]);
+    expect(entry.events).toHaveLength(2 * 48);
+    save(table, 'judge', history, position);
+    expect(new ProgramHistory(table.side('judge')).entry('x', h(1))).toEqual(history.entry('x', h(1)));
   } finally {
     table.close();
   }
