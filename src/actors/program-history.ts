@@ -216,10 +216,7 @@ function readRecords(
       continue;
     }
     for (let k = 0; k < n; k++, at += FINGERPRINT_BYTES)
-      test(
-        (((bytes[at]! * 256 + bytes[at + 1]!) * 256 + bytes[at + 2]!) * 256 + bytes[at + 3]!) * 65536 + bytes[at + 4]! * 256 + bytes[at + 5]!,
-        place,
-      );
+      test((((bytes[at]! * 256 + bytes[at + 1]!) * 256 + bytes[at + 2]!) * 256 + bytes[at + 3]!) * 65536 + bytes[at + 4]! * 256 + bytes[at + 5]!, place);
   }
 }
 
@@ -427,8 +424,11 @@ class Directory {
       const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       const size = b.length - from;
       if (size % DIRECTORY_RECORD_BYTES !== 0 || (whole && size !== DIRECTORY_PART_RECORDS * DIRECTORY_RECORD_BYTES))
-        throw new Error(`a row of the directory of scope ${JSON.stringify(scope)} holds ${size} bytes of records, not whole records of ${DIRECTORY_RECORD_BYTES}`);
-      for (let at = from; at < b.length; at += DIRECTORY_RECORD_BYTES) directory.add(b.readUIntBE(at, FINGERPRINT_BYTES), b.readUIntBE(at + FINGERPRINT_BYTES, NUMBER_BYTES));
+        throw new Error(
+          `a row of the directory of scope ${JSON.stringify(scope)} holds ${size} bytes of records, not whole records of ${DIRECTORY_RECORD_BYTES}`,
+        );
+      for (let at = from; at < b.length; at += DIRECTORY_RECORD_BYTES)
+        directory.add(b.readUIntBE(at, FINGERPRINT_BYTES), b.readUIntBE(at + FINGERPRINT_BYTES, NUMBER_BYTES));
     };
     for (const part of parts) records(part, 0, true);
     records(head, openAt, false);
@@ -565,7 +565,9 @@ export class ProgramHistory {
   #decode(scope: string, program: string, held: Held, wanted?: ReadonlySet<number>): ProgramEntry {
     const { chronicle, number } = held;
     const saved =
-      chronicle.readable === 0 ? [] : partsOf(this.#side!, programKey(number), chronicle.readable, `the history of program ${program} in scope ${JSON.stringify(scope)}`);
+      chronicle.readable === 0
+        ? []
+        : partsOf(this.#side!, programKey(number), chronicle.readable, `the history of program ${program} in scope ${JSON.stringify(scope)}`);
     return { load: chronicle.load, ...chronicle.decode(saved.length === 0 ? chronicle.kept : [...saved, ...chronicle.kept], wanted) };
   }
 
@@ -590,7 +592,9 @@ export class ProgramHistory {
     let held = this.#held_(scope, program);
     if (held === undefined) {
       if (this.#numbered.has(position) || !Number.isSafeInteger(position) || position < 0 || position >= 2 ** (8 * NUMBER_BYTES))
-        throw new Error(`program ${program} in scope ${JSON.stringify(scope)}: position ${position} cannot number it (another program has it, or it is out of range)`);
+        throw new Error(
+          `program ${program} in scope ${JSON.stringify(scope)}: position ${position} cannot number it (another program has it, or it is out of range)`,
+        );
       checkedHash(program);
       this.#numbered.add(position);
       held = { number: position, chronicle: Chronicle.empty() };
@@ -685,7 +689,8 @@ export class ProgramHistory {
       );
     for (const { scope, program, entry } of entriesOfRows(this.#side?.all() ?? []))
       if (nestedGet(this.#held, scope, program) === undefined) text(scope, program, entry);
-    for (const [scope, programs] of this.#held) for (const [program, held] of programs) if (held !== null) text(scope, program, this.#decode(scope, program, held));
+    for (const [scope, programs] of this.#held)
+      for (const [program, held] of programs) if (held !== null) text(scope, program, this.#decode(scope, program, held));
     return [...rows].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   }
 }

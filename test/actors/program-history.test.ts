@@ -319,7 +319,10 @@ it('rows written together sit together: the rows of programs a later interval fi
       save(table, 'judge', history, position);
       return rows;
     };
-    const first = interval(Array.from({ length: 40 }, (_, p) => p), 8);
+    const first = interval(
+      Array.from({ length: 40 }, (_, p) => p),
+      8,
+    );
     const savedKeys = [...table.side('judge').all()].map(([k]) => Buffer.from(k).toString('hex'));
     // The next interval: 40 new programs and 2 old ones run again.
     const second = interval([...Array.from({ length: 40 }, (_, p) => 100 + p), 3, 17], 8);
@@ -362,30 +365,31 @@ it('programs of one problem sharing a fingerprint are told apart by their whole 
     db.close();
     // The checksum no longer matches: refused before it is decoded.
     expect(() => new ProgramHistory(table.side('judge')).entry('x', a)).toThrow(/is corrupt/);
-    expect(() => entriesOfRows([[Buffer.from('640178', 'hex'), Buffer.of(0, 1, 2)]])).toThrow(/directory of scope "x" holds 2 bytes of records, not whole records of 12/);
+    expect(() => entriesOfRows([[Buffer.from('640178', 'hex'), Buffer.of(0, 1, 2)]])).toThrow(
+      /directory of scope "x" holds 2 bytes of records, not whole records of 12/,
+    );
   } finally {
     table.close();
   }
 });
 
-it("appending to a program with a long history reads none of its parts, and a lookup keeps only the tests it asks about", () => {
+it('appending to a program with a long history reads none of its parts, and a lookup keeps only the tests it asks about', () => {
   const table = new SqliteSnapshotTable(path.join(root, 'append.db'), 'run');
   try {
     const history = new ProgramHistory(null);
     let position = 1;
     let test = 0;
-    for (let r = 0; r < 40; r++) {
+    // A request of the reference on 64 new tests.
+    const request = () => {
       position += 3;
       history.record('x', h(1), position, position - 2, Array.from({ length: 64 }, () => h(20_000 + test++)));
-    }
+    };
+    for (let r = 0; r < 40; r++) request();
     let partsRead = 0;
     const counting = (side: SideReader): SideReader => ({ ...side, getMany: (keys) => ((partsRead += keys.length), side.getMany(keys)) });
     save(table, 'judge', history, position, counting);
     // A round of the reference on new tests, folded: its head is read, none of its 25 parts.
-    for (let r = 0; r < 8; r++) {
-      position += 3;
-      history.record('x', h(1), position, position - 2, Array.from({ length: 64 }, () => h(20_000 + test++)));
-    }
+    for (let r = 0; r < 8; r++) request();
     expect(history.load('x', h(1))).toBeUndefined();
     expect(partsRead).toBe(0);
     // A lookup reads them, and keeps only the asked tests' places.
