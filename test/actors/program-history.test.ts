@@ -382,7 +382,13 @@ it('appending to a program with a long history reads none of its parts, and a lo
     // A request of the reference on 64 new tests.
     const request = () => {
       position += 3;
-      history.record('x', h(1), position, position - 2, Array.from({ length: 64 }, () => h(20_000 + test++)));
+      history.record(
+        'x',
+        h(1),
+        position,
+        position - 2,
+        Array.from({ length: 64 }, () => h(20_000 + test++)),
+      );
     };
     for (let r = 0; r < 40; r++) request();
     let partsRead = 0;
