@@ -120,16 +120,28 @@ describe('actor snapshots', () => {
     expect(await eventsOf(dir)).toEqual(await eventsOf(baseline.dir));
   }, 300_000);
 
-  it('a run directory stopped by the version that wrote snapshot format 5 (a side row per result) resumes: its snapshots are ignored with their format named, every actor refolds, the run ends as an uninterrupted one', async () => {
-    // test/fixtures/format5-run: this config's run stopped in round 2 by crucible at snapshot
-    // format 5 (see its README), its log and snapshot file as that version left them.
-    const dir = path.join(root, 'format5');
-    cpSync(path.join(import.meta.dirname, '../fixtures/format5-run'), dir, { recursive: true });
+  /** The kinds of side rows a run directory's snapshot file holds (the first byte of each key). */
+  const sideRowKinds = (dir: string): string[] => {
+    const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
+    const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
+    db.close();
+    return kinds.map((k) => k.toString());
+  };
+
+  /**
+   * Resumes a copy of `test/fixtures/<fixture>`, a run directory of this config stopped in round 2
+   * by the version that wrote snapshot format `format` (see its README): every actor's snapshot
+   * is ignored with its format named, the actors refold from 0 and the run ends with an
+   * uninterrupted run's table. `copied` looks at the copy before it is resumed (the fixture itself
+   * is never opened: opening a log may write to it). The resumed and the uninterrupted
+   * directories are returned.
+   */
+  async function resumeOlderFormat(fixture: string, format: number, copied: (dir: string) => Promise<void>): Promise<{ dir: string; uninterrupted: string }> {
+    const dir = path.join(root, fixture);
+    cpSync(path.join(import.meta.dirname, '../fixtures', fixture), dir, { recursive: true });
+    await copied(dir);
     const before = snapshotRows(dir);
-    expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => '5'));
-    // Its problem-rounds evaluated before it stopped, by a Judge that recorded no candidates' tallies.
-    const evaluatedBefore = (await eventsOf(dir)).filter((e) => e.type === 'ProblemEvaluated').length;
-    expect(evaluatedBefore).toBeGreaterThan(0);
+    expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => String(format)));
     const reports: RestartReport[] = [];
     // The fixture's config names its directory as the config file did ('runs'): the run id hashes it.
     const recorded = twoProblemConfig('runs');
@@ -138,13 +150,26 @@ describe('actor snapshots', () => {
     for (const r of reports)
       expect(r.ignored).toMatch(
         new RegExp(
-          `^its snapshot at position ${before.get(r.actor)!.position} is of version 5/[0-9a-f]{12} \\(snapshot format 5\\), this ${r.actor} reads ${SNAPSHOT_FORMAT}/`,
+          `^its snapshot at position ${before.get(r.actor)!.position} is of version ${format}/[0-9a-f]{12} \\(snapshot format ${format}\\), this ${r.actor} reads ${SNAPSHOT_FORMAT}/`,
         ),
       );
     expect(resumed.finished).toBe(true);
-    const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format5-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
+    const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, `${fixture}-uninterrupted`), cacheDir: cacheDir(), snapshotEvery: 0 });
     expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));
     expect(figures(resumed.rows)).toEqual(figures(baseline.rows));
+    // The old side rows are gone: the first save of each actor replaced them with the new format's.
+    expect(sideRowKinds(dir)).toEqual(['d', 'p']);
+    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
+    return { dir, uninterrupted: uninterrupted.dir };
+  }
+
+  it('a run directory stopped by the version that wrote snapshot format 5 (a side row per result) resumes: its snapshots are ignored with their format named, every actor refolds, the run ends as an uninterrupted one', async () => {
+    let evaluatedBefore = 0;
+    const { dir, uninterrupted } = await resumeOlderFormat('format5-run', 5, async (copy) => {
+      // Its problem-rounds evaluated before it stopped, by a Judge that recorded no candidates' tallies.
+      evaluatedBefore = (await eventsOf(copy)).filter((e) => e.type === 'ProblemEvaluated').length;
+      expect(evaluatedBefore).toBeGreaterThan(0);
+    });
     // The same events, but for the tallies the older Judge did not record.
     let evaluated = 0;
     const withoutEarlyTallies = (e: Decision): Decision => {
@@ -152,50 +177,20 @@ describe('actor snapshots', () => {
       const { candidates: _recordedSince, ...data } = e.data;
       return { ...e, data };
     };
-    expect(await eventsOf(dir)).toEqual((await eventsOf(uninterrupted.dir)).map(withoutEarlyTallies));
+    expect(await eventsOf(dir)).toEqual((await eventsOf(uninterrupted)).map(withoutEarlyTallies));
     // Answer selection counts the resumed log, whose first ProblemEvaluated has no tallies, from
     // its verdicts, and reads the uninterrupted one's tallies: the same tables.
-    const [counted, read] = [await answerSelectionBothWays(dir), await answerSelectionBothWays(uninterrupted.dir)];
+    const [counted, read] = [await answerSelectionBothWays(dir), await answerSelectionBothWays(uninterrupted)];
     expect([counted.source, read.source]).toEqual(['verdicts', 'recorded']);
     expect(counted.recorded).toBe(read.recorded);
     expect(read.recorded).toBe(read.fromVerdicts);
-    // The old side rows are gone: the first save of each actor replaced them with the new format's.
-    const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
-    const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
-    db.close();
-    expect(kinds.map((k) => k.toString())).toEqual(['d', 'p']);
-    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
   }, 300_000);
 
   it('a run directory stopped by the version that wrote snapshot format 7 (side rows keyed by program hash) resumes: its snapshots are ignored with their format named, the run ends with the events of an uninterrupted one', async () => {
-    // test/fixtures/format7-run: the same config's run stopped in round 2 by crucible at snapshot
-    // format 7 (see its README).
-    const dir = path.join(root, 'format7');
-    cpSync(path.join(import.meta.dirname, '../fixtures/format7-run'), dir, { recursive: true });
-    const before = snapshotRows(dir);
-    expect([...before.values()].map((r) => r.version.split('/')[0])).toEqual(ACTORS.map(() => '7'));
-    const oldKinds = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
-    expect((oldKinds.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[]).map((k) => k.toString())).toEqual(['h']);
-    oldKinds.close();
-    const reports: RestartReport[] = [];
-    const recorded = twoProblemConfig('runs');
-    const resumed = await runExperiment({ config: recorded, dir, cacheDir: cacheDir(), snapshotEvery: 40, onRestart: (r) => reports.push(r) });
-    expect(reports.map((r) => [r.actor, r.snapshot, r.from]).sort()).toEqual(ACTORS.map((a) => [a.name, 'ignored', 0]).sort());
-    for (const r of reports)
-      expect(r.ignored).toMatch(
-        new RegExp(
-          `^its snapshot at position ${before.get(r.actor)!.position} is of version 7/[0-9a-f]{12} \\(snapshot format 7\\), this ${r.actor} reads ${SNAPSHOT_FORMAT}/`,
-        ),
-      );
-    expect(resumed.finished).toBe(true);
-    const uninterrupted = await runExperiment({ config: recorded, dir: path.join(root, 'format7-uninterrupted'), cacheDir: cacheDir(), snapshotEvery: 0 });
-    expect(figures(resumed.rows)).toEqual(figures(uninterrupted.rows));
-    expect(await eventsOf(dir)).toEqual(await eventsOf(uninterrupted.dir));
-    const db = new Database(path.join(dir, 'snapshots.db'), { readonly: true });
-    const kinds = db.prepare('SELECT DISTINCT substr(key, 1, 1) FROM side_rows').pluck().all() as Buffer[];
-    db.close();
-    expect(kinds.map((k) => k.toString())).toEqual(['d', 'p']);
-    expect([...snapshotRows(dir).values()].every((r) => r.version.startsWith(`${SNAPSHOT_FORMAT}/`))).toBe(true);
+    const { dir, uninterrupted } = await resumeOlderFormat('format7-run', 7, async (copy) => {
+      expect(sideRowKinds(copy)).toEqual(['h']);
+    });
+    expect(await eventsOf(dir)).toEqual(await eventsOf(uninterrupted));
   }, 300_000);
 
   it('an actor whose state is too large for one JSON string is not snapshotted, and the run goes on', async () => {
