@@ -67,7 +67,7 @@ const PART_NUMBER_BYTES = 4;
 /** A directory's record: the program hash's last 6 bytes and the program's number. */
 const DIRECTORY_RECORD_BYTES = 12;
 /** Records in a directory's part (636 bytes). */
-export const DIRECTORY_PART_RECORDS = 53;
+const DIRECTORY_PART_RECORDS = 53;
 
 /** What the index knows of a program in a scope. `events` is flat: [position, request position
  * (0: none), ...], in log order; `tests`: test fingerprint -> the place in `events` (the
